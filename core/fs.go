@@ -1,0 +1,42 @@
+package core
+
+// FS is the file-system port: one flat directory of files. Names are plain file names
+// (no separators). Every call can fail, and callers handle each failure.
+//
+// Durability rules, the same for the real disk (adapters/osfs) and the simulated one (sim/disk):
+//   - data written to a File is durable only after File.Sync returns nil;
+//   - a Create, Rename or Remove is durable only after SyncDir returns nil;
+//   - a missing file is reported with an error for which errors.Is(err, fs.ErrNotExist) holds.
+type FS interface {
+	// Create creates the named file, truncating it if it exists, open for reading and appending.
+	Create(name string) (File, error)
+	// Open opens an existing file for reading and appending.
+	Open(name string) (File, error)
+	// Rename atomically replaces to with from.
+	Rename(from, to string) error
+	// Remove deletes the named file.
+	Remove(name string) error
+	// SyncDir makes the directory's entries (creates, renames, removes) durable.
+	SyncDir() error
+	// List returns the names in the directory, sorted.
+	List() ([]string, error)
+	// Stat returns the size of the named file.
+	Stat(name string) (int64, error)
+}
+
+// File is an open file of an FS. Writes always go to the end of the file.
+type File interface {
+	// Write appends p at the end of the file.
+	Write(p []byte) (int, error)
+	// ReadAt reads len(p) bytes at off; it returns io.EOF when fewer are there.
+	ReadAt(p []byte, off int64) (int, error)
+	// Sync makes everything written so far durable (fsync or fdatasync). After a failed
+	// Sync the file's durable contents are unknown: callers must not retry it.
+	Sync() error
+	// Truncate cuts the file to size bytes; later writes append from there.
+	Truncate(size int64) error
+	// Size returns the current size, including unsynced writes.
+	Size() (int64, error)
+	// Close releases the file; it does not sync.
+	Close() error
+}

@@ -1,0 +1,93 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Class says what a transport failure means for the receipt it named (SPEC 3.2).
+type Class int
+
+const (
+	// Retryable: the call may not have taken effect (timeout, connection refused or reset,
+	// throttling, a 5xx). Try again while the lease margin allows.
+	Retryable Class = iota + 1
+	// Gone: the receipt is invalid or its message is not in flight; it was redelivered or deleted.
+	Gone
+	// Fatal: authorisation or a malformed request; retrying will not help.
+	Fatal
+)
+
+func (c Class) String() string {
+	switch c {
+	case Retryable:
+		return "retryable"
+	case Gone:
+		return "gone"
+	case Fatal:
+		return "fatal"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// TransportError is the typed error every Transport returns for a failed call or batch entry.
+type TransportError struct {
+	Class Class
+	Op    string // the call: "receive", "change-visibility", "delete"
+	Code  string // the queue's error code when it gave one, e.g. "MessageNotInflight"
+	Err   error
+}
+
+func (e *TransportError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("transport: %s: %s (%s): %v", e.Op, e.Class, e.Code, e.Err)
+	}
+	return fmt.Sprintf("transport: %s: %s: %v", e.Op, e.Class, e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// ClassOf returns the class of err: the class of the first *TransportError in its chain, and
+// Retryable for any other non-nil error (an unclassified failure may not have taken effect).
+// It returns 0 for nil.
+func ClassOf(err error) Class {
+	if err == nil {
+		return 0
+	}
+	var te *TransportError
+	if errors.As(err, &te) {
+		return te.Class
+	}
+	return Retryable
+}
+
+// Message is one delivery of a queue message. Receipt names this delivery only: a redelivery
+// of the same message carries a new receipt and a higher ReceiveCount.
+type Message struct {
+	ID           string
+	Receipt      string
+	Body         []byte
+	ReceiveCount int // ApproximateReceiveCount, 1 on the first delivery
+}
+
+// VisibilityChange asks for a receipt's message to stay hidden for Timeout (whole seconds)
+// from when the queue handles the call; 0 releases it at once.
+type VisibilityChange struct {
+	Receipt string
+	Timeout time.Duration
+}
+
+// Transport is the queue port (SPEC 4). Batch calls take at most 10 entries and return one
+// error per entry (nil for success, a *TransportError otherwise), in entry order; their second
+// result is for a failure of the whole call, in which case the per-entry slice is nil.
+type Transport interface {
+	Receive(max int, wait, visibility time.Duration) ([]Message, error)
+	ChangeVisibility(receipt string, timeout time.Duration) error
+	ChangeVisibilityBatch(entries []VisibilityChange) ([]error, error)
+	Delete(receipt string) error
+	DeleteBatch(receipts []string) ([]error, error)
+}
+
+// BatchMax is the most entries one batch call (and one receive) may carry.
+const BatchMax = 10
