@@ -54,7 +54,7 @@ func TestDelay(t *testing.T) {
 		{p, 1000, 5 * time.Minute},
 		{huge, 1, time.Duration(math.MaxInt64/4) * 2},
 		{huge, 2, time.Duration(math.MaxInt64/4) * 4}, // just fits
-		{huge, 3, time.Duration(math.MaxInt64)}, // would overflow: capped
+		{huge, 3, time.Duration(math.MaxInt64)},       // would overflow: capped
 		{Policy{Base: 1, Cap: time.Duration(math.MaxInt64)}, 62, 1 << 62},
 		{Policy{Base: 1, Cap: time.Duration(math.MaxInt64)}, 63, time.Duration(math.MaxInt64)},
 	} {
