@@ -1,0 +1,201 @@
+package sluice
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Policy is the retry policy of SPEC 2.2. Zero fields take the defaults.
+type Policy struct {
+	Attempts int           // attempts in total, the first included; default 5
+	Base     time.Duration // backoff of the first retry; default 1s
+	Cap      time.Duration // the largest backoff (and the largest server-requested wait); default 5m
+	Deadline time.Duration // counted from the job's first due time; 0 means none
+}
+
+// Circuit configures the per-target breaker of SPEC 2.3. Zero fields take the defaults.
+type Circuit struct {
+	Threshold int           // failures within Window that open the breaker; default 5
+	Window    time.Duration // default 30s
+	Cooldown  time.Duration // how long an open breaker refuses; default 30s
+	Probes    int           // attempts a half-open breaker admits at once; default 1
+}
+
+// Config configures a Runner. The zero Config is valid: every zero field takes its default.
+type Config struct {
+	// Capacity bounds the attempts running at once; default runtime.NumCPU(), at least 1.
+	Capacity int
+	// Grace is how long Run waits for running attempts after its context ends before it
+	// cancels their contexts; default 10s.
+	Grace time.Duration
+	// Policy is the retry policy; Circuit the breaker every target gets.
+	Policy  Policy
+	Circuit Circuit
+	// CompactBytes: compact when the journal has grown by more than this since open or the
+	// last compaction; default 64 MiB.
+	CompactBytes int64
+	// Retention is how many terminal jobs compaction keeps for inspection; default 10,000.
+	Retention int
+	// RecordMax caps one journal record (an enqueue with a bigger payload is refused before
+	// anything is written); default 1 MiB.
+	RecordMax int
+	// Logger receives the runner's logs; default slog.Default().
+	Logger *slog.Logger
+	// Clock supplies time and timers; default clock.New(). Tests pass a *clock.Mock.
+	Clock clock.Clock
+	// Seed seeds the backoff jitter; 0 picks one from the clock at Open.
+	Seed int64
+	// SyncEveryRecord turns group commit off: every command and every outcome gets its own
+	// commit (one fsync each). For benchmarks that measure what group commit saves.
+	SyncEveryRecord bool
+	// OnSettled, when set, is called after a job's terminal state (succeeded, dead, cancelled)
+	// is durable. It runs on the runner's owner goroutine: it must be quick and must not call
+	// the Runner.
+	OnSettled func(Settled)
+}
+
+// Settled reports a job whose terminal state is durable (see Config.OnSettled).
+type Settled struct {
+	ID       uint64
+	State    State
+	Attempts int
+	Err      error // the last error of a dead job
+}
+
+// Defaults of Config (SPEC 2).
+const (
+	DefaultGrace        = 10 * time.Second
+	DefaultCompactBytes = 64 << 20
+	DefaultRetention    = 10_000
+	DefaultRecordMax    = 1 << 20
+)
+
+// DefaultPolicy is the retry policy a zero Config.Policy gets.
+var DefaultPolicy = Policy{Attempts: 5, Base: time.Second, Cap: 5 * time.Minute}
+
+// DefaultCircuit is the breaker a zero Config.Circuit gets.
+var DefaultCircuit = Circuit{Threshold: 5, Window: 30 * time.Second, Cooldown: 30 * time.Second, Probes: 1}
+
+// withDefaults fills zero fields and validates the rest; errors name the field.
+func (c Config) withDefaults() (Config, error) {
+	if c.Capacity < 0 {
+		return c, fieldErr("Capacity", c.Capacity, "must be ≥ 0 (0 means runtime.NumCPU())")
+	}
+	if c.Capacity == 0 {
+		c.Capacity = max(1, runtime.NumCPU())
+	}
+	if c.Grace < 0 {
+		return c, fieldErr("Grace", c.Grace, "must be ≥ 0")
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	var err error
+	if c.Policy, err = c.Policy.withDefaults(); err != nil {
+		return c, err
+	}
+	if c.Circuit, err = c.Circuit.withDefaults(); err != nil {
+		return c, err
+	}
+	if c.CompactBytes < 0 {
+		return c, fieldErr("CompactBytes", c.CompactBytes, "must be ≥ 0")
+	}
+	if c.CompactBytes == 0 {
+		c.CompactBytes = DefaultCompactBytes
+	}
+	if c.Retention < 0 {
+		return c, fieldErr("Retention", c.Retention, "must be ≥ 0")
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.RecordMax < 0 {
+		return c, fieldErr("RecordMax", c.RecordMax, "must be ≥ 0")
+	}
+	if c.RecordMax == 0 {
+		c.RecordMax = DefaultRecordMax
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.Seed == 0 {
+		c.Seed = c.Clock.Now().UnixNano()
+	}
+	return c, nil
+}
+
+func (p Policy) withDefaults() (Policy, error) {
+	d := DefaultPolicy
+	switch {
+	case p.Attempts < 0:
+		return p, fieldErr("Policy.Attempts", p.Attempts, "must be ≥ 1 (0 means 5)")
+	case p.Base < 0:
+		return p, fieldErr("Policy.Base", p.Base, "must be > 0 (0 means 1s)")
+	case p.Cap < 0:
+		return p, fieldErr("Policy.Cap", p.Cap, "must be > 0 (0 means 5m)")
+	case p.Deadline < 0:
+		return p, fieldErr("Policy.Deadline", p.Deadline, "must be ≥ 0 (0 means none)")
+	}
+	if p.Attempts == 0 {
+		p.Attempts = d.Attempts
+	}
+	if p.Base == 0 {
+		p.Base = d.Base
+	}
+	if p.Cap == 0 {
+		p.Cap = max(d.Cap, p.Base)
+	}
+	if p.Cap < p.Base {
+		return p, fieldErr("Policy.Cap", p.Cap, fmt.Sprintf("must be ≥ Policy.Base (%v)", p.Base))
+	}
+	return p, nil
+}
+
+func (c Circuit) withDefaults() (Circuit, error) {
+	d := DefaultCircuit
+	switch {
+	case c.Threshold < 0:
+		return c, fieldErr("Circuit.Threshold", c.Threshold, "must be ≥ 1 (0 means 5)")
+	case c.Window < 0:
+		return c, fieldErr("Circuit.Window", c.Window, "must be > 0 (0 means 30s)")
+	case c.Cooldown < 0:
+		return c, fieldErr("Circuit.Cooldown", c.Cooldown, "must be > 0 (0 means 30s)")
+	case c.Probes < 0:
+		return c, fieldErr("Circuit.Probes", c.Probes, "must be ≥ 1 (0 means 1)")
+	}
+	if c.Threshold == 0 {
+		c.Threshold = d.Threshold
+	}
+	if c.Window == 0 {
+		c.Window = d.Window
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = d.Cooldown
+	}
+	if c.Probes == 0 {
+		c.Probes = d.Probes
+	}
+	return c, nil
+}
+
+// ConfigError reports an invalid configuration field.
+type ConfigError struct {
+	Field string // e.g. "Policy.Attempts"
+	Value any
+	Rule  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("sluice: invalid config: %s = %v: %s", e.Field, e.Value, e.Rule)
+}
+
+func fieldErr(field string, value any, rule string) error {
+	return &ConfigError{Field: field, Value: value, Rule: rule}
+}

@@ -1,0 +1,15 @@
+package sluice
+
+import "errors"
+
+var (
+	// ErrClosed is returned by calls on a runner or worker that has been closed.
+	ErrClosed = errors.New("sluice: closed")
+	// ErrNotFound is returned for an id the runner does not know (never issued, or a terminal
+	// job that compaction has since removed).
+	ErrNotFound = errors.New("sluice: job not found")
+	// ErrRunning is returned by Run or Drain when another Run or Drain is in progress.
+	ErrRunning = errors.New("sluice: already running")
+
+	errNilFailure = errors.New("sluice: handler reported a failure without an error")
+)

@@ -1,0 +1,72 @@
+package sluice
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is where a job stands (SPEC 2.1).
+type State uint8
+
+const (
+	// StatePending: waiting for its due time (first attempt or manual retry).
+	StatePending State = iota + 1
+	// StateWaiting: a failed attempt's backoff is running.
+	StateWaiting
+	// StateDeferred: its target's breaker held it back; no attempt was counted.
+	StateDeferred
+	// StateRunning: an attempt is in progress.
+	StateRunning
+	// StateSucceeded, StateDead and StateCancelled are terminal.
+	StateSucceeded
+	StateDead
+	StateCancelled
+)
+
+// Terminal reports whether no attempt will start again (unless Retry revives a dead job).
+func (s State) Terminal() bool {
+	return s == StateSucceeded || s == StateDead || s == StateCancelled
+}
+
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateWaiting:
+		return "waiting"
+	case StateDeferred:
+		return "deferred"
+	case StateRunning:
+		return "running"
+	case StateSucceeded:
+		return "succeeded"
+	case StateDead:
+		return "dead"
+	case StateCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// JobInfo is a read-only copy of a job, returned by Get.
+type JobInfo[A any] struct {
+	ID       uint64
+	Target   string
+	State    State
+	Attempts int       // attempts started so far
+	FirstDue time.Time // the start of the retry deadline
+	Due      time.Time // when it may start next (non-terminal states)
+	Reason   string    // why a dead job died: "spent", "late", "permanent", "panicked"
+	LastErr  string    // the last failure's message
+	Payload  A
+}
+
+// Stats counts jobs by state and the runner's disk work since Open.
+type Stats struct {
+	Pending, Waiting, Deferred, Running int
+	Succeeded, Dead, Cancelled          int    // terminal jobs still retained
+	LastID                              uint64 // the highest id issued so far (0: none)
+	Commits                             int64  // durable commits (batches) since Open
+	Syncs                               int64  // fsyncs of any file since Open
+	Records                             int64  // journal records appended since Open
+}

@@ -1,0 +1,190 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Message is one delivery of a queue message, as a worker's handler sees it.
+type Message struct {
+	ID           string
+	Body         []byte
+	ReceiveCount int // 1 on the first delivery
+}
+
+// WorkerHandler processes one message. Its context is cancelled when the message's lease is
+// lost (the message may then be redelivered to someone else) and when shutdown's grace period
+// ends. A panic is recovered and treated as a retryable failure.
+type WorkerHandler func(ctx context.Context, msg Message) Result
+
+// ResultKind is a handler's verdict on a message (SPEC 3.3).
+type ResultKind uint8
+
+const (
+	// ResultAck: done; the message is deleted.
+	ResultAck ResultKind = iota + 1
+	// ResultRetry: release it for another delivery after the backoff (or After).
+	ResultRetry
+	// ResultPermanent: it can never succeed: deleted and logged at Error, or dead-lettered when
+	// the queue has a redrive policy.
+	ResultPermanent
+	// ResultTerminal: hide it long enough for the redrive policy to move it to the DLQ.
+	ResultTerminal
+)
+
+func (k ResultKind) String() string {
+	switch k {
+	case ResultAck:
+		return "ack"
+	case ResultRetry:
+		return "retry"
+	case ResultPermanent:
+		return "permanent"
+	case ResultTerminal:
+		return "terminal"
+	}
+	return fmt.Sprintf("ResultKind(%d)", uint8(k))
+}
+
+// Result is a handler's verdict. Build it with Ack, Retry, RetryAfter, Reject, DeadLetter or
+// ResultOf.
+type Result struct {
+	Kind  ResultKind
+	Err   error
+	After *time.Duration // ResultRetry: the visibility to set instead of the policy's backoff
+}
+
+// Ack deletes the message.
+func Ack() Result { return Result{Kind: ResultAck} }
+
+// Retry releases the message for redelivery after the worker policy's backoff.
+func Retry(err error) Result { return Result{Kind: ResultRetry, Err: err} }
+
+// RetryAfter releases the message for redelivery after d (0: at once).
+func RetryAfter(err error, d time.Duration) Result {
+	d = max(d, 0)
+	return Result{Kind: ResultRetry, Err: err, After: &d}
+}
+
+// Reject reports a permanent failure (SPEC 3.3).
+func Reject(err error) Result { return Result{Kind: ResultPermanent, Err: err} }
+
+// DeadLetter hides the message until the queue's redrive policy dead-letters it.
+func DeadLetter(err error) Result { return Result{Kind: ResultTerminal, Err: err} }
+
+// ResultOf maps an error: nil acks, an error wrapping a *PermanentError rejects, anything else
+// retries with the policy's backoff.
+func ResultOf(err error) Result {
+	if err == nil {
+		return Ack()
+	}
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return Reject(err)
+	}
+	return Retry(err)
+}
+
+// WorkerConfig configures a Worker. The zero WorkerConfig is valid.
+type WorkerConfig struct {
+	// Window is the visibility timeout asked for on receive and on each renewal; default 30s.
+	Window time.Duration
+	// Ceiling is how long after receipt the queue lets a message stay hidden; default 12h (SQS).
+	Ceiling time.Duration
+	// Wait is the long-poll wait of a receive call; default 20s.
+	Wait time.Duration
+	// Concurrency bounds the handlers running at once (and so the messages held); default 10.
+	Concurrency int
+	// Budget: a delivery whose receive count reaches max(2, Budget) is retired without running
+	// (acked, logged at Error); default 5.
+	Budget int
+	// RedriveMax is the queue's redrive maxReceiveCount, 0 when it has none.
+	RedriveMax int
+	// Policy gives the backoff of Retry results (its Attempts is unused).
+	Policy Policy
+	// Grace is how long shutdown waits for running handlers before cancelling them; default 10s.
+	Grace time.Duration
+	// Logger receives the worker's logs; default slog.Default().
+	Logger *slog.Logger
+	// Clock supplies time and the timer; default clock.New().
+	Clock clock.Clock
+	// Seed seeds backoff jitter; 0 picks one from the clock.
+	Seed int64
+}
+
+// Worker defaults (SPEC 3).
+const (
+	DefaultWindow      = 30 * time.Second
+	DefaultCeiling     = 12 * time.Hour
+	DefaultWait        = 20 * time.Second
+	DefaultConcurrency = 10
+	DefaultBudget      = 5
+)
+
+func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
+	switch {
+	case c.Window < 0:
+		return c, fieldErr("WorkerConfig.Window", c.Window, "must be ≥ 1s (0 means 30s)")
+	case c.Window > 0 && c.Window < time.Second:
+		return c, fieldErr("WorkerConfig.Window", c.Window, "must be ≥ 1s: the queue counts whole seconds")
+	case c.Ceiling < 0:
+		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, "must be > 0 (0 means 12h)")
+	case c.Wait < 0:
+		return c, fieldErr("WorkerConfig.Wait", c.Wait, "must be ≥ 0 (0 means 20s)")
+	case c.Concurrency < 0:
+		return c, fieldErr("WorkerConfig.Concurrency", c.Concurrency, "must be ≥ 1 (0 means 10)")
+	case c.Budget < 0:
+		return c, fieldErr("WorkerConfig.Budget", c.Budget, "must be ≥ 0 (0 means 5)")
+	case c.RedriveMax < 0:
+		return c, fieldErr("WorkerConfig.RedriveMax", c.RedriveMax, "must be ≥ 0 (0 means no redrive policy)")
+	case c.Grace < 0:
+		return c, fieldErr("WorkerConfig.Grace", c.Grace, "must be ≥ 0 (0 means 10s)")
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Ceiling == 0 {
+		c.Ceiling = DefaultCeiling
+	}
+	if c.Ceiling < c.Window {
+		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, fmt.Sprintf("must be ≥ Window (%v)", c.Window))
+	}
+	if c.Wait == 0 {
+		c.Wait = DefaultWait
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.RedriveMax > 0 {
+		c.Budget = max(c.Budget, c.RedriveMax+1)
+	}
+	var err error
+	if c.Policy, err = c.Policy.withDefaults(); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.Field = "WorkerConfig." + ce.Field
+		}
+		return c, err
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.Seed == 0 {
+		c.Seed = c.Clock.Now().UnixNano()
+	}
+	return c, nil
+}
