@@ -1,0 +1,422 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/sim/faults"
+)
+
+// SectorSize is the unit a torn write's garbage never crosses.
+const SectorSize = 512
+
+var (
+	// ErrCrashed is returned by every File opened before a Crash, and by mutating operations
+	// from the point set by CrashAfter until Crash.
+	ErrCrashed = errors.New("disk: crashed")
+	// ErrInjected is the error of a fault injected by faults.Disk, or by FailNext with a nil error.
+	ErrInjected = errors.New("disk: injected fault")
+)
+
+// Op names a kind of operation, for FailNext.
+type Op int
+
+const (
+	OpWrite Op = iota + 1
+	OpSync
+	OpTruncate
+	OpCreate
+	OpRename
+	OpRemove
+	OpSyncDir
+	// The operations below do not mutate: Ops does not count them and CrashAfter spares them.
+	OpOpen
+	OpRead
+	OpList
+	OpStat
+	OpSize
+	opEnd
+)
+
+var opNames = [...]string{"", "write", "sync", "truncate", "create", "rename", "remove",
+	"syncdir", "open", "read", "list", "stat", "size"}
+
+func (o Op) String() string {
+	if o <= 0 || o >= opEnd {
+		return fmt.Sprintf("Op(%d)", int(o))
+	}
+	return opNames[o]
+}
+
+func (o Op) mutating() bool { return o >= OpWrite && o <= OpSyncDir }
+
+// Disk is the simulated disk. The zero value is not usable; call New.
+type Disk struct {
+	mu     sync.Mutex
+	rng    *rand.Rand
+	faults faults.Disk
+
+	gen     int // crash generation; a File from an older one fails with ErrCrashed
+	crashes int
+	ops     int // mutating operations so far
+	crashAt int // 0: off; else mutating operation number ops >= crashAt fail
+	failq   [opEnd][]error
+
+	live    map[string]*inode
+	durable map[string]*inode
+	// dirLog holds the directory changes since the last successful SyncDir, in order.
+	// Invariant: replaying dirLog over durable gives live.
+	dirLog []dirChange
+	// Invariant: dirUndecided <= len(dirLog); the prefix covered by a failed SyncDir.
+	dirUndecided int
+	nextIno      int
+	lastCrash    []string
+}
+
+type dirKind int
+
+const (
+	dirCreate dirKind = iota
+	dirRename
+	dirRemove
+)
+
+type dirChange struct {
+	kind     dirKind
+	name, to string
+	ino      *inode // dirCreate: the new inode
+}
+
+type inode struct {
+	id   int
+	data []byte // what reads see
+	// base is the durable contents when no pending operation existed.
+	base    []byte
+	pending []change
+}
+
+// change is a write or a truncate not yet settled into base.
+type change struct {
+	truncate bool
+	off      int64 // write: where it landed; truncate: the new size
+	data     []byte
+	// synced: covered by a successful Sync, survives every crash.
+	synced bool
+	// undecided: covered by a failed Sync; its fate is drawn at the crash even if a later
+	// Sync succeeds. Invariant: !(synced && undecided).
+	undecided bool
+}
+
+var _ core.FS = (*Disk)(nil)
+
+// New returns an empty disk whose random choices all come from seed.
+func New(seed int64) *Disk {
+	return &Disk{
+		rng:     rand.New(rand.NewSource(seed)),
+		live:    map[string]*inode{},
+		durable: map[string]*inode{},
+	}
+}
+
+// SetFaults sets the probabilities of random faults; it panics on an invalid one.
+func (d *Disk) SetFaults(f faults.Disk) {
+	if err := f.Validate(); err != nil {
+		panic(fmt.Sprintf("disk: SetFaults: %v", err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.faults = f
+}
+
+// Ops returns the number of mutating operations so far (write, sync, truncate, create, rename,
+// remove, syncdir), including failed ones.
+func (d *Disk) Ops() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ops
+}
+
+// Crashes returns how many times Crash was called.
+func (d *Disk) Crashes() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.crashes
+}
+
+// CrashAfter makes the n-th mutating operation from now, and all later ones, fail with
+// ErrCrashed until Crash. n=1 is the next one.
+func (d *Disk) CrashAfter(n int) {
+	if n < 1 {
+		panic(fmt.Sprintf("disk: CrashAfter(%d): n must be at least 1", n))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.crashAt = d.ops + n
+}
+
+// FailNext makes the next operation of kind op fail with err (ErrInjected when nil), without
+// effect. Calls queue up: two FailNext(OpWrite, ...) fail the next two writes.
+func (d *Disk) FailNext(op Op, err error) {
+	if op <= 0 || op >= opEnd {
+		panic(fmt.Sprintf("disk: FailNext(%v): unknown op", op))
+	}
+	if err == nil {
+		err = ErrInjected
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failq[op] = append(d.failq[op], err)
+}
+
+// FlipBit flips bit (0..7) of the byte at off of the named file, in its durable contents and
+// in what reads see. It panics unless the file exists and off lies in its durable contents.
+func (d *Disk) FlipBit(name string, off int64, bit uint) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.live[name]
+	if ino == nil {
+		ino = d.durable[name]
+	}
+	if ino == nil || bit > 7 || off < 0 || off >= int64(len(ino.base)) {
+		panic(fmt.Sprintf("disk: FlipBit(%q, %d, %d): no such synced byte", name, off, bit))
+	}
+	ino.base[off] ^= 1 << bit
+	for i := range ino.pending {
+		c := &ino.pending[i]
+		if !c.truncate && off >= c.off && off < c.off+int64(len(c.data)) {
+			return // overwritten since; reads see the newer bytes
+		}
+	}
+	if off < int64(len(ino.data)) {
+		ino.data[off] ^= 1 << bit
+	}
+}
+
+// begin accounts for one operation and returns the deterministic fault it meets, if any.
+func (d *Disk) begin(op Op, what string) error {
+	if op.mutating() {
+		d.ops++
+		if d.crashAt > 0 && d.ops >= d.crashAt {
+			return fmt.Errorf("disk: %s %s: %w", op, what, ErrCrashed)
+		}
+	}
+	if q := d.failq[op]; len(q) > 0 {
+		err := q[0]
+		d.failq[op] = q[1:]
+		return fmt.Errorf("disk: %s %s: %w", op, what, err)
+	}
+	return nil
+}
+
+// chance draws from the stream only when p > 0, so faults that are off shift nothing.
+func (d *Disk) chance(p float64) bool {
+	return p > 0 && d.rng.Float64() < p
+}
+
+func checkName(op Op, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+		return &fs.PathError{Op: op.String(), Path: name, Err: fs.ErrInvalid}
+	}
+	return nil
+}
+
+func notExist(op Op, name string) error {
+	return &fs.PathError{Op: op.String(), Path: name, Err: fs.ErrNotExist}
+}
+
+// Create creates or truncates the named file. Rule 2: the new entry is durable only after
+// SyncDir; rule 1: truncating an existing file is durable only after File.Sync.
+func (d *Disk) Create(name string) (core.File, error) {
+	if err := checkName(OpCreate, name); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(OpCreate, name); err != nil {
+		return nil, err
+	}
+	if d.chance(d.faults.CreateErr) {
+		return nil, fmt.Errorf("disk: create %s: %w", name, ErrInjected)
+	}
+	if ino := d.live[name]; ino != nil {
+		ino.truncate(0)
+		return d.newFile(name, ino), nil
+	}
+	d.nextIno++
+	ino := &inode{id: d.nextIno}
+	d.live[name] = ino
+	d.dirLog = append(d.dirLog, dirChange{kind: dirCreate, name: name, ino: ino})
+	return d.newFile(name, ino), nil
+}
+
+// Open opens an existing file.
+func (d *Disk) Open(name string) (core.File, error) {
+	if err := checkName(OpOpen, name); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(OpOpen, name); err != nil {
+		return nil, err
+	}
+	ino := d.live[name]
+	if ino == nil {
+		return nil, notExist(OpOpen, name)
+	}
+	return d.newFile(name, ino), nil
+}
+
+// Rename replaces to with from; durable only after SyncDir.
+func (d *Disk) Rename(from, to string) error {
+	if err := checkName(OpRename, from); err != nil {
+		return err
+	}
+	if err := checkName(OpRename, to); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	what := from + " " + to
+	if err := d.begin(OpRename, what); err != nil {
+		return err
+	}
+	if d.chance(d.faults.RenameErr) {
+		return fmt.Errorf("disk: rename %s: %w", what, ErrInjected)
+	}
+	ino := d.live[from]
+	if ino == nil {
+		return notExist(OpRename, from)
+	}
+	if from == to {
+		return nil
+	}
+	d.live[to] = ino
+	delete(d.live, from)
+	d.dirLog = append(d.dirLog, dirChange{kind: dirRename, name: from, to: to})
+	return nil
+}
+
+// Remove deletes the named file; durable only after SyncDir. Open Files keep working.
+func (d *Disk) Remove(name string) error {
+	if err := checkName(OpRemove, name); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(OpRemove, name); err != nil {
+		return err
+	}
+	if d.chance(d.faults.RemoveErr) {
+		return fmt.Errorf("disk: remove %s: %w", name, ErrInjected)
+	}
+	if d.live[name] == nil {
+		return notExist(OpRemove, name)
+	}
+	delete(d.live, name)
+	d.dirLog = append(d.dirLog, dirChange{kind: dirRemove, name: name})
+	return nil
+}
+
+// SyncDir makes every create, rename and remove so far durable.
+func (d *Disk) SyncDir() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(OpSyncDir, "."); err != nil {
+		return err
+	}
+	if d.chance(d.faults.SyncDirErr) {
+		d.dirUndecided = len(d.dirLog)
+		return fmt.Errorf("disk: syncdir: %w", ErrInjected)
+	}
+	d.durable = make(map[string]*inode, len(d.live))
+	for name, ino := range d.live { // order-free: copying a map
+		d.durable[name] = ino
+	}
+	d.dirLog = nil
+	d.dirUndecided = 0
+	return nil
+}
+
+// List returns the names in the directory, sorted.
+func (d *Disk) List() ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(OpList, "."); err != nil {
+		return nil, err
+	}
+	return sortedNames(d.live), nil
+}
+
+// Stat returns the size of the named file, including unsynced writes.
+func (d *Disk) Stat(name string) (int64, error) {
+	if err := checkName(OpStat, name); err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(OpStat, name); err != nil {
+		return 0, err
+	}
+	ino := d.live[name]
+	if ino == nil {
+		return 0, notExist(OpStat, name)
+	}
+	return int64(len(ino.data)), nil
+}
+
+func sortedNames(m map[string]*inode) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// truncate cuts or extends (with zeros) the file to size; a pending change.
+func (ino *inode) truncate(size int64) {
+	ino.data = resize(ino.data, size)
+	ino.pending = append(ino.pending, change{truncate: true, off: size})
+}
+
+func resize(b []byte, size int64) []byte {
+	if size <= int64(len(b)) {
+		return b[:size]
+	}
+	return append(b, make([]byte, size-int64(len(b)))...)
+}
+
+// put writes p at off, extending b with zeros up to off if needed.
+func put(b []byte, off int64, p []byte) []byte {
+	if end := off + int64(len(p)); end > int64(len(b)) {
+		b = resize(b, end)
+	}
+	copy(b[off:], p)
+	return b
+}
+
+// settle folds the pending changes into base when every one of them is synced.
+func (ino *inode) settle() {
+	for _, c := range ino.pending {
+		if !c.synced {
+			return
+		}
+	}
+	for _, c := range ino.pending {
+		ino.base = c.apply(ino.base)
+	}
+	ino.pending = nil
+}
+
+func (c change) apply(b []byte) []byte {
+	if c.truncate {
+		return resize(b, c.off)
+	}
+	return put(b, c.off, c.data)
+}

@@ -1,0 +1,78 @@
+package faults
+
+import "fmt"
+
+// Disk holds the probabilities of the simulated disk's random faults (sim/disk). Each is the
+// chance, in [0, 1], that one operation of that kind fails; the zero value injects nothing.
+// The disk draws from its own seeded stream only for a probability above zero, so turning a
+// fault off does not shift the other draws of a run.
+type Disk struct {
+	// WriteErr: a File.Write fails after appending a random strict prefix of its bytes (as a
+	// real short write with ENOSPC or EIO may).
+	WriteErr float64
+	// SyncErr: a File.Sync fails. The writes it should have covered stay undecided: a crash
+	// may lose, keep or tear each of them, even after a later Sync succeeds (Linux marks the
+	// pages clean after a failed fsync; this is why fsync must never be retried).
+	SyncErr float64
+	// RenameErr: an FS.Rename fails without effect.
+	RenameErr float64
+	// BitFlip: at each Crash, per surviving file with synced data, one random bit of its synced
+	// data flips (media corruption; only profiles that expect open to refuse should set it).
+	BitFlip float64
+	// CreateErr, RemoveErr, TruncateErr: the call fails without effect.
+	CreateErr, RemoveErr, TruncateErr float64
+	// SyncDirErr: an FS.SyncDir fails; the directory changes it should have covered are
+	// undecided until the next crash (an in-order prefix of them survives), unless a later
+	// SyncDir succeeds.
+	SyncDirErr float64
+	// DirPersist: at a crash, the chance that directory changes never made durable by
+	// SyncDir survive anyway (an in-order prefix of random length, as a journaling file system
+	// may commit them). Zero gives the strict rule: unsynced creates, renames and removes are
+	// all rolled back.
+	DirPersist float64
+}
+
+// Validate reports a probability outside [0, 1].
+func (f Disk) Validate() error {
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{
+		{"WriteErr", f.WriteErr}, {"SyncErr", f.SyncErr}, {"RenameErr", f.RenameErr},
+		{"BitFlip", f.BitFlip}, {"CreateErr", f.CreateErr},
+		{"RemoveErr", f.RemoveErr}, {"TruncateErr", f.TruncateErr},
+		{"SyncDirErr", f.SyncDirErr}, {"DirPersist", f.DirPersist},
+	} {
+		if !(p.v >= 0 && p.v <= 1) {
+			return fmt.Errorf("faults: disk probability %s = %v, want 0..1", p.name, p.v)
+		}
+	}
+	return nil
+}
+
+// String renders the non-zero probabilities in a fixed order, for traces and summaries.
+func (f Disk) String() string {
+	s := ""
+	add := func(name string, v float64) {
+		if v == 0 {
+			return
+		}
+		if s != "" {
+			s += " "
+		}
+		s += fmt.Sprintf("%s=%g", name, v)
+	}
+	add("write", f.WriteErr)
+	add("sync", f.SyncErr)
+	add("rename", f.RenameErr)
+	add("bitflip", f.BitFlip)
+	add("create", f.CreateErr)
+	add("remove", f.RemoveErr)
+	add("truncate", f.TruncateErr)
+	add("syncdir", f.SyncDirErr)
+	add("dirpersist", f.DirPersist)
+	if s == "" {
+		return "none"
+	}
+	return s
+}
