@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fstest"
 )
 
 // mustCreate and friends keep the crash tests short; each fails the test on error.
@@ -89,4 +90,14 @@ func TestSyncedDataAndEntriesSurviveCrash(t *testing.T) {
 	if _, err := f.Write([]byte("x")); !errors.Is(err, ErrCrashed) {
 		t.Errorf("Write on a File from before the crash: %v, want ErrCrashed", err)
 	}
+}
+
+func TestFSContract(t *testing.T) {
+	var seed int64
+	fstest.Run(t, func(t *testing.T) core.FS {
+		seed++
+		d := New(seed)
+		t.Cleanup(func() { check(t, d) })
+		return d
+	})
 }
