@@ -1,0 +1,376 @@
+// Package transporttest is the shared behaviour suite of the core.Transport port: the same
+// cases run against the simulated SQS (sim/queue) and against adapters/sqs talking to fauxqs
+// over HTTP, so the simulator's model of SQS is held to what a real server does.
+//
+// Rules:
+//
+//  1. Every case gets fresh queues from Harness.New and moves time only through Queue.Wait
+//     (the simulator advances its clock, a real server sleeps), so it runs unchanged on both.
+//  2. The suite asserts only what real SQS guarantees. Where fauxqs is more lenient
+//     (COMPONENTS.md: a garbage or stale receipt in Delete or DeleteBatch answered with
+//     success), a lenient answer is accepted unless Harness.Strict says the implementation
+//     behaves as real SQS there; even then a lenient answer may never be Retryable or Fatal.
+//  3. Timing uses 1 s visibility windows and waits with at least 0.5 s of margin on both sides
+//     of every deadline, so a loaded machine does not flip an assertion.
+//  4. Every failed call or batch entry must be a *core.TransportError with a class.
+package transporttest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Harness makes queues for the suite.
+type Harness struct {
+	// New returns a fresh, empty queue. With maxReceiveCount > 0 the queue has a redrive
+	// policy to a fresh dead-letter queue capturing at that count.
+	New func(t *testing.T, maxReceiveCount int) Queue
+	// Strict: deletes with a garbage or stale receipt fail with Gone, as on real SQS.
+	Strict bool
+	// Parallel runs the cases in parallel (for real servers, where Wait sleeps).
+	Parallel bool
+}
+
+// Queue is one queue under test.
+type Queue struct {
+	Transport  core.Transport
+	DeadLetter core.Transport // nil without a redrive policy
+	// Send stores a message and returns its id.
+	Send func(t *testing.T, body string) string
+	// Wait lets d pass.
+	Wait func(d time.Duration)
+	// Check, when set, is called at the end of each case (invariants of a simulated queue).
+	Check func() error
+}
+
+const (
+	window = time.Second             // the visibility window of most cases
+	lapse  = 1500 * time.Millisecond // a wait after which a 1 s window has lapsed
+	poll   = time.Second             // long poll used where a message is expected
+)
+
+type suiteCase struct {
+	name    string
+	redrive int
+	run     func(t *testing.T, h Harness, q Queue)
+}
+
+var cases = []suiteCase{
+	{"ReceiveHidesUntilWindowLapsesThenRedeliversWithNewReceipt", 0, testRedelivery},
+	{"ExtensionKeepsMessageHiddenPastOriginalWindow", 0, testExtension},
+	{"ReleaseWithZeroRedeliversAtOnce", 0, testRelease},
+	{"DeleteRemovesMessage", 0, testDelete},
+	{"ChangeVisibilityOnDeletedReceiptIsGone", 0, testGoneAfterDelete},
+	{"StaleReceiptAfterRedeliveryIsNeverRetryableOrFatal", 0, testStaleReceipt},
+	{"ChangeVisibilityBatchReportsPerEntryFailures", 0, testBatchChange},
+	{"DeleteBatchReportsPerEntryResults", 0, testBatchDelete},
+	{"RedriveMovesMessageToDeadLetterQueue", 2, testRedrive},
+	{"VisibilityPastTwelveHoursIsFatal", 0, testCeiling},
+	{"ReceiveHonoursMax", 0, testReceiveMax},
+}
+
+// Run runs every case as a subtest of t.
+func Run(t *testing.T, h Harness) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
+			q := h.New(t, c.redrive)
+			if (q.DeadLetter != nil) != (c.redrive > 0) {
+				t.Fatalf("harness: dead-letter queue present = %v for maxReceiveCount %d", q.DeadLetter != nil, c.redrive)
+			}
+			c.run(t, h, q)
+			if q.Check != nil {
+				if err := q.Check(); err != nil {
+					t.Fatalf("queue invariants: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// receive collects want messages, polling a few times (a real queue may answer a long poll
+// with fewer messages than are visible).
+func receive(t *testing.T, tr core.Transport, want int, visibility time.Duration) []core.Message {
+	t.Helper()
+	var out []core.Message
+	for range 5 {
+		ms, err := tr.Receive(core.BatchMax, poll, visibility)
+		mustTyped(t, "receive", err)
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		out = append(out, ms...)
+		if len(out) >= want {
+			break
+		}
+	}
+	if len(out) != want {
+		t.Fatalf("received %d messages, want %d: %v", len(out), want, describe(out))
+	}
+	for _, m := range out {
+		if m.ID == "" || m.Receipt == "" || m.ReceiveCount < 1 {
+			t.Fatalf("incomplete message %+v", m)
+		}
+	}
+	return out
+}
+
+// receiveNone asserts that nothing is delivered now (a short poll).
+func receiveNone(t *testing.T, tr core.Transport, why string) {
+	t.Helper()
+	ms, err := tr.Receive(core.BatchMax, 0, window)
+	mustTyped(t, "receive", err)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if len(ms) != 0 {
+		t.Fatalf("%s, but received %v", why, describe(ms))
+	}
+}
+
+func describe(ms []core.Message) string {
+	s := "["
+	for i, m := range ms {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%s(count %d, body %q)", m.ID, m.ReceiveCount, m.Body)
+	}
+	return s + "]"
+}
+
+func mustTyped(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var te *core.TransportError
+	if !errors.As(err, &te) {
+		t.Fatalf("%s: error %v (%T) is not a *core.TransportError", what, err, err)
+	}
+	if te.Class < core.Retryable || te.Class > core.Fatal {
+		t.Fatalf("%s: error %v has no valid class", what, err)
+	}
+}
+
+func mustClass(t *testing.T, what string, err error, want core.Class) {
+	t.Helper()
+	mustTyped(t, what, err)
+	if got := core.ClassOf(err); got != want {
+		t.Fatalf("%s: class %v (error %v), want %v", what, got, err, want)
+	}
+}
+
+// mustLenient accepts success or Gone (never Retryable or Fatal), and only Gone when strict.
+func mustLenient(t *testing.T, what string, err error, strict bool) {
+	t.Helper()
+	if err == nil && !strict {
+		return
+	}
+	mustClass(t, what, err, core.Gone)
+}
+
+func one(t *testing.T, q Queue, body string, visibility time.Duration) (id string, m core.Message) {
+	t.Helper()
+	id = q.Send(t, body)
+	m = receive(t, q.Transport, 1, visibility)[0]
+	if m.ID != id || string(m.Body) != body || m.ReceiveCount != 1 {
+		t.Fatalf("first delivery %+v, want id %s body %q count 1", m, id, body)
+	}
+	return id, m
+}
+
+func testRedelivery(t *testing.T, _ Harness, q Queue) {
+	id, first := one(t, q, "a", window)
+	receiveNone(t, q.Transport, "the message is in flight")
+	q.Wait(lapse)
+	again := receive(t, q.Transport, 1, window)[0]
+	if again.ID != id || string(again.Body) != "a" {
+		t.Fatalf("redelivered %+v, want id %s body a", again, id)
+	}
+	if again.Receipt == first.Receipt {
+		t.Fatalf("redelivery kept receipt %q", first.Receipt)
+	}
+	if again.ReceiveCount <= first.ReceiveCount {
+		t.Fatalf("redelivery count %d, not above %d", again.ReceiveCount, first.ReceiveCount)
+	}
+}
+
+func testExtension(t *testing.T, _ Harness, q Queue) {
+	id, m := one(t, q, "b", window)
+	if err := q.Transport.ChangeVisibility(m.Receipt, 4*time.Second); err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	q.Wait(2 * time.Second)
+	receiveNone(t, q.Transport, "the message was extended to 4 s and 2 s passed")
+	q.Wait(3 * time.Second)
+	again := receive(t, q.Transport, 1, window)[0]
+	if again.ID != id || again.ReceiveCount <= m.ReceiveCount {
+		t.Fatalf("after the extension lapsed got %+v, want id %s with a higher count", again, id)
+	}
+}
+
+func testRelease(t *testing.T, _ Harness, q Queue) {
+	id, m := one(t, q, "c", 30*time.Second)
+	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	again := receive(t, q.Transport, 1, 30*time.Second)[0]
+	if again.ID != id || again.Receipt == m.Receipt || again.ReceiveCount <= m.ReceiveCount {
+		t.Fatalf("after release got %+v, want id %s with a new receipt and a higher count", again, id)
+	}
+}
+
+func testDelete(t *testing.T, _ Harness, q Queue) {
+	_, m := one(t, q, "d", window)
+	if err := q.Transport.Delete(m.Receipt); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	q.Wait(lapse)
+	receiveNone(t, q.Transport, "the message was deleted")
+}
+
+func testGoneAfterDelete(t *testing.T, _ Harness, q Queue) {
+	_, m := one(t, q, "e", 30*time.Second)
+	if err := q.Transport.Delete(m.Receipt); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	mustClass(t, "change-visibility of a deleted receipt", q.Transport.ChangeVisibility(m.Receipt, 10*time.Second), core.Gone)
+	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{{Receipt: m.Receipt, Timeout: 10 * time.Second}})
+	if err != nil || len(errs) != 1 {
+		t.Fatalf("change-visibility batch: %v, %v", errs, err)
+	}
+	mustClass(t, "batch change-visibility of a deleted receipt", errs[0], core.Gone)
+}
+
+func testStaleReceipt(t *testing.T, h Harness, q Queue) {
+	id, old := one(t, q, "f", window)
+	q.Wait(lapse)
+	cur := receive(t, q.Transport, 1, 30*time.Second)[0]
+	if cur.ID != id || cur.Receipt == old.Receipt {
+		t.Fatalf("redelivery %+v", cur)
+	}
+	// SQS answers Gone, or may answer success doing nothing; never Retryable or Fatal.
+	mustLenient(t, "change-visibility of a stale receipt", q.Transport.ChangeVisibility(old.Receipt, 0), false)
+	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(old.Receipt), h.Strict)
+	// The current delivery is still governed by its own receipt.
+	if err := q.Transport.ChangeVisibility(cur.Receipt, 30*time.Second); err != nil {
+		t.Fatalf("extend the current receipt: %v", err)
+	}
+	if err := q.Transport.Delete(cur.Receipt); err != nil {
+		t.Fatalf("delete the current receipt: %v", err)
+	}
+}
+
+func testBatchChange(t *testing.T, _ Harness, q Queue) {
+	for _, b := range []string{"g0", "g1", "g2"} {
+		q.Send(t, b)
+	}
+	ms := receive(t, q.Transport, 3, window)
+	if err := q.Transport.Delete(ms[1].Receipt); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
+		{Receipt: ms[0].Receipt, Timeout: 4 * time.Second},
+		{Receipt: ms[1].Receipt, Timeout: 4 * time.Second},
+		{Receipt: ms[2].Receipt, Timeout: 4 * time.Second},
+	})
+	if err != nil {
+		t.Fatalf("change-visibility batch failed as a whole: %v", err)
+	}
+	if len(errs) != 3 {
+		t.Fatalf("%d results for 3 entries", len(errs))
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("good entries failed: %v, %v", errs[0], errs[2])
+	}
+	mustClass(t, "batch entry naming a deleted message", errs[1], core.Gone)
+	q.Wait(2 * time.Second)
+	receiveNone(t, q.Transport, "both live messages were extended to 4 s and 2 s passed")
+	errs, err = q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
+		{Receipt: ms[0].Receipt, Timeout: 0},
+		{Receipt: ms[2].Receipt, Timeout: 0},
+	})
+	if err != nil || len(errs) != 2 || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("release batch: %v, %v", errs, err)
+	}
+	again := receive(t, q.Transport, 2, 30*time.Second)
+	got := map[string]bool{}
+	for _, m := range again {
+		got[m.ID] = m.ReceiveCount >= 2
+	}
+	if !got[ms[0].ID] || !got[ms[2].ID] {
+		t.Fatalf("after the release batch got %s, want %s and %s redelivered", describe(again), ms[0].ID, ms[2].ID)
+	}
+}
+
+func testBatchDelete(t *testing.T, h Harness, q Queue) {
+	q.Send(t, "h0")
+	q.Send(t, "h1")
+	ms := receive(t, q.Transport, 2, window)
+	errs, err := q.Transport.DeleteBatch([]string{ms[0].Receipt, "not-a-receipt", ms[1].Receipt})
+	if err != nil {
+		t.Fatalf("delete batch failed as a whole: %v", err)
+	}
+	if len(errs) != 3 {
+		t.Fatalf("%d results for 3 entries", len(errs))
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("good entries failed: %v, %v", errs[0], errs[2])
+	}
+	mustLenient(t, "batch entry with a garbage receipt", errs[1], h.Strict)
+	q.Wait(lapse)
+	receiveNone(t, q.Transport, "both messages were deleted by the batch")
+}
+
+func testRedrive(t *testing.T, _ Harness, q Queue) {
+	id, m := one(t, q, "poison", window)
+	q.Wait(lapse)
+	m2 := receive(t, q.Transport, 1, window)[0]
+	if m2.ID != id || m2.ReceiveCount <= m.ReceiveCount {
+		t.Fatalf("second delivery %+v", m2)
+	}
+	q.Wait(lapse)
+	// The receive that would exceed maxReceiveCount 2 moves the message instead.
+	receiveNone(t, q.Transport, "the message was received maxReceiveCount times")
+	dead := receive(t, q.DeadLetter, 1, 30*time.Second)[0]
+	if dead.ID != id || string(dead.Body) != "poison" {
+		t.Fatalf("dead-letter queue delivered %+v, want id %s body poison", dead, id)
+	}
+	receiveNone(t, q.Transport, "the message is in the dead-letter queue")
+}
+
+func testCeiling(t *testing.T, _ Harness, q Queue) {
+	_, m := one(t, q, "i", 30*time.Second)
+	mustClass(t, "change-visibility past 12 h", q.Transport.ChangeVisibility(m.Receipt, 12*time.Hour+time.Second), core.Fatal)
+	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
+		t.Fatalf("release after a refused extension: %v", err)
+	}
+	receive(t, q.Transport, 1, 30*time.Second)
+}
+
+func testReceiveMax(t *testing.T, _ Harness, q Queue) {
+	for _, b := range []string{"j0", "j1", "j2"} {
+		q.Send(t, b)
+	}
+	ms, err := q.Transport.Receive(2, poll, 30*time.Second)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if len(ms) < 1 || len(ms) > 2 {
+		t.Fatalf("receive max 2 returned %d messages", len(ms))
+	}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if seen[m.ID] {
+			t.Fatalf("message %s delivered twice in one receive", m.ID)
+		}
+		seen[m.ID] = true
+	}
+}
