@@ -1,0 +1,282 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// LSN is a log sequence number: +1 per record, starting at 1.
+type LSN uint64
+
+// Record is one journal record. The journal does not interpret Tag or Data.
+type Record struct {
+	LSN      LSN
+	Tag      uint8
+	Snapshot bool // written by Compact; only ever the first record replayed
+	Data     []byte
+}
+
+// Config configures a Journal. Zero fields take their defaults.
+type Config struct {
+	RecordMax   int          // largest Append data; default RecordMaxDefault
+	SnapshotMax int          // largest Compact snapshot; default SnapshotMaxDefault
+	Logger      *slog.Logger // default: discard
+}
+
+const (
+	RecordMaxDefault   = 1 << 20
+	SnapshotMaxDefault = 256 << 20
+
+	compactSuffix = ".compact"
+	// bufKeepMax: Commit drops a write buffer that grew beyond this, so one huge batch does not
+	// pin memory for the journal's lifetime.
+	bufKeepMax = 4 << 20
+)
+
+var (
+	// ErrTooLarge: a record or snapshot over its limit; nothing was written.
+	ErrTooLarge = errors.New("journal: record too large")
+	// ErrPoisoned: a write or sync failed earlier; reopen the journal.
+	ErrPoisoned = errors.New("journal: poisoned by an earlier failure")
+	// ErrClosed: the journal was closed.
+	ErrClosed = errors.New("journal: closed")
+)
+
+// Journal is an open journal. It is not safe for concurrent use: it has one owner.
+type Journal struct {
+	fs   core.FS
+	name string
+	cfg  Config
+	f    core.File
+
+	// buf holds the encoded frames of the records appended since the last Commit.
+	// Invariant: len(buf) == 0 iff buffered == 0.
+	buf      []byte
+	buffered int
+	// lastFrame is the offset in buf of the last buffered frame, which Commit marks end-of-batch.
+	lastFrame int
+	// durable is the highest LSN on disk and synced. Invariant: next == durable + buffered + 1.
+	durable LSN
+	next    LSN
+	// batch is the number of the next batch written. Invariant: batch >= 1.
+	batch uint64
+	// size is the file's length: header and complete batches. Invariant: size >= headerLen.
+	size int64
+	// grown counts the bytes written since open or the last compaction. Invariant: grown <= size.
+	grown int64
+	// poison is the first write, sync or compaction failure; once set, every call fails.
+	poison error
+	closed bool
+}
+
+// Open opens or creates the journal name in fsys, running the recovery table of doc.go, and
+// calls replay (if not nil) for every surviving record in LSN order before it returns. replay
+// sees Record.Data aliasing a buffer the journal never reuses. A replay error aborts Open.
+func Open(fsys core.FS, name string, cfg Config, replay func(Record) error) (*Journal, error) {
+	cfg = cfg.withDefaults()
+	o := &opener{fs: fsys, name: name, cfg: cfg, replayFn: replay}
+	for range lookMax {
+		find, err := o.look()
+		if err == nil {
+			var done bool
+			done, err = recoveryTable[find].act(o)
+			if err == nil && !done {
+				continue
+			}
+		}
+		if err != nil {
+			if o.f != nil {
+				if cerr := o.f.Close(); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("journal: closing %q: %w", name, cerr))
+				}
+			}
+			return nil, err
+		}
+		return o.j, nil
+	}
+	panic("journal: recovery did not settle in lookMax rounds")
+}
+
+func (c Config) withDefaults() Config {
+	if c.RecordMax < 0 || c.SnapshotMax < 0 || c.RecordMax > dataFormatMax || c.SnapshotMax > dataFormatMax {
+		panic(fmt.Sprintf("journal: Config limits out of range: RecordMax %d, SnapshotMax %d (max %d)",
+			c.RecordMax, c.SnapshotMax, dataFormatMax))
+	}
+	if c.RecordMax == 0 {
+		c.RecordMax = RecordMaxDefault
+	}
+	if c.SnapshotMax == 0 {
+		c.SnapshotMax = SnapshotMaxDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func newJournal(o *opener, f core.File) *Journal {
+	return &Journal{
+		fs:      o.fs,
+		name:    o.name,
+		cfg:     o.cfg,
+		f:       f,
+		durable: o.tail.Last,
+		next:    o.tail.Last + 1,
+		batch:   o.tail.LastBatch + 1,
+		size:    o.tail.Cut,
+	}
+}
+
+// usable returns the error every call returns on a closed or poisoned journal.
+func (j *Journal) usable() error {
+	if j.closed {
+		return ErrClosed
+	}
+	if j.poison != nil {
+		return fmt.Errorf("journal %q: %w; reopen it (first failure: %w)", j.name, ErrPoisoned, j.poison)
+	}
+	return nil
+}
+
+// Append buffers one record and returns its LSN. Nothing reaches the file before Commit.
+func (j *Journal) Append(tag uint8, data []byte) (LSN, error) {
+	if err := j.usable(); err != nil {
+		return 0, err
+	}
+	if len(data) > j.cfg.RecordMax {
+		return 0, fmt.Errorf("%w: %d bytes, RecordMax is %d", ErrTooLarge, len(data), j.cfg.RecordMax)
+	}
+	lsn := j.next
+	j.lastFrame = len(j.buf)
+	j.buf = appendFrame(j.buf, lsn, j.batch, 0, tag, data)
+	j.next++
+	j.buffered++
+	return lsn, nil
+}
+
+// Commit writes everything buffered as one batch with one Write, syncs it with one Sync and
+// returns the highest durable LSN. It is a no-op when nothing is buffered. A failure poisons
+// the journal: the batch is not acknowledged and fsync is never retried.
+func (j *Journal) Commit() (LSN, error) {
+	if err := j.usable(); err != nil {
+		return j.durable, err
+	}
+	if j.buffered == 0 {
+		return j.durable, nil
+	}
+	last := j.buf[j.lastFrame:]
+	last[frameHdrLen+16] |= flagEnd
+	sealFrame(last)
+	n, err := j.f.Write(j.buf)
+	if err == nil && n != len(j.buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return j.durable, j.fail(fmt.Errorf("writing batch %d (LSN %d to %d): %w", j.batch, j.durable+1, j.next-1, err))
+	}
+	if err := j.f.Sync(); err != nil {
+		return j.durable, j.fail(fmt.Errorf("syncing batch %d (LSN %d to %d): %w", j.batch, j.durable+1, j.next-1, err))
+	}
+	j.size += int64(len(j.buf))
+	j.grown += int64(len(j.buf))
+	j.durable = j.next - 1
+	j.batch++
+	j.buffered = 0
+	if cap(j.buf) > bufKeepMax {
+		j.buf = nil
+	} else {
+		j.buf = j.buf[:0]
+	}
+	return j.durable, nil
+}
+
+// fail poisons the journal with the first failure of a batch, then cuts the file back to its
+// last complete batch and syncs that cut. This is not a retry of the failed fsync: the bytes
+// of the failed batch are undecided (the kernel may have dropped them, a later fsync may report
+// success without writing them), so they must not be left where a reopen in this same process
+// would replay them and later batches would be synced after them. A failure of the cut is
+// joined to the poison; the next Open then sees the failed batch as a tail.
+func (j *Journal) fail(first error) error {
+	j.poison = first
+	if err := j.f.Truncate(j.size); err != nil {
+		j.poison = errors.Join(first, fmt.Errorf("cutting %q back to %d bytes: %w", j.name, j.size, err))
+	} else if err := j.f.Sync(); err != nil {
+		j.poison = errors.Join(first, fmt.Errorf("syncing the cut of %q back to %d bytes: %w", j.name, j.size, err))
+	}
+	return j.usable()
+}
+
+// Durable returns the highest LSN synced to disk.
+func (j *Journal) Durable() LSN { return j.durable }
+
+// Buffered returns the number of records appended and not yet committed.
+func (j *Journal) Buffered() int { return j.buffered }
+
+// GrownBytes returns the bytes written since open or the last compaction.
+func (j *Journal) GrownBytes() int64 { return j.grown }
+
+// Compact replaces the journal with a file holding one snapshot record (LSN = Durable()) that
+// must stand for every record so far. Nothing may be buffered. Outcomes (SPEC 2.7):
+//   - kept: it failed before the rename; the old journal stands and stays usable; an error is
+//     returned;
+//   - lost: it failed after the rename; the journal is poisoned until reopened, and a reopen
+//     finds either the old or the new file, which replay to the same state.
+func (j *Journal) Compact(tag uint8, snapshot []byte) error {
+	if err := j.usable(); err != nil {
+		return err
+	}
+	if j.buffered != 0 {
+		panic(fmt.Sprintf("journal: Compact with %d records buffered; Commit first", j.buffered))
+	}
+	if len(snapshot) > j.cfg.SnapshotMax {
+		return fmt.Errorf("journal: compacting %q: %w: snapshot of %d bytes, SnapshotMax is %d",
+			j.name, ErrTooLarge, len(snapshot), j.cfg.SnapshotMax)
+	}
+	data := appendHeader(make([]byte, 0, headerLen+frameMin+len(snapshot)), headerFlagSnapshot)
+	data = appendFrame(data, j.durable, j.batch, flagEnd|flagSnapshot, tag, snapshot)
+	renamed, err := swap(j.fs, j.name, data)
+	if err != nil {
+		err = fmt.Errorf("journal: compacting %q: %w", j.name, err)
+		if renamed {
+			j.poison = err
+			return j.usable()
+		}
+		return err
+	}
+	// The old file is unlinked; closing it cannot lose anything acknowledged.
+	if cerr := j.f.Close(); cerr != nil {
+		j.cfg.Logger.Warn("journal: closing the journal replaced by compaction", "file", j.name, "err", cerr)
+	}
+	f, err := j.fs.Open(j.name)
+	if err != nil {
+		j.f = nil
+		j.poison = fmt.Errorf("journal: opening %q after compaction: %w", j.name, err)
+		return j.usable()
+	}
+	j.f = f
+	j.size = int64(len(data))
+	j.grown = 0
+	j.batch++
+	return nil
+}
+
+// Close closes the file. Records still buffered are dropped: they were never acknowledged.
+func (j *Journal) Close() error {
+	if j.closed {
+		return ErrClosed
+	}
+	j.closed = true
+	j.buf, j.buffered = nil, 0
+	j.next = j.durable + 1
+	if j.f == nil {
+		return nil
+	}
+	if err := j.f.Close(); err != nil {
+		return fmt.Errorf("journal: closing %q: %w", j.name, err)
+	}
+	return nil
+}

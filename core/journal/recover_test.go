@@ -1,0 +1,182 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+func flipByte(b []byte, off int) []byte { b[off] ^= 0x10; return b }
+
+func zeroRange(b []byte, from, to int) []byte {
+	for i := from; i < to; i++ {
+		b[i] = 0
+	}
+	return b
+}
+
+// TestRecoveryTable runs every row of the SPEC 2.6 table (doc.go, recoveryTable).
+func TestRecoveryTable(t *testing.T) {
+	type outcome struct {
+		Find    string
+		Records []rec
+		Err     string // "" or the sentinel's message
+		Size    int64  // the journal's size after Open
+		Names   []string
+	}
+	two := newFile().batchOf(true, "a", "b").batchOf(true, "c")
+	batch2 := int64(two.offs[2])
+	tests := []struct {
+		name    string
+		files   map[string][]byte
+		want    outcome
+		wantLog string // substring of the log; "" means nothing logged
+		wantMsg string // substring of the error
+	}{
+		{name: "no journal", want: outcome{Find: "no-journal", Size: headerLen, Names: []string{"j"}}},
+		{name: "empty file is no journal", files: map[string][]byte{"j": {}},
+			want: outcome{Find: "no-journal", Size: headerLen, Names: []string{"j"}}},
+		{name: "clean", files: map[string][]byte{"j": two.bytes()},
+			want: outcome{Find: "clean", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}}},
+		{name: "torn: short last frame", files: map[string][]byte{"j": two.bytes()[:len(two.b)-3]},
+			want:    outcome{Find: "torn", Records: recs("a b"), Size: batch2, Names: []string{"j"}},
+			wantLog: fmt.Sprintf("offset=%d dropped=%d", batch2, len(two.b)-3-int(batch2))},
+		{name: "torn: last batch without its end flag",
+			files: map[string][]byte{"j": newFile().batchOf(true, "a", "b").batchOf(false, "c", "d").bytes()},
+			want:  outcome{Find: "torn", Records: recs("a b"), Size: batch2, Names: []string{"j"}}, wantLog: "no end flag"},
+		{name: "torn out of order: an earlier sector lost, a later one persisted",
+			files: func() map[string][]byte {
+				fb := newFile().batchOf(true, "a", "b").batchOf(true, "c", "d", "e")
+				return map[string][]byte{"j": zeroRange(fb.bytes(), fb.offs[3], fb.offs[4])}
+			}(),
+			want:    outcome{Find: "torn", Records: recs("a b"), Size: batch2, Names: []string{"j"}},
+			wantLog: "batch 2 has a bad or short frame"},
+		{name: "torn: a bit flip in the last batch cannot be told from a torn write",
+			files: map[string][]byte{"j": flipByte(two.bytes(), len(two.b)-1)},
+			want:  outcome{Find: "torn", Records: recs("a b"), Size: batch2, Names: []string{"j"}}, wantLog: "dropped="},
+		{name: "torn: garbage after the last complete batch",
+			files: map[string][]byte{"j": append(two.bytes(), "garbage garbage garbage garbage"...)},
+			want: outcome{Find: "torn", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}},
+			wantLog: fmt.Sprintf("offset=%d dropped=31", len(two.b))},
+		{name: "corrupt: a bad frame followed by a complete later batch",
+			files:   map[string][]byte{"j": flipByte(two.bytes(), two.offs[0]+frameMin)},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
+			wantMsg: fmt.Sprintf(`file "j" at offset %d (LSN before 0, after 3)`, headerLen)},
+		{name: "corrupt: a zeroed frame inside a batch, a later batch after it",
+			files: func() map[string][]byte {
+				fb := newFile().batchOf(true, "a").batchOf(true, "b", "c").batchOf(true, "d")
+				return map[string][]byte{"j": zeroRange(fb.bytes(), fb.offs[1], fb.offs[2])}
+			}(),
+			want: outcome{Find: "corrupt", Err: ErrCorrupt.Error(),
+				Size: int64(len(newFile().batchOf(true, "a").batchOf(true, "b", "c").batchOf(true, "d").b)), Names: []string{"j"}},
+			wantMsg: "(LSN before 1, after 4)"},
+		{name: "corrupt: an LSN gap between valid frames",
+			files:   map[string][]byte{"j": newFile().batchOf(true, "a").frame(3, 2, flagEnd, "c").bytes()},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(newFile().batchOf(true, "a").frame(3, 2, flagEnd, "c").b)), Names: []string{"j"}},
+			wantMsg: "LSN 3 follows LSN 1"},
+		{name: "corrupt: a batch number out of order",
+			files:   map[string][]byte{"j": newFile().batchOf(true, "a").frame(2, 3, flagEnd, "b").bytes()},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(newFile().batchOf(true, "a").frame(2, 3, flagEnd, "b").b)), Names: []string{"j"}},
+			wantMsg: "batch 3 where batch 2 was due"},
+		{name: "corrupt: a damaged snapshot",
+			files:   map[string][]byte{"j": flipByte(newSnapshotFile(5, 3, "state").batchOf(true, "x").bytes(), headerLen+frameMin)},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(newSnapshotFile(5, 3, "state").batchOf(true, "x").b)), Names: []string{"j"}},
+			wantMsg: "bad snapshot frame"},
+		{name: "bad header", files: map[string][]byte{"j": flipByte(two.bytes(), 3)},
+			want:    outcome{Find: "bad-header", Err: ErrBadHeader.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
+			wantMsg: "wrong magic"},
+		{name: "bad header: shorter than a header", files: map[string][]byte{"j": two.bytes()[:7]},
+			want: outcome{Find: "bad-header", Err: ErrBadHeader.Error(), Size: 7, Names: []string{"j"}}},
+		{name: "leftover compact: removed, the old journal replayed",
+			files: map[string][]byte{"j": two.bytes(), "j.compact": newSnapshotFile(3, 3, "state").bytes()},
+			want:  outcome{Find: "leftover-compact", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}},
+			wantLog: "removed leftover compaction file"},
+		{name: "leftover compact without a journal: removed, then created",
+			files: map[string][]byte{"j.compact": {1, 2, 3}},
+			want:  outcome{Find: "leftover-compact", Size: headerLen, Names: []string{"j"}}, wantLog: "removed leftover"},
+		{name: "clean after a compaction: the snapshot first",
+			files: map[string][]byte{"j": newSnapshotFile(5, 3, "state").batchOf(true, "x").bytes()},
+			want: outcome{Find: "clean", Records: []rec{{5, 9, true, "state"}, {6, 1, false, "x"}},
+				Size: int64(len(newSnapshotFile(5, 3, "state").batchOf(true, "x").b)), Names: []string{"j"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := disk.New(1)
+			for _, name := range []string{"j", "j.compact"} {
+				if b, ok := tt.files[name]; ok {
+					writeFile(t, d, name, b)
+				}
+			}
+			before := map[string][]byte{}
+			for name := range tt.files {
+				before[name] = readFile(t, d, name)
+			}
+			log, logs := logBuffer()
+			o := &opener{fs: d, name: "j", cfg: Config{Logger: log}.withDefaults()}
+			find, err := o.look()
+			if err != nil {
+				t.Fatalf("look: %v", err)
+			}
+			if o.f != nil {
+				o.f.Close()
+			}
+			var got outcome
+			got.Find = find.String()
+			j, err := Open(d, "j", Config{Logger: log}, collect(&got.Records))
+			if err != nil {
+				var fe *FormatError
+				if !errors.As(err, &fe) {
+					t.Fatalf("Open: %v is not a *FormatError", err)
+				}
+				got.Err = fe.Err.Error()
+				if !strings.Contains(err.Error(), tt.wantMsg) {
+					t.Errorf("error %q does not contain %q", err, tt.wantMsg)
+				}
+				// Nothing is truncated or removed on a refusal.
+				for name, b := range before {
+					if diff := cmp.Diff(b, readFile(t, d, name)); diff != "" {
+						t.Errorf("%s changed by a refused Open (-before +after):\n%s", name, diff)
+					}
+				}
+			} else {
+				check(t, j)
+				if tt.wantMsg != "" {
+					t.Errorf("Open succeeded, want an error containing %q", tt.wantMsg)
+				}
+			}
+			got.Size, _ = d.Stat("j")
+			got.Names, _ = d.List()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if tt.wantLog == "" && logs.Len() > 0 {
+				t.Errorf("unexpected log: %s", logs)
+			}
+			if !strings.Contains(logs.String(), tt.wantLog) {
+				t.Errorf("log %q does not contain %q", logs, tt.wantLog)
+			}
+			if tt.wantLog != "" && !strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("log %q is not at Warn", logs)
+			}
+			if j != nil {
+				// A journal opened after recovery appends and reopens cleanly.
+				commitBatch(t, j, "z")
+				if err := j.Close(); err != nil {
+					t.Fatal(err)
+				}
+				var again []rec
+				if _, err := Open(d, "j", Config{}, collect(&again)); err != nil {
+					t.Fatalf("reopen: %v", err)
+				}
+				want := append(append([]rec(nil), got.Records...), rec{LSN: j.Durable(), Tag: 1, Data: "z"})
+				if diff := cmp.Diff(want, again); diff != "" {
+					t.Errorf("reopen (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
