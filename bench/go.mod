@@ -11,11 +11,13 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/riverqueue/river/rivertype v0.51.2
+	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
 	maragu.dev/goqite v0.4.0
 	modernc.org/sqlite v1.62.0
 )
 
 require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
