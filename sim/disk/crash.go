@@ -87,7 +87,15 @@ func (d *Disk) LastCrash() string {
 // that persist.
 func (d *Disk) crashImage(name string, ino *inode, report *[]string) []byte {
 	img := append([]byte(nil), ino.base...)
-	for _, c := range ino.pending {
+	// A synced change made the file's size durable, so garbage of an earlier torn write must
+	// not grow the file past its own end.
+	lastSynced := -1
+	for i, c := range ino.pending {
+		if c.synced {
+			lastSynced = i
+		}
+	}
+	for i, c := range ino.pending {
 		if c.synced {
 			img = c.apply(img)
 			continue
@@ -117,7 +125,13 @@ func (d *Disk) crashImage(name string, ino *inode, report *[]string) []byte {
 			k := int64(d.rng.Intn(len(c.data)))
 			cut := c.off + k
 			bound := (cut/SectorSize + 1) * SectorSize
-			garbage := make([]byte, d.rng.Int63n(bound-cut+1))
+			if i < lastSynced {
+				bound = min(bound, end)
+			}
+			var garbage []byte
+			if d.rng.Intn(2) == 0 { // "possibly followed by garbage"
+				garbage = make([]byte, 1+d.rng.Int63n(bound-cut))
+			}
 			for i := range garbage {
 				garbage[i] = byte(d.rng.Intn(256))
 			}

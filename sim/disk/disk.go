@@ -327,12 +327,15 @@ func (d *Disk) Remove(name string) error {
 func (d *Disk) SyncDir() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.begin(OpSyncDir, "."); err != nil {
-		return err
+	err := d.begin(OpSyncDir, ".")
+	if err == nil && d.chance(d.faults.SyncDirErr) {
+		err = fmt.Errorf("disk: syncdir: %w", ErrInjected)
 	}
-	if d.chance(d.faults.SyncDirErr) {
-		d.dirUndecided = len(d.dirLog)
-		return fmt.Errorf("disk: syncdir: %w", ErrInjected)
+	if err != nil {
+		if !errors.Is(err, ErrCrashed) { // past a crash point the changes stay unsynced
+			d.dirUndecided = len(d.dirLog)
+		}
+		return err
 	}
 	d.durable = make(map[string]*inode, len(d.live))
 	for name, ino := range d.live { // order-free: copying a map

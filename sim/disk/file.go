@@ -95,17 +95,19 @@ func (f *file) Sync() error {
 	if err := f.check("sync"); err != nil {
 		return err
 	}
-	if err := d.begin(OpSync, f.name); err != nil {
-		return err
-	}
 	ino := f.ino
-	if d.chance(d.faults.SyncErr) {
+	err := d.begin(OpSync, f.name)
+	if err == nil && d.chance(d.faults.SyncErr) {
+		err = fmt.Errorf("disk: sync %s: %w", f.name, ErrInjected)
+	}
+	if err != nil {
+		// Rule 4, however the failure came (a crash point leaves them unsynced anyway).
 		for i := range ino.pending {
 			if !ino.pending[i].synced {
 				ino.pending[i].undecided = true
 			}
 		}
-		return fmt.Errorf("disk: sync %s: %w", f.name, ErrInjected)
+		return err
 	}
 	for i := range ino.pending {
 		if !ino.pending[i].undecided {
