@@ -1,0 +1,55 @@
+// Package lease is the lease controller of SPEC 3: a pure machine that keeps every held queue
+// receipt's visibility window renewed from receipt until its disposition, over any number of
+// receipts with one timer heap. It performs no I/O: calls leave as effects (ChangeVisibility,
+// Delete) carrying a CallID, replies come back as events (RenewResult, DisposeResult) stamped
+// with the time they arrived, and the driver re-arms one timer at Ready.WakeAt.
+//
+// Arithmetic (SPEC 3.1; t0 the stamp read before the receive call, W the window, C the
+// ceiling, d the local deadline, initially t0+W):
+//
+//	renewAt(now, d)   = now + max(0, d−now)/3
+//	retryUntil(W, d)  = d − W/10                   a renewal is sent only strictly before it
+//	request(now)      = min(W, floor(t0+C−now))    whole seconds; none when < 1 s is left
+//	after success     d = sentAt + requested       sentAt read before the request was sent
+//
+// Rules:
+//
+//  1. A received receipt is held with d = t0+W and a renewal scheduled at renewAt(reply, d).
+//     If the reply arrived at or after d, it is dropped at once (late).
+//  2. A renewal is sent at its scheduled time only if now < retryUntil(W, d) (else drop:
+//     margin) and request(now) exists (else drop: ceiling). It asks for request(now).
+//  3. Renewals due at the same step go out together in ChangeVisibility effects of at most 10
+//     entries. A first-attempt renewal due within min(Coalesce, W/10) of a batch that is going
+//     out anyway rides along early (Coalesce defaults to 250 ms); retries keep their pacing.
+//  4. A success reply arriving before d sets d = sentAt + requested and schedules the next
+//     renewal at renewAt(reply, d). A success arriving at or after d drops the receipt (late):
+//     the queue may answer success to an extension of a lapsed window and do nothing.
+//  5. A retryable failure schedules a retry after the pacing delay (200 ms, 500 ms, 1 s, then
+//     1 s repeated), counted per round and reset by a success, as long as that send is before
+//     retryUntil; otherwise the receipt is dropped (margin) when the failure arrives.
+//  6. A gone fault drops at once; a fatal fault drops at once and is logged at Error.
+//  7. If d passes while a renewal is unanswered, the receipt is dropped (expired): the
+//     machine never considers a receipt held past the deadline its last success bought.
+//  8. A drop emits CancelHandler for that receipt only (its handler is cancelled if running
+//     and skipped if not started) and sends nothing for it, ever.
+//  9. Dispose stops renewals. If a renewal of the receipt is in flight, the disposition waits
+//     for its reply: success or retryable → the disposition call goes out; gone, fatal, late
+//     or expiry → drop instead. After the disposition call, no effect names the receipt. Ack
+//     becomes Delete (batched); Release(after) and TerminalBackoff (300 s) become
+//     ChangeVisibility with Purpose Disposal (batched, timeout rounded up to whole seconds
+//     and clipped to the ceiling); Abandon sends nothing. A disposition arriving at or after
+//     d is not performed (drop: expired). A second disposition is misuse (ErrDisposed).
+// 10. A disposition reply ends the lease whatever it says; a failure is logged at Warn and
+//     reported in Ended.Err.
+// 11. Shutdown drops every receipt without a disposition; dispositions under way complete.
+//
+// Invariants (checkInvariants): the heap is ordered and indexed; a held receipt is in the
+// heap at its next send, a renewing or waiting one at its deadline, a disposing one not at
+// all; every held receipt's deadline is after now and no later than t0+C; a receipt is in at
+// most one call in flight.
+//
+// Times are stored as nanosecond offsets from the first event's time, computed with
+// time.Time.Sub, so monotonic clock readings rule and a wall-clock step never moves a lease.
+// One Machine serves one queue (one Transport); it is single-owner and not safe for
+// concurrent use.
+package lease

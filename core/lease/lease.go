@@ -1,0 +1,841 @@
+package lease
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Defaults (SPEC 3.2).
+const (
+	// CoalesceDefault is how early a scheduled renewal may ride along with a batch that is
+	// going out anyway. 250 ms is under 1% of the default 30 s window, so riding early never
+	// costs a meaningful share of the lease, while renewals received in the same batch (and
+	// so due within a few milliseconds of each other) share one ChangeMessageVisibilityBatch.
+	// The effective value for a receipt is min(Coalesce, window/10).
+	CoalesceDefault = 250 * time.Millisecond
+	// ReceiptsMaxDefault bounds the receipts one machine holds.
+	ReceiptsMaxDefault = 1 << 20
+)
+
+// PacingDefault is the delay before each retry of a failed renewal; the last one repeats.
+func PacingDefault() []time.Duration {
+	return []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}
+}
+
+// Errors returned by Step for misuse by the driver.
+var (
+	ErrUnknownReceipt = errors.New("lease: unknown receipt")
+	ErrDisposed       = errors.New("lease: receipt already has a disposition")
+	ErrUnknownCall    = errors.New("lease: unknown call")
+	ErrDuplicate      = errors.New("lease: receipt already held")
+	ErrFull           = errors.New("lease: receipts limit reached")
+	ErrBadEvent       = errors.New("lease: malformed event")
+)
+
+// Config configures a Machine. Zero fields take their defaults.
+type Config struct {
+	Pacing      []time.Duration // retry delays after a retryable renewal failure; last repeats
+	Coalesce    time.Duration   // see CoalesceDefault
+	ReceiptsMax int             // receipts held at once; Received beyond it is refused (ErrFull)
+	Logger      *slog.Logger    // nil discards
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Pacing) == 0 {
+		c.Pacing = PacingDefault()
+	}
+	if c.Coalesce == 0 {
+		c.Coalesce = CoalesceDefault
+	}
+	if c.ReceiptsMax == 0 {
+		c.ReceiptsMax = ReceiptsMaxDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// CallID names one transport call the machine asked for; its reply event carries it back.
+type CallID uint64
+
+// Event is the sealed set of inputs to Step.
+type Event interface{ isEvent() }
+
+// Received: a receive call returned messages. Stamp is the time read before the receive call
+// was issued (t0); Now is when the reply arrived. Window is the visibility timeout granted
+// (whole seconds, ≥ 1 s) and Ceiling the queue's limit on total hiding from receipt (SQS: 12 h).
+type Received struct {
+	Now      time.Time
+	Stamp    time.Time
+	Window   time.Duration
+	Ceiling  time.Duration
+	Messages []core.Message
+}
+
+// Tick: time has passed; perform what is due.
+type Tick struct{ Now time.Time }
+
+// RenewResult is the reply to a ChangeVisibility effect with Purpose Renewal. At is when the
+// reply arrived. Err is a failure of the whole call (every entry gets its class); otherwise
+// Entries holds one error per entry, in the effect's entry order (nil for success).
+type RenewResult struct {
+	Call    CallID
+	At      time.Time
+	Entries []error
+	Err     error
+}
+
+// DisposeResult is the reply to a Delete effect or a ChangeVisibility effect with Purpose
+// Disposal, shaped like RenewResult.
+type DisposeResult struct {
+	Call    CallID
+	At      time.Time
+	Entries []error
+	Err     error
+}
+
+// Dispose gives a held receipt its disposition (SPEC 3.3).
+type Dispose struct {
+	Now         time.Time
+	Receipt     string
+	Disposition Disposition
+}
+
+// Shutdown drops every receipt that has no disposition yet: their handlers are cancelled and
+// nothing more is sent for them (their windows lapse). Dispositions already begun complete.
+// The machine stays usable: receipts received later are held as usual.
+type Shutdown struct{ Now time.Time }
+
+func (Received) isEvent()      {}
+func (Tick) isEvent()          {}
+func (RenewResult) isEvent()   {}
+func (DisposeResult) isEvent() {}
+func (Dispose) isEvent()       {}
+func (Shutdown) isEvent()      {}
+
+// Kind is what a disposition does.
+type Kind uint8
+
+const (
+	// Ack deletes the message (DeleteMessage, batched).
+	Ack Kind = iota + 1
+	// Release makes the message visible again after Disposition.After (0: at once).
+	Release
+	// TerminalBackoff hides the message TerminalBackoffDuration so a redrive policy moves it.
+	TerminalBackoff
+	// Abandon ends the lease without any call: the message reappears when its window lapses.
+	Abandon
+)
+
+// TerminalBackoffDuration is the visibility timeout of a terminal backoff (SPEC 3.3).
+const TerminalBackoffDuration = 300 * time.Second
+
+func (k Kind) String() string {
+	switch k {
+	case Ack:
+		return "ack"
+	case Release:
+		return "release"
+	case TerminalBackoff:
+		return "terminal-backoff"
+	case Abandon:
+		return "abandon"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Disposition is a handler's verdict on one delivery.
+type Disposition struct {
+	Kind  Kind
+	After time.Duration // Release only; rounded up to whole seconds, clipped to the ceiling
+}
+
+// Purpose says which reply event a ChangeVisibility effect expects.
+type Purpose uint8
+
+const (
+	Renewal  Purpose = iota + 1 // reply with RenewResult
+	Disposal                    // reply with DisposeResult
+)
+
+func (p Purpose) String() string {
+	if p == Renewal {
+		return "renew"
+	}
+	return "release"
+}
+
+// ChangeVisibility asks the driver to call ChangeVisibilityBatch with Entries (1..10) and to
+// feed the reply back with Call.
+type ChangeVisibility struct {
+	Call    CallID
+	Purpose Purpose
+	Entries []core.VisibilityChange
+}
+
+// Delete asks the driver to call DeleteBatch with Receipts (1..10) and to feed the reply back
+// as a DisposeResult with Call.
+type Delete struct {
+	Call     CallID
+	Receipts []string
+}
+
+// DropReason says why a receipt was dropped.
+type DropReason uint8
+
+const (
+	DropMargin   DropReason = iota + 1 // renewals failed until retryUntil
+	DropGone                           // the queue said the receipt is invalid or not in flight
+	DropFatal                          // a fatal transport fault
+	DropCeiling                        // under 1 s left before the ceiling
+	DropLate                           // a success arrived at or after the local deadline
+	DropExpired                        // the local deadline passed with a renewal unanswered
+	DropShutdown                       // Shutdown
+)
+
+func (d DropReason) String() string {
+	switch d {
+	case DropMargin:
+		return "margin"
+	case DropGone:
+		return "gone"
+	case DropFatal:
+		return "fatal"
+	case DropCeiling:
+		return "ceiling"
+	case DropLate:
+		return "late"
+	case DropExpired:
+		return "expired"
+	case DropShutdown:
+		return "shutdown"
+	}
+	return fmt.Sprintf("DropReason(%d)", int(d))
+}
+
+// CancelHandler reports a dropped receipt: its handler must be cancelled if running and
+// never started if not. Nothing more will name the receipt.
+type CancelHandler struct {
+	Receipt string
+	Reason  DropReason
+}
+
+// Ended reports a receipt whose disposition is complete (its call returned, or it needed none).
+// Err is the call's error, already logged at Warn; the lease ended either way.
+type Ended struct {
+	Receipt string
+	Kind    Kind
+	Err     error
+}
+
+// Ready holds the effects produced since the last call to Ready. Perform Cancel first (a
+// dropped receipt's handler must stop as soon as possible), then issue the calls in any
+// order, each reply fed back with its CallID; re-arm one timer for WakeAt (zero: none).
+// Call Ready after every Step, before time moves on: a renewal's request was computed at the
+// step's time and should leave at once.
+type Ready struct {
+	Cancel  []CancelHandler
+	Changes []ChangeVisibility
+	Deletes []Delete
+	Ended   []Ended
+	WakeAt  time.Time
+}
+
+// Empty reports whether r holds nothing to do apart from the timer.
+func (r Ready) Empty() bool {
+	return len(r.Cancel) == 0 && len(r.Changes) == 0 && len(r.Deletes) == 0 && len(r.Ended) == 0
+}
+
+type phase uint8
+
+const (
+	phaseHeld      phase = iota + 1 // in the heap, keyed at the next renewal send
+	phaseRenewing                   // renewal queued (call 0) or in flight; heap key = deadline
+	phaseWaiting                    // disposition waits for the in-flight renewal; heap key = deadline
+	phaseDisposing                  // disposition queued (call 0) or in flight; not in the heap
+)
+
+func (p phase) String() string {
+	switch p {
+	case phaseHeld:
+		return "held"
+	case phaseRenewing:
+		return "renewing"
+	case phaseWaiting:
+		return "waiting"
+	case phaseDisposing:
+		return "disposing"
+	}
+	return fmt.Sprintf("phase(%d)", int(p))
+}
+
+// receipt is one held delivery. Times are nanosecond offsets from Machine.base.
+type receipt struct {
+	key     string
+	msgID   string
+	seq     uint64 // order of receipt; breaks heap ties
+	t0      int64
+	window  time.Duration
+	ceiling time.Duration
+	// Invariant: deadline <= t0 + ceiling, and deadline > now while phase is held, renewing
+	// or waiting.
+	deadline  int64
+	next      int64 // heap key
+	idx       int   // heap index, -1 when not in the heap
+	sentAt    int64 // the renewal in flight: when it was decided
+	requested time.Duration
+	call      CallID // the call in flight for this receipt; 0 when queued or none
+	attempt   int    // consecutive failed renewal sends in this round
+	phase     phase
+	removed   bool
+	disp      Disposition
+	timeout   time.Duration // disposal ChangeVisibility timeout
+}
+
+type call struct {
+	purpose  Purpose
+	del      bool
+	receipts []*receipt
+}
+
+// Stats counts what the machine did.
+type Stats struct {
+	Received       int
+	RenewalsSent   int // entries sent, retries included
+	Retries        int
+	Drops          map[DropReason]int
+	Disposed       map[Kind]int
+	DisposeFailed  int
+	CallsRenew     int
+	CallsDispose   int
+	StaleReplies   int // reply entries for receipts dropped meanwhile
+	Held           int // receipts in held, renewing or waiting phases
+	Disposing      int
+	InFlightCalls  int
+	HeapLen        int
+	NextWake       time.Time
+	LastEventAfter time.Duration // since the first event, for traces
+}
+
+// Machine is the lease controller: it keeps every held receipt's visibility window renewed
+// from receipt until its disposition. It is single-owner and performs no I/O.
+type Machine struct {
+	cfg   Config
+	log   *slog.Logger
+	base  time.Time
+	based bool
+	// Invariant: now never decreases.
+	now int64
+
+	receipts map[string]*receipt
+	heap     timerHeap
+	calls    map[CallID]*call
+	lastCall CallID
+	seq      uint64
+
+	renewQ   []*receipt
+	disposeQ []*receipt
+	cancels  []CancelHandler
+	ended    []Ended
+
+	stats Stats
+}
+
+// New returns a machine for cfg. It panics on a malformed config (programmer misuse).
+func New(cfg Config) *Machine {
+	cfg = cfg.withDefaults()
+	for _, p := range cfg.Pacing {
+		if p <= 0 {
+			panic("lease: pacing delays must be positive")
+		}
+	}
+	if cfg.Coalesce < 0 || cfg.ReceiptsMax < 0 {
+		panic("lease: negative Coalesce or ReceiptsMax")
+	}
+	return &Machine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		receipts: make(map[string]*receipt),
+		calls:    make(map[CallID]*call),
+		stats:    Stats{Drops: map[DropReason]int{}, Disposed: map[Kind]int{}},
+	}
+}
+
+// at converts t to an offset from the machine's base instant.
+func (m *Machine) at(t time.Time) int64 {
+	if !m.based {
+		m.base, m.based = t, true
+	}
+	return int64(t.Sub(m.base))
+}
+
+func (m *Machine) time(off int64) time.Time { return m.base.Add(time.Duration(off)) }
+
+// Step applies one event. It returns an error only for misuse (an unknown call or receipt, a
+// second disposition, a malformed event); the machine is unchanged then.
+func (m *Machine) Step(ev Event) error {
+	switch ev := ev.(type) {
+	case Received:
+		return m.onReceived(ev)
+	case Tick:
+		m.advance(m.at(ev.Now))
+	case RenewResult:
+		return m.onRenewResult(ev)
+	case DisposeResult:
+		return m.onDisposeResult(ev)
+	case Dispose:
+		return m.onDispose(ev)
+	case Shutdown:
+		m.onShutdown(ev)
+	default:
+		panic(fmt.Sprintf("lease: unknown event %T", ev))
+	}
+	return nil
+}
+
+func (m *Machine) onReceived(ev Received) error {
+	if ev.Window < time.Second || ev.Window%time.Second != 0 || ev.Ceiling < ev.Window {
+		return fmt.Errorf("%w: window %v must be whole seconds ≥ 1s and ≤ ceiling %v", ErrBadEvent, ev.Window, ev.Ceiling)
+	}
+	if ev.Stamp.After(ev.Now) {
+		return fmt.Errorf("%w: stamp after reply", ErrBadEvent)
+	}
+	if len(m.receipts)+len(ev.Messages) > m.cfg.ReceiptsMax {
+		return fmt.Errorf("%w: %d held, %d received, max %d", ErrFull, len(m.receipts), len(ev.Messages), m.cfg.ReceiptsMax)
+	}
+	for i, msg := range ev.Messages {
+		if _, ok := m.receipts[msg.Receipt]; ok || msg.Receipt == "" {
+			return fmt.Errorf("%w: %q", ErrDuplicate, msg.Receipt)
+		}
+		for _, o := range ev.Messages[:i] {
+			if o.Receipt == msg.Receipt {
+				return fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, msg.Receipt)
+			}
+		}
+	}
+	t0 := m.at(ev.Stamp)
+	now := m.at(ev.Now)
+	for _, msg := range ev.Messages {
+		m.seq++
+		r := &receipt{
+			key: msg.Receipt, msgID: msg.ID, seq: m.seq, t0: t0,
+			window: ev.Window, ceiling: ev.Ceiling,
+			deadline: t0 + int64(ev.Window), idx: -1, phase: phaseHeld,
+		}
+		m.receipts[r.key] = r
+		m.stats.Received++
+		if now >= r.deadline {
+			// The window lapsed before the reply arrived: never held.
+			m.log.Warn("lease: receive reply arrived after the window lapsed", "receipt", r.key, "message", r.msgID)
+			m.drop(r, DropLate)
+			continue
+		}
+		r.next = renewAt(now, r.deadline)
+		m.heap.push(r)
+	}
+	m.advance(now)
+	return nil
+}
+
+func (m *Machine) onRenewResult(ev RenewResult) error {
+	c, err := m.takeCall(ev.Call, ev.Entries, ev.Err, false)
+	if err != nil {
+		return err
+	}
+	at := m.at(ev.At)
+	for i, r := range c.receipts {
+		e := ev.Err
+		if e == nil {
+			e = ev.Entries[i]
+		}
+		if r.removed || r.call != ev.Call {
+			m.stats.StaleReplies++
+			continue
+		}
+		r.call = 0
+		switch core.ClassOf(e) {
+		case 0:
+			if at >= r.deadline {
+				m.log.Warn("lease: renewal succeeded after the local deadline; lease lost",
+					"receipt", r.key, "message", r.msgID, "late", time.Duration(at-r.deadline))
+				m.drop(r, DropLate)
+				continue
+			}
+			m.heap.remove(r)
+			r.deadline = r.sentAt + int64(r.requested)
+			r.attempt = 0
+			if r.phase == phaseWaiting {
+				m.startDisposal(r, at)
+				continue
+			}
+			r.phase = phaseHeld
+			r.next = renewAt(at, r.deadline)
+			m.heap.push(r)
+		case core.Retryable:
+			m.heap.remove(r)
+			if r.phase == phaseWaiting {
+				m.startDisposal(r, at)
+				continue
+			}
+			next := at + int64(m.pacing(r.attempt))
+			r.attempt++
+			if next >= retryUntil(r.window, r.deadline) {
+				m.log.Warn("lease: renewals failed until the margin; dropping",
+					"receipt", r.key, "message", r.msgID, "attempts", r.attempt, "err", e)
+				m.drop(r, DropMargin)
+				continue
+			}
+			r.phase = phaseHeld
+			r.next = next
+			m.heap.push(r)
+		case core.Gone:
+			m.log.Warn("lease: receipt gone", "receipt", r.key, "message", r.msgID, "err", e)
+			m.drop(r, DropGone)
+		default:
+			m.log.Error("lease: fatal transport fault on renewal", "receipt", r.key, "message", r.msgID, "err", e)
+			m.drop(r, DropFatal)
+		}
+	}
+	m.advance(at)
+	return nil
+}
+
+func (m *Machine) onDisposeResult(ev DisposeResult) error {
+	c, err := m.takeCall(ev.Call, ev.Entries, ev.Err, true)
+	if err != nil {
+		return err
+	}
+	at := m.at(ev.At)
+	for i, r := range c.receipts {
+		e := ev.Err
+		if e == nil {
+			e = ev.Entries[i]
+		}
+		if e != nil {
+			m.stats.DisposeFailed++
+			m.log.Warn("lease: disposition call failed; the lease ends anyway",
+				"receipt", r.key, "message", r.msgID, "disposition", r.disp.Kind.String(), "err", e)
+		}
+		m.remove(r)
+		m.stats.Disposed[r.disp.Kind]++
+		m.ended = append(m.ended, Ended{Receipt: r.key, Kind: r.disp.Kind, Err: e})
+	}
+	m.advance(at)
+	return nil
+}
+
+// takeCall validates a reply and forgets its call.
+func (m *Machine) takeCall(id CallID, entries []error, whole error, dispose bool) (*call, error) {
+	c := m.calls[id]
+	if c == nil || (c.purpose == Disposal) != dispose {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownCall, id)
+	}
+	if whole == nil && len(entries) != len(c.receipts) {
+		return nil, fmt.Errorf("%w: call %d has %d entries, reply %d", ErrBadEvent, id, len(c.receipts), len(entries))
+	}
+	delete(m.calls, id)
+	return c, nil
+}
+
+func (m *Machine) onDispose(ev Dispose) error {
+	r := m.receipts[ev.Receipt]
+	if r == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownReceipt, ev.Receipt)
+	}
+	if r.phase == phaseWaiting || r.phase == phaseDisposing {
+		return fmt.Errorf("%w: %q", ErrDisposed, ev.Receipt)
+	}
+	switch ev.Disposition.Kind {
+	case Ack, Release, TerminalBackoff, Abandon:
+	default:
+		return fmt.Errorf("%w: disposition %v", ErrBadEvent, ev.Disposition.Kind)
+	}
+	if ev.Disposition.After < 0 {
+		return fmt.Errorf("%w: negative release delay", ErrBadEvent)
+	}
+	now := m.at(ev.Now)
+	r.disp = ev.Disposition
+	switch {
+	case now >= r.deadline:
+		// The handler finished after the lease lapsed: no disposition (SPEC 3.2).
+		m.drop(r, DropExpired)
+	case r.disp.Kind == Abandon:
+		// Nothing is sent, so nothing can overlap an in-flight renewal.
+		m.remove(r)
+		m.stats.Disposed[Abandon]++
+		m.ended = append(m.ended, Ended{Receipt: r.key, Kind: Abandon})
+	case r.phase == phaseRenewing && r.call != 0:
+		r.phase = phaseWaiting // keeps its heap entry at the deadline
+	default:
+		// Held, or a renewal decided but not yet handed out by Ready (Ready skips it).
+		m.heap.remove(r)
+		m.startDisposal(r, now)
+	}
+	m.advance(now)
+	return nil
+}
+
+func (m *Machine) onShutdown(ev Shutdown) {
+	now := m.at(ev.Now)
+	var drop []*receipt
+	for _, r := range m.receipts {
+		if r.phase == phaseHeld || r.phase == phaseRenewing {
+			drop = append(drop, r)
+		}
+	}
+	slices.SortFunc(drop, func(a, b *receipt) int { return cmp.Compare(a.seq, b.seq) })
+	for _, r := range drop {
+		m.drop(r, DropShutdown)
+	}
+	m.advance(now)
+}
+
+func (m *Machine) pacing(attempt int) time.Duration {
+	return m.cfg.Pacing[min(attempt, len(m.cfg.Pacing)-1)]
+}
+
+// advance moves time to now and performs every due action.
+func (m *Machine) advance(now int64) {
+	m.now = max(m.now, now)
+	sent := false
+	for m.heap.len() > 0 && m.heap.top().next <= m.now {
+		r := m.heap.pop()
+		switch r.phase {
+		case phaseHeld:
+			if m.maybeRenew(r) {
+				sent = true
+			}
+		default: // renewing or waiting: the deadline passed with the renewal unanswered
+			m.log.Warn("lease: deadline passed with a renewal unanswered; lease lost",
+				"receipt", r.key, "message", r.msgID)
+			m.drop(r, DropExpired)
+		}
+	}
+	if !sent {
+		return
+	}
+	// Riders: renewals (not retries, whose pacing is kept) due shortly join this batch.
+	for m.heap.len() > 0 {
+		r := m.heap.top()
+		if r.phase != phaseHeld || r.attempt != 0 || r.next > m.now+int64(min(m.cfg.Coalesce, r.window/10)) {
+			break
+		}
+		m.heap.pop()
+		m.maybeRenew(r)
+	}
+}
+
+// maybeRenew queues a renewal of r (just popped from the heap) at m.now, or drops it when no
+// renewal may be sent. It reports whether it queued one.
+func (m *Machine) maybeRenew(r *receipt) bool {
+	req, ok := request(r.t0, r.window, r.ceiling, m.now)
+	if ok && m.now >= retryUntil(r.window, r.deadline) {
+		if r.deadline == r.t0+int64(r.ceiling) || (r.requested != 0 && r.requested < r.window) {
+			// The margin was reached because the ceiling clipped the last grant.
+			ok = false
+		} else {
+			m.log.Warn("lease: renewal margin reached; dropping", "receipt", r.key, "message", r.msgID)
+			m.drop(r, DropMargin)
+			return false
+		}
+	}
+	if !ok {
+		m.log.Info("lease: ceiling reached; dropping", "receipt", r.key, "message", r.msgID)
+		m.drop(r, DropCeiling)
+		return false
+	}
+	r.phase = phaseRenewing
+	r.sentAt = m.now
+	r.requested = req
+	r.call = 0
+	r.next = r.deadline
+	m.heap.push(r)
+	m.renewQ = append(m.renewQ, r)
+	return true
+}
+
+func (m *Machine) startDisposal(r *receipt, now int64) {
+	r.phase = phaseDisposing
+	r.call = 0
+	if r.disp.Kind == Release || r.disp.Kind == TerminalBackoff {
+		after := r.disp.After
+		if r.disp.Kind == TerminalBackoff {
+			after = TerminalBackoffDuration
+		}
+		if rem := after % time.Second; rem != 0 {
+			after += time.Second - rem
+		}
+		left := max(0, time.Duration(r.t0+int64(r.ceiling)-now).Truncate(time.Second))
+		r.timeout = min(after, left)
+	}
+	m.disposeQ = append(m.disposeQ, r)
+}
+
+func (m *Machine) drop(r *receipt, why DropReason) {
+	m.remove(r)
+	m.stats.Drops[why]++
+	m.cancels = append(m.cancels, CancelHandler{Receipt: r.key, Reason: why})
+}
+
+func (m *Machine) remove(r *receipt) {
+	m.heap.remove(r)
+	r.removed = true
+	delete(m.receipts, r.key)
+}
+
+// Ready returns the effects produced since the last call and forgets them.
+func (m *Machine) Ready() Ready {
+	rd := Ready{Cancel: m.cancels, Ended: m.ended}
+	m.cancels, m.ended = nil, nil
+
+	var batch []*receipt
+	flush := func(p Purpose, del bool) {
+		if len(batch) == 0 {
+			return
+		}
+		m.lastCall++
+		id := m.lastCall
+		m.calls[id] = &call{purpose: p, del: del, receipts: batch}
+		if del {
+			d := Delete{Call: id, Receipts: make([]string, len(batch))}
+			for i, r := range batch {
+				r.call = id
+				d.Receipts[i] = r.key
+			}
+			rd.Deletes = append(rd.Deletes, d)
+			m.stats.CallsDispose++
+		} else {
+			cv := ChangeVisibility{Call: id, Purpose: p, Entries: make([]core.VisibilityChange, len(batch))}
+			for i, r := range batch {
+				r.call = id
+				t := r.requested
+				if p == Disposal {
+					t = r.timeout
+					m.stats.CallsDispose++
+				}
+				cv.Entries[i] = core.VisibilityChange{Receipt: r.key, Timeout: t}
+			}
+			if p == Renewal {
+				m.stats.CallsRenew++
+			}
+			rd.Changes = append(rd.Changes, cv)
+		}
+		batch = nil
+	}
+	for _, r := range m.renewQ {
+		if r.removed || r.phase != phaseRenewing || r.call != 0 {
+			continue
+		}
+		m.stats.RenewalsSent++
+		if r.attempt > 0 {
+			m.stats.Retries++
+		}
+		batch = append(batch, r)
+		if len(batch) == core.BatchMax {
+			flush(Renewal, false)
+		}
+	}
+	flush(Renewal, false)
+	m.renewQ = m.renewQ[:0]
+	for _, del := range []bool{false, true} {
+		for _, r := range m.disposeQ {
+			if (r.disp.Kind == Ack) != del || r.call != 0 || r.removed {
+				continue
+			}
+			batch = append(batch, r)
+			if len(batch) == core.BatchMax {
+				flush(Disposal, del)
+			}
+		}
+		flush(Disposal, del)
+	}
+	m.disposeQ = m.disposeQ[:0]
+	if m.heap.len() > 0 {
+		rd.WakeAt = m.time(m.heap.top().next)
+	}
+	return rd
+}
+
+// Lease is a read-only view of one receipt.
+type Lease struct {
+	Receipt  string
+	Message  string
+	Phase    string // held, renewing, waiting, disposing
+	Stamp    time.Time
+	Deadline time.Time // the local deadline: the last granted window's end
+	Next     time.Time // next action (renewal send, or the deadline while a renewal is out)
+	Attempt  int
+}
+
+// Lease returns the state of one receipt, or false when the machine no longer holds it.
+func (m *Machine) Lease(receipt string) (Lease, bool) {
+	r := m.receipts[receipt]
+	if r == nil {
+		return Lease{}, false
+	}
+	l := Lease{Receipt: r.key, Message: r.msgID, Phase: r.phase.String(), Stamp: m.time(r.t0),
+		Deadline: m.time(r.deadline), Attempt: r.attempt}
+	if r.idx >= 0 {
+		l.Next = m.time(r.next)
+	}
+	return l, true
+}
+
+// Held reports whether receipt is held: known and without a disposition call sent.
+func (m *Machine) Held(receipt string) bool {
+	r := m.receipts[receipt]
+	return r != nil && r.phase != phaseDisposing
+}
+
+// Receipts returns every receipt the machine knows, in order of receipt.
+func (m *Machine) Receipts() []string {
+	rs := make([]*receipt, 0, len(m.receipts))
+	for _, r := range m.receipts {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *receipt) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.key
+	}
+	return out
+}
+
+// Status returns a copy of the counters.
+func (m *Machine) Status() Stats {
+	s := m.stats
+	s.Drops = maps(m.stats.Drops)
+	s.Disposed = maps(m.stats.Disposed)
+	for _, r := range m.receipts {
+		if r.phase == phaseDisposing {
+			s.Disposing++
+		} else {
+			s.Held++
+		}
+	}
+	s.InFlightCalls = len(m.calls)
+	s.HeapLen = m.heap.len()
+	if m.heap.len() > 0 {
+		s.NextWake = m.time(m.heap.top().next)
+	}
+	s.LastEventAfter = time.Duration(m.now)
+	return s
+}
+
+func maps[K comparable](in map[K]int) map[K]int {
+	out := make(map[K]int, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// Now returns the machine's current time (the latest event time seen).
+func (m *Machine) Now() time.Time { return m.time(m.now) }
