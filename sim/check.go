@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// Invariant names. Each is checked against the facts the world reports to a Checker, after
+// every step; a violation prints the name.
+const (
+	InvNoLostAck         = "no-lost-ack"
+	InvReplayEqualsLive  = "replay-equals-live"
+	InvNoPhantom         = "no-phantom"
+	InvSingleRun         = "single-run"
+	InvCapacity          = "capacity"
+	InvAttemptsMax       = "attempts-max"
+	InvNoStartAfterLate  = "no-start-after-deadline"
+	InvBreakerRespected  = "breaker-respected"
+	InvNoRestartTerminal = "no-restart-terminal"
+	InvCorruptionRefused = "corruption-refused"
+	InvMachine           = "machine-invariants"
+	InvLeaseNoRenewAfter = "lease-no-renew-after-disposition"
+	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
+	InvLeaseRequestExact = "lease-request-exact"
+	InvLeaseNoOverlap    = "lease-no-overlap"
+	InvHiddenWhileWork   = "hidden-while-working"
+	InvNoConcurrent      = "no-concurrent-consumers"
+	InvSingleDisposition = "single-disposition"
+	InvLiveness          = "liveness"
+)
+
+// Invariants lists every invariant name in report order, with what it promises.
+var Invariants = []struct{ Name, Promise string }{
+	{InvNoLostAck, "after every restart the recovered state holds every acknowledged job that was not terminal"},
+	{InvReplayEqualsLive, "the state recovered from disk equals the live state at the last acknowledged transition (or a later written one)"},
+	{InvNoPhantom, "nothing that was never appended appears after recovery"},
+	{InvSingleRun, "a job runs at most once at a time"},
+	{InvCapacity, "at most Capacity attempts run at once on a node"},
+	{InvAttemptsMax, "no job starts more than Attempts attempts"},
+	{InvNoStartAfterLate, "no attempt starts at or after first due + Deadline"},
+	{InvBreakerRespected, "no attempt starts while its target's breaker is open, except a half-open probe"},
+	{InvNoRestartTerminal, "no cancelled or terminal job starts again"},
+	{InvCorruptionRefused, "open refuses a journal whose synced data was corrupted, with an error naming it"},
+	{InvMachine, "every machine's own checkInvariants holds after every step"},
+	{InvLeaseNoRenewAfter, "no renewal is sent after the receipt's disposition began"},
+	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},
+	{InvLeaseRequestExact, "every renewal asks for request(now) = min(W, floor(t0+C-now)) and none is sent under 1 s"},
+	{InvLeaseNoOverlap, "a disposition is never sent while a renewal of the same receipt is in flight"},
+	{InvHiddenWhileWork, "a handler never runs while its message is visible at the queue (given the latency bound)"},
+	{InvNoConcurrent, "no message is processed by two consumers at once while one holds its lease"},
+	{InvSingleDisposition, "each delivery gets at most one disposition"},
+	{InvLiveness, "with faults off, every non-cancelled job ends and every message is deleted or dead-lettered within the bound"},
+}
+
+var invIndex = func() map[string]int {
+	m := make(map[string]int, len(Invariants))
+	for i, inv := range Invariants {
+		m[inv.Name] = i
+	}
+	return m
+}()
+
+// Violation is a broken invariant.
+type Violation struct {
+	Invariant string
+	At        time.Duration
+	Detail    string
+}
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("%s at %s: %s", v.Invariant, Offset(v.At), v.Detail)
+}
+
+// Checker holds the model the invariants are checked against. The world reports facts to it
+// as they happen (an enqueue acknowledged, an attempt started, a renewal sent); each fact is
+// checked at once against every invariant it concerns. The first violation is kept.
+type Checker struct {
+	now    time.Duration
+	v      *Violation
+	checks []int // per invariant, in Invariants order
+
+	nodes map[int]*nodeModel
+	jobs  map[jobKey]*jobModel
+
+	lease    LeaseParams
+	receipts map[string]*receiptModel
+	working  []string // receipts whose handler runs, in start order
+}
+
+// NewChecker returns an empty model.
+func NewChecker() *Checker {
+	return &Checker{
+		checks:   make([]int, len(Invariants)),
+		nodes:    make(map[int]*nodeModel),
+		jobs:     make(map[jobKey]*jobModel),
+		receipts: make(map[string]*receiptModel),
+	}
+}
+
+// SetTime sets the time facts are stamped with.
+func (c *Checker) SetTime(now time.Duration) { c.now = now }
+
+// Violation returns the first violation, or nil.
+func (c *Checker) Violation() *Violation { return c.v }
+
+// Checks returns how many times each invariant was checked, in Invariants order.
+func (c *Checker) Checks() []int { return append([]int(nil), c.checks...) }
+
+// ChecksTotal is the sum of Checks.
+func (c *Checker) ChecksTotal() int {
+	n := 0
+	for _, k := range c.checks {
+		n += k
+	}
+	return n
+}
+
+// check counts one check of name and records a violation when ok is false. It returns ok.
+func (c *Checker) check(name string, ok bool, format string, args ...any) bool {
+	c.checks[invIndex[name]]++
+	if !ok && c.v == nil {
+		c.v = &Violation{Invariant: name, At: c.now, Detail: fmt.Sprintf(format, args...)}
+	}
+	return ok
+}
+
+// Fail records a violation found outside the checker's model (a machine's own invariants, an
+// open that should have refused).
+func (c *Checker) Fail(name, format string, args ...any) {
+	if _, ok := invIndex[name]; !ok {
+		panic("sim: unknown invariant " + name)
+	}
+	c.check(name, false, format, args...)
+}
+
+// Pass counts a successful check made outside the model.
+func (c *Checker) Pass(name string) { c.check(name, true, "") }
+
+// Liveness records the end-of-run liveness check: detail names what did not finish in time.
+func (c *Checker) Liveness(ok bool, detail string) { c.check(InvLiveness, ok, "%s", detail) }

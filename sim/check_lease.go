@@ -1,0 +1,161 @@
+package sim
+
+import "time"
+
+// LeaseParams is what the lease invariants need of the worker configuration.
+type LeaseParams struct {
+	Window  time.Duration // W: the visibility window a receive asks for
+	Ceiling time.Duration // C: how long after receipt a message may stay hidden (SQS: 12 h)
+}
+
+type receiptModel struct {
+	worker       int
+	msg          string
+	t0           time.Duration
+	dropped      bool
+	began        bool // disposition began: the handler's result reached the worker
+	dispositions int
+	renewing     int // renewal calls in flight
+	working      bool
+	exempt       bool // a call for it outlived the latency bound: the hidden promise is void
+	dead         bool // its worker crashed
+}
+
+// LeaseConfigured declares the lease parameters every worker uses.
+func (c *Checker) LeaseConfigured(p LeaseParams) { c.lease = p }
+
+func (c *Checker) receipt(r string) *receiptModel {
+	m := c.receipts[r]
+	if m == nil {
+		panic("sim: fact about unknown receipt " + r)
+	}
+	return m
+}
+
+// Received: worker received msg under receipt; t0 is when it sent the receive call.
+func (c *Checker) Received(worker int, msg, receipt string, t0 time.Duration) {
+	c.receipts[receipt] = &receiptModel{worker: worker, msg: msg, t0: t0}
+}
+
+// HandlerStarted: worker started the handler for receipt's message.
+func (c *Checker) HandlerStarted(receipt string) {
+	m := c.receipt(receipt)
+	c.check(InvLeaseNoCallAfter, !m.dropped, "handler started for dropped receipt %s", receipt)
+	for _, other := range c.working {
+		o := c.receipts[other]
+		if o.msg == m.msg && !o.dropped && !o.exempt && !m.exempt {
+			c.check(InvNoConcurrent, false, "message %s handled under receipt %s (worker %d) while receipt %s (worker %d) holds its lease",
+				m.msg, receipt, m.worker, other, o.worker)
+		}
+	}
+	c.check(InvNoConcurrent, true, "")
+	m.working = true
+	c.working = append(c.working, receipt)
+}
+
+// HandlerEnded: the handler for receipt stopped (finished, was cancelled, or its worker died).
+func (c *Checker) HandlerEnded(receipt string) {
+	m := c.receipt(receipt)
+	if !m.working {
+		return
+	}
+	m.working = false
+	for i, r := range c.working {
+		if r == receipt {
+			c.working = append(c.working[:i], c.working[i+1:]...)
+			break
+		}
+	}
+}
+
+// DispositionBegan: the handler's result for receipt reached its worker.
+func (c *Checker) DispositionBegan(receipt string) {
+	m := c.receipt(receipt)
+	if !m.dropped {
+		m.began = true
+	}
+}
+
+// RenewSent: a renewal of receipt asking for requested left the worker at now.
+func (c *Checker) RenewSent(receipt string, requested time.Duration) {
+	m := c.receipt(receipt)
+	c.check(InvLeaseNoCallAfter, !m.dropped && !m.dead, "renewal of receipt %s sent after it was dropped", receipt)
+	c.check(InvLeaseNoRenewAfter, !m.began, "renewal of receipt %s sent after its disposition began", receipt)
+	c.check(InvLeaseNoCallAfter, m.dispositions == 0, "renewal of receipt %s sent after its disposition call", receipt)
+	left := m.t0 + c.lease.Ceiling - c.now
+	want := c.lease.Window
+	if left < want {
+		want = left / time.Second * time.Second
+	}
+	if left < time.Second {
+		c.check(InvLeaseRequestExact, false, "renewal of receipt %s sent with %s left before its ceiling (under 1 s)", receipt, left)
+	} else {
+		c.check(InvLeaseRequestExact, requested == want, "renewal of receipt %s asked for %s, request(now) = %s (t0 %s, W %s, C %s)",
+			receipt, requested, want, Offset(m.t0), c.lease.Window, c.lease.Ceiling)
+	}
+	m.renewing++
+}
+
+// RenewReplied: a renewal call of receipt ended (reply, error, or timeout seen by the worker).
+func (c *Checker) RenewReplied(receipt string) {
+	if m := c.receipt(receipt); m.renewing > 0 {
+		m.renewing--
+	}
+}
+
+// DispositionSent: a disposition call (delete, release, terminal backoff) for receipt left the worker.
+func (c *Checker) DispositionSent(receipt string, op string) {
+	m := c.receipt(receipt)
+	c.check(InvLeaseNoCallAfter, !m.dropped && !m.dead, "%s of receipt %s sent after it was dropped", op, receipt)
+	c.check(InvSingleDisposition, m.dispositions == 0, "%s of receipt %s is its disposition number %d", op, receipt, m.dispositions+1)
+	c.check(InvLeaseNoOverlap, m.renewing == 0, "%s of receipt %s sent while %d renewal(s) of it are in flight", op, receipt, m.renewing)
+	m.dispositions++
+}
+
+// Dropped: the worker gave receipt up (lost lease, gone, fatal, margin reached).
+func (c *Checker) Dropped(receipt string) { c.receipt(receipt).dropped = true }
+
+// Exempt: a call for receipt outlived the configured latency bound, so the queue may have let
+// its visibility lapse before the worker could know: hidden-while-working and
+// no-concurrent-consumers no longer bind it.
+func (c *Checker) Exempt(receipt string) { c.receipt(receipt).exempt = true }
+
+// WorkerCrashed: worker died; its handlers stopped and its receipts can make no more calls.
+func (c *Checker) WorkerCrashed(worker int) {
+	keep := c.working[:0]
+	for _, r := range c.working {
+		m := c.receipts[r]
+		if m.worker == worker {
+			m.working = false
+			continue
+		}
+		keep = append(keep, r)
+	}
+	c.working = keep
+	for _, m := range c.receipts { // order does not matter: each is marked alike
+		if m.worker == worker {
+			m.dead = true
+		}
+	}
+}
+
+// CheckHidden checks hidden-while-working for every running handler: hidden(msg, receipt)
+// reports whether the queue still hides msg under receipt at now.
+func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
+	for _, r := range c.working {
+		m := c.receipts[r]
+		if m.exempt {
+			continue
+		}
+		c.check(InvHiddenWhileWork, hidden(m.msg, r), "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",
+			m.msg, r, m.worker)
+	}
+}
+
+// Forget drops the model of receipt once nothing more can be said about it (the world calls
+// it when the message is deleted or redelivered and the receipt is inert), to bound memory.
+func (c *Checker) Forget(receipt string) {
+	if m := c.receipts[receipt]; m != nil && !m.working && m.renewing == 0 {
+		delete(c.receipts, receipt)
+	}
+}

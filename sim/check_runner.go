@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// RunnerParams is what the runner invariants need to know of a node's configuration.
+type RunnerParams struct {
+	Capacity int
+	Attempts int
+	Deadline time.Duration // 0: none
+	// Circuit breaker, SPEC 2.3.
+	Threshold int
+	Window    time.Duration
+	Cooldown  time.Duration
+	Probes    int
+}
+
+// JobView is a job as a runner reports it (live or recovered), reduced to what the
+// invariants compare.
+type JobView struct {
+	ID       uint64
+	State    string // "enqueued", "due", "running", "waiting", "deferred", "succeeded", "dead", "cancelled"
+	Attempts int
+	Due      time.Duration // next due (first due when never started); offset from Epoch
+	Target   string
+	Payload  string
+}
+
+func (j JobView) String() string {
+	return fmt.Sprintf("{id=%d %s attempts=%d due=%s target=%s payload=%q}",
+		j.ID, j.State, j.Attempts, Offset(j.Due), j.Target, j.Payload)
+}
+
+// Terminal reports whether state is final.
+func Terminal(state string) bool {
+	return state == "succeeded" || state == "dead" || state == "cancelled"
+}
+
+type jobKey struct {
+	node int
+	id   uint64
+}
+
+type jobModel struct {
+	firstDue  time.Duration
+	target    string
+	payload   string
+	acked     bool
+	cancelled bool   // a cancel was acknowledged
+	terminal  string // durable terminal state seen in the live runner, "" if none
+	running   bool
+	attempt   int // attempt number of the running (or last) attempt
+	probe     bool
+	attempts  int // highest attempt number started
+}
+
+type nodeModel struct {
+	p        RunnerParams
+	running  int
+	breakers map[string]*breakerModel
+	live     []JobView // state after the last acknowledged commit
+	pending  []JobView // state after a commit that was written but not acknowledged, if any
+}
+
+// breakerModel is an independent model of SPEC 2.3, fed with attempt starts and outcomes.
+type breakerModel struct {
+	fails    []time.Duration // closed: recent failure times
+	open     bool
+	until    time.Duration
+	half     bool
+	inFlight int
+}
+
+// RunnerConfigured declares node with its parameters; a restart keeps them.
+func (c *Checker) RunnerConfigured(node int, p RunnerParams) {
+	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel)}
+}
+
+func (c *Checker) node(node int) *nodeModel {
+	n := c.nodes[node]
+	if n == nil {
+		panic(fmt.Sprintf("sim: runner node %d not configured", node))
+	}
+	return n
+}
+
+// JobAppended: an Enqueue of id was handed to node's runner (it may never become durable).
+func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, payload string) {
+	k := jobKey{node, id}
+	if _, ok := c.jobs[k]; ok {
+		return
+	}
+	c.jobs[k] = &jobModel{firstDue: due, target: target, payload: payload}
+}
+
+// JobAcked: node's runner acknowledged the enqueue of id (it is durable).
+func (c *Checker) JobAcked(node int, id uint64) {
+	j := c.jobs[jobKey{node, id}]
+	if !c.check(InvNoPhantom, j != nil, "node %d acknowledged job %d that was never appended", node, id) {
+		return
+	}
+	j.acked = true
+}
+
+// CancelAcked: node's runner acknowledged a cancel of id.
+func (c *Checker) CancelAcked(node int, id uint64) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.cancelled = true
+	}
+}
+
+// AttemptStarted: node's runner dispatched attempt number attempt of id.
+func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
+	n := c.node(node)
+	j := c.jobs[jobKey{node, id}]
+	if !c.check(InvNoPhantom, j != nil, "node %d started job %d that was never appended", node, id) {
+		return
+	}
+	c.check(InvSingleRun, !j.running, "node %d started job %d attempt %d while attempt %d runs", node, id, attempt, j.attempt)
+	c.check(InvNoRestartTerminal, j.terminal == "" && !j.cancelled,
+		"node %d started job %d attempt %d after it was %s", node, id, attempt, terminalOrCancelled(j))
+	c.check(InvAttemptsMax, attempt >= 1 && attempt <= n.p.Attempts,
+		"node %d started job %d attempt %d, policy allows %d", node, id, attempt, n.p.Attempts)
+	late := n.p.Deadline > 0 && c.now >= j.firstDue+n.p.Deadline
+	c.check(InvNoStartAfterLate, !late, "node %d started job %d attempt %d at %s, deadline %s (first due %s + %s)",
+		node, id, attempt, Offset(c.now), Offset(j.firstDue+n.p.Deadline), Offset(j.firstDue), n.p.Deadline)
+	c.check(InvCapacity, n.running+1 <= n.p.Capacity, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)
+
+	b := n.breaker(j.target)
+	probe := false
+	ok := true
+	why := ""
+	switch {
+	case b.open && c.now < b.until:
+		ok, why = false, fmt.Sprintf("open until %s", Offset(b.until))
+	case b.open || b.half:
+		b.open, b.half = false, true
+		if b.inFlight >= n.p.Probes {
+			ok, why = false, fmt.Sprintf("half-open with %d probes in flight, %d allowed", b.inFlight, n.p.Probes)
+		} else {
+			b.inFlight++
+			probe = true
+		}
+	}
+	c.check(InvBreakerRespected, ok, "node %d started job %d attempt %d on target %s while its breaker is %s", node, id, attempt, j.target, why)
+
+	j.running, j.attempt, j.probe = true, attempt, probe
+	if attempt > j.attempts {
+		j.attempts = attempt
+	}
+	n.running++
+}
+
+func terminalOrCancelled(j *jobModel) string {
+	if j.terminal != "" {
+		return j.terminal
+	}
+	return "cancelled"
+}
+
+// AttemptEnded: the outcome of attempt of id reached node's runner. failure says whether it
+// counts as a breaker failure (retryable failure or panic).
+func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure bool) {
+	n := c.node(node)
+	j := c.jobs[jobKey{node, id}]
+	if j == nil || !j.running || j.attempt != attempt {
+		return // an outcome of an attempt from before a crash: ignored by the runner too
+	}
+	j.running = false
+	n.running--
+	b := n.breaker(j.target)
+	if j.cancelled {
+		if j.probe && b.half {
+			b.inFlight--
+		}
+		return
+	}
+	switch {
+	case j.probe && b.half:
+		b.inFlight--
+		if failure {
+			b.half, b.open, b.until = false, true, c.now+n.p.Cooldown
+			b.inFlight = 0
+		} else {
+			*b = breakerModel{}
+		}
+	case b.open || b.half:
+		// only a probe decides a half-open breaker; an open one ignores stragglers
+	case failure:
+		keep := b.fails[:0]
+		for _, t := range b.fails {
+			if t > c.now-n.p.Window {
+				keep = append(keep, t)
+			}
+		}
+		b.fails = append(keep, c.now)
+		if len(b.fails) >= n.p.Threshold {
+			*b = breakerModel{open: true, until: c.now + n.p.Cooldown}
+		}
+	default:
+		b.fails = b.fails[:0]
+	}
+}
+
+func (n *nodeModel) breaker(target string) *breakerModel {
+	b := n.breakers[target]
+	if b == nil {
+		b = &breakerModel{}
+		n.breakers[target] = b
+	}
+	return b
+}
+
+// Committed: node's runner acknowledged a commit; jobs is its whole live state after it.
+// Terminal states seen here are durable.
+func (c *Checker) Committed(node int, jobs []JobView) {
+	n := c.node(node)
+	n.live, n.pending = jobs, nil
+	for _, v := range jobs {
+		if j := c.jobs[jobKey{node, v.ID}]; j != nil && Terminal(v.State) && j.terminal == "" {
+			j.terminal = v.State
+		}
+	}
+}
+
+// CommitUnacked: node's runner wrote a commit whose sync did not return success (or the crash
+// came first); jobs is the state it would have had. Recovery may legitimately show it.
+func (c *Checker) CommitUnacked(node int, jobs []JobView) { c.node(node).pending = jobs }
+
+// NodeCrashed: node's process died; its attempts died with it and its breakers are forgotten.
+func (c *Checker) NodeCrashed(node int) {
+	n := c.node(node)
+	n.running = 0
+	n.breakers = make(map[string]*breakerModel)
+	for k, j := range c.jobs { // order does not matter: each job is reset alike
+		if k.node == node {
+			j.running, j.probe = false, false
+		}
+	}
+}
+
+// NodeRecovered: node's runner reopened; jobs is the state it replayed from disk, before it
+// requeued interrupted attempts.
+func (c *Checker) NodeRecovered(node int, jobs []JobView) {
+	n := c.node(node)
+	got := make(map[uint64]JobView, len(jobs))
+	for _, v := range jobs {
+		got[v.ID] = v
+		j := c.jobs[jobKey{node, v.ID}]
+		if !c.check(InvNoPhantom, j != nil, "node %d recovered job %d that was never appended: %v", node, v.ID, v) {
+			return
+		}
+		c.check(InvNoPhantom, v.Target == j.target && v.Payload == j.payload,
+			"node %d recovered job %d as target %s payload %q, appended as target %s payload %q",
+			node, v.ID, v.Target, v.Payload, j.target, j.payload)
+		c.check(InvNoPhantom, v.Attempts <= j.attempts,
+			"node %d recovered job %d with %d attempts, only %d were started", node, v.ID, v.Attempts, j.attempts)
+	}
+	keys := make([]jobKey, 0, len(c.jobs))
+	for k := range c.jobs {
+		if k.node == node {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(a, b int) bool { return keys[a].id < keys[b].id })
+	for _, k := range keys {
+		j := c.jobs[k]
+		if j.acked && j.terminal == "" {
+			_, ok := got[k.id]
+			c.check(InvNoLostAck, ok, "node %d lost acknowledged job %d (target %s) in recovery", node, k.id, j.target)
+		}
+	}
+	if diff := diffStates(n.live, jobs); diff != "" {
+		if n.pending == nil || diffStates(n.pending, jobs) != "" {
+			c.check(InvReplayEqualsLive, false, "node %d recovered a state unlike the live one at its last commit: %s", node, diff)
+		} else {
+			c.check(InvReplayEqualsLive, true, "")
+		}
+	} else {
+		c.check(InvReplayEqualsLive, true, "")
+	}
+	n.live, n.pending = jobs, nil
+}
+
+// diffStates compares two job lists by id; "" when equal. Terminal jobs that one side dropped
+// (compaction retention) are not a difference.
+func diffStates(want, got []JobView) string {
+	w := make(map[uint64]JobView, len(want))
+	for _, v := range want {
+		w[v.ID] = v
+	}
+	g := make(map[uint64]JobView, len(got))
+	for _, v := range got {
+		g[v.ID] = v
+	}
+	ids := make([]uint64, 0, len(w)+len(g))
+	for id := range w {
+		ids = append(ids, id)
+	}
+	for id := range g {
+		if _, ok := w[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	for _, id := range ids {
+		a, okA := w[id]
+		b, okB := g[id]
+		switch {
+		case okA && okB:
+			if a != b {
+				return fmt.Sprintf("job %d live %v, recovered %v", id, a, b)
+			}
+		case okA && !Terminal(a.State):
+			return fmt.Sprintf("job %d live %v, missing after recovery", id, a)
+		case okB && !Terminal(b.State):
+			return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+var testParams = RunnerParams{Capacity: 2, Attempts: 3, Deadline: time.Minute,
+	Threshold: 2, Window: 10 * time.Second, Cooldown: 5 * time.Second, Probes: 1}
+
+func newTestChecker() *Checker {
+	c := NewChecker()
+	c.RunnerConfigured(1, testParams)
+	c.LeaseConfigured(LeaseParams{Window: 30 * time.Second, Ceiling: 12 * time.Hour})
+	return c
+}
+
+func sec(n float64) time.Duration { return time.Duration(n * float64(time.Second)) }
+
+func enqueue(c *Checker, id uint64, target string) {
+	c.JobAppended(1, id, c.now, target, "p")
+	c.JobAcked(1, id)
+}
+
+func view(id uint64, state string, attempts int, due time.Duration, target string) JobView {
+	return JobView{ID: id, State: state, Attempts: attempts, Due: due, Target: target, Payload: "p"}
+}
+
+// TestInvariantFires feeds each invariant a history that violates it and asserts the checker
+// reports the violation by that invariant's name (and that no other fired first).
+func TestInvariantFires(t *testing.T) {
+	cases := []struct {
+		name string
+		feed func(c *Checker)
+	}{
+		{InvNoLostAck, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.Committed(1, []JobView{view(1, "due", 0, 0, "a")})
+			c.NodeCrashed(1)
+			c.NodeRecovered(1, nil)
+		}},
+		{InvReplayEqualsLive, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.Committed(1, []JobView{view(1, "due", 0, 0, "a")})
+			c.NodeCrashed(1)
+			c.NodeRecovered(1, []JobView{view(1, "due", 0, sec(5), "a")}) // due moved
+		}},
+		{InvNoPhantom, func(c *Checker) {
+			c.NodeCrashed(1)
+			c.NodeRecovered(1, []JobView{view(7, "due", 0, 0, "a")})
+		}},
+		{InvSingleRun, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptStarted(1, 1, 2)
+		}},
+		{InvCapacity, func(c *Checker) {
+			for id := uint64(1); id <= 3; id++ {
+				enqueue(c, id, "t")
+				c.AttemptStarted(1, id, 1)
+			}
+		}},
+		{InvAttemptsMax, func(c *Checker) {
+			enqueue(c, 1, "a")
+			for n := 1; n <= 4; n++ {
+				c.AttemptStarted(1, 1, n)
+				c.AttemptEnded(1, 1, n, false)
+			}
+		}},
+		{InvNoStartAfterLate, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.SetTime(time.Minute)
+			c.AttemptStarted(1, 1, 1)
+		}},
+		{InvBreakerRespected, func(c *Checker) {
+			for id := uint64(1); id <= 3; id++ {
+				enqueue(c, id, "t")
+			}
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptEnded(1, 1, 1, true)
+			c.AttemptStarted(1, 2, 1)
+			c.AttemptEnded(1, 2, 1, true) // threshold 2: open until 5s
+			c.SetTime(sec(4.999))
+			c.AttemptStarted(1, 3, 1)
+		}},
+		{InvBreakerRespected + "/probes", func(c *Checker) {
+			for id := uint64(1); id <= 4; id++ {
+				enqueue(c, id, "t")
+			}
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptEnded(1, 1, 1, true)
+			c.AttemptStarted(1, 2, 1)
+			c.AttemptEnded(1, 2, 1, true)
+			c.SetTime(sec(5))
+			c.AttemptStarted(1, 3, 1) // the one probe
+			c.AttemptStarted(1, 4, 1) // a second one: refused by Probes=1
+		}},
+		{InvNoRestartTerminal, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptEnded(1, 1, 1, false)
+			c.Committed(1, []JobView{view(1, "succeeded", 1, 0, "a")})
+			c.AttemptStarted(1, 1, 2)
+		}},
+		{InvNoRestartTerminal + "/cancelled", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.CancelAcked(1, 1)
+			c.AttemptStarted(1, 1, 1)
+		}},
+		{InvCorruptionRefused, func(c *Checker) {
+			c.Fail(InvCorruptionRefused, "journal opened after a bit flip in synced data")
+		}},
+		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
+		{InvLeaseNoRenewAfter, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.HandlerEnded("r1")
+			c.DispositionBegan("r1")
+			c.SetTime(sec(10))
+			c.RenewSent("r1", sec(30))
+		}},
+		{InvLeaseNoCallAfter, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.Dropped("r1")
+			c.DispositionSent("r1", "delete")
+		}},
+		{InvLeaseRequestExact, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.SetTime(sec(10))
+			c.RenewSent("r1", sec(20)) // request(10s) = 30s
+		}},
+		{InvLeaseRequestExact + "/ceiling", func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.SetTime(12*time.Hour - sec(0.5))
+			c.RenewSent("r1", 0) // under 1 s left: nothing may be sent
+		}},
+		{InvLeaseNoOverlap, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.SetTime(sec(10))
+			c.RenewSent("r1", sec(30))
+			c.DispositionSent("r1", "delete")
+		}},
+		{InvHiddenWhileWork, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(31))
+			c.CheckHidden(func(msg, receipt string) bool { return false })
+		}},
+		{InvNoConcurrent, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.Received(2, "m1", "r2", sec(1))
+			c.HandlerStarted("r2")
+		}},
+		{InvSingleDisposition, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.DispositionSent("r1", "delete")
+			c.DispositionSent("r1", "delete")
+		}},
+		{InvLiveness, func(c *Checker) { c.Liveness(false, "job 3 still waiting at the bound") }},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestChecker()
+			tc.feed(c)
+			v := c.Violation()
+			want := tc.name
+			if i := indexByte(want, '/'); i >= 0 {
+				want = want[:i]
+			}
+			covered[want] = true
+			if v == nil {
+				t.Fatalf("no violation reported, want %s", want)
+			}
+			if v.Invariant != want {
+				t.Fatalf("violation %v, want invariant %s", v, want)
+			}
+		})
+	}
+	for _, inv := range Invariants {
+		if !covered[inv.Name] {
+			t.Errorf("invariant %s has no test showing it fires", inv.Name)
+		}
+	}
+}
+
+func indexByte(s string, b byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestInvariantsHoldOnValidHistory feeds a history that respects every invariant (including
+// the edges: a probe at exactly the cooldown's end, a renewal request at the ceiling, a
+// recovery showing a written-but-unacknowledged commit) and asserts nothing fires.
+func TestInvariantsHoldOnValidHistory(t *testing.T) {
+	c := newTestChecker()
+	enqueue(c, 1, "t")
+	enqueue(c, 2, "t")
+	enqueue(c, 3, "t")
+	c.AttemptStarted(1, 1, 1)
+	c.AttemptStarted(1, 2, 1)
+	c.AttemptEnded(1, 1, 1, true)
+	c.AttemptEnded(1, 2, 1, true) // opens until 5s
+	c.SetTime(sec(5))
+	c.AttemptStarted(1, 3, 1) // probe
+	c.AttemptEnded(1, 3, 1, false)
+	c.AttemptStarted(1, 1, 2) // closed again
+	c.AttemptEnded(1, 1, 2, false)
+	live := []JobView{view(1, "succeeded", 2, 0, "t"), view(2, "waiting", 1, sec(6), "t"), view(3, "succeeded", 1, 0, "t")}
+	c.Committed(1, live)
+	c.JobAppended(1, 4, sec(5), "u", "p")
+	c.CommitUnacked(1, append(append([]JobView(nil), live...), view(4, "due", 0, sec(5), "u")))
+	c.NodeCrashed(1)
+	c.NodeRecovered(1, []JobView{view(2, "waiting", 1, sec(6), "t"), view(4, "due", 0, sec(5), "u")})
+
+	c.Received(1, "m1", "r1", 0)
+	c.HandlerStarted("r1")
+	c.SetTime(sec(10))
+	c.RenewSent("r1", sec(30))
+	c.RenewReplied("r1")
+	c.CheckHidden(func(msg, receipt string) bool { return true })
+	c.HandlerEnded("r1")
+	c.DispositionBegan("r1")
+	c.DispositionSent("r1", "delete")
+	c.Received(2, "m2", "r2", 0)
+	c.SetTime(12*time.Hour - sec(20.5))
+	c.RenewSent("r2", sec(20)) // floor(20.5 s)
+	if v := c.Violation(); v != nil {
+		t.Fatalf("unexpected violation: %v", v)
+	}
+	if c.ChecksTotal() == 0 {
+		t.Fatal("no checks counted")
+	}
+}

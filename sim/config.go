@@ -1,0 +1,205 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/sim/faults"
+)
+
+// Defaults of a run.
+const (
+	// SafetyDefault is the simulated length of the safety phase (faults on).
+	SafetyDefault = 10 * time.Minute
+	// StepsMaxDefault bounds the events of one run (both phases).
+	StepsMaxDefault = 5_000_000
+)
+
+// Config is one run's whole configuration: the seed's swarm draws, or a profile's pins.
+type Config struct {
+	Seed    int64
+	Profile string
+	Faults  faults.Set
+
+	Safety   time.Duration // safety phase length (faults on)
+	StepsMax int
+
+	// Runner side: Nodes runner processes, each with its own disk and journal.
+	Nodes        int
+	Capacity     int
+	Attempts     int
+	Base, Cap    time.Duration
+	Deadline     time.Duration // 0: none
+	Threshold    int
+	Window       time.Duration // breaker window
+	Cooldown     time.Duration
+	Probes       int
+	CompactBytes int64
+	Targets      int
+
+	// Runner workload.
+	JobEvery     time.Duration // mean gap between enqueues per node
+	JobsMax      int           // enqueues per node in the safety phase
+	CancelP      float64       // P(a producer tick cancels a random earlier job)
+	HandlerMin   time.Duration
+	HandlerMax   time.Duration
+	PRetryable   float64 // outcome probabilities; the rest succeed
+	PPermanent   float64
+	PPanic       float64
+	PRetryAfter  float64 // P(a retryable failure carries a server-requested wait)
+	PCrashHandle float64 // P(a handler crashes its process) — a fault: off in liveness
+
+	// Queue side: Workers worker processes on one queue.
+	Workers    int
+	Visibility time.Duration // W, whole seconds
+	ReceiveMax int           // 1..10
+	PollWait   time.Duration // long-poll wait
+	MaxReceive int           // redrive to the dead-letter queue at this count; 0: none
+	Budget     int           // retire a delivery at this receive count
+	MsgEvery   time.Duration
+	MsgsMax    int
+	PMsgRetry  float64 // handler outcome probabilities; the rest ack
+	PMsgPerm   float64
+	PPoison    float64 // P(a message body is undecodable)
+	Lapsed     string  // how the queue answers an extension of a lapsed receipt
+}
+
+// NewConfig draws the configuration of seed under profile from the seed's "swarm" stream.
+// Every profile draws the same values in the same order; profiles only pin some of them.
+func NewConfig(seed int64, profile string) (Config, error) {
+	r := Stream(seed, "swarm")
+	fs, err := faults.Pick(profile, r)
+	if err != nil {
+		return Config{}, err
+	}
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Millisecond }
+	s := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Second }
+	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}
+
+	c.Nodes = 1 + r.Intn(2)
+	c.Capacity = 1 + r.Intn(8)
+	c.Attempts = 1 + r.Intn(6)
+	c.Base = ms(100, 2000)
+	c.Cap = c.Base * time.Duration(2+r.Intn(30))
+	if r.Intn(3) == 0 {
+		c.Deadline = s(20, 300)
+	}
+	c.Threshold = 1 + r.Intn(5)
+	c.Window = s(5, 60)
+	c.Cooldown = s(1, 30)
+	c.Probes = 1 + r.Intn(2)
+	c.CompactBytes = []int64{2 << 10, 16 << 10, 64 << 20}[r.Intn(3)]
+	c.Targets = 1 + r.Intn(4)
+
+	c.JobEvery = ms(200, 5000)
+	c.JobsMax = 10 + r.Intn(150)
+	c.CancelP = []float64{0, 0.02, 0.1}[r.Intn(3)]
+	c.HandlerMin = ms(1, 200)
+	c.HandlerMax = c.HandlerMin + ms(0, 10000)
+	c.PRetryable = r.Float64() * 0.4
+	c.PPermanent = r.Float64() * 0.1
+	c.PPanic = r.Float64() * 0.05
+	c.PRetryAfter = r.Float64() * 0.3
+	c.PCrashHandle = r.Float64() * 0.01
+
+	c.Workers = 1 + r.Intn(3)
+	c.Visibility = s(3, 60)
+	c.ReceiveMax = 1 + r.Intn(10)
+	c.PollWait = s(0, 20)
+	if r.Intn(2) == 0 {
+		c.MaxReceive = 2 + r.Intn(5)
+	}
+	c.Budget = 2 + r.Intn(6)
+	if c.MaxReceive > 0 && c.Budget < c.MaxReceive+1 {
+		c.Budget = c.MaxReceive + 1
+	}
+	c.MsgEvery = ms(100, 5000)
+	c.MsgsMax = 10 + r.Intn(150)
+	c.PMsgRetry = r.Float64() * 0.4
+	c.PMsgPerm = r.Float64() * 0.1
+	c.PPoison = r.Float64() * 0.05
+	c.Lapsed = []string{"gone", "ignore", "extend", "mixed"}[r.Intn(4)]
+
+	switch profile {
+	case "calm":
+		c.PCrashHandle = 0
+	case "disk":
+		c.CompactBytes = []int64{1 << 10, 4 << 10}[r.Intn(2)]
+		c.Workers = 0
+	case "network":
+		c.Nodes = 0
+		c.PCrashHandle = 0
+	case "bitflip":
+		c.Workers = 0
+		c.PCrashHandle = 0
+	case "swarm":
+		if !fs.Process.On() {
+			c.PCrashHandle = 0
+		}
+	}
+	return c, c.Validate()
+}
+
+// Validate reports a configuration the world cannot run.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 0 || c.Workers < 0 || c.Nodes+c.Workers == 0:
+		return fmt.Errorf("sim: config needs at least one runner node or worker (nodes=%d workers=%d)", c.Nodes, c.Workers)
+	case c.Nodes > 0 && (c.Capacity < 1 || c.Attempts < 1 || c.Probes < 1 || c.Threshold < 1):
+		return fmt.Errorf("sim: runner config needs capacity, attempts, probes and threshold >= 1")
+	case c.Workers > 0 && (c.Visibility < time.Second || c.Visibility%time.Second != 0):
+		return fmt.Errorf("sim: visibility %v is not whole seconds >= 1s", c.Visibility)
+	case c.Workers > 0 && (c.ReceiveMax < 1 || c.ReceiveMax > 10):
+		return fmt.Errorf("sim: receive max %d outside 1..10", c.ReceiveMax)
+	case c.Safety <= 0 || c.StepsMax <= 0:
+		return fmt.Errorf("sim: safety phase %v and steps max %d must be positive", c.Safety, c.StepsMax)
+	}
+	return c.Faults.Validate()
+}
+
+// String renders the configuration in a fixed order (the summary's config lines).
+func (c Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "profile %s, safety phase %s, steps max %d\n", c.Profile, c.Safety, c.StepsMax)
+	if c.Nodes > 0 {
+		dl := "none"
+		if c.Deadline > 0 {
+			dl = c.Deadline.String()
+		}
+		fmt.Fprintf(&b, "runner: nodes=%d capacity=%d policy={attempts=%d base=%s cap=%s deadline=%s} breaker={threshold=%d window=%s cooldown=%s probes=%d} compact=%d targets=%d\n",
+			c.Nodes, c.Capacity, c.Attempts, c.Base, c.Cap, dl, c.Threshold, c.Window, c.Cooldown, c.Probes, c.CompactBytes, c.Targets)
+		fmt.Fprintf(&b, "runner workload: jobs=%d every~%s cancel=%s handler=%s..%s retryable=%s permanent=%s panic=%s retry-after=%s crash=%s\n",
+			c.JobsMax, c.JobEvery, pct(c.CancelP), c.HandlerMin, c.HandlerMax, pct(c.PRetryable), pct(c.PPermanent), pct(c.PPanic), pct(c.PRetryAfter), pct(c.PCrashHandle))
+	}
+	if c.Workers > 0 {
+		fmt.Fprintf(&b, "queue: workers=%d window=%s receive-max=%d poll=%s max-receive=%d budget=%d lapsed=%s\n",
+			c.Workers, c.Visibility, c.ReceiveMax, c.PollWait, c.MaxReceive, c.Budget, c.Lapsed)
+		fmt.Fprintf(&b, "queue workload: messages=%d every~%s retry=%s permanent=%s poison=%s\n",
+			c.MsgsMax, c.MsgEvery, pct(c.PMsgRetry), pct(c.PMsgPerm), pct(c.PPoison))
+	}
+	f := c.Faults
+	fmt.Fprintf(&b, "faults: disk={%s} bitflip-expects-refusal=%t\n", f.Disk, f.ExpectRefusal)
+	t := f.Transport
+	fmt.Fprintf(&b, "faults: transport={fail-before=%s fail-after=%s throttle=%s 5xx=%s stale=%s fatal=%s latency=%s..%s spike=%s %s..%s}\n",
+		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal),
+		t.LatencyMin, t.LatencyMax, pct(t.Spike), t.SpikeMin, t.SpikeMax)
+	p := f.Process
+	fmt.Fprintf(&b, "faults: process={node-crash=%s commit-crash=%s worker-crash=%s restart=%s..%s} timing={long-handler=%s x%s burst=%s of %d}\n",
+		pct(p.NodeCrash), pct(p.CommitCrash), pct(p.WorkerCrash), p.RestartMin, p.RestartMax,
+		pct(f.Timing.LongHandler), strconv.FormatFloat(f.Timing.LongFactor, 'f', 1, 64), pct(f.Timing.Burst), f.Timing.BurstSize)
+	return b.String()
+}
+
+// pct renders a probability as a percentage with three decimals, deterministically.
+func pct(p float64) string { return strconv.FormatFloat(p*100, 'f', 3, 64) + "%" }
+
+// drawBetween draws a duration uniformly in [lo, hi] at millisecond grain.
+func drawBetween(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.Int63n(int64((hi-lo)/time.Millisecond)+1))*time.Millisecond
+}

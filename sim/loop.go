@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"container/heap"
+	"time"
+)
+
+// event is one scheduled action of the world. Events run in (at, seq) order: time first, then
+// the order in which they were scheduled, so ties break the same way on every run.
+type event struct {
+	at  time.Duration // offset from Epoch
+	seq uint64
+	fn  func()
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = event{}
+	*h = old[:len(old)-1]
+	return e
+}
+
+// Loop is the discrete-event scheduler: single-threaded, it jumps to the next event.
+//
+// Invariant: now never decreases; every pending event has at >= now.
+type Loop struct {
+	now   time.Duration
+	seq   uint64
+	h     eventHeap
+	steps int
+}
+
+// Now is the current simulated time as an offset from Epoch.
+func (l *Loop) Now() time.Duration { return l.now }
+
+// Steps is the number of events run so far.
+func (l *Loop) Steps() int { return l.steps }
+
+// Pending is the number of scheduled events.
+func (l *Loop) Pending() int { return len(l.h) }
+
+// At schedules fn at offset at; a time in the past is clamped to now (it runs next among the
+// events of this instant, after those already scheduled).
+func (l *Loop) At(at time.Duration, fn func()) {
+	if at < l.now {
+		at = l.now
+	}
+	l.seq++
+	heap.Push(&l.h, event{at: at, seq: l.seq, fn: fn})
+}
+
+// After schedules fn d after now.
+func (l *Loop) After(d time.Duration, fn func()) { l.At(l.now+d, fn) }
+
+// Next reports the time of the next event.
+func (l *Loop) Next() (time.Duration, bool) {
+	if len(l.h) == 0 {
+		return 0, false
+	}
+	return l.h[0].at, true
+}
+
+// Step runs the next event if it is at or before until; it reports whether one ran.
+func (l *Loop) Step(until time.Duration) bool {
+	if len(l.h) == 0 || l.h[0].at > until {
+		return false
+	}
+	e := heap.Pop(&l.h).(event)
+	if e.at < l.now {
+		panic("sim: event scheduled in the past")
+	}
+	l.now = e.at
+	l.steps++
+	e.fn()
+	return true
+}
+
+// AdvanceTo moves now forward to t when nothing is scheduled before it.
+func (l *Loop) AdvanceTo(t time.Duration) {
+	if t > l.now {
+		if at, ok := l.Next(); ok && at < t {
+			panic("sim: AdvanceTo past a pending event")
+		}
+		l.now = t
+	}
+}

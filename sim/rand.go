@@ -1,0 +1,27 @@
+package sim
+
+import (
+	"hash/fnv"
+	"math/rand"
+)
+
+// Stream returns the named random sub-stream of a run: its seed is FNV-1a 64 of the name mixed
+// with the root seed through splitmix64. Streams are independent, so adding draws to one
+// ("workload") never shifts another ("disk/1", "network").
+func Stream(seed int64, name string) *rand.Rand {
+	return rand.New(rand.NewSource(int64(streamSeed(seed, name))))
+}
+
+func streamSeed(seed int64, name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return splitmix64(uint64(seed) ^ splitmix64(h.Sum64()))
+}
+
+// splitmix64 is Steele, Lea and Flood's finaliser: a bijective mix of all 64 bits.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

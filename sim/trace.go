@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"io"
+	"strconv"
+	"time"
+)
+
+// Epoch is simulated time zero. Traces print times as offsets from it, never wall times.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// lastEventsMax is how many trace lines a violation report shows.
+const lastEventsMax = 30
+
+// Trace records one line per event: a running SHA-256 of every line, the last lastEventsMax
+// lines for violation reports, and, when out is set, every line as it happens.
+type Trace struct {
+	out   io.Writer
+	sum   hash.Hash
+	ring  [lastEventsMax]string
+	n     int // lines so far
+	buf   []byte
+	err   error
+	Lines int
+}
+
+// NewTrace returns a trace that also writes every line to out when out is not nil.
+func NewTrace(out io.Writer) *Trace {
+	return &Trace{out: out, sum: sha256.New(), buf: make([]byte, 0, 256)}
+}
+
+// Add records one line "<time> <who> <what>"; what is already rendered by the caller.
+func (t *Trace) Add(at time.Duration, who, what string) {
+	b := appendOffset(t.buf[:0], at)
+	b = append(b, ' ')
+	b = append(b, who...)
+	b = append(b, ' ')
+	b = append(b, what...)
+	b = append(b, '\n')
+	t.buf = b
+	t.sum.Write(b)
+	t.ring[t.n%lastEventsMax] = string(b[:len(b)-1])
+	t.n++
+	t.Lines++
+	if t.out != nil && t.err == nil {
+		_, t.err = t.out.Write(b)
+	}
+}
+
+// Last returns up to lastEventsMax most recent lines, oldest first.
+func (t *Trace) Last() []string {
+	k := t.n
+	if k > lastEventsMax {
+		k = lastEventsMax
+	}
+	out := make([]string, 0, k)
+	for i := t.n - k; i < t.n; i++ {
+		out = append(out, t.ring[i%lastEventsMax])
+	}
+	return out
+}
+
+// Digest is the hex SHA-256 of every line so far.
+func (t *Trace) Digest() string { return hex.EncodeToString(t.sum.Sum(nil)) }
+
+// Err is the first error writing to out.
+func (t *Trace) Err() error { return t.err }
+
+// appendOffset renders d as seconds with millisecond-or-finer digits: "12.345s", "0.000001s".
+// Integer arithmetic only, so every machine prints the same bytes.
+func appendOffset(b []byte, d time.Duration) []byte {
+	if d < 0 {
+		b = append(b, '-')
+		d = -d
+	}
+	b = strconv.AppendInt(b, int64(d/time.Second), 10)
+	frac := int64(d % time.Second)
+	b = append(b, '.')
+	digits := 9
+	for digits > 3 && frac%10 == 0 {
+		frac /= 10
+		digits--
+	}
+	s := strconv.AppendInt(nil, frac, 10)
+	for i := len(s); i < digits; i++ {
+		b = append(b, '0')
+	}
+	b = append(b, s...)
+	return append(b, 's')
+}
+
+// Offset renders d as appendOffset does.
+func Offset(d time.Duration) string { return string(appendOffset(nil, d)) }
