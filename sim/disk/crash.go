@@ -110,9 +110,9 @@ func (d *Disk) crashImage(name string, ino *inode, report *[]string) []byte {
 			continue
 		}
 		end := c.off + int64(len(c.data))
-		n := 3
+		n := 4
 		if c.off/SectorSize != (end-1)/SectorSize {
-			n = 4 // spans sectors: may scatter
+			n = 5 // spans sectors: may scatter
 		}
 		var fate string
 		switch d.rng.Intn(n) {
@@ -139,6 +139,9 @@ func (d *Disk) crashImage(name string, ino *inode, report *[]string) []byte {
 			img = put(img, cut, garbage)
 			fate = fmt.Sprintf("torn after %d bytes, %d garbage", k, len(garbage))
 		case 3:
+			img = put(img, c.off, make([]byte, len(c.data)))
+			fate = "zeroed"
+		case 4:
 			var pieces []byte
 			for off := c.off; off < end; {
 				next := min((off/SectorSize+1)*SectorSize, end)

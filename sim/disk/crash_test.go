@@ -33,7 +33,7 @@ func durableFile(t *testing.T, d *Disk, name string, contents []byte) core.File 
 	return f
 }
 
-// TestUnsyncedWriteOutcomes: one unsynced write inside one sector is lost, kept or torn;
+// TestUnsyncedWriteOutcomes: one unsynced write inside one sector is lost, kept, zeroed or torn;
 // every class occurs across seeds, synced data always survives, and torn garbage never passes
 // the sector's end.
 func TestUnsyncedWriteOutcomes(t *testing.T) {
@@ -61,6 +61,8 @@ func TestUnsyncedWriteOutcomes(t *testing.T) {
 			seen["lost"]++
 		case bytes.Equal(img, full):
 			seen["kept"]++
+		case len(img) == len(full) && bytes.Count(img[len(synced):], []byte{0}) == len(write):
+			seen["zeroed"]++
 		case bytes.HasPrefix(full, img):
 			seen["torn, prefix only"]++
 		case len(img) > len(full):
@@ -69,7 +71,7 @@ func TestUnsyncedWriteOutcomes(t *testing.T) {
 			seen["torn, garbage inside the write"]++
 		}
 	}
-	for _, class := range []string{"lost", "kept", "torn, prefix only", "torn, garbage past the write's end", "torn, garbage inside the write"} {
+	for _, class := range []string{"lost", "kept", "zeroed", "torn, prefix only", "torn, garbage past the write's end", "torn, garbage inside the write"} {
 		if seen[class] == 0 {
 			t.Errorf("outcome %q never occurred in %d seeds: %v", class, seedsMax, seen)
 		}
