@@ -2,6 +2,8 @@ package disk
 
 import (
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"testing"
@@ -100,4 +102,37 @@ func TestFSContract(t *testing.T) {
 		t.Cleanup(func() { check(t, d) })
 		return d
 	})
+}
+
+func fnvOf(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// TestDump: one line per live or durable name, in name order, saying whether the entry is
+// durable and how much of the file is settled.
+func TestDump(t *testing.T) {
+	d := New(1)
+	a := mustCreate(t, d, "a") // ino 1
+	mustWrite(t, a, []byte("abc"))
+	mustSync(t, a)
+	mustCreate(t, d, "gone") // ino 2
+	mustSyncDir(t, d)        // ops so far: create, write, sync, create, syncdir
+	mustWrite(t, a, []byte("d"))
+	b := mustCreate(t, d, "b") // ino 3
+	mustWrite(t, b, []byte("x"))
+	if err := d.Remove("gone"); err != nil {
+		t.Fatal(err)
+	}
+	want := "disk ops=9 crashes=0 dirlog=2\n" +
+		fmt.Sprintf("a: ino 1 durable size=4 settled=3 pending=1 fnv=%016x\n", fnvOf("abcd")) +
+		fmt.Sprintf("b: ino 3 new size=1 settled=0 pending=1 fnv=%016x\n", fnvOf("x")) +
+		"gone: removed, not durable (ino 2)\n"
+	if diff := cmp.Diff(want, d.Dump()); diff != "" {
+		t.Errorf("Dump (-want +got):\n%s", diff)
+	}
+	if got := d.Crashes(); got != 0 {
+		t.Errorf("Crashes = %d, want 0", got)
+	}
 }
