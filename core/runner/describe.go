@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// offset renders t as an offset from epoch ("+1.5s"), the way traces print times.
+func offset(t, epoch time.Time) string {
+	d := t.Sub(epoch)
+	if d < 0 {
+		return d.String()
+	}
+	return "+" + d.String()
+}
+
+// DescribeJob renders one job on one line, times as offsets from epoch.
+func DescribeJob(j Job, epoch time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %d target=%s %v", j.ID, j.Target, j.State)
+	if j.State == Dead {
+		fmt.Fprintf(&b, "(%v)", j.Reason)
+	}
+	if j.Deferred {
+		b.WriteString(" deferred")
+	}
+	fmt.Fprintf(&b, " attempts=%d", j.Attempts)
+	if j.State == Waiting {
+		fmt.Fprintf(&b, " due=%s", offset(j.Due, epoch))
+	}
+	if j.LastErr != "" {
+		fmt.Fprintf(&b, " err=%q", j.LastErr)
+	}
+	return b.String()
+}
+
+// Describe renders a state, one job per line, ascending by id.
+func Describe(s Snapshot, epoch time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "next id %d\n", s.NextID)
+	for _, j := range s.Jobs {
+		b.WriteString(DescribeJob(j, epoch))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// DescribeResult renders a Commit's result.
+func DescribeResult(r Result, epoch time.Time) string {
+	var b strings.Builder
+	for _, a := range r.Acks {
+		fmt.Fprintf(&b, "ack ticket %d job %d\n", a.Ticket, a.ID)
+	}
+	for _, a := range r.Starts {
+		fmt.Fprintf(&b, "start %v target=%s", a.Token, a.Target)
+		if a.Probe {
+			b.WriteString(" probe")
+		}
+		b.WriteByte('\n')
+	}
+	if !r.Wake.IsZero() {
+		fmt.Fprintf(&b, "wake %s\n", offset(r.Wake, epoch))
+	}
+	if r.Compacted {
+		b.WriteString("compacted\n")
+	}
+	if r.CompactErr != nil {
+		fmt.Fprintf(&b, "compaction failed: %v\n", r.CompactErr)
+	}
+	return b.String()
+}

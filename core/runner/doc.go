@@ -1,0 +1,50 @@
+// Package runner is the durable job runner of SPEC 2: a pure state machine (Machine) and a
+// synchronous engine (Engine) that drives it over core/journal and the core.FS port.
+//
+// Contract (numbered rules):
+//
+//  1. Every durable transition is one journal record (Enqueued, Started, Finished, Deferred,
+//     Cancelled, Retried, Expired, Snapshot; see record.go). The machine applies a record to its
+//     state through one function, apply, both live and in replay, so replaying the journal gives
+//     exactly the live state after the last synced record.
+//  2. An enqueue, cancel or retry is acknowledged, and an attempt dispatched, only after a Synced
+//     event covers its record (Ready's ordering contract). So a job that crashes the process on
+//     every attempt still has each Started record on disk and ends dead(spent) after Attempts.
+//  3. Ids start at 1, are assigned in order and never reused: the snapshot carries the next id.
+//  4. Waiting jobs are started in (due, id) order from a heap with per-job indices, whenever a
+//     pool unit is free (continuous scheduling). Admission follows retry.Admit: unit, late,
+//     spent, breaker. A breaker refusal journals Deferred{due = until} and counts no attempt.
+//  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
+//     running attempt is ignored and logged. Its pool unit and breaker probe are still released.
+//     A cancelled attempt not yet dispatched never starts; a dispatched one finishes, ignored.
+//  6. Outcomes: success → succeeded; a permanent failure → dead(permanent); a panic →
+//     dead(panic); a retryable failure → waiting at now+retry.Wait, or dead(spent) when the
+//     budget is used, or dead(late) when the retry would land at or past the deadline.
+//  7. Open replays the journal, then records each job found running as a failed, retryable
+//     `interrupted` attempt at now through the same policy (so it waits its backoff), and
+//     syncs that before returning. Breakers are not persisted: they start closed.
+//  8. Retry(id) of a dead job re-enqueues it at now with a fresh budget (attempts 0, first due
+//     now); its last error is kept.
+//  9. Compaction (Commit, when the journal grew past CompactBytes, or Compact) writes one
+//     snapshot of the whole state minus all but the last Retention terminal jobs (by the order
+//     they became terminal). Kept failure: error reported, old journal stands, engine goes on.
+//     Lost failure: the engine is poisoned until reopened.
+//  10. A failed journal write or sync poisons the engine: every later call returns ErrPoisoned
+//      wrapping the first failure; nothing of the failed batch is acknowledged or started.
+//
+// Driving the engine (production driver and simulator alike):
+//
+//	e, err := runner.Open(fsys, "jobs.journal", cfg, now)
+//	loop:
+//	    submit commands:  e.Enqueue(due, target, payload) / e.Cancel(id) / e.Retry(now, id)
+//	    feed outcomes:    e.AttemptDone(now, token, outcome)
+//	    res, err := e.Commit(now)   // one journal batch, one fsync for everything above
+//	    answer callers from res.Acks (by ticket); dispatch res.Starts; sleep until res.Wake,
+//	    the next command or the next outcome.
+//	crash: drop e without Close; reopen with Open on the same FS.
+//
+// Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs in heap
+// order; units used = attempts in flight ≤ Capacity; a running job's current token holds a
+// unit; terminal ⇔ terminal sequence > 0; dead ⇔ a reason; deferred ⇒ waiting; nothing waits
+// for a record already synced; every breaker's own invariants.
+package runner

@@ -1,0 +1,378 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/core/retry"
+)
+
+// Defaults of Config.
+const (
+	CompactBytesDefault = 64 << 20
+	RetentionDefault    = 10_000
+	// errMax bounds the error text journaled per outcome, so a Finished record always fits.
+	errMax = 4 << 10
+)
+
+// ErrInvalidConfig is wrapped by every Config error; the message names the field.
+var ErrInvalidConfig = errors.New("runner: invalid config")
+
+// ErrPoisoned is wrapped by every call after a journal write, sync or compaction failed; the
+// engine must be dropped and reopened (reopen re-reads the disk, which is the truth).
+var ErrPoisoned = errors.New("runner: poisoned, reopen")
+
+// Config configures an Engine. Zero fields take their defaults except Capacity.
+type Config struct {
+	Policy  retry.Policy    // zero value: retry.DefaultPolicy()
+	Circuit breaker.Circuit // zero value: breaker.DefaultCircuit()
+	// Capacity is the pool size, required (≥ 1). core may not read the CPU count: the
+	// production driver defaults it to runtime.NumCPU().
+	Capacity     int
+	CompactBytes int64        // compact when the journal grew by more; 0: 64 MiB
+	Retention    int          // terminal jobs kept at compaction; 0: 10,000
+	RecordMax    int          // largest record; 0: 1 MiB (journal's default)
+	SnapshotMax  int          // largest snapshot; 0: 256 MiB
+	Logger       *slog.Logger // nil: discard
+	Rand         *rand.Rand   // jitter draws; nil: rand.New(rand.NewSource(1))
+}
+
+// WithDefaults returns c with zero fields defaulted, and an error naming the first bad field.
+func (c Config) WithDefaults() (Config, error) {
+	if c.Policy == (retry.Policy{}) {
+		c.Policy = retry.DefaultPolicy()
+	}
+	if c.Circuit == (breaker.Circuit{}) {
+		c.Circuit = breaker.DefaultCircuit()
+	}
+	if c.CompactBytes == 0 {
+		c.CompactBytes = CompactBytesDefault
+	}
+	if c.Retention == 0 {
+		c.Retention = RetentionDefault
+	}
+	if c.RecordMax == 0 {
+		c.RecordMax = journal.RecordMaxDefault
+	}
+	if c.SnapshotMax == 0 {
+		c.SnapshotMax = journal.SnapshotMaxDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewSource(1))
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return c, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Circuit.Validate(); err != nil {
+		return c, fmt.Errorf("%w: Circuit: %w", ErrInvalidConfig, err)
+	}
+	const formatMax = math.MaxUint32 / 2
+	switch {
+	case c.Capacity < 1:
+		return c, fmt.Errorf("%w: Capacity must be ≥ 1, got %d (the driver defaults it to runtime.NumCPU())", ErrInvalidConfig, c.Capacity)
+	case c.CompactBytes < 0:
+		return c, fmt.Errorf("%w: CompactBytes must be ≥ 0, got %d", ErrInvalidConfig, c.CompactBytes)
+	case c.Retention < 0:
+		return c, fmt.Errorf("%w: Retention must be ≥ 0, got %d", ErrInvalidConfig, c.Retention)
+	case c.RecordMax < 1024 || c.RecordMax > formatMax:
+		return c, fmt.Errorf("%w: RecordMax must be in [1 KiB, %d], got %d", ErrInvalidConfig, formatMax, c.RecordMax)
+	case c.SnapshotMax < c.RecordMax || c.SnapshotMax > formatMax:
+		return c, fmt.Errorf("%w: SnapshotMax must be in [RecordMax, %d], got %d", ErrInvalidConfig, formatMax, c.SnapshotMax)
+	}
+	return c, nil
+}
+
+func (c Config) machine() MachineConfig {
+	return MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity,
+		RecordMax: c.RecordMax, Logger: c.Logger, Rand: c.Rand}
+}
+
+func (c Config) journal() journal.Config {
+	return journal.Config{RecordMax: c.RecordMax, SnapshotMax: c.SnapshotMax, Logger: c.Logger}
+}
+
+// Engine is the runner over its journal: synchronous, single owner, no goroutines. See doc.go
+// for the driving loop.
+type Engine struct {
+	cfg    Config
+	j      *journal.Journal
+	m      *Machine
+	ticket Ticket
+	poison error
+	// Orphans is how many running jobs Open requeued as interrupted.
+	orphans int
+}
+
+// Open opens (or creates) the journal name on fsys, replays it, requeues the attempts that were
+// running at the crash as failed `interrupted` attempts at now, and makes that durable. No
+// attempt starts until the first Commit.
+func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error) {
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := NewMachine(cfg.machine())
+	m.replaying = true
+	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
+		return m.Replay(r.Tag, r.Snapshot, r.Data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: opening %q: %w", name, err)
+	}
+	m.replaying = false
+	e := &Engine{cfg: cfg, j: j, m: m}
+	e.orphans = m.requeueOrphans(now)
+	if e.orphans > 0 {
+		cfg.Logger.Info("runner: requeued attempts interrupted by a crash", "jobs", e.orphans)
+	}
+	if _, err := e.flush(); err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("runner: opening %q: requeueing orphans: %w", name, err)
+	}
+	return e, nil
+}
+
+// Replay returns the state the journal name on fsys replays to, without requeueing orphans
+// and without writing (beyond the journal's own torn-tail cut). For checkers: run it on a copy.
+func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	m := NewMachine(cfg.machine())
+	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
+		return m.Replay(r.Tag, r.Snapshot, r.Data)
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("runner: replaying %q: %w", name, err)
+	}
+	s, _ := m.Snapshot(math.MaxInt)
+	return s, j.Close()
+}
+
+func (e *Engine) usable() error {
+	if e.poison != nil {
+		return fmt.Errorf("%w: %w", ErrPoisoned, e.poison)
+	}
+	return nil
+}
+
+func (e *Engine) step(ev Event) (Ticket, error) {
+	if err := e.usable(); err != nil {
+		return 0, err
+	}
+	e.ticket++
+	t := e.ticket
+	switch v := ev.(type) {
+	case Enqueue:
+		v.Ticket = t
+		ev = v
+	case Cancel:
+		v.Ticket = t
+		ev = v
+	case Retry:
+		v.Ticket = t
+		ev = v
+	}
+	if err := e.m.Step(ev); err != nil {
+		return 0, err
+	}
+	return t, nil
+}
+
+// Enqueue submits a job due at due; the id is assigned now, and the job is acknowledged (durable)
+// by the Commit whose Result.Acks holds the ticket. Errors: ErrTooLarge, ErrTime, ErrPoisoned.
+func (e *Engine) Enqueue(due time.Time, target string, payload []byte) (Ticket, uint64, error) {
+	id := e.m.nextID
+	t, err := e.step(Enqueue{Due: due, Target: target, Payload: payload})
+	if err != nil {
+		return 0, 0, err
+	}
+	return t, id, nil
+}
+
+// Cancel submits the cancellation of a non-terminal job. Errors: ErrNotFound, ErrTerminal,
+// ErrPoisoned. A running attempt finishes; its outcome is ignored.
+func (e *Engine) Cancel(id uint64) (Ticket, error) { return e.step(Cancel{ID: id}) }
+
+// Retry submits the manual retry of a dead job, due at now with a fresh attempt budget.
+// Errors: ErrNotFound, ErrNotDead, ErrTime, ErrPoisoned.
+func (e *Engine) Retry(now time.Time, id uint64) (Ticket, error) {
+	return e.step(Retry{ID: id, Now: now})
+}
+
+// AttemptDone feeds the outcome of a dispatched attempt that ended at now. An outcome for a
+// token that is not running (cancelled, requeued after a crash, unknown) is ignored and logged.
+func (e *Engine) AttemptDone(now time.Time, tok Token, out Outcome) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if len(out.Err) > errMax {
+		out.Err = out.Err[:errMax]
+	}
+	return e.m.Step(AttemptDone{Now: now, Token: tok, Outcome: out})
+}
+
+// Result is what one Commit made happen.
+type Result struct {
+	// Acks answer every command submitted before the Commit: their records are durable.
+	Acks []Ack
+	// Starts are attempts to dispatch now; their Started records are durable.
+	Starts []Attempt
+	// Wake is when to Commit again if nothing else happens; zero when only a command or an
+	// outcome can make progress.
+	Wake time.Time
+	// Compacted reports a compaction after the batch; CompactErr a failed one. A kept failure
+	// (the old journal stands) leaves the engine usable; a lost one poisons it (Poisoned()).
+	Compacted  bool
+	CompactErr error
+}
+
+// Commit schedules due jobs at now, writes every record produced since the last Commit as one
+// journal batch, syncs it, and returns what became durable. On an error nothing in the batch
+// was acknowledged or started and the engine is poisoned.
+func (e *Engine) Commit(now time.Time) (Result, error) {
+	if err := e.usable(); err != nil {
+		return Result{}, err
+	}
+	e.m.Step(Tick{Now: now})
+	rd, err := e.flush()
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Acks: rd.Acks, Starts: rd.Starts}
+	if w, ok := e.m.WakeAt(); ok {
+		res.Wake = w
+	}
+	if e.j.GrownBytes() > e.cfg.CompactBytes {
+		res.CompactErr = e.compact()
+		res.Compacted = res.CompactErr == nil
+	}
+	return res, nil
+}
+
+// flush writes the machine's pending appends as one batch and steps Synced.
+func (e *Engine) flush() (Ready, error) {
+	rd := e.m.Ready()
+	if len(rd.Appends) == 0 {
+		return rd, nil
+	}
+	for _, a := range rd.Appends {
+		if _, err := e.j.Append(a.Tag, a.Data); err != nil {
+			e.poison = fmt.Errorf("appending record %d: %w", a.Seq, err)
+			return Ready{}, e.usable()
+		}
+	}
+	if _, err := e.j.Commit(); err != nil {
+		e.poison = fmt.Errorf("committing records through %d: %w", rd.Appends[len(rd.Appends)-1].Seq, err)
+		return Ready{}, e.usable()
+	}
+	e.m.Step(Synced{Through: rd.Appends[len(rd.Appends)-1].Seq})
+	more := e.m.Ready()
+	rd.Acks = append(rd.Acks, more.Acks...)
+	rd.Starts = append(rd.Starts, more.Starts...)
+	return rd, nil
+}
+
+// Compact writes a snapshot now (it also runs on its own from Commit past CompactBytes).
+// Everything submitted must have been committed first (misuse panics otherwise). A kept failure
+// returns an error and leaves the engine usable; a lost one poisons it.
+func (e *Engine) Compact() error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if e.m.seq != e.m.synced {
+		panic("runner: Compact with records not committed; Commit first")
+	}
+	return e.compact()
+}
+
+func (e *Engine) compact() error {
+	s, drop := e.m.Snapshot(e.cfg.Retention)
+	err := e.j.Compact(TagSnapshot, EncodeSnapshot(s))
+	if err != nil {
+		if errors.Is(err, journal.ErrPoisoned) || errors.Is(err, journal.ErrClosed) {
+			e.poison = fmt.Errorf("compaction lost: %w", err)
+			e.cfg.Logger.Error("runner: compaction failed after the rename; reopen", "err", err)
+			return e.usable()
+		}
+		e.cfg.Logger.Warn("runner: compaction failed; the old journal stands", "err", err)
+		return fmt.Errorf("runner: compaction kept the old journal: %w", err)
+	}
+	e.m.Prune(drop)
+	return nil
+}
+
+// Close closes the journal. Records submitted and not committed are dropped (never acked).
+// A crash is simulated by dropping the engine without Close.
+func (e *Engine) Close() error { return e.j.Close() }
+
+// Poisoned returns the error that poisoned the engine, or nil.
+func (e *Engine) Poisoned() error { return e.usable() }
+
+// Orphans is how many running jobs Open requeued as interrupted.
+func (e *Engine) Orphans() int { return e.orphans }
+
+// Get returns a copy of job id (terminal jobs until compaction prunes them).
+func (e *Engine) Get(id uint64) (Job, bool) { return e.m.Get(id) }
+
+// State returns the whole durable state, jobs ascending by id (O(n): for checkers and tests).
+// After a Commit it equals Replay of the same disk.
+func (e *Engine) State() Snapshot {
+	s, _ := e.m.Snapshot(math.MaxInt)
+	return s
+}
+
+// Breaker returns the state of target's breaker.
+func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(target) }
+
+// Status is a summary for Stats and checkers.
+type Status struct {
+	Waiting, Deferred, Running, Succeeded, Dead, Cancelled int
+	InFlight  int // attempts holding a pool unit (dispatched, or awaiting their sync)
+	Capacity  int
+	NextID    uint64
+	Durable   journal.LSN
+	Grown     int64 // journal bytes since open or the last compaction
+	Poisoned  error
+	WakeAt    time.Time
+	OpenOrphs int // orphans requeued at open
+}
+
+// Status counts jobs by state (O(jobs)).
+func (e *Engine) Status() Status {
+	s := Status{InFlight: e.m.pool.Used(), Capacity: e.m.pool.Capacity(), NextID: e.m.nextID,
+		Durable: e.j.Durable(), Grown: e.j.GrownBytes(), Poisoned: e.poison, OpenOrphs: e.orphans}
+	s.WakeAt, _ = e.m.WakeAt()
+	for _, j := range e.m.jobs {
+		switch j.State {
+		case Waiting:
+			s.Waiting++
+			if j.Deferred {
+				s.Deferred++
+			}
+		case Running:
+			s.Running++
+		case Succeeded:
+			s.Succeeded++
+		case Dead:
+			s.Dead++
+		case Cancelled:
+			s.Cancelled++
+		}
+	}
+	return s
+}
+
+// CheckInvariants runs the machine's invariants (for the simulator and tests).
+func (e *Engine) CheckInvariants() error { return e.m.checkInvariants() }

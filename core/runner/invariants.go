@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"fmt"
+	"sort"
+)
+
+// checkInvariants states the machine's invariants in code (O(jobs): for tests and the
+// simulator).
+func (m *Machine) checkInvariants() error {
+	if m.nextID < 1 {
+		return fmt.Errorf("runner: next id %d", m.nextID)
+	}
+	if m.synced > m.seq {
+		return fmt.Errorf("runner: synced %d > seq %d", m.synced, m.seq)
+	}
+	if err := m.pool.CheckInvariants(); err != nil {
+		return err
+	}
+	if len(m.inflight) != m.pool.Used() {
+		return fmt.Errorf("runner: %d attempts in flight, %d units used", len(m.inflight), m.pool.Used())
+	}
+	ids := make([]uint64, 0, len(m.jobs))
+	for id := range m.jobs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	waiting := 0
+	for _, id := range ids {
+		j := m.jobs[id]
+		switch {
+		case j.ID != id || id >= m.nextID:
+			return fmt.Errorf("runner: job %d filed under %d, next id %d", j.ID, id, m.nextID)
+		case j.State.Terminal() != (j.TermSeq != 0) || j.TermSeq > m.termSeq:
+			return fmt.Errorf("runner: job %d %v with terminal sequence %d of %d", id, j.State, j.TermSeq, m.termSeq)
+		case (j.State == Dead) != (j.Reason != NoReason):
+			return fmt.Errorf("runner: job %d %v with reason %v", id, j.State, j.Reason)
+		case j.Deferred && j.State != Waiting:
+			return fmt.Errorf("runner: job %d deferred while %v", id, j.State)
+		case (j.State == Waiting) != (j.idx >= 0 && j.idx < len(m.queue) && m.queue[j.idx] == j):
+			return fmt.Errorf("runner: job %d %v at queue index %d", id, j.State, j.idx)
+		}
+		if j.State == Waiting {
+			waiting++
+		}
+		if j.State == Running {
+			if j.Attempts < 1 || j.Attempts > m.cfg.Policy.Attempts {
+				return fmt.Errorf("runner: job %d running attempt %d of %d", id, j.Attempts, m.cfg.Policy.Attempts)
+			}
+			if _, ok := m.inflight[Token{id, j.Attempts}]; !ok && !m.replaying {
+				return fmt.Errorf("runner: job %d running attempt %d holds no unit", id, j.Attempts)
+			}
+		}
+	}
+	if waiting != len(m.queue) {
+		return fmt.Errorf("runner: %d waiting jobs, %d queued", waiting, len(m.queue))
+	}
+	for i := 1; i < len(m.queue); i++ {
+		if m.queue.less(i, (i-1)/2) {
+			return fmt.Errorf("runner: queue out of heap order at %d", i)
+		}
+	}
+	for tok, a := range m.inflight {
+		if a.token != tok || a.dropped {
+			return fmt.Errorf("runner: in-flight attempt %v filed as %v (dropped %v)", a.token, tok, a.dropped)
+		}
+		if !a.dispatched && a.seq <= m.synced {
+			return fmt.Errorf("runner: attempt %v synced at %d but not dispatched", tok, a.seq)
+		}
+	}
+	for _, a := range m.starting {
+		if a.seq <= m.synced {
+			return fmt.Errorf("runner: attempt %v waits for record %d, synced %d", a.token, a.seq, m.synced)
+		}
+	}
+	for _, p := range m.acking {
+		if p.seq <= m.synced {
+			return fmt.Errorf("runner: ack %v waits for record %d, synced %d", p.ack, p.seq, m.synced)
+		}
+	}
+	targets := make([]string, 0, len(m.breakers))
+	for t := range m.breakers {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	for _, t := range targets {
+		if err := m.breakers[t].CheckInvariants(); err != nil {
+			return fmt.Errorf("runner: target %q: %w", t, err)
+		}
+	}
+	return nil
+}

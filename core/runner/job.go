@@ -1,0 +1,134 @@
+package runner
+
+import (
+	"fmt"
+	"time"
+)
+
+// JobState is a job's state (SPEC 2.1). Waiting covers enqueued, due, requeued and deferred
+// jobs: a job in the queue ordered by (due, id).
+type JobState uint8
+
+const (
+	Waiting JobState = iota + 1
+	Running
+	Succeeded
+	Dead
+	Cancelled
+)
+
+func (s JobState) String() string {
+	switch s {
+	case Waiting:
+		return "waiting"
+	case Running:
+		return "running"
+	case Succeeded:
+		return "succeeded"
+	case Dead:
+		return "dead"
+	case Cancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Terminal reports whether s is succeeded, dead or cancelled.
+func (s JobState) Terminal() bool { return s >= Succeeded && s <= Cancelled }
+
+// Reason says why a job is dead.
+type Reason uint8
+
+const (
+	NoReason  Reason = iota
+	Late             // the deadline passed
+	Spent            // every attempt was used
+	Permanent        // a non-retryable failure
+	Panic            // the handler panicked
+)
+
+func (r Reason) String() string {
+	switch r {
+	case NoReason:
+		return "-"
+	case Late:
+		return "late"
+	case Spent:
+		return "spent"
+	case Permanent:
+		return "permanent"
+	case Panic:
+		return "panic"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Token names one attempt: a job id and its attempt number (1-based).
+type Token struct {
+	ID      uint64
+	Attempt int
+}
+
+func (t Token) String() string { return fmt.Sprintf("%d#%d", t.ID, t.Attempt) }
+
+// OutcomeKind says how an attempt ended.
+type OutcomeKind uint8
+
+const (
+	OutcomeSucceeded OutcomeKind = iota + 1
+	OutcomeFailed
+	OutcomePanicked
+)
+
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeSucceeded:
+		return "succeeded"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomePanicked:
+		return "panicked"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(k))
+}
+
+// Outcome is how one attempt ended (SPEC 2.1).
+type Outcome struct {
+	Kind OutcomeKind
+	// Err is the failure or the panic value as text (journaled; empty on success).
+	Err string
+	// Retryable applies to OutcomeFailed only.
+	Retryable bool
+	// After is a server-requested wait (Retry-After); it replaces the jittered backoff.
+	After *time.Duration
+}
+
+// Success, Failure and Panicked build outcomes.
+func Success() Outcome { return Outcome{Kind: OutcomeSucceeded} }
+
+// Failure is a failed attempt.
+func Failure(err string, retryable bool) Outcome {
+	return Outcome{Kind: OutcomeFailed, Err: err, Retryable: retryable}
+}
+
+// Panicked is an attempt whose handler panicked with value v (as text).
+func Panicked(v string) Outcome { return Outcome{Kind: OutcomePanicked, Err: v} }
+
+// Interrupted is the error text of an attempt found running at open (SPEC 2.6).
+const Interrupted = "interrupted"
+
+// Job is a read-only copy of one job, for Get, State and checkers.
+type Job struct {
+	ID       uint64
+	Target   string
+	Payload  []byte
+	State    JobState
+	Reason   Reason    // Dead only
+	Attempts int       // attempts started so far (reset by a manual Retry)
+	FirstDue time.Time // start of the retry deadline
+	Due      time.Time // Waiting: when it is due; otherwise the last due
+	Deferred bool      // Waiting after a breaker refusal
+	LastErr  string    // the last failure's text, kept across a manual Retry
+	// TermSeq orders terminal transitions (retention keeps the highest); 0 unless terminal.
+	TermSeq uint64
+}

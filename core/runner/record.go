@@ -1,0 +1,369 @@
+package runner
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Record tags in the journal.
+const (
+	TagEnqueued  uint8 = 1
+	TagStarted   uint8 = 2
+	TagFinished  uint8 = 3
+	TagDeferred  uint8 = 4
+	TagCancelled uint8 = 5
+	TagRetried   uint8 = 6
+	TagExpired   uint8 = 7 // dead at admission (late or spent), no attempt ran
+	TagSnapshot  uint8 = 8
+)
+
+// codecVersion is the first byte of every record and snapshot payload.
+const codecVersion = 1
+
+// ErrDecode is wrapped by every decode error.
+var ErrDecode = errors.New("runner: bad record")
+
+// Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
+// rejects anything encode would not write.
+type Record struct {
+	Tag       uint8
+	ID        uint64
+	Attempt   int         // Started, Finished
+	Due       time.Time   // Enqueued, Deferred, Retried; Finished when Next is Waiting
+	Target    string      // Enqueued
+	Payload   []byte      // Enqueued
+	Kind      OutcomeKind // Finished
+	Retryable bool        // Finished with OutcomeFailed
+	Err       string      // Finished, empty on success
+	Next      JobState    // Finished: Waiting, Succeeded or Dead
+	Reason    Reason      // Finished and Expired when dead
+}
+
+// validate states which field combinations encode writes.
+func (r *Record) validate() error {
+	bad := func(f string, args ...any) error { return fmt.Errorf("%w: tag %d: "+f, append([]any{ErrDecode, r.Tag}, args...)...) }
+	if r.ID < 1 {
+		return bad("id 0")
+	}
+	switch r.Tag {
+	case TagEnqueued, TagDeferred, TagRetried, TagCancelled:
+	case TagStarted:
+		if r.Attempt < 1 || r.Attempt > math.MaxUint32 {
+			return bad("attempt %d out of range", r.Attempt)
+		}
+	case TagExpired:
+		if r.Reason != Late && r.Reason != Spent {
+			return bad("expired with reason %v", r.Reason)
+		}
+	case TagFinished:
+		if r.Attempt < 1 || r.Attempt > math.MaxUint32 {
+			return bad("attempt %d out of range", r.Attempt)
+		}
+		ok := false
+		switch r.Kind {
+		case OutcomeSucceeded:
+			ok = r.Next == Succeeded && r.Reason == NoReason && !r.Retryable && r.Err == ""
+		case OutcomeFailed:
+			if r.Retryable {
+				ok = (r.Next == Waiting && r.Reason == NoReason) || (r.Next == Dead && (r.Reason == Spent || r.Reason == Late))
+			} else {
+				ok = r.Next == Dead && r.Reason == Permanent
+			}
+		case OutcomePanicked:
+			ok = r.Next == Dead && r.Reason == Panic && !r.Retryable
+		}
+		if !ok {
+			return bad("outcome %v retryable=%v err=%q next %v reason %v is not a transition", r.Kind, r.Retryable, r.Err, r.Next, r.Reason)
+		}
+	default:
+		return bad("unknown tag")
+	}
+	return nil
+}
+
+// EncodeRecord returns the payload of r. An invalid record is misuse and panics.
+func EncodeRecord(r Record) []byte {
+	if err := r.validate(); err != nil {
+		panic(fmt.Sprintf("runner: encode: %v", err))
+	}
+	var w writer
+	w.u8(codecVersion)
+	w.u64(r.ID)
+	switch r.Tag {
+	case TagEnqueued:
+		w.time(r.Due)
+		w.str(r.Target)
+		w.bytes(r.Payload)
+	case TagStarted:
+		w.u32(uint32(r.Attempt))
+	case TagFinished:
+		w.u32(uint32(r.Attempt))
+		w.u8(uint8(r.Kind))
+		w.bool(r.Retryable)
+		w.str(r.Err)
+		w.u8(uint8(r.Next))
+		w.u8(uint8(r.Reason))
+		if r.Next == Waiting {
+			w.time(r.Due)
+		}
+	case TagDeferred, TagRetried:
+		w.time(r.Due)
+	case TagExpired:
+		w.u8(uint8(r.Reason))
+	}
+	return w.b
+}
+
+// DecodeRecord parses a payload written by EncodeRecord for tag.
+func DecodeRecord(tag uint8, data []byte) (Record, error) {
+	r := Record{Tag: tag}
+	if tag == TagSnapshot || tag == 0 || tag > TagSnapshot {
+		return r, fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
+	}
+	rd := reader{b: data}
+	if v := rd.u8(); v != codecVersion && rd.err == nil {
+		return r, fmt.Errorf("%w: version %d, want %d", ErrDecode, v, codecVersion)
+	}
+	r.ID = rd.u64()
+	switch tag {
+	case TagEnqueued:
+		r.Due = rd.time()
+		r.Target = rd.str()
+		r.Payload = rd.bytes()
+	case TagStarted:
+		r.Attempt = int(rd.u32())
+	case TagFinished:
+		r.Attempt = int(rd.u32())
+		r.Kind = OutcomeKind(rd.u8())
+		r.Retryable = rd.bool()
+		r.Err = rd.str()
+		r.Next = JobState(rd.u8())
+		r.Reason = Reason(rd.u8())
+		if r.Next == Waiting {
+			r.Due = rd.time()
+		}
+	case TagDeferred, TagRetried:
+		r.Due = rd.time()
+	case TagExpired:
+		r.Reason = Reason(rd.u8())
+	}
+	if err := rd.done(); err != nil {
+		return r, err
+	}
+	if err := r.validate(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// Snapshot is the whole durable state (SPEC 2.7); breakers are not part of it.
+type Snapshot struct {
+	NextID  uint64 // the id the next enqueue gets; ≥ 1
+	TermSeq uint64 // the last terminal sequence number handed out
+	Jobs    []Job  // ascending by id
+}
+
+func (s *Snapshot) validate() error {
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("%w: snapshot: "+f, append([]any{ErrDecode}, args...)...)
+	}
+	if s.NextID < 1 {
+		return bad("next id 0")
+	}
+	var prev uint64
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		switch {
+		case j.ID <= prev || j.ID >= s.NextID:
+			return bad("job id %d out of order or ≥ next id %d", j.ID, s.NextID)
+		case j.State < Waiting || j.State > Cancelled:
+			return bad("job %d: state %d", j.ID, j.State)
+		case (j.State == Dead) != (j.Reason != NoReason) || j.Reason > Panic:
+			return bad("job %d: %v with reason %d", j.ID, j.State, j.Reason)
+		case j.State.Terminal() != (j.TermSeq != 0) || j.TermSeq > s.TermSeq:
+			return bad("job %d: %v with terminal sequence %d (last %d)", j.ID, j.State, j.TermSeq, s.TermSeq)
+		case j.Deferred && j.State != Waiting:
+			return bad("job %d: deferred while %v", j.ID, j.State)
+		case j.Attempts < 0 || j.Attempts > math.MaxUint32 || (j.State == Running && j.Attempts == 0):
+			return bad("job %d: %v with %d attempts", j.ID, j.State, j.Attempts)
+		}
+		prev = j.ID
+	}
+	return nil
+}
+
+// EncodeSnapshot returns the payload of s. An invalid snapshot is misuse and panics.
+func EncodeSnapshot(s Snapshot) []byte {
+	if err := s.validate(); err != nil {
+		panic(fmt.Sprintf("runner: encode: %v", err))
+	}
+	var w writer
+	w.u8(codecVersion)
+	w.u64(s.NextID)
+	w.u64(s.TermSeq)
+	w.u32(uint32(len(s.Jobs)))
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		w.u64(j.ID)
+		w.u8(uint8(j.State))
+		w.u8(uint8(j.Reason))
+		w.bool(j.Deferred)
+		w.u32(uint32(j.Attempts))
+		w.time(j.FirstDue)
+		w.time(j.Due)
+		w.u64(j.TermSeq)
+		w.str(j.Target)
+		w.bytes(j.Payload)
+		w.str(j.LastErr)
+	}
+	return w.b
+}
+
+// DecodeSnapshot parses a payload written by EncodeSnapshot.
+func DecodeSnapshot(data []byte) (Snapshot, error) {
+	var s Snapshot
+	rd := reader{b: data}
+	if v := rd.u8(); v != codecVersion && rd.err == nil {
+		return s, fmt.Errorf("%w: snapshot version %d, want %d", ErrDecode, v, codecVersion)
+	}
+	s.NextID = rd.u64()
+	s.TermSeq = rd.u64()
+	n := rd.u32()
+	// Each job takes at least 51 bytes: refuse counts the data cannot hold before allocating.
+	if rd.err == nil && uint64(n) > uint64(len(rd.b))/51 {
+		return s, fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
+	}
+	if n > 0 {
+		s.Jobs = make([]Job, n)
+	}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		j.ID = rd.u64()
+		j.State = JobState(rd.u8())
+		j.Reason = Reason(rd.u8())
+		j.Deferred = rd.bool()
+		j.Attempts = int(rd.u32())
+		j.FirstDue = rd.time()
+		j.Due = rd.time()
+		j.TermSeq = rd.u64()
+		j.Target = rd.str()
+		j.Payload = rd.bytes()
+		j.LastErr = rd.str()
+		if rd.err != nil {
+			break
+		}
+	}
+	if err := rd.done(); err != nil {
+		return s, err
+	}
+	if err := s.validate(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// norm drops the monotonic reading and location so live times equal replayed ones.
+func norm(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC() }
+
+// timeMin and timeMax bound the times a record can hold (UnixNano's range).
+var (
+	timeMin = time.Unix(0, math.MinInt64).UTC()
+	timeMax = time.Unix(0, math.MaxInt64).UTC()
+)
+
+func inRange(t time.Time) bool { return !t.Before(timeMin) && !t.After(timeMax) }
+
+type writer struct{ b []byte }
+
+func (w *writer) u8(v uint8)   { w.b = append(w.b, v) }
+func (w *writer) u32(v uint32) { w.b = binary.LittleEndian.AppendUint32(w.b, v) }
+func (w *writer) u64(v uint64) { w.b = binary.LittleEndian.AppendUint64(w.b, v) }
+func (w *writer) time(t time.Time) {
+	w.u64(uint64(t.UnixNano()))
+}
+func (w *writer) bool(v bool) {
+	if v {
+		w.u8(1)
+	} else {
+		w.u8(0)
+	}
+}
+func (w *writer) bytes(p []byte) {
+	w.u32(uint32(len(p)))
+	w.b = append(w.b, p...)
+}
+func (w *writer) str(s string) {
+	w.u32(uint32(len(s)))
+	w.b = append(w.b, s...)
+}
+
+// reader reads little-endian fields; the first short read sets err and later reads return zero.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > len(r.b) {
+		r.err = fmt.Errorf("%w: short: need %d bytes, have %d", ErrDecode, n, len(r.b))
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *reader) u8() uint8 {
+	if p := r.take(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (r *reader) u32() uint32 {
+	if p := r.take(4); p != nil {
+		return binary.LittleEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if p := r.take(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
+
+func (r *reader) time() time.Time { return time.Unix(0, int64(r.u64())).UTC() }
+
+func (r *reader) bool() bool {
+	v := r.u8()
+	if v > 1 && r.err == nil {
+		r.err = fmt.Errorf("%w: bool byte %d", ErrDecode, v)
+	}
+	return v == 1
+}
+
+func (r *reader) bytes() []byte {
+	n := r.u32()
+	p := r.take(int(n))
+	if p == nil {
+		return nil
+	}
+	return append([]byte(nil), p...)
+}
+
+func (r *reader) str() string { return string(r.take(int(r.u32()))) }
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrDecode, len(r.b))
+	}
+	return r.err
+}

@@ -1,0 +1,196 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func genTime(t *rapid.T, label string) time.Time {
+	return epoch.Add(time.Duration(rapid.Int64Range(-1e15, 1e15).Draw(t, label)))
+}
+
+func genRecord(t *rapid.T) Record {
+	r := Record{ID: rapid.Uint64Min(1).Draw(t, "id")}
+	r.Tag = rapid.SampledFrom([]uint8{TagEnqueued, TagStarted, TagFinished, TagDeferred, TagCancelled, TagRetried, TagExpired}).Draw(t, "tag")
+	switch r.Tag {
+	case TagEnqueued:
+		r.Due = genTime(t, "due")
+		r.Target = rapid.String().Draw(t, "target")
+		if p := rapid.SliceOf(rapid.Byte()).Draw(t, "payload"); len(p) > 0 {
+			r.Payload = p
+		}
+	case TagStarted:
+		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+	case TagFinished:
+		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+		switch rapid.IntRange(0, 5).Draw(t, "kind") {
+		case 0:
+			r.Kind, r.Next = OutcomeSucceeded, Succeeded
+		case 1:
+			r.Kind, r.Retryable, r.Next, r.Due = OutcomeFailed, true, Waiting, genTime(t, "due")
+		case 2:
+			r.Kind, r.Retryable, r.Next, r.Reason = OutcomeFailed, true, Dead, rapid.SampledFrom([]Reason{Spent, Late}).Draw(t, "reason")
+		case 3:
+			r.Kind, r.Next, r.Reason = OutcomeFailed, Dead, Permanent
+		default:
+			r.Kind, r.Next, r.Reason = OutcomePanicked, Dead, Panic
+		}
+		if r.Kind != OutcomeSucceeded {
+			r.Err = rapid.String().Draw(t, "err")
+		}
+	case TagDeferred, TagRetried:
+		r.Due = genTime(t, "due")
+	case TagExpired:
+		r.Reason = rapid.SampledFrom([]Reason{Spent, Late}).Draw(t, "reason")
+	}
+	return r
+}
+
+func TestRecordRoundTripDecodesWhatEncodeWrote(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := genRecord(t)
+		data := EncodeRecord(r)
+		got, err := DecodeRecord(r.Tag, data)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Fatalf("(-want +got)\n%s", diff)
+		}
+		// Any strict prefix or extension is refused.
+		if n := rapid.IntRange(0, len(data)-1).Draw(t, "cut"); true {
+			if _, err := DecodeRecord(r.Tag, data[:n]); !errors.Is(err, ErrDecode) {
+				t.Fatalf("prefix of %d bytes decoded: %v", n, err)
+			}
+		}
+		if _, err := DecodeRecord(r.Tag, append(bytes.Clone(data), 0)); !errors.Is(err, ErrDecode) {
+			t.Fatalf("trailing byte decoded: %v", err)
+		}
+	})
+}
+
+func genSnapshot(t *rapid.T) Snapshot {
+	s := Snapshot{TermSeq: rapid.Uint64Range(0, 1000).Draw(t, "termseq")}
+	n := rapid.IntRange(0, 8).Draw(t, "n")
+	id := uint64(0)
+	for i := 0; i < n; i++ {
+		id += rapid.Uint64Range(1, 5).Draw(t, "gap")
+		j := Job{ID: id, Target: rapid.String().Draw(t, "target"), FirstDue: genTime(t, "first"), Due: genTime(t, "due"),
+			LastErr: rapid.String().Draw(t, "err")}
+		if p := rapid.SliceOf(rapid.Byte()).Draw(t, "payload"); len(p) > 0 {
+			j.Payload = p
+		}
+		j.State = rapid.SampledFrom([]JobState{Waiting, Running, Succeeded, Dead, Cancelled}).Draw(t, "state")
+		j.Attempts = rapid.IntRange(0, 10).Draw(t, "attempts")
+		if j.State == Running && j.Attempts == 0 {
+			j.Attempts = 1
+		}
+		if j.State == Dead {
+			j.Reason = rapid.SampledFrom([]Reason{Late, Spent, Permanent, Panic}).Draw(t, "reason")
+		}
+		if j.State == Waiting {
+			j.Deferred = rapid.Bool().Draw(t, "deferred")
+		}
+		if j.State.Terminal() {
+			if s.TermSeq == 0 {
+				s.TermSeq = 1
+			}
+			j.TermSeq = rapid.Uint64Range(1, s.TermSeq).Draw(t, "seq")
+		}
+		s.Jobs = append(s.Jobs, j)
+	}
+	s.NextID = id + 1 + rapid.Uint64Range(0, 3).Draw(t, "next")
+	return s
+}
+
+func TestSnapshotRoundTripDecodesWhatEncodeWrote(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSnapshot(t)
+		data := EncodeSnapshot(s)
+		got, err := DecodeSnapshot(data)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if diff := cmp.Diff(s, got); diff != "" {
+			t.Fatalf("(-want +got)\n%s", diff)
+		}
+		n := rapid.IntRange(0, len(data)-1).Draw(t, "cut")
+		if _, err := DecodeSnapshot(data[:n]); !errors.Is(err, ErrDecode) {
+			t.Fatalf("prefix of %d bytes decoded: %v", n, err)
+		}
+	})
+}
+
+func TestDecodeRejects(t *testing.T) {
+	started := EncodeRecord(Record{Tag: TagStarted, ID: 7, Attempt: 2})
+	expired := EncodeRecord(Record{Tag: TagExpired, ID: 7, Reason: Late})
+	finished := EncodeRecord(Record{Tag: TagFinished, ID: 7, Attempt: 1, Kind: OutcomeSucceeded, Next: Succeeded})
+	set := func(b []byte, i int, v byte) []byte { b = bytes.Clone(b); b[i] = v; return b }
+	for _, tc := range []struct {
+		name string
+		tag  uint8
+		data []byte
+	}{
+		{"empty", TagStarted, nil},
+		{"wrong version", TagStarted, set(started, 0, 2)},
+		{"unknown tag", 99, started},
+		{"snapshot tag as record", TagSnapshot, started},
+		{"wrong tag for length", TagCancelled, started},
+		{"trailing bytes", TagStarted, append(bytes.Clone(started), 1)},
+		{"attempt 0", TagStarted, set(started, 9, 0)},
+		{"expired with reason permanent", TagExpired, set(expired, 9, byte(Permanent))},
+		{"finished success going dead", TagFinished, set(finished, 19, byte(Dead))},
+		{"bool byte 2", TagFinished, set(finished, 14, 2)},
+	} {
+		if _, err := DecodeRecord(tc.tag, tc.data); !errors.Is(err, ErrDecode) {
+			t.Errorf("%s: err = %v, want ErrDecode", tc.name, err)
+		}
+	}
+	zeroID := set(started, 1, 0)
+	if _, err := DecodeRecord(TagStarted, zeroID); !errors.Is(err, ErrDecode) {
+		t.Errorf("id 0: err = %v", err)
+	}
+	const jobAt = 1 + 8 + 8 + 4 // version, next id, terminal sequence, count
+	snap := EncodeSnapshot(Snapshot{NextID: 3, TermSeq: 1, Jobs: []Job{{ID: 1, State: Succeeded, TermSeq: 1}, {ID: 2, State: Waiting}}})
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"huge count", set(snap, 20, 0xff)},
+		{"next id below a job", set(snap, 1, 2)},
+		{"state out of range", set(snap, jobAt+8, 9)},
+		{"terminal without sequence", set(snap, jobAt+8+1+1+1+4+8+8, 0)},
+		{"deferred bool byte 2", set(snap, jobAt+8+1+1, 2)},
+	} {
+		if _, err := DecodeSnapshot(tc.data); !errors.Is(err, ErrDecode) {
+			t.Errorf("%s: err = %v, want ErrDecode", tc.name, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(TagStarted, EncodeRecord(Record{Tag: TagStarted, ID: 1, Attempt: 1}))
+	f.Add(TagEnqueued, EncodeRecord(Record{Tag: TagEnqueued, ID: 1, Due: epoch, Target: "a", Payload: []byte("x")}))
+	f.Add(TagFinished, EncodeRecord(Record{Tag: TagFinished, ID: 3, Attempt: 2, Kind: OutcomeFailed, Retryable: true, Err: "e", Next: Waiting, Due: epoch}))
+	f.Add(TagSnapshot, EncodeSnapshot(Snapshot{NextID: 3, TermSeq: 1, Jobs: []Job{{ID: 1, State: Dead, Reason: Panic, TermSeq: 1}, {ID: 2, State: Running, Attempts: 1}}}))
+	f.Fuzz(func(t *testing.T, tag uint8, data []byte) {
+		if tag == TagSnapshot {
+			s, err := DecodeSnapshot(data)
+			if err == nil && !bytes.Equal(EncodeSnapshot(s), data) {
+				t.Fatalf("snapshot decoded but re-encodes differently")
+			}
+			return
+		}
+		r, err := DecodeRecord(tag, data)
+		if err == nil && !bytes.Equal(EncodeRecord(r), data) {
+			t.Fatalf("record decoded but re-encodes differently")
+		}
+	})
+}

@@ -1,0 +1,215 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+// TestScenarios runs corpus/runner/*.txt. Commands:
+//
+//	init [seed=N] [capacity=N] [attempts=N] [base=D] [cap=D] [deadline=D] [threshold=N]
+//	     [window=D] [cooldown=D] [probes=N] [compact-bytes=N] [retention=N]
+//	open                      open (or reopen) the engine at the current time
+//	enqueue target=T [due=D] [payload=S]   submit (D: offset from the epoch)
+//	cancel id=N | retry id=N
+//	done id=N attempt=K outcome=success|retry|permanent|panic [after=D] [err=S]
+//	commit                    one batch; prints acks, starts, wake
+//	advance by=D              move the clock
+//	crash                     drop the engine, crash the disk
+//	crash-after n=K           the K-th mutating disk op from now and all later ones fail
+//	fail-next op=write|sync|rename|syncdir|create
+//	compact | state | replay | status | files | breaker target=T
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "../../corpus/runner", func(t *testing.T, path string) {
+		var w *world
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out, err := scenarioCmd(t, &w, d)
+			if err != nil {
+				return "error: " + err.Error() + "\n"
+			}
+			if w != nil && w.e != nil {
+				if err := w.e.CheckInvariants(); err != nil {
+					t.Fatalf("%s: invariant: %v", d.Pos, err)
+				}
+			}
+			return out
+		})
+	})
+}
+
+func argDur(t *testing.T, d *datadriven.TestData, key string, def time.Duration) time.Duration {
+	if !d.HasArg(key) {
+		return def
+	}
+	var s string
+	d.ScanArgs(t, key, &s)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("%s: %s=%s: %v", d.Pos, key, s, err)
+	}
+	return v
+}
+
+func argInt(t *testing.T, d *datadriven.TestData, key string, def int) int {
+	if !d.HasArg(key) {
+		return def
+	}
+	var v int
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func argStr(t *testing.T, d *datadriven.TestData, key, def string) string {
+	if !d.HasArg(key) {
+		return def
+	}
+	var v string
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, error) {
+	w := *wp
+	if d.Cmd != "init" && w == nil {
+		t.Fatalf("%s: init first", d.Pos)
+	}
+	needEngine := func() {
+		if w.e == nil {
+			t.Fatalf("%s: %s without an open engine", d.Pos, d.Cmd)
+		}
+	}
+	switch d.Cmd {
+	case "init":
+		cfg := Config{
+			Policy: retry.Policy{
+				Attempts: argInt(t, d, "attempts", 5), Base: argDur(t, d, "base", time.Second),
+				Cap: argDur(t, d, "cap", 5*time.Minute), Deadline: argDur(t, d, "deadline", 0),
+			},
+			Circuit: breaker.Circuit{
+				Threshold: argInt(t, d, "threshold", 5), Window: argDur(t, d, "window", 30*time.Second),
+				Cooldown: argDur(t, d, "cooldown", 30*time.Second), Probes: argInt(t, d, "probes", 1),
+			},
+			Capacity:     argInt(t, d, "capacity", 2),
+			CompactBytes: int64(argInt(t, d, "compact-bytes", 1<<30)),
+			Retention:    argInt(t, d, "retention", 0),
+		}
+		*wp = newWorld(int64(argInt(t, d, "seed", 1)), cfg)
+		return "ok\n", nil
+	case "open":
+		if err := w.open(); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("opened: %d orphans requeued\n", w.e.Orphans()) + Describe(w.e.State(), epoch), nil
+	case "enqueue":
+		needEngine()
+		due := epoch.Add(argDur(t, d, "due", w.now.Sub(epoch)))
+		tk, id, err := w.e.Enqueue(due, argStr(t, d, "target", "a"), []byte(argStr(t, d, "payload", "")))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("ticket %d job %d (not yet durable)\n", tk, id), nil
+	case "cancel", "retry":
+		needEngine()
+		id := uint64(argInt(t, d, "id", 0))
+		var tk Ticket
+		var err error
+		if d.Cmd == "cancel" {
+			tk, err = w.e.Cancel(id)
+		} else {
+			tk, err = w.e.Retry(w.now, id)
+		}
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("ticket %d\n", tk), nil
+	case "done":
+		needEngine()
+		tok := Token{ID: uint64(argInt(t, d, "id", 0)), Attempt: argInt(t, d, "attempt", 0)}
+		var o Outcome
+		switch k := argStr(t, d, "outcome", "success"); k {
+		case "success":
+			o = Success()
+		case "retry":
+			o = Failure(argStr(t, d, "err", "boom"), true)
+		case "permanent":
+			o = Failure(argStr(t, d, "err", "bad input"), false)
+		case "panic":
+			o = Panicked(argStr(t, d, "err", "nil map"))
+		default:
+			t.Fatalf("%s: outcome %q", d.Pos, k)
+		}
+		if d.HasArg("after") {
+			a := argDur(t, d, "after", 0)
+			o.After = &a
+		}
+		return "ok\n", w.e.AttemptDone(w.now, tok, o)
+	case "commit":
+		needEngine()
+		res, err := w.e.Commit(w.now)
+		if err != nil {
+			return "", err
+		}
+		if s := DescribeResult(res, epoch); s != "" {
+			return s, nil
+		}
+		return "nothing\n", nil
+	case "advance":
+		w.now = w.now.Add(argDur(t, d, "by", 0))
+		return fmt.Sprintf("now %s\n", offset(w.now, epoch)), nil
+	case "crash":
+		w.crash()
+		return "crashed\n" + w.files(), nil
+	case "crash-after":
+		w.d.CrashAfter(argInt(t, d, "n", 1))
+		return "ok\n", nil
+	case "fail-next":
+		ops := map[string]disk.Op{"write": disk.OpWrite, "sync": disk.OpSync, "rename": disk.OpRename,
+			"syncdir": disk.OpSyncDir, "create": disk.OpCreate}
+		op, ok := ops[argStr(t, d, "op", "")]
+		if !ok {
+			t.Fatalf("%s: op", d.Pos)
+		}
+		w.d.FailNext(op, disk.ErrInjected)
+		return "ok\n", nil
+	case "compact":
+		needEngine()
+		if err := w.e.Compact(); err != nil {
+			return "", err
+		}
+		return "compacted\n" + w.files(), nil
+	case "state":
+		needEngine()
+		return Describe(w.e.State(), epoch), nil
+	case "replay":
+		s, err := w.replay()
+		if err != nil {
+			return "", err
+		}
+		return Describe(s, epoch), nil
+	case "status":
+		needEngine()
+		s := w.e.Status()
+		return fmt.Sprintf("waiting=%d deferred=%d running=%d succeeded=%d dead=%d cancelled=%d inflight=%d/%d poisoned=%v\n",
+			s.Waiting, s.Deferred, s.Running, s.Succeeded, s.Dead, s.Cancelled, s.InFlight, s.Capacity, s.Poisoned != nil), nil
+	case "files":
+		return w.files(), nil
+	case "breaker":
+		needEngine()
+		return w.e.Breaker(argStr(t, d, "target", "a")).String() + "\n", nil
+	}
+	t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+	return "", errors.New("unreachable")
+}
+
+var _ = strconv.Itoa
+var _ = strings.TrimSpace
