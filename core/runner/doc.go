@@ -30,7 +30,7 @@
 //     they became terminal). Kept failure: error reported, old journal stands, engine goes on.
 //     Lost failure: the engine is poisoned until reopened.
 //  10. A failed journal write or sync poisons the engine: every later call returns ErrPoisoned
-//      wrapping the first failure; nothing of the failed batch is acknowledged or started.
+//     wrapping the first failure; nothing of the failed batch is acknowledged or started.
 //
 // Driving the engine (production driver and simulator alike):
 //

@@ -339,14 +339,14 @@ func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(targe
 // Status is a summary for Stats and checkers.
 type Status struct {
 	Waiting, Deferred, Running, Succeeded, Dead, Cancelled int
-	InFlight  int // attempts holding a pool unit (dispatched, or awaiting their sync)
-	Capacity  int
-	NextID    uint64
-	Durable   journal.LSN
-	Grown     int64 // journal bytes since open or the last compaction
-	Poisoned  error
-	WakeAt    time.Time
-	OpenOrphs int // orphans requeued at open
+	InFlight                                               int // attempts holding a pool unit (dispatched, or awaiting their sync)
+	Capacity                                               int
+	NextID                                                 uint64
+	Durable                                                journal.LSN
+	Grown                                                  int64 // journal bytes since open or the last compaction
+	Poisoned                                               error
+	WakeAt                                                 time.Time
+	OpenOrphs                                              int // orphans requeued at open
 }
 
 // Status counts jobs by state (O(jobs)).

@@ -44,7 +44,9 @@ type Record struct {
 
 // validate states which field combinations encode writes.
 func (r *Record) validate() error {
-	bad := func(f string, args ...any) error { return fmt.Errorf("%w: tag %d: "+f, append([]any{ErrDecode, r.Tag}, args...)...) }
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("%w: tag %d: "+f, append([]any{ErrDecode, r.Tag}, args...)...)
+	}
 	if r.ID < 1 {
 		return bad("id 0")
 	}
