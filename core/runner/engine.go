@@ -338,21 +338,26 @@ func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(targe
 
 // Status is a summary for Stats and checkers.
 type Status struct {
-	Waiting, Deferred, Running, Succeeded, Dead, Cancelled int
-	InFlight                                               int // attempts holding a pool unit (dispatched, or awaiting their sync)
-	Capacity                                               int
-	NextID                                                 uint64
-	Durable                                                journal.LSN
-	Grown                                                  int64 // journal bytes since open or the last compaction
-	Poisoned                                               error
-	WakeAt                                                 time.Time
-	OpenOrphs                                              int // orphans requeued at open
+	Waiting   int // in the queue, including deferred ones
+	Deferred  int // waiting after a breaker refusal
+	Running   int // jobs whose current attempt is running
+	Succeeded int
+	Dead      int
+	Cancelled int
+	InFlight  int // attempts holding a pool unit (dispatched, or awaiting their sync)
+	Capacity  int
+	NextID    uint64
+	Durable   journal.LSN
+	Grown     int64 // journal bytes since open or the last compaction
+	Poisoned  error
+	WakeAt    time.Time // zero when only a command or an outcome can make progress
+	Orphans   int       // running jobs requeued as interrupted at open
 }
 
 // Status counts jobs by state (O(jobs)).
 func (e *Engine) Status() Status {
 	s := Status{InFlight: e.m.pool.Used(), Capacity: e.m.pool.Capacity(), NextID: e.m.nextID,
-		Durable: e.j.Durable(), Grown: e.j.GrownBytes(), Poisoned: e.poison, OpenOrphs: e.orphans}
+		Durable: e.j.Durable(), Grown: e.j.GrownBytes(), Poisoned: e.poison, Orphans: e.orphans}
 	s.WakeAt, _ = e.m.WakeAt()
 	for _, j := range e.m.jobs {
 		switch j.State {
