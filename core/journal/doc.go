@@ -16,6 +16,7 @@
 //     On the failure the journal truncates the file back to its last complete batch and syncs
 //     that truncation (a new change, not a retry of the failed fsync), so that the failed
 //     batch's undecided bytes cannot be replayed by a reopen and then vanish in a later crash.
+//     If that cut fails too, the poison also wraps ErrUndecided: reopen only after a restart.
 //  4. Open runs the recovery table below and replays every record of every complete batch, in
 //     LSN order, before it returns; after a compaction the first record is the snapshot
 //     (Record.Snapshot). Only whole records of whole batches are ever replayed.
@@ -38,6 +39,9 @@
 //  9. A non-empty file with a bad header is refused (ErrBadHeader); an empty file is no journal.
 //  10. A new journal is created atomically like a compaction (header to <name>.compact, sync,
 //     rename, directory sync), so a crash never leaves a journal with a partial header.
+//  11. Open syncs the directory before it replays an existing journal: a SyncDir that failed
+//     in an earlier create or compaction left the entry undecided, and appending to a file
+//     whose name may roll back would lose acknowledged records.
 //
 // Scan exposes Open's classification over a byte slice; it never panics (FuzzScan).
 // Open reads the whole file into memory once; replayed Record.Data aliases that buffer.
@@ -49,10 +53,11 @@
 //	a leftover <name>.compact                        the rename did not happen: remove it, sync
 //	                                                 the directory, look again (old journal)
 //	no journal, or an empty file                     create it (rule 10)
-//	a valid header, complete batches to the end      replay
+//	a valid header, complete batches to the end      sync the directory (rule 11), replay
 //	a short or bad frame, or a last batch without    truncate to the end of the last complete
 //	its end flag, with no valid frame of a later     batch, sync, log at Warn with the offset
-//	batch after it (torn, maybe out of order)        and the bytes dropped, replay
+//	batch after it (torn, maybe out of order)        and the bytes dropped, sync the directory,
+//	                                                 replay
 //	a bad frame followed by a valid frame of a       refuse: error naming the file, the offset
 //	later batch; valid frames that do not follow on  and the LSNs around it; truncate nothing
 //	a bad header in a non-empty file                 refuse

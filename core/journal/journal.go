@@ -42,6 +42,11 @@ var (
 	ErrTooLarge = errors.New("journal: record too large")
 	// ErrPoisoned: a write or sync failed earlier; reopen the journal.
 	ErrPoisoned = errors.New("journal: poisoned by an earlier failure")
+	// ErrUndecided: a batch failed and so did cutting it back; its bytes are still in the file
+	// with unknown durability. A reopen without a restart of the machine may replay it and a
+	// later power cut may then lose it under synced batches (which Open would refuse as
+	// corruption): restart, or treat the journal as damaged.
+	ErrUndecided = errors.New("journal: failed batch left undecided in the file")
 	// ErrClosed: the journal was closed.
 	ErrClosed = errors.New("journal: closed")
 )
@@ -203,9 +208,9 @@ func (j *Journal) Commit() (LSN, error) {
 func (j *Journal) fail(first error) error {
 	j.poison = first
 	if err := j.f.Truncate(j.size); err != nil {
-		j.poison = errors.Join(first, fmt.Errorf("cutting %q back to %d bytes: %w", j.name, j.size, err))
+		j.poison = errors.Join(first, fmt.Errorf("%w: cutting %q back to %d bytes: %w", ErrUndecided, j.name, j.size, err))
 	} else if err := j.f.Sync(); err != nil {
-		j.poison = errors.Join(first, fmt.Errorf("syncing the cut of %q back to %d bytes: %w", j.name, j.size, err))
+		j.poison = errors.Join(first, fmt.Errorf("%w: syncing the cut of %q back to %d bytes: %w", ErrUndecided, j.name, j.size, err))
 	}
 	return j.usable()
 }

@@ -51,11 +51,11 @@ var recoveryTable = [...]rule{
 		(*opener).create},
 	findClean: {findClean, "clean",
 		"a valid header and complete batches to the end",
-		"replay",
+		"sync the directory, replay",
 		(*opener).replay},
 	findTorn: {findTorn, "torn",
 		"a short or bad frame, or a last batch without its end flag, with no valid frame of a later batch after it",
-		"truncate to the end of the last complete batch, sync, log at Warn with the offset and bytes dropped, replay",
+		"truncate to the end of the last complete batch, sync, log at Warn with the offset and bytes dropped, sync the directory, replay",
 		(*opener).cut},
 	findCorrupt: {findCorrupt, "corrupt",
 		"a bad frame followed by a valid frame of a later batch, or valid frames that do not follow on",
@@ -174,6 +174,11 @@ func (o *opener) cut() (bool, error) {
 }
 
 func (o *opener) replay() (bool, error) {
+	// A SyncDir that failed before this Open (while creating or compacting) left the
+	// journal's directory entry undecided; a successful one now settles it.
+	if err := o.fs.SyncDir(); err != nil {
+		return true, fmt.Errorf("journal: syncing the directory of %q: %w", o.name, err)
+	}
 	if err := replayPrefix(o.data, o.tail, o.replayFn); err != nil {
 		return true, fmt.Errorf("journal: opening %q: %w", o.name, err)
 	}
