@@ -32,6 +32,7 @@ type config struct {
 	workloads string
 	extras    bool
 	profile   string
+	profRun   string
 	tmp       string
 }
 
@@ -49,7 +50,8 @@ func main() {
 	flag.StringVar(&c.systems, "systems", "", "comma-separated systems to run (default all)")
 	flag.StringVar(&c.workloads, "workloads", "W1,W2,W3,W4", "comma-separated workloads")
 	flag.BoolVar(&c.extras, "extras", true, "also run the sluice-only figures (recovery, compaction, simulator, lease controller)")
-	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the sluice runs (all rounds) to this file")
+	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the first run matching -profile-run to this file")
+	flag.StringVar(&c.profRun, "profile-run", "W2/sluice-group", "workload/system whose first run -cpuprofile records")
 	flag.StringVar(&c.tmp, "tmpdir", os.TempDir(), "parent of the scratch directory (must be a real disk for durable numbers)")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -149,7 +151,7 @@ func run(c config) error {
 				}
 				runID++
 				dir := filepath.Join(scratch, fmt.Sprintf("run-%03d-%s-%s", runID, w.ID, s.Name()))
-				profiling := prof != nil && strings.HasPrefix(s.Name(), "sluice")
+				profiling := prof != nil && c.profRun == w.ID+"/"+s.Name()
 				if profiling {
 					if err := pprof.StartCPUProfile(prof); err != nil {
 						profiling = false
@@ -159,7 +161,6 @@ func run(c config) error {
 				res, err := w.Run(ctx, s, dir)
 				if profiling {
 					pprof.StopCPUProfile()
-					// Later profiles would be appended to one file; keep the first run's.
 					prof.Close()
 					prof = nil
 				}
