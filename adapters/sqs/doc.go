@@ -1,0 +1,33 @@
+// Package sqs is the core.Transport port on Amazon SQS through aws-sdk-go-v2 (package
+// awssqs here), behind Client, a narrow interface holding only the calls the port makes.
+//
+// Rules:
+//
+//  1. Receive asks for ApproximateReceiveCount explicitly (MessageSystemAttributeNames) and
+//     fails Fatal (code MissingReceiveCount) if a message comes back without it: the worker's
+//     poison budget depends on it. wait is a long poll in whole seconds, capped at SQS's 20 s;
+//     visibility is whole seconds, 0 meaning the queue's default.
+//  2. Every call runs under Config.Context with Config.CallTimeout (a long poll gets its wait on
+//     top), because core.Transport carries no context. Cancelling Config.Context fails every
+//     later call as Retryable.
+//  3. Batch calls (1..10 entries; misuse panics as for the simulated queue) send entry ids
+//     "0".."9" and map SQS's per-entry results back to one error per entry, in entry order; an
+//     entry SQS answered neither way is Retryable (code NoEntryResult).
+//  4. Errors are *core.TransportError classed as SPEC 3.2 says (classify, table-tested):
+//     - Gone: MessageNotInflight, ReceiptHandleIsInvalid, and InvalidParameterValue whose message
+//     says the receipt handle expired (the message was redelivered or deleted);
+//     - Retryable: throttling codes (the SDK's list, plus RequestThrottled, KmsThrottled and
+//     OverLimit, which clear with time), RequestTimeout, HTTP 429 and 5xx, server-fault batch
+//     entries, timeouts, a cancelled context, connection refused/reset and other connection
+//     errors;
+//     - Fatal: everything else (authorisation, a malformed request, a missing queue, a
+//     visibility past the 12 h ceiling).
+//     Codes are reported without the "AWS.SimpleQueueService." prefix the query-compatible
+//     protocol adds.
+//  5. The adapter keeps no state between calls and is safe for concurrent use (as the SDK
+//     client is).
+//
+// NewClient loads configuration the SDK's normal way (config.LoadDefaultConfig) with an
+// optional endpoint override; CreateQueue, CreateQueueWithDeadLetter and Send are helpers for
+// tests and examples. The tests run against fauxqs (internal/fauxqs), never a mock of the SDK.
+package sqs
