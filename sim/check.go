@@ -18,6 +18,7 @@ const (
 	InvBreakerRespected  = "breaker-respected"
 	InvNoRestartTerminal = "no-restart-terminal"
 	InvCorruptionRefused = "corruption-refused"
+	InvRecoveryOpens     = "open-recovers"
 	InvMachine           = "machine-invariants"
 	InvLeaseNoRenewAfter = "lease-no-renew-after-disposition"
 	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
@@ -41,6 +42,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvBreakerRespected, "no attempt starts while its target's breaker is open, except a half-open probe"},
 	{InvNoRestartTerminal, "no cancelled or terminal job starts again"},
 	{InvCorruptionRefused, "open refuses a journal whose synced data was corrupted, with an error naming it"},
+	{InvRecoveryOpens, "open recovers every journal a crash (without media corruption) can leave behind"},
 	{InvMachine, "every machine's own checkInvariants holds after every step"},
 	{InvLeaseNoRenewAfter, "no renewal is sent after the receipt's disposition began"},
 	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},

@@ -110,6 +110,7 @@ func TestInvariantFires(t *testing.T) {
 		{InvCorruptionRefused, func(c *Checker) {
 			c.Fail(InvCorruptionRefused, "journal opened after a bit flip in synced data")
 		}},
+		{InvRecoveryOpens, func(c *Checker) { c.Fail(InvRecoveryOpens, "open failed: journal: corrupt") }},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
 		{InvLeaseNoRenewAfter, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)

@@ -1,10 +1,452 @@
 package sim
 
-// runnerNode is one runner process (filled in when the runner engine lands).
-type runnerNode struct{}
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
 
-func (w *World) setupRunner()           {}
-func (n *runnerNode) calm()             {}
-func (n *runnerNode) settled() bool     { return true }
-func (n *runnerNode) unsettled() string { return "" }
-func (n *runnerNode) summarize()        {}
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/faults"
+)
+
+// The runner side of the world: runner nodes, each a process with its own simulated disk and
+// journal, driving runner.Engine exactly as the production driver does (submit commands, feed
+// outcomes, one Commit per instant = group commit), an executor that draws handler durations
+// and outcomes, and a producer per node. Nodes crash at random steps (disk.Crash, the engine
+// dropped without Close, reopened after a restart delay), inside commits and compactions
+// (disk.CrashAfter), and when a handler takes the process down.
+
+const journalName = "jobs.journal"
+
+type cmdKind uint8
+
+const (
+	cmdEnqueue cmdKind = iota + 1
+	cmdCancel
+)
+
+type pendingCmd struct {
+	kind cmdKind
+	id   uint64
+}
+
+type runnerNode struct {
+	w    *World
+	id   int
+	name string
+	disk *disk.Disk
+	cfg  runner.Config
+	e    *runner.Engine
+
+	up      bool
+	gen     int
+	refused bool // open refused a corrupted journal (bitflip profile): the node stays down
+	flipped string
+
+	commitPending bool
+	wakeAt        time.Duration
+	executing     int
+	open          int // non-terminal jobs at the last commit
+	pending       map[runner.Ticket]pendingCmd
+	acked         []uint64 // acknowledged ids, for cancels
+	boundaries    []int64  // journal sizes after each acknowledged batch since the last compaction
+	produced      int
+	final         map[string]int
+}
+
+func (w *World) setupRunner() {
+	c := w.cfg
+	for i := 1; i <= c.Nodes; i++ {
+		n := &runnerNode{w: w, id: i, name: "node/" + strconv.Itoa(i), final: map[string]int{}}
+		n.disk = disk.New(int64(streamSeed(c.Seed, "disk/"+strconv.Itoa(i))))
+		df := c.Faults.Disk
+		df.BitFlip = 0 // the bitflip profile flips bits itself, where a later batch proves them corrupt
+		n.disk.SetFaults(df)
+		n.cfg = runner.Config{
+			Policy:       retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
+			Circuit:      breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
+			Capacity:     c.Capacity,
+			CompactBytes: c.CompactBytes,
+			Retention:    50,
+			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
+		}
+		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline,
+			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
+		w.nodes = append(w.nodes, n)
+		n.start()
+		w.loop.At(drawBetween(w.rWork, 0, c.JobEvery), func() { n.produce() })
+	}
+}
+
+// alive wraps fn so it runs only in the same incarnation, after the per-step crash draw.
+func (n *runnerNode) alive(fn func()) func() {
+	gen := n.gen
+	return func() {
+		if !n.up || n.gen != gen {
+			return
+		}
+		w := n.w
+		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.NodeCrash) {
+			w.fault("node-crash")
+			n.crash("at a random step")
+			return
+		}
+		fn()
+	}
+}
+
+func (n *runnerNode) start() {
+	w := n.w
+	if n.refused {
+		return
+	}
+	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
+	if n.flipped != "" {
+		what := n.flipped
+		n.flipped = ""
+		if err != nil && (errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)) {
+			w.chk.Pass(InvCorruptionRefused)
+			w.trace(n.name, "open refused the corrupted journal, as it must: "+err.Error())
+			n.refused = true
+			return
+		}
+		if err == nil {
+			w.chk.Fail(InvCorruptionRefused, "%s: open accepted a journal with %s", n.name, what)
+		} else {
+			w.chk.Fail(InvCorruptionRefused, "%s: open after %s failed without naming corruption: %v", n.name, what, err)
+		}
+		return
+	}
+	if err != nil {
+		if errors.Is(err, disk.ErrInjected) && w.faultsOn {
+			w.trace(n.name, "open failed on an injected disk fault, restarting: "+err.Error())
+			n.disk.Crash()
+			n.scheduleRestart()
+			return
+		}
+		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
+		return
+	}
+	n.e, n.up = e, true
+	n.gen++
+	n.pending = make(map[runner.Ticket]pendingCmd)
+	n.commitPending, n.wakeAt, n.executing = false, 0, 0
+	st := e.State()
+	w.tracef(n.name, "open: %d jobs, next id %d, %d interrupted attempts requeued", len(st.Jobs), st.NextID, e.Orphans())
+	views := jobViews(st)
+	w.chk.NodeRecovered(n.id, views)
+	n.noteState(views)
+	n.boundaries = n.boundaries[:0]
+	n.noteBoundary(false)
+	n.checkMachine()
+	n.scheduleCommit()
+}
+
+func (n *runnerNode) checkMachine() {
+	if err := n.e.CheckInvariants(); err != nil {
+		n.w.chk.Fail(InvMachine, "%s: runner: %v", n.name, err)
+	} else {
+		n.w.chk.Pass(InvMachine)
+	}
+}
+
+func (n *runnerNode) crash(why string) {
+	w := n.w
+	if !n.up {
+		return
+	}
+	n.up = false
+	n.gen++
+	n.e = nil
+	w.st.Crashes.Add("node", 1)
+	w.chk.NodeCrashed(n.id)
+	n.disk.Crash()
+	w.trace(n.name, "CRASH "+why+"; disk: "+n.disk.LastCrash())
+	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
+		// Flip a bit strictly before the last complete batch, so a later batch proves it corrupt.
+		end := n.boundaries[len(n.boundaries)-2]
+		off := w.rFaults.Int63n(end)
+		bit := uint(w.rFaults.Intn(8))
+		n.disk.FlipBit(journalName, off, bit)
+		n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, n.boundaries[len(n.boundaries)-1]-off)
+		w.fault("bit-flip")
+		w.trace(n.name, "FLIP "+n.flipped)
+	}
+	n.scheduleRestart()
+}
+
+func (n *runnerNode) scheduleRestart() {
+	w := n.w
+	d := w.cfg.Faults.Process.Restart(w.rFaults)
+	gen := n.gen
+	w.loop.After(d, func() {
+		if n.gen == gen && !n.up {
+			n.start()
+		}
+	})
+}
+
+func (n *runnerNode) calm() {
+	n.disk.SetFaults(faults.Disk{})
+}
+
+func (n *runnerNode) settled() bool {
+	return n.refused || (n.up && n.open == 0 && n.executing == 0 && !n.commitPending)
+}
+
+func (n *runnerNode) unsettled() string {
+	if n.settled() {
+		return ""
+	}
+	if !n.up {
+		return n.name + " is down"
+	}
+	return fmt.Sprintf("%s has %d jobs not terminal, %d attempts executing", n.name, n.open, n.executing)
+}
+
+func (n *runnerNode) summarize() {
+	if n.e == nil {
+		return
+	}
+	for _, j := range n.e.State().Jobs {
+		n.w.st.Jobs.Add(j.State.String(), 1)
+	}
+}
+
+// produce is the node's producer: enqueues (sometimes in bursts) and cancels.
+func (n *runnerNode) produce() {
+	w := n.w
+	c := w.cfg
+	if w.liveness || n.produced >= c.JobsMax {
+		return
+	}
+	k := 1
+	if w.faultsOn && faults.Hit(w.rFaults, c.Faults.Timing.Burst) {
+		k = c.Faults.Timing.BurstSize
+		w.fault("burst")
+	}
+	for i := 0; i < k && n.produced < c.JobsMax; i++ {
+		n.produced++
+		due := w.loop.Now()
+		if w.rWork.Intn(4) == 0 {
+			due += drawBetween(w.rWork, 0, 30*time.Second)
+		}
+		target := "t" + strconv.Itoa(1+w.rWork.Intn(c.Targets))
+		payload := "p" + strconv.Itoa(n.id) + "-" + strconv.Itoa(n.produced)
+		if !n.up {
+			w.trace(n.name, "enqueue refused: node down")
+			w.st.Faults.Add("enqueue-refused-down", 1)
+			continue
+		}
+		t, id, err := n.e.Enqueue(Epoch.Add(due), target, []byte(payload))
+		if err != nil {
+			w.trace(n.name, "enqueue refused: "+err.Error())
+			continue
+		}
+		w.chk.JobAppended(n.id, id, due, target, payload)
+		n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
+		w.trace(n.name, "enqueue id="+strconv.FormatUint(id, 10)+" due="+Offset(due)+" "+target+" "+payload)
+	}
+	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
+		id := n.acked[w.rWork.Intn(len(n.acked))]
+		t, err := n.e.Cancel(id)
+		if err == nil {
+			n.pending[t] = pendingCmd{kind: cmdCancel, id: id}
+			w.trace(n.name, "cancel id="+strconv.FormatUint(id, 10))
+		}
+	}
+	if n.up {
+		n.scheduleCommit()
+	}
+	w.loop.After(drawBetween(w.rWork, time.Millisecond, 2*c.JobEvery), n.produceStep())
+}
+
+// produceStep wraps produce in the crash draw when the node is up (a producer is a client: it
+// keeps producing while the node is down, and sees its enqueues refused).
+func (n *runnerNode) produceStep() func() {
+	return func() {
+		if n.up {
+			n.alive(n.produce)()
+			if !n.up {
+				n.w.loop.After(drawBetween(n.w.rWork, time.Millisecond, 2*n.w.cfg.JobEvery), n.produceStep())
+			}
+			return
+		}
+		n.produce()
+	}
+}
+
+// scheduleCommit asks for one Commit at this instant, after every event already scheduled for
+// it: everything submitted meanwhile goes into the same batch (group commit).
+func (n *runnerNode) scheduleCommit() {
+	if n.commitPending {
+		return
+	}
+	n.commitPending = true
+	n.w.loop.At(n.w.loop.Now(), n.alive(n.commit))
+}
+
+func (n *runnerNode) commit() {
+	w := n.w
+	n.commitPending = false
+	cut := false
+	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
+		k := 1 + w.rFaults.Intn(12)
+		n.disk.CrashAfter(k)
+		cut = true
+		w.fault("commit-crash")
+		w.trace(n.name, "crash armed after "+strconv.Itoa(k)+" disk ops")
+	}
+	res, err := n.e.Commit(w.now())
+	if err != nil {
+		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+		w.trace(n.name, "commit failed: "+err.Error())
+		if cut {
+			n.crash("inside a commit")
+		} else {
+			n.crash("after its journal was poisoned")
+		}
+		return
+	}
+	if cut {
+		// The armed crash did not land inside this commit: it lands at the node's next disk
+		// operation, which is the same thing as a crash right now.
+		defer func() {
+			if n.up {
+				n.crash("at the disk op the armed crash reached")
+			}
+		}()
+	}
+	for _, a := range res.Acks {
+		p, ok := n.pending[a.Ticket]
+		if !ok {
+			continue
+		}
+		delete(n.pending, a.Ticket)
+		switch p.kind {
+		case cmdEnqueue:
+			w.chk.JobAcked(n.id, a.ID)
+			n.acked = append(n.acked, a.ID)
+		case cmdCancel:
+			w.chk.CancelAcked(n.id, p.id)
+		}
+	}
+	for _, s := range res.Starts {
+		w.chk.AttemptStarted(n.id, s.Token.ID, s.Token.Attempt)
+		n.execute(s)
+	}
+	views := jobViews(n.e.State())
+	w.chk.Committed(n.id, views)
+	n.noteState(views)
+	if res.CompactErr != nil {
+		w.fault("compaction-failed")
+		w.trace(n.name, "compaction failed: "+res.CompactErr.Error())
+	}
+	if res.Compacted {
+		n.boundaries = n.boundaries[:0]
+		w.trace(n.name, "compacted")
+	}
+	if len(res.Acks)+len(res.Starts) > 0 || res.Compacted {
+		w.trace(n.name, "commit acks="+strconv.Itoa(len(res.Acks))+" starts="+strconv.Itoa(len(res.Starts)))
+	}
+	if perr := n.e.Poisoned(); perr != nil {
+		n.crash("after a compaction poisoned it: " + perr.Error())
+		return
+	}
+	n.noteBoundary(res.Compacted)
+	n.checkMachine()
+	if !res.Wake.IsZero() {
+		at := res.Wake.Sub(Epoch)
+		if n.wakeAt <= w.loop.Now() || at < n.wakeAt {
+			n.wakeAt = at
+			w.loop.At(at, n.alive(func() {
+				if n.wakeAt == at {
+					n.wakeAt = 0
+				}
+				n.scheduleCommit()
+			}))
+		}
+	}
+}
+
+func (n *runnerNode) noteState(views []JobView) {
+	n.open = 0
+	for _, v := range views {
+		if !Terminal(v.State) {
+			n.open++
+		}
+	}
+}
+
+func (n *runnerNode) noteBoundary(compacted bool) {
+	if size, err := n.disk.Stat(journalName); err == nil {
+		if l := len(n.boundaries); l == 0 || size > n.boundaries[l-1] {
+			n.boundaries = append(n.boundaries, size)
+		}
+	}
+}
+
+// execute runs one attempt: the executor stream draws its duration and outcome.
+func (n *runnerNode) execute(a runner.Attempt) {
+	w := n.w
+	c := w.cfg
+	d := drawBetween(w.rExec, c.HandlerMin, c.HandlerMax)
+	u := w.rExec.Float64()
+	var out runner.Outcome
+	crash := false
+	switch {
+	case w.faultsOn && u < c.PCrashHandle:
+		crash = true
+	case u < c.PCrashHandle+c.PRetryable:
+		out = runner.Failure("simulated retryable failure", true)
+		if w.rExec.Float64() < c.PRetryAfter {
+			after := drawBetween(w.rExec, 0, 2*c.Cap)
+			out.After = &after
+		}
+	case u < c.PCrashHandle+c.PRetryable+c.PPermanent:
+		out = runner.Failure("simulated permanent failure", false)
+	case u < c.PCrashHandle+c.PRetryable+c.PPermanent+c.PPanic:
+		out = runner.Panicked("simulated panic")
+	default:
+		out = runner.Success()
+	}
+	n.executing++
+	what := out.Kind.String()
+	if crash {
+		what = "crash the process"
+	}
+	w.trace(n.name, "start "+a.Token.String()+" "+a.Target+" for "+d.String()+" -> "+what)
+	w.loop.After(d, n.alive(func() {
+		n.executing--
+		if crash {
+			w.fault("handler-crash")
+			n.crash("in handler " + a.Token.String())
+			return
+		}
+		failure := out.Kind == runner.OutcomePanicked || (out.Kind == runner.OutcomeFailed && out.Retryable)
+		w.chk.AttemptEnded(n.id, a.Token.ID, a.Token.Attempt, failure)
+		w.trace(n.name, "done "+a.Token.String()+" "+what)
+		if err := n.e.AttemptDone(w.now(), a.Token, out); err != nil {
+			w.trace(n.name, "outcome refused: "+err.Error())
+		}
+		n.scheduleCommit()
+	}))
+}
+
+func jobViews(s runner.Snapshot) []JobView {
+	out := make([]JobView, len(s.Jobs))
+	for i, j := range s.Jobs {
+		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
+			Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
+		if j.State == runner.Dead {
+			v.Reason = j.Reason.String()
+		}
+		out[i] = v
+	}
+	return out
+}

@@ -62,8 +62,8 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		s.Disk.RenameErr = scale(5, 0, 0.05)
 		s.Disk.SyncDirErr = scale(6, 0, 0.01)
 		s.Disk.DirPersist = scale(7, 0, 0.5)
-		s.Process.NodeCrash = scale(8, 0.0005, 0.005)
-		s.Process.CommitCrash = scale(9, 0.001, 0.02)
+		s.Process.NodeCrash = scale(8, 0.002, 0.02)
+		s.Process.CommitCrash = scale(9, 0.005, 0.05)
 	}
 	netSet := func(s *Set) {
 		s.Transport.FailBefore = scale(10, 0, 0.05)
@@ -73,7 +73,7 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		s.Transport.Stale = scale(14, 0, 0.005)
 		s.Transport.Fatal = scale(15, 0, 0.002)
 		s.Transport.Spike = scale(16, 0, 0.01)
-		s.Process.WorkerCrash = scale(17, 0.0005, 0.003)
+		s.Process.WorkerCrash = scale(17, 0.001, 0.01)
 	}
 	timeSet := func(s *Set) {
 		s.Timing.LongHandler = scale(18, 0, 0.2)
@@ -88,8 +88,10 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		netSet(&base)
 		timeSet(&base)
 	case "bitflip":
-		base.Disk.BitFlip = 1
-		base.Process.NodeCrash = scale(8, 0.002, 0.01)
+		// The world flips one bit at each crash itself, strictly before the last complete
+		// batch (so a later batch proves the damage); Disk.BitFlip would also hit the last
+		// batch, which no journal can tell from a torn write.
+		base.Process.NodeCrash = scale(8, 0.005, 0.02)
 		base.ExpectRefusal = true
 	case "swarm":
 		// Each family is on with probability 1/2, then each kind within it too.
@@ -108,7 +110,7 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 			timeSet(&base)
 		}
 		if on(23, 0.3) && base.Process.NodeCrash == 0 {
-			base.Process.NodeCrash = scale(8, 0.0005, 0.003)
+			base.Process.NodeCrash = scale(8, 0.001, 0.01)
 		}
 	default:
 		return Set{}, fmt.Errorf("%w: %q", ErrUnknownProfile, profile)
