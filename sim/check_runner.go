@@ -60,7 +60,7 @@ type jobModel struct {
 	cancelled bool   // a cancel was acknowledged
 	terminal  string // durable terminal state seen in the live runner, "" if none
 	running   bool
-	attempt   int // attempt number of the running (or last) attempt
+	attempt   int    // attempt number of the running (or last) attempt
 	probe     uint64 // the breaker phase it probes, 0: not a probe
 	attempts  int    // highest attempt number started
 }
