@@ -1,0 +1,600 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+// mBreaker is the model's plain re-statement of SPEC 2.3, used to judge every start.
+type mBreaker struct {
+	failures []time.Time
+	open     bool
+	until    time.Time
+	half     bool
+	phase    int
+	inFlight int
+}
+
+// mAttempt is a dispatched attempt the model expects an outcome for.
+type mAttempt struct {
+	target string
+	phase  int // half-open phase it probes, 0 if not a probe
+}
+
+// model is a plain model of the runner: jobs as runner.Job values predicted from the rules of
+// SPEC 2, plus what was acknowledged.
+type model struct {
+	cfg      Config
+	jobs     map[uint64]*Job
+	nextID   uint64
+	acked    map[uint64]bool // ids whose enqueue was acknowledged
+	pending  []Ticket        // tickets submitted since the last commit
+	inflight map[Token]mAttempt
+	breakers map[string]*mBreaker
+	durable  Snapshot // engine state after the last successful commit (checked against the model)
+}
+
+func (m *model) br(target string) *mBreaker {
+	b := m.breakers[target]
+	if b == nil {
+		b = &mBreaker{}
+		m.breakers[target] = b
+	}
+	return b
+}
+
+// admit reports whether the model breaker lets an attempt start at now, and its probe phase.
+func (m *model) admit(target string, now time.Time) (ok bool, phase int, until time.Time) {
+	b := m.br(target)
+	if b.open {
+		if now.Before(b.until) {
+			return false, 0, b.until
+		}
+		b.open, b.half, b.inFlight = false, true, 0
+		b.phase++
+	}
+	if !b.half {
+		return true, 0, time.Time{}
+	}
+	if b.inFlight < m.cfg.Circuit.Probes {
+		b.inFlight++
+		return true, b.phase, time.Time{}
+	}
+	return false, 0, now.Add(m.cfg.Circuit.Cooldown)
+}
+
+func (m *model) record(target string, now time.Time, failure bool, phase int) {
+	b := m.br(target)
+	c := m.cfg.Circuit
+	switch {
+	case b.half:
+		if phase == 0 || phase != b.phase {
+			return
+		}
+		b.inFlight--
+		b.half = false
+		if failure {
+			b.open, b.until = true, now.Add(c.Cooldown)
+		}
+	case b.open:
+	default:
+		if !failure {
+			b.failures = nil
+			return
+		}
+		var keep []time.Time
+		for _, f := range append(b.failures, now) {
+			if now.Sub(f) <= c.Window {
+				keep = append(keep, f)
+			}
+		}
+		b.failures = keep
+		if len(keep) >= c.Threshold {
+			b.failures, b.open, b.until = nil, true, now.Add(c.Cooldown)
+		}
+	}
+}
+
+type runnerMachine struct {
+	w       *world
+	m       *model
+	tickets map[Ticket]uint64
+}
+
+var ignoreTermSeq = cmpopts.IgnoreFields(Job{}, "TermSeq")
+
+func (rm *runnerMachine) init(t *rapid.T) {
+	cfg := Config{
+		Policy: retry.Policy{Attempts: rapid.IntRange(1, 4).Draw(t, "attempts"), Base: time.Second, Cap: 4 * time.Second,
+			Deadline: rapid.SampledFrom([]time.Duration{0, 3 * time.Second, 12 * time.Second}).Draw(t, "deadline")},
+		Circuit: breaker.Circuit{Threshold: rapid.IntRange(1, 3).Draw(t, "threshold"), Window: 10 * time.Second,
+			Cooldown: 3 * time.Second, Probes: rapid.IntRange(1, 2).Draw(t, "probes")},
+		Capacity:     rapid.IntRange(1, 3).Draw(t, "capacity"),
+		CompactBytes: rapid.SampledFrom([]int64{1 << 30, 1500}).Draw(t, "compactBytes"),
+		Retention:    1 << 30,
+	}
+	rm.w = newWorld(rapid.Int64().Draw(t, "seed"), cfg)
+	rm.m = &model{cfg: cfg, jobs: map[uint64]*Job{}, nextID: 1, acked: map[uint64]bool{},
+		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}}
+	rm.tickets = map[Ticket]uint64{}
+	if err := rm.w.open(); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	rm.m.durable = rm.w.e.State()
+}
+
+func (rm *runnerMachine) pickID(t *rapid.T) uint64 {
+	return rapid.Uint64Range(1, rm.m.nextID).Draw(t, "id") // nextID itself: unknown
+}
+
+func (rm *runnerMachine) Enqueue(t *rapid.T) {
+	w, m := rm.w, rm.m
+	due := w.now.Add(time.Duration(rapid.IntRange(-2, 8).Draw(t, "dueSeconds")) * time.Second)
+	target := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "target")
+	payload := []byte(rapid.StringN(0, 4, -1).Draw(t, "payload"))
+	tk, id, err := w.e.Enqueue(due, target, payload)
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if id != m.nextID {
+		t.Fatalf("enqueue got id %d, model expects %d", id, m.nextID)
+	}
+	m.nextID++
+	if len(payload) == 0 {
+		payload = nil
+	}
+	m.jobs[id] = &Job{ID: id, Target: target, Payload: payload, State: Waiting, FirstDue: norm(due), Due: norm(due)}
+	m.pending = append(m.pending, tk)
+	rm.tickets[tk] = id
+}
+
+func (rm *runnerMachine) Cancel(t *rapid.T) {
+	w, m := rm.w, rm.m
+	id := rm.pickID(t)
+	tk, err := w.e.Cancel(id)
+	j := m.jobs[id]
+	switch {
+	case j == nil:
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("cancel of unknown %d: %v", id, err)
+		}
+	case j.State.Terminal():
+		if !errors.Is(err, ErrTerminal) {
+			t.Fatalf("cancel of %v job %d: %v", j.State, id, err)
+		}
+	default:
+		if err != nil {
+			t.Fatalf("cancel %d: %v", id, err)
+		}
+		j.State, j.Deferred = Cancelled, false
+		m.pending = append(m.pending, tk)
+		rm.tickets[tk] = id
+	}
+}
+
+func (rm *runnerMachine) Retry(t *rapid.T) {
+	w, m := rm.w, rm.m
+	id := rm.pickID(t)
+	tk, err := w.e.Retry(w.now, id)
+	j := m.jobs[id]
+	switch {
+	case j == nil:
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("retry of unknown %d: %v", id, err)
+		}
+	case j.State != Dead:
+		if !errors.Is(err, ErrNotDead) {
+			t.Fatalf("retry of %v job %d: %v", j.State, id, err)
+		}
+	default:
+		if err != nil {
+			t.Fatalf("retry %d: %v", id, err)
+		}
+		j.State, j.Reason, j.Attempts, j.FirstDue, j.Due = Waiting, NoReason, 0, norm(w.now), norm(w.now)
+		m.pending = append(m.pending, tk)
+		rm.tickets[tk] = id
+	}
+}
+
+func (rm *runnerMachine) AttemptDone(t *rapid.T) {
+	w, m := rm.w, rm.m
+	var toks []Token
+	for tok := range m.inflight {
+		toks = append(toks, tok)
+	}
+	sort.Slice(toks, func(a, b int) bool { return toks[a].ID < toks[b].ID || toks[a].ID == toks[b].ID && toks[a].Attempt < toks[b].Attempt })
+	stale := len(toks) == 0 || rapid.IntRange(0, 9).Draw(t, "staleDraw") == 0
+	var tok Token
+	if stale {
+		tok = Token{ID: rm.pickID(t), Attempt: rapid.IntRange(1, 5).Draw(t, "attempt")}
+		if _, ok := m.inflight[tok]; ok {
+			stale = false
+		}
+	} else {
+		tok = rapid.SampledFrom(toks).Draw(t, "token")
+	}
+	kind := rapid.SampledFrom([]string{"success", "retryable", "permanent", "panic"}).Draw(t, "outcome")
+	var o Outcome
+	switch kind {
+	case "success":
+		o = Success()
+	case "retryable":
+		o = Failure("timeout", true)
+		if rapid.IntRange(0, 3).Draw(t, "afterDraw") == 0 {
+			a := time.Duration(rapid.IntRange(0, 6).Draw(t, "afterSeconds")) * time.Second
+			o.After = &a
+		}
+	case "permanent":
+		o = Failure("bad input", false)
+	case "panic":
+		o = Panicked("nil map")
+	}
+	before := w.e.State()
+	if err := w.e.AttemptDone(w.now, tok, o); err != nil {
+		t.Fatalf("attempt done: %v", err)
+	}
+	a, known := m.inflight[tok]
+	if !known {
+		if diff := cmp.Diff(before, w.e.State()); diff != "" {
+			t.Fatalf("stale outcome for %v changed the state (-before +after)\n%s", tok, diff)
+		}
+		return
+	}
+	delete(m.inflight, tok)
+	m.record(a.target, norm(w.now), kind == "retryable" || kind == "panic", a.phase)
+	j := m.jobs[tok.ID]
+	if j.State != Running || j.Attempts != tok.Attempt {
+		return // cancelled: ignored
+	}
+	now := norm(w.now)
+	switch kind {
+	case "success":
+		j.State = Succeeded
+		return
+	case "permanent":
+		j.State, j.Reason, j.LastErr = Dead, Permanent, o.Err
+		return
+	case "panic":
+		j.State, j.Reason, j.LastErr = Dead, Panic, o.Err
+		return
+	}
+	j.LastErr = o.Err
+	p := m.cfg.Policy
+	if j.Attempts >= p.Attempts {
+		j.State, j.Reason = Dead, Spent
+		return
+	}
+	// Jitter is the engine's draw: check its bounds, then adopt it.
+	lo, hi := now.Add(p.Delay(j.Attempts-1)/2), now.Add(p.Delay(j.Attempts-1))
+	if o.After != nil {
+		lo = now.Add(min(*o.After, p.Cap))
+		hi = lo
+	}
+	got, _ := w.e.Get(tok.ID)
+	deadline, hasDeadline := p.DeadlineAt(j.FirstDue)
+	switch {
+	case got.State == Waiting:
+		if got.Due.Before(lo) || got.Due.After(hi) || (hasDeadline && !got.Due.Before(deadline)) {
+			t.Fatalf("job %d retry due %v outside [%v, %v] or past deadline %v", tok.ID, got.Due.Sub(epoch), lo.Sub(epoch), hi.Sub(epoch), deadline.Sub(epoch))
+		}
+		j.State, j.Due = Waiting, got.Due
+	case got.State == Dead && got.Reason == Late:
+		if !hasDeadline || hi.Before(deadline) {
+			t.Fatalf("job %d dead(late) though its retry could land by %v before deadline %v", tok.ID, hi.Sub(epoch), deadline.Sub(epoch))
+		}
+		j.State, j.Reason = Dead, Late
+	default:
+		t.Fatalf("job %d after a retryable failure of attempt %d: %v(%v)", tok.ID, tok.Attempt, got.State, got.Reason)
+	}
+}
+
+func (rm *runnerMachine) Advance(t *rapid.T) {
+	rm.w.now = rm.w.now.Add(time.Duration(rapid.IntRange(0, 4000).Draw(t, "advanceMillis")) * time.Millisecond)
+}
+
+func (rm *runnerMachine) Commit(t *rapid.T) {
+	w := rm.w
+	res, err := w.e.Commit(w.now)
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	rm.afterCommit(t, res)
+}
+
+// afterCommit judges a successful commit against the model.
+func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
+	w, m := rm.w, rm.m
+	now := norm(w.now)
+	var acked []Ticket
+	for _, a := range res.Acks {
+		acked = append(acked, a.Ticket)
+		if id := rm.tickets[a.Ticket]; id != a.ID {
+			t.Fatalf("ack of ticket %d names job %d, want %d", a.Ticket, a.ID, id)
+		}
+		if j := m.jobs[a.ID]; j != nil {
+			m.acked[a.ID] = true
+		}
+	}
+	if diff := cmp.Diff(m.pending, acked); diff != "" {
+		t.Fatalf("acks (-want +got)\n%s", diff)
+	}
+	m.pending = nil
+	// Walk the due jobs in (due, id) order as admission does.
+	var due []*Job
+	for _, j := range m.jobs {
+		if j.State == Waiting && !j.Due.After(now) {
+			due = append(due, j)
+		}
+	}
+	sort.Slice(due, func(a, b int) bool {
+		if !due[a].Due.Equal(due[b].Due) {
+			return due[a].Due.Before(due[b].Due)
+		}
+		return due[a].ID < due[b].ID
+	})
+	starts := res.Starts
+	full := false
+	p := m.cfg.Policy
+	for _, j := range due {
+		got, _ := w.e.Get(j.ID)
+		if len(starts) > 0 && starts[0].Token.ID == j.ID {
+			s := starts[0]
+			starts = starts[1:]
+			if full {
+				t.Fatalf("job %d started after an earlier due job found no unit", j.ID)
+			}
+			if len(m.inflight) >= m.cfg.Capacity {
+				t.Fatalf("job %d started with %d attempts running, capacity %d", j.ID, len(m.inflight), m.cfg.Capacity)
+			}
+			if s.Token.Attempt != j.Attempts+1 || s.Token.Attempt > p.Attempts {
+				t.Fatalf("job %d started attempt %d after %d (max %d)", j.ID, s.Token.Attempt, j.Attempts, p.Attempts)
+			}
+			if p.Late(j.FirstDue, now) {
+				t.Fatalf("job %d started at %v, at or after its deadline", j.ID, now.Sub(epoch))
+			}
+			ok, phase, _ := m.admit(j.Target, now)
+			if !ok || (phase != 0) != s.Probe {
+				t.Fatalf("job %d started (probe %v) while the model breaker of %q admits=%v phase=%d", j.ID, s.Probe, j.Target, ok, phase)
+			}
+			if s.Target != j.Target || string(s.Payload) != string(j.Payload) {
+				t.Fatalf("job %d started with target %q payload %q", j.ID, s.Target, s.Payload)
+			}
+			j.State, j.Attempts, j.Deferred = Running, s.Token.Attempt, false
+			m.inflight[s.Token] = mAttempt{target: j.Target, phase: phase}
+			continue
+		}
+		if full || len(m.inflight) >= m.cfg.Capacity {
+			full = true
+			if got.State != Waiting || !got.Due.Equal(j.Due) {
+				t.Fatalf("job %d changed (%v) though no unit was free", j.ID, got.State)
+			}
+			continue
+		}
+		switch {
+		case p.Late(j.FirstDue, now):
+			j.State, j.Reason, j.Deferred = Dead, Late, false
+		case p.Spent(j.Attempts):
+			j.State, j.Reason, j.Deferred = Dead, Spent, false
+		default:
+			ok, _, until := m.admit(j.Target, now)
+			if ok {
+				t.Fatalf("job %d due at %v neither started nor deferred though a unit was free and the breaker admits", j.ID, j.Due.Sub(epoch))
+			}
+			j.Due, j.Deferred = until, true
+		}
+	}
+	if len(starts) > 0 {
+		t.Fatalf("unexpected starts %v", starts)
+	}
+	if res.Compacted || res.CompactErr != nil {
+		if res.CompactErr != nil {
+			t.Fatalf("compaction: %v", res.CompactErr)
+		}
+	}
+	rm.compareLive(t)
+	m.durable = w.e.State()
+	// Replay equals live.
+	s, err := w.replay()
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if diff := cmp.Diff(m.durable, s); diff != "" {
+		t.Fatalf("replay differs from live (-live +replay)\n%s", diff)
+	}
+}
+
+// compareLive compares the model's jobs with the engine's.
+func (rm *runnerMachine) compareLive(t *rapid.T) {
+	var want []Job
+	for id := uint64(1); id < rm.m.nextID; id++ {
+		if j := rm.m.jobs[id]; j != nil {
+			want = append(want, *j)
+		}
+	}
+	got := rm.w.e.State()
+	if got.NextID != rm.m.nextID {
+		t.Fatalf("next id %d, model %d", got.NextID, rm.m.nextID)
+	}
+	if diff := cmp.Diff(want, got.Jobs, ignoreTermSeq, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("jobs (-model +engine)\n%s", diff)
+	}
+}
+
+// CrashAndReopen crashes the process (sometimes inside a commit or a compaction, with faults
+// on the disk), reopens and checks recovery against the model.
+func (rm *runnerMachine) CrashAndReopen(t *rapid.T) {
+	w, m := rm.w, rm.m
+	maybe := m.durable
+	switch rapid.SampledFrom([]string{"idle", "in-commit", "in-compact"}).Draw(t, "crashPoint") {
+	case "in-commit":
+		w.d.CrashAfter(rapid.IntRange(1, 2).Draw(t, "crashAfter"))
+		if _, err := w.e.Commit(w.now); err == nil {
+			// Nothing was written: the batch was empty; fine.
+			maybe = w.e.State()
+		} else {
+			maybe = w.e.State()
+		}
+	case "in-compact":
+		if len(m.pending) > 0 || w.e.m.seq != w.e.m.synced {
+			rm.Commit(t)
+			maybe = m.durable
+		}
+		w.d.CrashAfter(rapid.IntRange(1, 5).Draw(t, "crashAfter"))
+		_ = w.e.Compact() // kept or lost: either way the state on disk is unchanged
+	}
+	w.crash()
+	rm.reopen(t, maybe)
+}
+
+func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
+	w, m := rm.w, rm.m
+	replayed, err := w.replay()
+	if err != nil {
+		t.Fatalf("replay after crash: %v", err)
+	}
+	if cmp.Diff(m.durable, replayed) != "" && cmp.Diff(maybe, replayed) != "" {
+		t.Fatalf("recovered state is neither the last acknowledged one nor the failed batch's:\n(-durable +replayed)\n%s",
+			cmp.Diff(m.durable, replayed))
+	}
+	for id := range m.acked {
+		found := false
+		for _, j := range replayed.Jobs {
+			found = found || j.ID == id
+		}
+		if !found {
+			t.Fatalf("acknowledged job %d lost", id)
+		}
+	}
+	if err := w.open(); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	// Rebase the model on the recovered state, then requeue its orphans by the rules.
+	m.jobs = map[uint64]*Job{}
+	m.nextID = replayed.NextID
+	m.pending = nil
+	m.inflight = map[Token]mAttempt{}
+	m.breakers = map[string]*mBreaker{}
+	rm.tickets = map[Ticket]uint64{}
+	now := norm(w.now)
+	p := m.cfg.Policy
+	orphans := 0
+	for _, j := range replayed.Jobs {
+		j := j
+		m.jobs[j.ID] = &j
+		if j.State != Running {
+			continue
+		}
+		orphans++
+		mj := m.jobs[j.ID]
+		mj.LastErr = Interrupted
+		got, _ := w.e.Get(j.ID)
+		deadline, hasDeadline := p.DeadlineAt(j.FirstDue)
+		lo, hi := now.Add(p.Delay(j.Attempts-1)/2), now.Add(p.Delay(j.Attempts-1))
+		switch {
+		case p.Spent(j.Attempts):
+			mj.State, mj.Reason = Dead, Spent
+		case got.State == Waiting && !got.Due.Before(lo) && !got.Due.After(hi) && (!hasDeadline || got.Due.Before(deadline)):
+			mj.State, mj.Due = Waiting, got.Due
+		case got.State == Dead && got.Reason == Late && hasDeadline && !hi.Before(deadline):
+			mj.State, mj.Reason = Dead, Late
+		default:
+			t.Fatalf("orphan %d attempt %d requeued as %v(%v) due %v", j.ID, j.Attempts, got.State, got.Reason, got.Due.Sub(epoch))
+		}
+	}
+	if w.e.Orphans() != orphans {
+		t.Fatalf("engine requeued %d orphans, model %d", w.e.Orphans(), orphans)
+	}
+	rm.compareLive(t)
+	m.durable = w.e.State()
+}
+
+// CommitWithFault makes the next commit's write or sync fail: nothing is acknowledged, the
+// engine is poisoned, and reopening recovers a legal state.
+func (rm *runnerMachine) CommitWithFault(t *rapid.T) {
+	w := rm.w
+	rm.Enqueue(t) // the batch is never empty, so the armed fault always fires
+	op := rapid.SampledFrom([]disk.Op{disk.OpWrite, disk.OpSync}).Draw(t, "faultOp")
+	w.d.FailNext(op, disk.ErrInjected)
+	_, err := w.e.Commit(w.now)
+	if !errors.Is(err, ErrPoisoned) {
+		t.Fatalf("failed commit: %v, want ErrPoisoned", err)
+	}
+	if _, _, err := w.e.Enqueue(w.now, "a", nil); !errors.Is(err, ErrPoisoned) {
+		t.Fatalf("enqueue on a poisoned engine: %v", err)
+	}
+	maybe := w.e.State()
+	w.crash()
+	rm.reopen(t, maybe)
+}
+
+func (rm *runnerMachine) Compact(t *rapid.T) {
+	if len(rm.m.pending) > 0 || rm.w.e.m.seq != rm.w.e.m.synced {
+		rm.Commit(t)
+	}
+	if err := rm.w.e.Compact(); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	s, err := rm.w.replay()
+	if err != nil {
+		t.Fatalf("replay after compaction: %v", err)
+	}
+	if diff := cmp.Diff(rm.m.durable, s); diff != "" {
+		t.Fatalf("compaction changed the replayed state (-before +after)\n%s", diff)
+	}
+}
+
+func (rm *runnerMachine) check(t *rapid.T) {
+	if rm.w.e == nil {
+		t.Fatalf("no engine")
+	}
+	if err := rm.w.e.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rm.w.e.Status().InFlight; got > rm.m.cfg.Capacity || got < len(rm.m.inflight) {
+		t.Fatalf("in flight %d, model %d, capacity %d", got, len(rm.m.inflight), rm.m.cfg.Capacity)
+	}
+	for tok := range rm.m.inflight {
+		if tok.Attempt > rm.m.cfg.Policy.Attempts {
+			t.Fatalf("attempt %v beyond %d", tok, rm.m.cfg.Policy.Attempts)
+		}
+	}
+	rm.compareLive(t)
+}
+
+func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
+	checks := 100
+	if os.Getenv("SLUICE_LONG") != "" {
+		checks = 2000
+	}
+	_ = checks
+	rapid.Check(t, func(t *rapid.T) {
+		rm := &runnerMachine{}
+		rm.init(t)
+		t.Repeat(map[string]func(*rapid.T){
+			"Enqueue":         rm.Enqueue,
+			"Cancel":          rm.Cancel,
+			"Retry":           rm.Retry,
+			"AttemptDone":     rm.AttemptDone,
+			"Advance":         rm.Advance,
+			"Commit":          rm.Commit,
+			"CrashAndReopen":  rm.CrashAndReopen,
+			"CommitWithFault": rm.CommitWithFault,
+			"Compact":         rm.Compact,
+			"":                rm.check,
+		})
+	})
+}
+
+var _ = fmt.Sprint
