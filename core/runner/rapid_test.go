@@ -2,7 +2,6 @@ package runner
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"sort"
 	"testing"
@@ -214,7 +213,9 @@ func (rm *runnerMachine) AttemptDone(t *rapid.T) {
 	for tok := range m.inflight {
 		toks = append(toks, tok)
 	}
-	sort.Slice(toks, func(a, b int) bool { return toks[a].ID < toks[b].ID || toks[a].ID == toks[b].ID && toks[a].Attempt < toks[b].Attempt })
+	sort.Slice(toks, func(a, b int) bool {
+		return toks[a].ID < toks[b].ID || toks[a].ID == toks[b].ID && toks[a].Attempt < toks[b].Attempt
+	})
 	stale := len(toks) == 0 || rapid.IntRange(0, 9).Draw(t, "staleDraw") == 0
 	var tok Token
 	if stale {
@@ -597,4 +598,4 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 	})
 }
 
-var _ = fmt.Sprint
+

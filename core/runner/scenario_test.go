@@ -3,8 +3,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -211,5 +209,3 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 	return "", errors.New("unreachable")
 }
 
-var _ = strconv.Itoa
-var _ = strings.TrimSpace
