@@ -597,5 +597,3 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 		})
 	})
 }
-
-

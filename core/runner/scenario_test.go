@@ -208,4 +208,3 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 	t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	return "", errors.New("unreachable")
 }
-
