@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 )
 
@@ -129,7 +130,7 @@ func decodeHeader(b []byte) (header, string) {
 		flags:   binary.LittleEndian.Uint32(b[12:16]),
 	}
 	if h.version != formatVersion {
-		return header{}, "unsupported format version"
+		return header{}, fmt.Sprintf("unsupported format version %d", h.version)
 	}
 	if h.flags&^headerFlagsKnown != 0 {
 		return header{}, "unknown header flags"

@@ -180,3 +180,12 @@ func TestRecoveryTable(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryTableIsIndexedByFinding: look's finding selects its own row.
+func TestRecoveryTableIsIndexedByFinding(t *testing.T) {
+	for i, r := range recoveryTable {
+		if r.finds != finding(i) || r.act == nil || r.name == "" || r.what == "" || r.does == "" {
+			t.Errorf("row %d: %+v", i, r)
+		}
+	}
+}

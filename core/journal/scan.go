@@ -116,9 +116,6 @@ func classify(b []byte) (Tail, error) {
 	}
 	h, reason := decodeHeader(b)
 	if reason != "" {
-		if len(b) >= 12 && reason == "unsupported format version" {
-			reason = fmt.Sprintf("unsupported format version %d", binary.LittleEndian.Uint32(b[8:12]))
-		}
 		return t, &FormatError{Offset: 0, Reason: reason, Err: ErrBadHeader}
 	}
 	t.Snapshot = h.flags&headerFlagSnapshot != 0
