@@ -54,6 +54,7 @@ func TestTransportBehaviourOnFauxqs(t *testing.T) {
 	ctx := context.Background()
 	transporttest.Run(t, transporttest.Harness{
 		Parallel: true,
+		Scale:    2, // real sleeps on a shared machine: 2 s windows, 1 s margins
 		New: func(t *testing.T, maxReceiveCount int) transporttest.Queue {
 			var q transporttest.Queue
 			name := queueName(t)

@@ -8,10 +8,10 @@
 //     (the simulator advances its clock, a real server sleeps), so it runs unchanged on both.
 //  2. The suite asserts only what real SQS guarantees. Where fauxqs is more lenient
 //     (COMPONENTS.md: a garbage or stale receipt in Delete or DeleteBatch answered with
-//     success), a lenient answer is accepted unless Harness.Strict says the implementation
-//     behaves as real SQS there; even then a lenient answer may never be Retryable or Fatal.
-//  3. Timing uses 1 s visibility windows and waits with at least 0.5 s of margin on both sides
-//     of every deadline, so a loaded machine does not flip an assertion.
+//     success), success is accepted unless Harness.Strict says the implementation behaves as
+//     real SQS there; a failure there must be Gone, never Retryable or Fatal.
+//  3. Timing uses windows of Scale seconds and waits with at least Scale/2 seconds of margin on
+//     both sides of every deadline, so a loaded machine does not flip an assertion.
 //  4. Every failed call or batch entry must be a *core.TransportError with a class.
 package transporttest
 
@@ -33,6 +33,9 @@ type Harness struct {
 	Strict bool
 	// Parallel runs the cases in parallel (for real servers, where Wait sleeps).
 	Parallel bool
+	// Scale multiplies every window and wait (default 1: 1 s windows), for real servers on
+	// loaded machines, where a stall between two calls could otherwise outlast a window.
+	Scale int
 }
 
 // Queue is one queue under test.
@@ -47,16 +50,23 @@ type Queue struct {
 	Check func() error
 }
 
-const (
-	window = time.Second             // the visibility window of most cases
-	lapse  = 1500 * time.Millisecond // a wait after which a 1 s window has lapsed
-	poll   = time.Second             // long poll used where a message is expected
-)
+const poll = time.Second // long poll used where a message is expected
+
+// env is what a case runs with.
+type env struct {
+	h      Harness
+	q      Queue
+	window time.Duration // the visibility window of most cases: 1 s × Scale
+	lapse  time.Duration // a wait after which such a window has lapsed: 1.5 s × Scale
+}
+
+// d scales a duration of the case's timeline.
+func (e env) d(d time.Duration) time.Duration { return d * time.Duration(e.h.Scale) }
 
 type suiteCase struct {
 	name    string
 	redrive int
-	run     func(t *testing.T, h Harness, q Queue)
+	run     func(t *testing.T, e env)
 }
 
 var cases = []suiteCase{
@@ -75,6 +85,9 @@ var cases = []suiteCase{
 
 // Run runs every case as a subtest of t.
 func Run(t *testing.T, h Harness) {
+	if h.Scale < 1 {
+		h.Scale = 1
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if h.Parallel {
@@ -84,7 +97,9 @@ func Run(t *testing.T, h Harness) {
 			if (q.DeadLetter != nil) != (c.redrive > 0) {
 				t.Fatalf("harness: dead-letter queue present = %v for maxReceiveCount %d", q.DeadLetter != nil, c.redrive)
 			}
-			c.run(t, h, q)
+			e := env{h: h, q: q}
+			e.window, e.lapse = e.d(time.Second), e.d(1500*time.Millisecond)
+			c.run(t, e)
 			if q.Check != nil {
 				if err := q.Check(); err != nil {
 					t.Fatalf("queue invariants: %v", err)
@@ -124,7 +139,7 @@ func receive(t *testing.T, tr core.Transport, want int, visibility time.Duration
 // receiveNone asserts that nothing is delivered now (a short poll).
 func receiveNone(t *testing.T, tr core.Transport, why string) {
 	t.Helper()
-	ms, err := tr.Receive(core.BatchMax, 0, window)
+	ms, err := tr.Receive(core.BatchMax, 0, 30*time.Second)
 	mustTyped(t, "receive", err)
 	if err != nil {
 		t.Fatalf("receive: %v", err)
@@ -186,11 +201,12 @@ func one(t *testing.T, q Queue, body string, visibility time.Duration) (id strin
 	return id, m
 }
 
-func testRedelivery(t *testing.T, _ Harness, q Queue) {
-	id, first := one(t, q, "a", window)
+func testRedelivery(t *testing.T, e env) {
+	q := e.q
+	id, first := one(t, q, "a", e.window)
 	receiveNone(t, q.Transport, "the message is in flight")
-	q.Wait(lapse)
-	again := receive(t, q.Transport, 1, window)[0]
+	q.Wait(e.lapse)
+	again := receive(t, q.Transport, 1, e.window)[0]
 	if again.ID != id || string(again.Body) != "a" {
 		t.Fatalf("redelivered %+v, want id %s body a", again, id)
 	}
@@ -202,21 +218,23 @@ func testRedelivery(t *testing.T, _ Harness, q Queue) {
 	}
 }
 
-func testExtension(t *testing.T, _ Harness, q Queue) {
-	id, m := one(t, q, "b", window)
-	if err := q.Transport.ChangeVisibility(m.Receipt, 4*time.Second); err != nil {
+func testExtension(t *testing.T, e env) {
+	q := e.q
+	id, m := one(t, q, "b", e.window)
+	if err := q.Transport.ChangeVisibility(m.Receipt, e.d(4*time.Second)); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
-	q.Wait(2 * time.Second)
-	receiveNone(t, q.Transport, "the message was extended to 4 s and 2 s passed")
-	q.Wait(3 * time.Second)
-	again := receive(t, q.Transport, 1, window)[0]
+	q.Wait(e.d(2 * time.Second))
+	receiveNone(t, q.Transport, "the message was extended to 4 windows and 2 passed")
+	q.Wait(e.d(3 * time.Second))
+	again := receive(t, q.Transport, 1, e.window)[0]
 	if again.ID != id || again.ReceiveCount <= m.ReceiveCount {
 		t.Fatalf("after the extension lapsed got %+v, want id %s with a higher count", again, id)
 	}
 }
 
-func testRelease(t *testing.T, _ Harness, q Queue) {
+func testRelease(t *testing.T, e env) {
+	q := e.q
 	id, m := one(t, q, "c", 30*time.Second)
 	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
 		t.Fatalf("release: %v", err)
@@ -227,16 +245,18 @@ func testRelease(t *testing.T, _ Harness, q Queue) {
 	}
 }
 
-func testDelete(t *testing.T, _ Harness, q Queue) {
-	_, m := one(t, q, "d", window)
+func testDelete(t *testing.T, e env) {
+	q := e.q
+	_, m := one(t, q, "d", e.window)
 	if err := q.Transport.Delete(m.Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	q.Wait(lapse)
+	q.Wait(e.lapse)
 	receiveNone(t, q.Transport, "the message was deleted")
 }
 
-func testGoneAfterDelete(t *testing.T, _ Harness, q Queue) {
+func testGoneAfterDelete(t *testing.T, e env) {
+	q := e.q
 	_, m := one(t, q, "e", 30*time.Second)
 	if err := q.Transport.Delete(m.Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
@@ -249,16 +269,17 @@ func testGoneAfterDelete(t *testing.T, _ Harness, q Queue) {
 	mustClass(t, "batch change-visibility of a deleted receipt", errs[0], core.Gone)
 }
 
-func testStaleReceipt(t *testing.T, h Harness, q Queue) {
-	id, old := one(t, q, "f", window)
-	q.Wait(lapse)
+func testStaleReceipt(t *testing.T, e env) {
+	q := e.q
+	id, old := one(t, q, "f", e.window)
+	q.Wait(e.lapse)
 	cur := receive(t, q.Transport, 1, 30*time.Second)[0]
 	if cur.ID != id || cur.Receipt == old.Receipt {
 		t.Fatalf("redelivery %+v", cur)
 	}
 	// SQS answers Gone, or may answer success doing nothing; never Retryable or Fatal.
 	mustLenient(t, "change-visibility of a stale receipt", q.Transport.ChangeVisibility(old.Receipt, 0), false)
-	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(old.Receipt), h.Strict)
+	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(old.Receipt), e.h.Strict)
 	// The current delivery is still governed by its own receipt.
 	if err := q.Transport.ChangeVisibility(cur.Receipt, 30*time.Second); err != nil {
 		t.Fatalf("extend the current receipt: %v", err)
@@ -268,18 +289,19 @@ func testStaleReceipt(t *testing.T, h Harness, q Queue) {
 	}
 }
 
-func testBatchChange(t *testing.T, _ Harness, q Queue) {
+func testBatchChange(t *testing.T, e env) {
+	q := e.q
 	for _, b := range []string{"g0", "g1", "g2"} {
 		q.Send(t, b)
 	}
-	ms := receive(t, q.Transport, 3, window)
+	ms := receive(t, q.Transport, 3, e.window)
 	if err := q.Transport.Delete(ms[1].Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
-		{Receipt: ms[0].Receipt, Timeout: 4 * time.Second},
-		{Receipt: ms[1].Receipt, Timeout: 4 * time.Second},
-		{Receipt: ms[2].Receipt, Timeout: 4 * time.Second},
+		{Receipt: ms[0].Receipt, Timeout: e.d(4 * time.Second)},
+		{Receipt: ms[1].Receipt, Timeout: e.d(4 * time.Second)},
+		{Receipt: ms[2].Receipt, Timeout: e.d(4 * time.Second)},
 	})
 	if err != nil {
 		t.Fatalf("change-visibility batch failed as a whole: %v", err)
@@ -291,8 +313,8 @@ func testBatchChange(t *testing.T, _ Harness, q Queue) {
 		t.Fatalf("good entries failed: %v, %v", errs[0], errs[2])
 	}
 	mustClass(t, "batch entry naming a deleted message", errs[1], core.Gone)
-	q.Wait(2 * time.Second)
-	receiveNone(t, q.Transport, "both live messages were extended to 4 s and 2 s passed")
+	q.Wait(e.d(2 * time.Second))
+	receiveNone(t, q.Transport, "both live messages were extended to 4 windows and 2 passed")
 	errs, err = q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
 		{Receipt: ms[0].Receipt, Timeout: 0},
 		{Receipt: ms[2].Receipt, Timeout: 0},
@@ -310,10 +332,11 @@ func testBatchChange(t *testing.T, _ Harness, q Queue) {
 	}
 }
 
-func testBatchDelete(t *testing.T, h Harness, q Queue) {
+func testBatchDelete(t *testing.T, e env) {
+	q := e.q
 	q.Send(t, "h0")
 	q.Send(t, "h1")
-	ms := receive(t, q.Transport, 2, window)
+	ms := receive(t, q.Transport, 2, e.window)
 	errs, err := q.Transport.DeleteBatch([]string{ms[0].Receipt, "not-a-receipt", ms[1].Receipt})
 	if err != nil {
 		t.Fatalf("delete batch failed as a whole: %v", err)
@@ -324,19 +347,20 @@ func testBatchDelete(t *testing.T, h Harness, q Queue) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Fatalf("good entries failed: %v, %v", errs[0], errs[2])
 	}
-	mustLenient(t, "batch entry with a garbage receipt", errs[1], h.Strict)
-	q.Wait(lapse)
+	mustLenient(t, "batch entry with a garbage receipt", errs[1], e.h.Strict)
+	q.Wait(e.lapse)
 	receiveNone(t, q.Transport, "both messages were deleted by the batch")
 }
 
-func testRedrive(t *testing.T, _ Harness, q Queue) {
-	id, m := one(t, q, "poison", window)
-	q.Wait(lapse)
-	m2 := receive(t, q.Transport, 1, window)[0]
+func testRedrive(t *testing.T, e env) {
+	q := e.q
+	id, m := one(t, q, "poison", e.window)
+	q.Wait(e.lapse)
+	m2 := receive(t, q.Transport, 1, e.window)[0]
 	if m2.ID != id || m2.ReceiveCount <= m.ReceiveCount {
 		t.Fatalf("second delivery %+v", m2)
 	}
-	q.Wait(lapse)
+	q.Wait(e.lapse)
 	// The receive that would exceed maxReceiveCount 2 moves the message instead.
 	receiveNone(t, q.Transport, "the message was received maxReceiveCount times")
 	dead := receive(t, q.DeadLetter, 1, 30*time.Second)[0]
@@ -346,7 +370,8 @@ func testRedrive(t *testing.T, _ Harness, q Queue) {
 	receiveNone(t, q.Transport, "the message is in the dead-letter queue")
 }
 
-func testCeiling(t *testing.T, _ Harness, q Queue) {
+func testCeiling(t *testing.T, e env) {
+	q := e.q
 	_, m := one(t, q, "i", 30*time.Second)
 	mustClass(t, "change-visibility past 12 h", q.Transport.ChangeVisibility(m.Receipt, 12*time.Hour+time.Second), core.Fatal)
 	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
@@ -355,7 +380,8 @@ func testCeiling(t *testing.T, _ Harness, q Queue) {
 	receive(t, q.Transport, 1, 30*time.Second)
 }
 
-func testReceiveMax(t *testing.T, _ Harness, q Queue) {
+func testReceiveMax(t *testing.T, e env) {
+	q := e.q
 	for _, b := range []string{"j0", "j1", "j2"} {
 		q.Send(t, b)
 	}
