@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestScenarios(t *testing.T) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			out, err := scenarioCmd(t, &w, d)
 			if err != nil {
-				return "error: " + err.Error() + "\n"
+				return "error: " + errText(err) + "\n"
 			}
 			if w != nil && w.e != nil {
 				if err := w.e.CheckInvariants(); err != nil {
@@ -207,4 +208,23 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 	}
 	t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	return "", errors.New("unreachable")
+}
+
+// errText renders an error without the wording of other packages' messages, which scenario
+// files should not pin: the runner's sentinel, then the disk fault underneath.
+func errText(err error) string {
+	var why string
+	switch {
+	case errors.Is(err, disk.ErrCrashed):
+		why = " (disk crashed)"
+	case errors.Is(err, disk.ErrInjected):
+		why = " (injected fault)"
+	}
+	switch {
+	case errors.Is(err, ErrPoisoned):
+		return "poisoned, reopen" + why
+	case strings.HasPrefix(err.Error(), "runner: compaction kept the old journal"):
+		return "compaction kept the old journal" + why
+	}
+	return err.Error()
 }
