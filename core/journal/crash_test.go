@@ -310,6 +310,9 @@ func TestFaultsPoisonThenRecover(t *testing.T) {
 				if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrBadHeader) {
 					return err
 				}
+				if errors.Is(err, ErrUndecided) {
+					d.Crash() // the restart the error asks for
+				}
 			}
 			return fmt.Errorf("Open kept failing: %w", err)
 		}

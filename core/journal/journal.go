@@ -42,8 +42,8 @@ var (
 	ErrTooLarge = errors.New("journal: record too large")
 	// ErrPoisoned: a write or sync failed earlier; reopen the journal.
 	ErrPoisoned = errors.New("journal: poisoned by an earlier failure")
-	// ErrUndecided: a batch failed and so did cutting it back; its bytes are still in the file
-	// with unknown durability. A reopen without a restart of the machine may replay it and a
+	// ErrUndecided: a batch failed and so did cutting it back (or Open's cut of a torn tail
+	// failed to sync); the bytes are in the file with unknown durability. A reopen without a restart of the machine may replay it and a
 	// later power cut may then lose it under synced batches (which Open would refuse as
 	// corruption): restart, or treat the journal as damaged.
 	ErrUndecided = errors.New("journal: failed batch left undecided in the file")

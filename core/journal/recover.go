@@ -166,7 +166,8 @@ func (o *opener) cut() (bool, error) {
 		return true, fmt.Errorf("journal: cutting the torn tail of %q at offset %d: %w", o.name, t.Cut, err)
 	}
 	if err := o.f.Sync(); err != nil {
-		return true, fmt.Errorf("journal: syncing %q after cutting its torn tail: %w", o.name, err)
+		// The cut is undecided now, like a failed batch (see Journal.fail).
+		return true, fmt.Errorf("journal: %w: syncing %q after cutting its torn tail: %w", ErrUndecided, o.name, err)
 	}
 	o.cfg.Logger.Warn("journal: cut a torn tail", "file", o.name, "offset", t.Cut,
 		"dropped", t.Dropped(), "reason", t.Reason, "last_lsn", uint64(t.Last))
