@@ -26,6 +26,7 @@ type JobView struct {
 	Reason   string // dead only
 	Deferred bool
 	Attempts int
+	FirstDue time.Duration // offset from Epoch: the start of the retry deadline
 	Due      time.Duration // offset from Epoch
 	Target   string
 	Payload  string
@@ -39,7 +40,7 @@ func (j JobView) String() string {
 	if j.Deferred {
 		s += " deferred"
 	}
-	return s + fmt.Sprintf(" attempts=%d due=%s target=%s payload=%q}", j.Attempts, Offset(j.Due), j.Target, j.Payload)
+	return s + fmt.Sprintf(" attempts=%d first-due=%s due=%s target=%s payload=%q}", j.Attempts, Offset(j.FirstDue), Offset(j.Due), j.Target, j.Payload)
 }
 
 // Terminal reports whether state is final.

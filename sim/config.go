@@ -109,6 +109,12 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.Visibility = s(3, 60)
 	c.ReceiveMax = 1 + r.Intn(10)
 	c.PollWait = s(0, 20)
+	if c.PollWait > c.Visibility/2 {
+		// A receive's stamp is read before the call (SPEC 3.1), so a message that arrives late
+		// in a long poll longer than the window is dropped as late on every delivery: the
+		// wait must stay well inside the window (seed 276 found it).
+		c.PollWait = c.Visibility / 2 / time.Second * time.Second
+	}
 	if r.Intn(2) == 0 {
 		c.MaxReceive = 2 + r.Intn(5)
 	}

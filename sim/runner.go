@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
@@ -166,7 +167,11 @@ func (n *runnerNode) crash(why string) {
 	w.st.Crashes.Add("node", 1)
 	w.chk.NodeCrashed(n.id)
 	n.disk.Crash()
-	w.trace(n.name, "CRASH "+why+"; disk: "+n.disk.LastCrash())
+	fates := strings.ReplaceAll(strings.TrimSpace(n.disk.LastCrash()), "\n", "; ")
+	if fates == "" {
+		fates = "nothing unsynced"
+	}
+	w.trace(n.name, "CRASH "+why+"; disk: "+fates)
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
 		// Flip a bit strictly before the last complete batch, so a later batch proves it corrupt.
 		end := n.boundaries[len(n.boundaries)-2]
@@ -442,7 +447,7 @@ func jobViews(s runner.Snapshot) []JobView {
 	out := make([]JobView, len(s.Jobs))
 	for i, j := range s.Jobs {
 		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-			Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
+			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()
 		}

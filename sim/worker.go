@@ -209,6 +209,9 @@ func (p *workerProc) receiveAtQueue(gen int, t0 time.Duration, max int, call fau
 	switch call {
 	case faults.CallOK, faults.CallFailAfter:
 		msgs = w.queue.Receive(w.now(), max, w.cfg.Visibility)
+		if len(msgs) > 0 {
+			w.checkQueue()
+		}
 		if len(msgs) == 0 && w.loop.Now() < until {
 			next := until
 			if at, ok := w.queue.NextVisibleAt(); ok {
@@ -440,6 +443,7 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 		switch call {
 		case faults.CallOK, faults.CallFailAfter:
 			entries = w.queue.ChangeVisibilityBatch(w.now(), c.Entries)
+			w.checkQueue()
 			if call == faults.CallFailAfter {
 				entries, whole = nil, transportErr(core.Retryable, "change-visibility", "RequestTimeout")
 			}
@@ -482,6 +486,7 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 		switch call {
 		case faults.CallOK, faults.CallFailAfter:
 			entries = w.queue.DeleteBatch(w.now(), d.Receipts)
+			w.checkQueue()
 			if call == faults.CallFailAfter {
 				entries, whole = nil, transportErr(core.Retryable, "delete", "RequestTimeout")
 			}
@@ -526,6 +531,15 @@ func replyString(entries []error, whole error) string {
 		}
 	}
 	return b.String()
+}
+
+// checkQueue runs the simulated queue's own invariants after a call changed it.
+func (w *World) checkQueue() {
+	if err := w.queue.CheckInvariants(); err != nil {
+		w.chk.Fail(InvMachine, "queue: %v", err)
+	} else {
+		w.chk.Pass(InvMachine)
+	}
 }
 
 func transportErr(class core.Class, op, code string) error {

@@ -170,6 +170,11 @@ func (w *World) run() {
 	w.setupRunner()
 	w.setupQueue()
 	w.loop.At(w.safetyEnd, w.beginLiveness)
+	w.runLoop()
+}
+
+// runLoop steps until a violation, the steps max, settled liveness, or the bound.
+func (w *World) runLoop() {
 	for w.chk.Violation() == nil {
 		if w.loop.Steps() >= w.cfg.StepsMax {
 			w.stopped = "steps max " + strconv.Itoa(w.cfg.StepsMax) + " reached"

@@ -62,6 +62,9 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		s.Disk.RenameErr = scale(5, 0, 0.05)
 		s.Disk.SyncDirErr = scale(6, 0, 0.01)
 		s.Disk.DirPersist = scale(7, 0, 0.5)
+		s.Disk.CreateErr = scale(3, 0, 0.01)
+		s.Disk.RemoveErr = scale(4, 0, 0.01)
+		s.Disk.TruncateErr = scale(5, 0, 0.01)
 		s.Process.NodeCrash = scale(8, 0.002, 0.02)
 		s.Process.CommitCrash = scale(9, 0.005, 0.05)
 	}

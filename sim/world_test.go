@@ -1,0 +1,143 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/lease"
+)
+
+// These tests break a real world on purpose, each in one way, and assert that the invariant
+// meant to catch it fires by name. (check_test.go feeds the checker violating histories; here
+// the facts come from the real runner, journal, disk, queue and lease machine.)
+
+func runnerWorld(t *testing.T, profile string) (*World, *runnerNode) {
+	t.Helper()
+	cfg, err := NewConfig(1, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Nodes, cfg.Workers = 1, 0
+	w := newWorld(cfg, nil)
+	w.setupRunner()
+	n := w.nodes[0]
+	if !n.up {
+		t.Fatal("node did not open")
+	}
+	for i := 0; i < 6; i++ {
+		due := w.loop.Now() + time.Hour // nothing starts: the state stays put
+		tk, id, err := n.e.Enqueue(Epoch.Add(due), "t1", []byte("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.chk.JobAppended(n.id, id, due, "t1", "p")
+		n.pending[tk] = pendingCmd{kind: cmdEnqueue, id: id}
+		n.commit()
+	}
+	if v := w.chk.Violation(); v != nil {
+		t.Fatalf("violation while setting up: %v", v)
+	}
+	if len(n.boundaries) < 3 {
+		t.Fatalf("want several batch boundaries, got %v", n.boundaries)
+	}
+	return w, n
+}
+
+func crashQuietly(n *runnerNode) {
+	n.up = false
+	n.gen++
+	n.e = nil
+	n.w.chk.NodeCrashed(n.id)
+	n.disk.Crash()
+}
+
+// A bit flipped in the LAST batch looks like a torn write: the journal cuts it and opens. In the
+// bitflip profile that is exactly what corruption-refused exists to catch (the world itself
+// only flips before the last batch, where refusal is required).
+func TestCorruptionRefusedFires(t *testing.T) {
+	w, n := runnerWorld(t, "bitflip")
+	last := n.boundaries[len(n.boundaries)-2]
+	crashQuietly(n)
+	n.disk.FlipBit(journalName, last+12, 3)
+	n.flipped = "a bit flipped in the last batch"
+	n.start()
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvCorruptionRefused {
+		t.Fatalf("violation %v, want %s", v, InvCorruptionRefused)
+	}
+}
+
+// A flip the world did not ask for (so not expected) makes open refuse: open-recovers fires.
+func TestOpenRecoversFires(t *testing.T) {
+	w, n := runnerWorld(t, "calm")
+	crashQuietly(n)
+	n.disk.FlipBit(journalName, n.boundaries[0]/2, 0)
+	n.start()
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvRecoveryOpens {
+		t.Fatalf("violation %v, want %s", v, InvRecoveryOpens)
+	}
+}
+
+// Enqueues acknowledged by a commit, then the journal replaced by an older copy: recovery
+// misses acknowledged jobs.
+func TestNoLostAckFiresOnRealRecovery(t *testing.T) {
+	w, n := runnerWorld(t, "calm")
+	crashQuietly(n)
+	// Truncating the synced journal back to its first batch loses acknowledged records (the
+	// disk's truncate is durable after a sync).
+	f, err := n.disk.Open(journalName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(n.boundaries[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvNoLostAck {
+		t.Fatalf("violation %v, want %s", v, InvNoLostAck)
+	}
+}
+
+// A lease machine fed a reply to a call it never made refuses it: machine-invariants fires.
+func TestMachineInvariantsFires(t *testing.T) {
+	cfg, err := NewConfig(1, "calm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Nodes = 0
+	w := newWorld(cfg, nil)
+	w.setupQueue()
+	p := w.workers[0]
+	p.step(lease.RenewResult{Call: 999, At: w.now()})
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvMachine {
+		t.Fatalf("violation %v, want %s", v, InvMachine)
+	}
+}
+
+// Workers that never come back leave messages live: liveness fires at the bound.
+func TestLivenessFires(t *testing.T) {
+	cfg, err := NewConfig(3, "calm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Nodes = 0
+	cfg.Safety = time.Minute
+	w := newWorld(cfg, nil)
+	w.setupQueue()
+	for _, p := range w.workers {
+		p.up = false // dead for good: no restart is scheduled
+		p.gen++
+	}
+	w.loop.At(w.safetyEnd, w.beginLiveness)
+	w.runLoop()
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvLiveness {
+		t.Fatalf("violation %v, want %s", v, InvLiveness)
+	}
+}
