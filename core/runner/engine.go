@@ -109,6 +109,8 @@ type Engine struct {
 	m      *Machine
 	ticket Ticket
 	poison error
+	// carry holds what Open's own batch settled, for the first Commit to report.
+	carry []Settled
 	// Orphans is how many running jobs Open requeued as interrupted.
 	orphans int
 }
@@ -135,10 +137,12 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	if e.orphans > 0 {
 		cfg.Logger.Info("runner: requeued attempts interrupted by a crash", "jobs", e.orphans)
 	}
-	if _, err := e.flush(); err != nil {
+	rd, err := e.flush()
+	if err != nil {
 		_ = j.Close()
 		return nil, fmt.Errorf("runner: opening %q: requeueing orphans: %w", name, err)
 	}
+	e.carry = rd.Settled
 	return e, nil
 }
 
@@ -229,6 +233,9 @@ type Result struct {
 	Acks []Ack
 	// Starts are attempts to dispatch now; their Started records are durable.
 	Starts []Attempt
+	// Settled are jobs whose terminal state became durable in this commit (or, for the first
+	// Commit, in Open's orphan requeue).
+	Settled []Settled
 	// Wake is when to Commit again if nothing else happens; zero when only a command or an
 	// outcome can make progress.
 	Wake time.Time
@@ -241,16 +248,25 @@ type Result struct {
 // Commit schedules due jobs at now, writes every record produced since the last Commit as one
 // journal batch, syncs it, and returns what became durable. On an error nothing in the batch
 // was acknowledged or started and the engine is poisoned.
-func (e *Engine) Commit(now time.Time) (Result, error) {
+func (e *Engine) Commit(now time.Time) (Result, error) { return e.commit(now, true) }
+
+// Flush is Commit without starting anything: commands and outcomes become durable and are
+// acknowledged, no due job is admitted (for a graceful shutdown that stops starting attempts).
+func (e *Engine) Flush(now time.Time) (Result, error) { return e.commit(now, false) }
+
+func (e *Engine) commit(now time.Time, dispatch bool) (Result, error) {
 	if err := e.usable(); err != nil {
 		return Result{}, err
 	}
-	e.m.Step(Tick{Now: now})
+	if dispatch {
+		e.m.Step(Tick{Now: now})
+	}
 	rd, err := e.flush()
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Acks: rd.Acks, Starts: rd.Starts}
+	res := Result{Acks: rd.Acks, Starts: rd.Starts, Settled: append(e.carry, rd.Settled...)}
+	e.carry = nil
 	if w, ok := e.m.WakeAt(); ok {
 		res.Wake = w
 	}
@@ -281,6 +297,7 @@ func (e *Engine) flush() (Ready, error) {
 	more := e.m.Ready()
 	rd.Acks = append(rd.Acks, more.Acks...)
 	rd.Starts = append(rd.Starts, more.Starts...)
+	rd.Settled = append(rd.Settled, more.Settled...)
 	return rd, nil
 }
 
@@ -354,30 +371,19 @@ type Status struct {
 	Orphans   int       // running jobs requeued as interrupted at open
 }
 
-// Status counts jobs by state (O(jobs)).
+// Status summarises the engine in O(1).
 func (e *Engine) Status() Status {
-	s := Status{InFlight: e.m.pool.Used(), Capacity: e.m.pool.Capacity(), NextID: e.m.nextID,
-		Durable: e.j.Durable(), Grown: e.j.GrownBytes(), Poisoned: e.poison, Orphans: e.orphans}
-	s.WakeAt, _ = e.m.WakeAt()
-	for _, j := range e.m.jobs {
-		switch j.State {
-		case Waiting:
-			s.Waiting++
-			if j.Deferred {
-				s.Deferred++
-			}
-		case Running:
-			s.Running++
-		case Succeeded:
-			s.Succeeded++
-		case Dead:
-			s.Dead++
-		case Cancelled:
-			s.Cancelled++
-		}
-	}
+	m := e.m
+	s := Status{InFlight: m.pool.Used(), Capacity: m.pool.Capacity(), NextID: m.nextID,
+		Durable: e.j.Durable(), Grown: e.j.GrownBytes(), Poisoned: e.poison, Orphans: e.orphans,
+		Waiting: m.counts[Waiting], Deferred: m.deferred, Running: m.counts[Running],
+		Succeeded: m.counts[Succeeded], Dead: m.counts[Dead], Cancelled: m.counts[Cancelled]}
+	s.WakeAt, _ = m.WakeAt()
 	return s
 }
+
+// Idle reports that nothing is waiting (due or not, deferred included) or running: Drain is done.
+func (e *Engine) Idle() bool { return e.m.Idle() }
 
 // CheckInvariants runs the machine's invariants (for the simulator and tests).
 func (e *Engine) CheckInvariants() error { return e.m.checkInvariants() }

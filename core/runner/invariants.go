@@ -26,6 +26,8 @@ func (m *Machine) checkInvariants() error {
 	}
 	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
 	waiting := 0
+	var counts [Cancelled + 1]int
+	deferred := 0
 	for _, id := range ids {
 		j := m.jobs[id]
 		switch {
@@ -43,6 +45,10 @@ func (m *Machine) checkInvariants() error {
 		if j.State == Waiting {
 			waiting++
 		}
+		counts[j.State]++
+		if j.Deferred {
+			deferred++
+		}
 		if j.State == Running {
 			if j.Attempts < 1 || j.Attempts > m.cfg.Policy.Attempts {
 				return fmt.Errorf("runner: job %d running attempt %d of %d", id, j.Attempts, m.cfg.Policy.Attempts)
@@ -51,6 +57,9 @@ func (m *Machine) checkInvariants() error {
 				return fmt.Errorf("runner: job %d running attempt %d holds no unit", id, j.Attempts)
 			}
 		}
+	}
+	if counts != m.counts || deferred != m.deferred {
+		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
 	}
 	if waiting != len(m.queue) {
 		return fmt.Errorf("runner: %d waiting jobs, %d queued", waiting, len(m.queue))

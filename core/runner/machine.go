@@ -85,10 +85,20 @@ type Ack struct {
 
 // Attempt is an attempt to dispatch.
 type Attempt struct {
-	Token   Token
-	Target  string
-	Payload []byte
-	Probe   bool // admitted as a half-open probe
+	Token    Token
+	Target   string
+	Payload  []byte
+	FirstDue time.Time // the job's first due (start of its retry deadline)
+	Probe    bool      // admitted as a half-open probe
+}
+
+// Settled reports a job whose terminal state (succeeded, dead, cancelled) is durable.
+type Settled struct {
+	ID       uint64
+	State    JobState
+	Reason   Reason
+	Attempts int
+	LastErr  string
 }
 
 // Ready is the effects to perform, drained by Machine.Ready.
@@ -100,6 +110,7 @@ type Ready struct {
 	Appends []Append
 	Acks    []Ack
 	Starts  []Attempt
+	Settled []Settled
 }
 
 // job is the machine's job; fields mirror Job.
@@ -113,6 +124,7 @@ type attempt struct {
 	token      Token
 	target     string
 	payload    []byte
+	firstDue   time.Time
 	probe      breaker.Probe
 	seq        uint64 // its Started record
 	dispatched bool
@@ -123,6 +135,12 @@ type attempt struct {
 type pending struct {
 	seq uint64
 	ack Ack
+}
+
+// pendingSettled is a terminal transition waiting for its record to be durable.
+type pendingSettled struct {
+	seq uint64
+	s   Settled
 }
 
 // MachineConfig configures a Machine. Every field is required (Engine's Config fills defaults).
@@ -155,10 +173,17 @@ type Machine struct {
 	// Effects waiting for Synced, in Seq order.
 	starting []*attempt
 	acking   []pending
+	settling []pendingSettled
 	// Effects ready to drain.
 	appends []Append
 	acks    []Ack
 	starts  []Attempt
+	settled []Settled
+
+	// counts[s] is the number of jobs in state s; deferred the waiting ones deferred.
+	// Invariant: they match the jobs (checkInvariants recounts).
+	counts   [Cancelled + 1]int
+	deferred int
 
 	replaying bool // records come from the journal: nothing is appended
 	snapshots int  // records applied so far (a snapshot must come first)
@@ -206,8 +231,8 @@ func (m *Machine) Step(ev Event) error {
 
 // Ready drains the effects produced so far.
 func (m *Machine) Ready() Ready {
-	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts}
-	m.appends, m.acks, m.starts = nil, nil, nil
+	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled}
+	m.appends, m.acks, m.starts, m.settled = nil, nil, nil, nil
 	return rd
 }
 
@@ -299,9 +324,15 @@ func (m *Machine) becomeSynced(through uint64) {
 			continue
 		}
 		a.dispatched = true
-		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload, Probe: a.probe != 0})
+		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload,
+			FirstDue: a.firstDue, Probe: a.probe != 0})
 	}
 	m.starting = m.starting[i:]
+	i = 0
+	for ; i < len(m.settling) && m.settling[i].seq <= through; i++ {
+		m.settled = append(m.settled, m.settling[i].s)
+	}
+	m.settling = m.settling[i:]
 }
 
 func (m *Machine) attemptDone(ev AttemptDone) {
@@ -409,7 +440,7 @@ func (m *Machine) schedule(now time.Time) {
 			m.pool.Acquire()
 			tok := Token{j.ID, j.Attempts + 1}
 			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt})
-			a := &attempt{token: tok, target: j.Target, payload: j.Payload, probe: d.Probe, seq: m.seq}
+			a := &attempt{token: tok, target: j.Target, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq}
 			m.inflight[tok] = a
 			m.starting = append(m.starting, a)
 		}
@@ -436,15 +467,49 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 func (m *Machine) record(r Record) { m.commit(r, EncodeRecord(r)) }
 
 func (m *Machine) commit(r Record, data []byte) {
+	var was JobState
+	if j := m.jobs[r.ID]; j != nil {
+		was = j.State
+	}
 	if err := m.apply(r); err != nil {
 		panic(fmt.Sprintf("runner: live transition refused: %v", err))
 	}
 	m.seq++
 	m.appends = append(m.appends, Append{Seq: m.seq, Tag: r.Tag, Data: data})
+	if j := m.jobs[r.ID]; j.State.Terminal() && !was.Terminal() {
+		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
+			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
+	}
 }
 
-// apply is the one place durable state changes, live and in replay.
+// apply is the one place durable state changes, live and in replay; it keeps the counts.
 func (m *Machine) apply(r Record) error {
+	j0 := m.jobs[r.ID]
+	var s0 JobState
+	var d0 bool
+	if j0 != nil {
+		s0, d0 = j0.State, j0.Deferred
+	}
+	if err := m.applyRecord(r); err != nil {
+		return err
+	}
+	if j0 != nil {
+		m.count(s0, d0, -1)
+	}
+	j := m.jobs[r.ID]
+	m.count(j.State, j.Deferred, +1)
+	return nil
+}
+
+func (m *Machine) count(s JobState, deferred bool, n int) {
+	m.counts[s] += n
+	if deferred {
+		m.deferred += n
+	}
+}
+
+// applyRecord validates r against the state, then applies it; it changes nothing on error.
+func (m *Machine) applyRecord(r Record) error {
 	if r.Tag == TagEnqueued {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
@@ -553,6 +618,7 @@ func (m *Machine) load(s Snapshot) {
 	for i := range s.Jobs {
 		j := &job{Job: s.Jobs[i], idx: -1}
 		m.jobs[j.ID] = j
+		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
 		}
@@ -593,10 +659,17 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 func (m *Machine) Prune(ids []uint64) {
 	for _, id := range ids {
 		if j := m.jobs[id]; j != nil && j.State.Terminal() {
+			m.count(j.State, j.Deferred, -1)
 			delete(m.jobs, id)
 		}
 	}
 }
+
+// Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
+func (m *Machine) Idle() bool { return len(m.queue) == 0 && m.pool.Used() == 0 }
+
+// Counts returns the number of jobs in state s (O(1)).
+func (m *Machine) Counts(s JobState) int { return m.counts[s] }
 
 // Seq is the last record number handed out; Synced is the last one known durable.
 func (m *Machine) Seq() uint64    { return m.seq }
