@@ -124,6 +124,14 @@ func (c *Checker) CancelAcked(node int, id uint64) {
 	}
 }
 
+// RetryAcked: node's runner acknowledged a manual retry of dead job id at now: it runs again
+// with a fresh budget and a new first due.
+func (c *Checker) RetryAcked(node int, id uint64) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.terminal, j.firstDue, j.attempts = "", c.now, 0
+	}
+}
+
 // AttemptStarted: node's runner dispatched attempt number attempt of id.
 func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	n := c.node(node)

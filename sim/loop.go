@@ -36,10 +36,13 @@ func (h *eventHeap) Pop() any {
 //
 // Invariant: now never decreases; every pending event has at >= now.
 type Loop struct {
-	now   time.Duration
-	seq   uint64
-	h     eventHeap
-	steps int
+	// OnTime, when set, is called with the event's time before each event runs (the checker
+	// stamps facts with it).
+	OnTime func(time.Duration)
+	now    time.Duration
+	seq    uint64
+	h      eventHeap
+	steps  int
 }
 
 // Now is the current simulated time as an offset from Epoch.
@@ -83,6 +86,9 @@ func (l *Loop) Step(until time.Duration) bool {
 	}
 	l.now = e.at
 	l.steps++
+	if l.OnTime != nil {
+		l.OnTime(l.now)
+	}
 	e.fn()
 	return true
 }

@@ -29,6 +29,7 @@ type cmdKind uint8
 const (
 	cmdEnqueue cmdKind = iota + 1
 	cmdCancel
+	cmdRetry
 )
 
 type pendingCmd struct {
@@ -265,6 +266,17 @@ func (n *runnerNode) produce() {
 			w.trace(n.name, "cancel id="+strconv.FormatUint(id, 10))
 		}
 	}
+	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
+		// A manual retry of a job that may be dead (refused unless it is).
+		id := n.acked[w.rWork.Intn(len(n.acked))]
+		if j, ok := n.e.Get(id); ok && j.State == runner.Dead {
+			t, err := n.e.Retry(w.now(), id)
+			if err == nil {
+				n.pending[t] = pendingCmd{kind: cmdRetry, id: id}
+				w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
+			}
+		}
+	}
 	if n.up {
 		n.scheduleCommit()
 	}
@@ -312,6 +324,7 @@ func (n *runnerNode) commit() {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
 		w.trace(n.name, "commit failed: "+err.Error())
 		if cut {
+			w.fault("crash-inside-batch")
 			n.crash("inside a commit")
 		} else {
 			n.crash("after its journal was poisoned")
@@ -339,6 +352,8 @@ func (n *runnerNode) commit() {
 			n.acked = append(n.acked, a.ID)
 		case cmdCancel:
 			w.chk.CancelAcked(n.id, p.id)
+		case cmdRetry:
+			w.chk.RetryAcked(n.id, p.id)
 		}
 	}
 	for _, s := range res.Starts {
@@ -348,6 +363,9 @@ func (n *runnerNode) commit() {
 	views := jobViews(n.e.State())
 	w.chk.Committed(n.id, views)
 	n.noteState(views)
+	if cut && res.CompactErr != nil {
+		w.fault("crash-inside-compaction")
+	}
 	if res.CompactErr != nil {
 		w.fault("compaction-failed")
 		w.trace(n.name, "compaction failed: "+res.CompactErr.Error())

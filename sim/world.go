@@ -153,6 +153,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
 	}
 	w.safetyEnd = cfg.Safety
+	w.loop.OnTime = w.chk.SetTime
 	return w
 }
 
@@ -197,7 +198,6 @@ func (w *World) runLoop() {
 			}
 			break
 		}
-		w.chk.SetTime(w.loop.Now())
 		w.afterStep()
 	}
 	w.finish()
