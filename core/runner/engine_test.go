@@ -1,0 +1,216 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{}, "Capacity"},
+		{Config{Capacity: 1, Policy: retry.Policy{Attempts: 0, Base: 1, Cap: 1}}, "Attempts"},
+		{Config{Capacity: 1, Circuit: breaker.Circuit{Threshold: 1, Window: 1, Cooldown: 1, Probes: 0}}, "Probes"},
+		{Config{Capacity: 1, CompactBytes: -1}, "CompactBytes"},
+		{Config{Capacity: 1, Retention: -1}, "Retention"},
+		{Config{Capacity: 1, RecordMax: 10}, "RecordMax"},
+		{Config{Capacity: 1, RecordMax: 4096, SnapshotMax: 2048}, "SnapshotMax"},
+	} {
+		_, err := tc.cfg.WithDefaults()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: err = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
+		}
+		if _, err := Open(disk.New(1), journalName, tc.cfg, epoch); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Open(%+v) = %v, want ErrInvalidConfig", tc.cfg, err)
+		}
+	}
+	got, err := Config{Capacity: 3}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type defaults struct {
+		Policy       retry.Policy
+		Circuit      breaker.Circuit
+		CompactBytes int64
+		Retention    int
+		RecordMax    int
+	}
+	want := defaults{retry.DefaultPolicy(), breaker.DefaultCircuit(), 64 << 20, 10_000, 1 << 20}
+	if diff := cmp.Diff(want, defaults{got.Policy, got.Circuit, got.CompactBytes, got.Retention, got.RecordMax}); diff != "" {
+		t.Fatalf("defaults (-want +got)\n%s", diff)
+	}
+}
+
+func TestEnqueueTooLargeWritesNothing(t *testing.T) {
+	d := disk.New(1)
+	e, err := Open(d, journalName, Config{Capacity: 1, RecordMax: 1024}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := d.Ops()
+	if _, _, err := e.Enqueue(epoch, "a", make([]byte, 1024)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("enqueue: %v, want ErrTooLarge", err)
+	}
+	res, err := e.Commit(epoch)
+	if err != nil || len(res.Acks) != 0 || d.Ops() != ops || e.Status().NextID != 1 {
+		t.Fatalf("after a refused enqueue: res %+v err %v ops %d→%d next id %d", res, err, ops, d.Ops(), e.Status().NextID)
+	}
+}
+
+// TestCancelBeforeDispatchNeverStarts drives the machine directly: an attempt admitted but not
+// yet synced is dropped by a cancel, frees its unit and never appears in Starts.
+func TestCancelBeforeDispatchNeverStarts(t *testing.T) {
+	m := NewMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
+		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
+	step := func(ev Event) {
+		t.Helper()
+		if err := m.Step(ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(Enqueue{Ticket: 1, Due: epoch, Target: "a"})
+	step(Enqueue{Ticket: 2, Due: epoch, Target: "a"})
+	step(Tick{Now: epoch}) // job 1 admitted: Started appended, not synced
+	step(Cancel{Ticket: 3, ID: 1})
+	step(Tick{Now: epoch}) // the unit is free again: job 2 admitted
+	rd := m.Ready()
+	step(Synced{Through: rd.Appends[len(rd.Appends)-1].Seq})
+	rd = m.Ready()
+	var starts []Token
+	for _, a := range rd.Starts {
+		starts = append(starts, a.Token)
+	}
+	if diff := cmp.Diff([]Token{{2, 1}}, starts); diff != "" {
+		t.Fatalf("starts (-want +got)\n%s", diff)
+	}
+	if diff := cmp.Diff([]Ack{{1, 1}, {2, 2}, {3, 1}}, rd.Acks); diff != "" {
+		t.Fatalf("acks (-want +got)\n%s", diff)
+	}
+}
+
+func TestStaleOutcomeIsIgnoredAndLogged(t *testing.T) {
+	var log bytes.Buffer
+	cfg := Config{Capacity: 1, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	e, err := Open(disk.New(1), journalName, cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := e.Enqueue(epoch, "a", nil)
+	res, err := e.Commit(epoch)
+	if err != nil || len(res.Starts) != 1 {
+		t.Fatalf("commit: %+v %v", res, err)
+	}
+	if _, err := e.Cancel(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Commit(epoch); err != nil {
+		t.Fatal(err)
+	}
+	// The cancelled job's attempt finishes: ignored, but its unit comes back.
+	if err := e.AttemptDone(epoch, res.Starts[0].Token, Success()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AttemptDone(epoch, Token{ID: 99, Attempt: 1}, Success()); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := e.Get(id)
+	if j.State != Cancelled || e.Status().InFlight != 0 {
+		t.Fatalf("job %v, in flight %d", j.State, e.Status().InFlight)
+	}
+	for _, want := range []string{"stale outcome ignored", "outcome of an unknown attempt ignored"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
+
+// TestRetentionAndIdsAcrossCompaction: compaction keeps the last Retention terminal jobs (by
+// the order they became terminal) and every live one; ids are never reused after compaction
+// and restart, even when the highest id was pruned.
+func TestRetentionAndIdsAcrossCompaction(t *testing.T) {
+	w := newWorld(1, Config{Capacity: 4, Retention: 2})
+	if err := w.open(); err != nil {
+		t.Fatal(err)
+	}
+	e := w.e
+	for i := 0; i < 5; i++ {
+		e.Enqueue(epoch, "a", nil)
+	}
+	res, err := e.Commit(epoch)
+	if err != nil || len(res.Starts) != 4 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// Finish in the order 4, 1, 3: the terminal order; job 2 keeps running, job 5 waits.
+	for _, id := range []uint64{4, 1, 3} {
+		e.AttemptDone(epoch, Token{id, 1}, Success())
+	}
+	e.Cancel(5)
+	if _, err := e.Flush(epoch); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, j := range e.State().Jobs {
+		ids = append(ids, j.ID)
+	}
+	// Terminal order 4, 1, 3, 5: the last two are 3 and 5; job 2 is live.
+	if diff := cmp.Diff([]uint64{2, 3, 5}, ids); diff != "" {
+		t.Fatalf("kept jobs (-want +got)\n%s", diff)
+	}
+	w.crash()
+	if err := w.open(); err != nil {
+		t.Fatal(err)
+	}
+	_, id, err := w.e.Enqueue(epoch, "a", nil)
+	if err != nil || id != 6 {
+		t.Fatalf("enqueue after compaction and restart got id %d (%v), want 6", id, err)
+	}
+}
+
+// TestAutoCompactionPastCompactBytes: Commit compacts once the journal grew past CompactBytes,
+// and the journal then replays to the same state.
+func TestAutoCompactionPastCompactBytes(t *testing.T) {
+	w := newWorld(1, Config{Capacity: 1, CompactBytes: 2000})
+	if err := w.open(); err != nil {
+		t.Fatal(err)
+	}
+	compactions := 0
+	for i := 0; i < 100; i++ {
+		w.e.Enqueue(epoch.Add(time.Hour), "a", []byte("payload"))
+		res, err := w.e.Commit(epoch)
+		if err != nil || res.CompactErr != nil {
+			t.Fatalf("commit %d: %v %v", i, err, res.CompactErr)
+		}
+		if res.Compacted {
+			compactions++
+		}
+	}
+	if compactions < 2 || w.e.Status().Grown > 2000+200 {
+		t.Fatalf("%d compactions, journal grown by %d", compactions, w.e.Status().Grown)
+	}
+	s, err := w.replay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(w.e.State(), s); diff != "" {
+		t.Fatalf("(-live +replay)\n%s", diff)
+	}
+}
