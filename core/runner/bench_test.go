@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
+)
+
+// machineWith returns a machine holding n waiting jobs (due in an hour) and up to capacity
+// running ones, all synced.
+func machineWith(n, capacity int) *Machine {
+	m := NewMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: capacity,
+		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
+	for i := 0; i < capacity; i++ {
+		m.Step(Enqueue{Due: epoch, Target: "a"})
+	}
+	m.Step(Tick{Now: epoch})
+	for i := 0; i < n; i++ {
+		m.Step(Enqueue{Due: epoch.Add(time.Hour + time.Duration(i)), Target: "a"})
+	}
+	m.Step(Synced{Through: m.Seq()})
+	m.Ready()
+	return m
+}
+
+// cancelAndComplete is one cancel of a waiting job plus one completed attempt followed by the
+// start of the next due job: the per-job work of a busy runner.
+func cancelAndComplete(b *testing.B, n int) {
+	const capacity = 64
+	m := machineWith(n, capacity)
+	now := epoch
+	next := uint64(capacity + 1)
+	running := make([]Token, 0, capacity)
+	for id := uint64(1); id <= capacity; id++ {
+		running = append(running, Token{id, 1})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := m.Step(Cancel{ID: next}); err != nil {
+			b.Fatal(err)
+		}
+		next++
+		tok := running[0]
+		running = running[1:]
+		m.Step(AttemptDone{Now: now, Token: tok, Outcome: Success()})
+		m.Step(Enqueue{Due: now, Target: "a"}) // keep the queue's size steady
+		m.Step(Tick{Now: now})
+		m.Step(Synced{Through: m.Seq()})
+		for _, a := range m.Ready().Starts {
+			running = append(running, a.Token)
+		}
+		if next > uint64(capacity+n) { // keep cancelling only the jobs due in an hour
+			b.StopTimer()
+			m = machineWith(n, capacity)
+			next, running = uint64(capacity+1), running[:0]
+			for id := uint64(1); id <= capacity; id++ {
+				running = append(running, Token{id, 1})
+			}
+			b.StartTimer()
+		}
+	}
+}
+
+// BenchmarkCancelAndComplete shows cancel and complete do not scan the pending or running
+// jobs: the cost at 100,000 pending jobs over the cost at 1,000 is reported as ratio_100k_1k
+// (O(log n): close to 1; a scan would be ~100).
+func BenchmarkCancelAndComplete(b *testing.B) {
+	var base float64
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			cancelAndComplete(b, n)
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if n == 1_000 {
+				base = per
+			} else if base > 0 {
+				b.ReportMetric(per/base, "ratio_100k_1k")
+			}
+		})
+	}
+}
