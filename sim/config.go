@@ -187,7 +187,7 @@ func (c Config) String() string {
 			c.MsgsMax, c.MsgEvery, pct(c.PMsgRetry), pct(c.PMsgPerm), pct(c.PPoison))
 	}
 	f := c.Faults
-	fmt.Fprintf(&b, "faults: disk={%s} bitflip-expects-refusal=%t\n", f.Disk, f.ExpectRefusal)
+	fmt.Fprintf(&b, "faults: disk={%s} bitflip-expects-refusal=%t\n", diskString(f.Disk), f.ExpectRefusal)
 	t := f.Transport
 	fmt.Fprintf(&b, "faults: transport={fail-before=%s fail-after=%s throttle=%s 5xx=%s stale=%s fatal=%s latency=%s..%s spike=%s %s..%s}\n",
 		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal),
@@ -208,4 +208,23 @@ func drawBetween(r *rand.Rand, lo, hi time.Duration) time.Duration {
 		return lo
 	}
 	return lo + time.Duration(r.Int63n(int64((hi-lo)/time.Millisecond)+1))*time.Millisecond
+}
+
+// diskString renders the disk fault probabilities in a fixed order with fixed precision.
+func diskString(d faults.Disk) string {
+	var parts []string
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"write", d.WriteErr}, {"sync", d.SyncErr}, {"rename", d.RenameErr}, {"create", d.CreateErr},
+		{"remove", d.RemoveErr}, {"truncate", d.TruncateErr}, {"syncdir", d.SyncDirErr},
+		{"dir-persist", d.DirPersist}, {"bitflip", d.BitFlip}} {
+		if p.v != 0 {
+			parts = append(parts, p.name+"="+pct(p.v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
