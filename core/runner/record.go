@@ -26,6 +26,20 @@ const codecVersion = 1
 // ErrDecode is wrapped by every decode error.
 var ErrDecode = errors.New("runner: bad record")
 
+// Payload layouts (little-endian; str and bytes are a u32 length then the bytes; time is
+// UnixNano as u64; every payload starts with version u8 = 1 and id u64):
+//
+//	Enqueued   | ver | id | due time | target str | payload bytes |
+//	Started    | ver | id | attempt u32 |
+//	Finished   | ver | id | attempt u32 | kind u8 | retryable u8 | err str | next u8 | reason u8 | [due time if next=waiting] |
+//	Deferred   | ver | id | due time |
+//	Cancelled  | ver | id |
+//	Retried    | ver | id | due time |
+//	Expired    | ver | id | reason u8 |
+//	Snapshot   | ver | next id u64 | terminal seq u64 | count u32 | count × job |
+//	  job      | id u64 | state u8 | reason u8 | deferred u8 | attempts u32 | first due | due |
+//	           | terminal seq u64 | target str | payload bytes | last err str |
+//
 // Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
 // rejects anything encode would not write.
 type Record struct {
