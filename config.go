@@ -63,7 +63,8 @@ type Settled struct {
 	ID       uint64
 	State    State
 	Attempts int
-	Err      error // the last error of a dead job
+	Reason   string // dead: "spent", "late", "permanent" or "panic"
+	Err      error  // dead: the last failure
 }
 
 // Defaults of Config (SPEC 2).
@@ -113,8 +114,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention
 	}
-	if c.RecordMax < 0 {
-		return c, fieldErr("RecordMax", c.RecordMax, "must be ≥ 0")
+	if c.RecordMax < 0 || (c.RecordMax > 0 && c.RecordMax < 1024) {
+		return c, fieldErr("RecordMax", c.RecordMax, "must be ≥ 1024 (0 means 1 MiB)")
 	}
 	if c.RecordMax == 0 {
 		c.RecordMax = DefaultRecordMax

@@ -8,6 +8,8 @@ var (
 	// ErrNotFound is returned for an id the runner does not know (never issued, or a terminal
 	// job that compaction has since removed).
 	ErrNotFound = errors.New("sluice: job not found")
+	// ErrLocked is returned by Open when another runner holds the directory.
+	ErrLocked = errors.New("sluice: directory locked")
 	// ErrRunning is returned by Run or Drain when another Run or Drain is in progress.
 	ErrRunning = errors.New("sluice: already running")
 

@@ -201,9 +201,7 @@ func (e *fakeEngine) Stats() Stats {
 	st := Stats{LastID: e.lastID, Commits: int64(e.commits), Records: e.records}
 	for _, j := range e.jobs {
 		switch j.State {
-		case StatePending:
-			st.Pending++
-		case StateWaiting:
+		case StatePending, StateWaiting:
 			st.Waiting++
 		case StateRunning:
 			st.Running++

@@ -63,10 +63,16 @@ type JobInfo[A any] struct {
 
 // Stats counts jobs by state and the runner's disk work since Open.
 type Stats struct {
-	Pending, Waiting, Deferred, Running int
-	Succeeded, Dead, Cancelled          int    // terminal jobs still retained
-	LastID                              uint64 // the highest id issued so far (0: none)
-	Commits                             int64  // durable commits (batches) since Open
-	Syncs                               int64  // fsyncs of any file since Open
-	Records                             int64  // journal records appended since Open
+	Waiting   int // waiting for their due time or a backoff (never-run jobs included)
+	Deferred  int // held back by an open breaker
+	Running   int
+	Succeeded int // terminal jobs still retained
+	Dead      int
+	Cancelled int
+	LastID    uint64 // the highest id issued so far (0: none)
+
+	Commits     int64 // journal batches made durable since Open
+	Records     int64 // journal records made durable since Open
+	Syncs       int64 // File.Sync and SyncDir calls since Open (the journal's fsyncs)
+	Compactions int64
 }

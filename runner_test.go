@@ -30,8 +30,18 @@ func openFake(t *testing.T, cfg Config, h Handler[string]) *Runner[string] {
 	return newRunner[string](eng, cfg, JSON[string](), h, &counter{})
 }
 
+func openReal(t *testing.T, cfg Config, h Handler[string]) *Runner[string] {
+	t.Helper()
+	cfg.Logger = quiet
+	r, err := Open(t.TempDir(), cfg, JSON[string](), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func driverOpeners() map[string]openFn {
-	return map[string]openFn{"fake": openFake}
+	return map[string]openFn{"fake": openFake, "real": openReal}
 }
 
 func forEachOpener(t *testing.T, f func(t *testing.T, open openFn)) {
