@@ -20,6 +20,8 @@ const (
 	RetentionDefault    = 10_000
 	// errMax bounds the error text journaled per outcome, so a Finished record always fits.
 	errMax = 4 << 10
+	// recordOverheadMax bounds a Finished record's bytes besides its error text.
+	recordOverheadMax = 64
 )
 
 // ErrInvalidConfig is wrapped by every Config error; the message names the field.
@@ -111,6 +113,10 @@ type Engine struct {
 	poison error
 	// carry holds what Open's own batch settled, for the first Commit to report.
 	carry []Settled
+	// compactAt is the journal growth that triggers the next compaction: CompactBytes, pushed
+	// further after a kept failure so a snapshot that cannot be written is not retried on
+	// every Commit.
+	compactAt int64
 	// Orphans is how many running jobs Open requeued as interrupted.
 	orphans int
 }
@@ -132,7 +138,7 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 		return nil, fmt.Errorf("runner: opening %q: %w", name, err)
 	}
 	m.replaying = false
-	e := &Engine{cfg: cfg, j: j, m: m}
+	e := &Engine{cfg: cfg, j: j, m: m, compactAt: cfg.CompactBytes}
 	e.orphans = m.requeueOrphans(now)
 	if e.orphans > 0 {
 		cfg.Logger.Info("runner: requeued attempts interrupted by a crash", "jobs", e.orphans)
@@ -221,8 +227,9 @@ func (e *Engine) AttemptDone(now time.Time, tok Token, out Outcome) error {
 	if err := e.usable(); err != nil {
 		return err
 	}
-	if len(out.Err) > errMax {
-		out.Err = out.Err[:errMax]
+	// Keep the Finished record under RecordMax whatever the error's size.
+	if limit := min(errMax, e.cfg.RecordMax-recordOverheadMax); len(out.Err) > limit {
+		out.Err = out.Err[:limit]
 	}
 	return e.m.Step(AttemptDone{Now: now, Token: tok, Outcome: out})
 }
@@ -270,7 +277,7 @@ func (e *Engine) commit(now time.Time, dispatch bool) (Result, error) {
 	if w, ok := e.m.WakeAt(); ok {
 		res.Wake = w
 	}
-	if e.j.GrownBytes() > e.cfg.CompactBytes {
+	if e.j.GrownBytes() > e.compactAt {
 		res.CompactErr = e.compact()
 		res.Compacted = res.CompactErr == nil
 	}
@@ -323,9 +330,11 @@ func (e *Engine) compact() error {
 			e.cfg.Logger.Error("runner: compaction failed after the rename; reopen", "err", err)
 			return e.usable()
 		}
+		e.compactAt = e.j.GrownBytes() + e.cfg.CompactBytes
 		e.cfg.Logger.Warn("runner: compaction failed; the old journal stands", "err", err)
 		return fmt.Errorf("runner: compaction kept the old journal: %w", err)
 	}
+	e.compactAt = e.cfg.CompactBytes
 	e.m.Prune(drop)
 	return nil
 }

@@ -214,3 +214,24 @@ func TestAutoCompactionPastCompactBytes(t *testing.T) {
 		t.Fatalf("(-live +replay)\n%s", diff)
 	}
 }
+
+// TestHugeErrorTextStillFits: an outcome's error text is cut so its Finished record fits
+// RecordMax; the engine is not poisoned by a long error.
+func TestHugeErrorTextStillFits(t *testing.T) {
+	e, err := Open(disk.New(1), journalName, Config{Capacity: 1, RecordMax: 1024}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Enqueue(epoch, "a", nil)
+	res, err := e.Commit(epoch)
+	if err != nil || len(res.Starts) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.AttemptDone(epoch, res.Starts[0].Token, Failure(strings.Repeat("x", 10_000), false))
+	if _, err := e.Commit(epoch); err != nil {
+		t.Fatalf("commit after a long error: %v", err)
+	}
+	if j, _ := e.Get(1); j.State != Dead || len(j.LastErr) > 1024 {
+		t.Fatalf("job %v with %d bytes of error", j.State, len(j.LastErr))
+	}
+}

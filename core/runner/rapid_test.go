@@ -405,17 +405,22 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 	}
 	rm.compareLive(t)
 	// Settled names every job that became terminal durably, and only terminal jobs.
-	settled := map[uint64]bool{}
+	settled := map[uint64]Settled{} // the last report per job (a job may settle, be retried and settle again)
 	for _, st := range res.Settled {
-		settled[st.ID] = true
+		if !st.State.Terminal() {
+			t.Fatalf("settled %+v is not terminal", st)
+		}
+		settled[st.ID] = st
+	}
+	for id, st := range settled {
 		// (A job settled dead may have been retried since, inside the same batch.)
-		if j := m.jobs[st.ID]; j == nil || !st.State.Terminal() || (j.State != st.State && !(st.State == Dead && !j.State.Terminal())) {
+		if j := m.jobs[id]; j == nil || (j.State != st.State && !(st.State == Dead && !j.State.Terminal())) {
 			t.Fatalf("settled %+v, model job %+v", st, j)
 		}
 	}
 	for _, j := range m.durable.Jobs {
-		if mj := m.jobs[j.ID]; !j.State.Terminal() && mj.State.Terminal() && !settled[j.ID] {
-			t.Fatalf("job %d became %v but was not reported settled", j.ID, mj.State)
+		if _, ok := settled[j.ID]; !ok && !j.State.Terminal() && m.jobs[j.ID].State.Terminal() {
+			t.Fatalf("job %d became %v but was not reported settled", j.ID, m.jobs[j.ID].State)
 		}
 	}
 	m.durable = w.e.State()
