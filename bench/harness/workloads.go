@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -54,6 +55,15 @@ func closeInst(inst Instance) error {
 	return inst.Close(ctx)
 }
 
+// cpuTime is this process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func syncsPerJob(inst Instance, jobs int, r Result) {
 	if c, ok := inst.(Counters); ok {
 		r["syncs/job"] = float64(c.Syncs()) / float64(jobs)
@@ -67,6 +77,7 @@ func Workloads(p Params) []Workload {
 		{Key: "process/s", Title: "process jobs/s", HigherBetter: true},
 		{Key: "e2e/s", Title: "end-to-end jobs/s", HigherBetter: true, Compare: true},
 		{Key: "syncs/job", Title: "syncs/job"},
+		{Key: "cpu", Title: "proc CPU cores"},
 	}
 	return []Workload{
 		{
@@ -98,6 +109,7 @@ func Workloads(p Params) []Workload {
 				{Key: "p50ms", Title: "p50 latency ms"},
 				{Key: "p99ms", Title: "p99 latency ms", Compare: true},
 				{Key: "syncs/job", Title: "syncs/job"},
+				{Key: "cpu", Title: "proc CPU cores"},
 			},
 			Run: func(ctx context.Context, sys System, dir string) (Result, error) {
 				return steady(ctx, sys, dir, p)
@@ -110,6 +122,7 @@ func Workloads(p Params) []Workload {
 				{Key: "e2e/s", Title: "end-to-end jobs/s", HigherBetter: true, Compare: true},
 				{Key: "attempts/s", Title: "attempts/s", HigherBetter: true},
 				{Key: "syncs/job", Title: "syncs/job"},
+				{Key: "cpu", Title: "proc CPU cores"},
 			},
 			Run: func(ctx context.Context, sys System, dir string) (Result, error) {
 				r, err := enqueueThenProcess(ctx, sys, dir, p, p.RetryJobs, 2, func(ctx context.Context, inst Instance, pr *Probe) error {
@@ -118,7 +131,7 @@ func Workloads(p Params) []Workload {
 				if err != nil {
 					return nil, err
 				}
-				out := Result{"e2e/s": r["e2e/s"], "attempts/s": r["e2e/s"] * 3, "dups": r["dups"]}
+				out := Result{"e2e/s": r["e2e/s"], "attempts/s": r["e2e/s"] * 3, "dups": r["dups"], "cpu": r["cpu"]}
 				if v, ok := r["syncs/job"]; ok {
 					out["syncs/job"] = v
 				}
@@ -138,6 +151,7 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("open %s: %w", sys.Name(), err)
 	}
 	defer closeInst(inst)
+	c0 := cpuTime()
 	t0 := time.Now()
 	if err := produce(ctx, inst, pr); err != nil {
 		return nil, fmt.Errorf("enqueue on %s: %w", sys.Name(), err)
@@ -155,6 +169,7 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		"process/s": float64(n) / t2.Sub(t1).Seconds(),
 		"e2e/s":     float64(n) / t2.Sub(t0).Seconds(),
 		"dups":      float64(pr.Duplicates()),
+		"cpu":       (cpuTime() - c0).Seconds() / t2.Sub(t0).Seconds(),
 	}
 	syncsPerJob(inst, n, r)
 	return r, nil
@@ -216,6 +231,7 @@ func steady(ctx context.Context, sys System, dir string, p Params) (Result, erro
 	// instants start + seq/rate: an open-loop schedule that does not slow down
 	// when the system does (a late producer enqueues at once).
 	interval := time.Second / time.Duration(p.SteadyRate)
+	c0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(p.SteadyFor)
 	var wg sync.WaitGroup
@@ -264,6 +280,7 @@ func steady(ctx context.Context, sys System, dir string, p Params) (Result, erro
 		"p50ms":  Percentile(lat, 50).Seconds() * 1000,
 		"p99ms":  Percentile(lat, 99).Seconds() * 1000,
 		"dups":   float64(pr.Duplicates()),
+		"cpu":    (cpuTime() - c0).Seconds() / elapsed.Seconds(),
 	}
 	syncsPerJob(inst, n, r)
 	return r, nil

@@ -112,6 +112,7 @@ func run(c config) error {
 
 	fmt.Fprintln(out, "\n## Settings")
 	fmt.Fprintf(out, "workers=%d producers=%d rounds=%d; a fresh database/journal per run, in %s\n", c.params.Workers, c.params.Producers, c.rounds, scratch)
+	fmt.Fprintln(out, "syncs/job: fsyncs counted by sluice (Stats.Syncs) per job; proc CPU cores: this process's user+system CPU time / wall time (the PostgreSQL server's CPU is not included)")
 	for _, s := range all {
 		for _, line := range s.Settings() {
 			fmt.Fprintf(out, "- %-14s %s\n", s.Name()+":", line)

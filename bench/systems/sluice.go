@@ -1,0 +1,151 @@
+package systems
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+
+	"github.com/sluicehq/sluice/bench/harness"
+)
+
+// Sluice is the root package's durable runner. GroupCommit=false sets
+// Config.SyncEveryRecord (one commit, so one fsync, per command and outcome).
+type Sluice struct {
+	GroupCommit bool
+}
+
+func (s Sluice) Name() string {
+	if s.GroupCommit {
+		return "sluice-group"
+	}
+	return "sluice-fsync1"
+}
+
+// The breaker is a sluice feature the baselines do not have; it is made
+// inert (a failure only counts within 1 ms, and it takes 2^30 to open) so the
+// retry workload measures retries, not cooldowns.
+var sluicePolicy = sluice.Policy{Attempts: 5, Base: RetryBackoff, Cap: RetryBackoff}
+var sluiceCircuit = sluice.Circuit{Threshold: 1 << 30, Window: time.Millisecond, Cooldown: time.Millisecond, Probes: 1}
+
+func (s Sluice) Settings() []string {
+	mode := "group commit (records arriving during a sync share the next one)"
+	if !s.GroupCommit {
+		mode = "Config.SyncEveryRecord=true (one commit and fsync per command and per outcome)"
+	}
+	return []string{
+		"sluice root package, journal on the scratch disk via adapters for os; " + mode,
+		fmt.Sprintf("Capacity=workers, Policy{Attempts 5, Base %s, Cap %s} (equal jitter: waits %s..%s), breaker inert, binary 17-byte payload codec; a batch = that many concurrent Enqueue calls (sluice has no batch call)",
+			RetryBackoff, RetryBackoff, RetryBackoff/2, RetryBackoff),
+	}
+}
+
+var zeroTime time.Time // due now
+
+type payloadCodec struct{}
+
+func (payloadCodec) Encode(p harness.Payload) ([]byte, error) { return encodeBody(p), nil }
+func (payloadCodec) Decode(b []byte) (harness.Payload, error) {
+	if len(b) != 17 {
+		return harness.Payload{}, fmt.Errorf("payload of %d bytes, want 17", len(b))
+	}
+	return harness.Payload{
+		Seq:  int64(binary.LittleEndian.Uint64(b)),
+		T:    int64(binary.LittleEndian.Uint64(b[8:])),
+		Fail: int(b[16]),
+	}, nil
+}
+
+type sluiceInst struct {
+	r         *sluice.Runner[harness.Payload]
+	succeeded atomic.Int64
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	runErr    error
+}
+
+func (s Sluice) Open(ctx context.Context, dir string, workers int, h harness.Handler) (harness.Instance, error) {
+	si := &sluiceInst{}
+	cfg := sluice.Config{
+		Capacity:        workers,
+		Policy:          sluicePolicy,
+		Circuit:         sluiceCircuit,
+		Logger:          slog.New(slog.DiscardHandler),
+		SyncEveryRecord: !s.GroupCommit,
+		OnSettled: func(st sluice.Settled) {
+			if st.State == sluice.StateSucceeded {
+				si.succeeded.Add(1)
+			}
+		},
+	}
+	r, err := sluice.Open(dir, cfg, sluice.Codec[harness.Payload](payloadCodec{}),
+		func(ctx context.Context, j sluice.Job[harness.Payload]) sluice.Outcome {
+			if err := h(ctx, j.Payload); err != nil {
+				return sluice.Failed(err, true)
+			}
+			return sluice.Succeeded()
+		})
+	if err != nil {
+		return nil, err
+	}
+	si.r = r
+	return si, nil
+}
+
+func (si *sluiceInst) Enqueue(ctx context.Context, p harness.Payload) error {
+	_, err := si.r.Enqueue(ctx, zeroTime, "bench", p)
+	return err
+}
+
+func (si *sluiceInst) EnqueueBatch(ctx context.Context, ps []harness.Payload) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ps))
+	for i := range ps {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, errs[i] = si.r.Enqueue(ctx, zeroTime, "bench", ps[i])
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (si *sluiceInst) StartWorkers(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	si.cancel = cancel
+	si.wg.Add(1)
+	go func() {
+		defer si.wg.Done()
+		si.runErr = si.r.Run(rctx)
+	}()
+	return nil
+}
+
+func (si *sluiceInst) WaitCompleted(ctx context.Context, n int) error {
+	return waitFor(ctx, func() bool { return si.succeeded.Load() >= int64(n) })
+}
+
+func (si *sluiceInst) Syncs() int64 { return si.r.Stats().Syncs }
+
+func (si *sluiceInst) Close(ctx context.Context) error {
+	if si.cancel != nil {
+		si.cancel()
+		si.wg.Wait()
+	}
+	err := si.r.Close()
+	if si.runErr != nil {
+		return si.runErr
+	}
+	return err
+}
