@@ -10,10 +10,14 @@
 //  2. An enqueue, cancel or retry is acknowledged, and an attempt dispatched, only after a Synced
 //     event covers its record (Ready's ordering contract). So a job that crashes the process on
 //     every attempt still has each Started record on disk and ends dead(spent) after Attempts.
-//  3. Ids start at 1, are assigned in order and never reused: the snapshot carries the next id.
+//  3. Ids start at 1, are assigned in order and never reused once acknowledged: the snapshot
+//     carries the next id. (The id of an enqueue lost with its unsynced batch, never
+//     acknowledged, may be handed out again after the crash.)
 //  4. Waiting jobs are started in (due, id) order from a heap with per-job indices, whenever a
 //     pool unit is free (continuous scheduling). Admission follows retry.Admit: unit, late,
-//     spent, breaker. A breaker refusal journals Deferred{due = until} and counts no attempt.
+//     spent, breaker. A breaker refusal journals Deferred{due = until} and counts no attempt;
+//     a half-open breaker with its probes taken defers to now+Cooldown (it cannot know when
+//     the probes end). Enqueue's due must lie in UnixNano's range (a zero time is ErrTime).
 //  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
 //     running attempt is ignored and logged. Its pool unit and breaker probe are still released.
 //     A cancelled attempt not yet dispatched never starts; a dispatched one finishes, ignored.

@@ -235,3 +235,40 @@ func TestHugeErrorTextStillFits(t *testing.T) {
 		t.Fatalf("job %v with %d bytes of error", j.State, len(j.LastErr))
 	}
 }
+
+// TestDeferredJobSpendsNoAttempt: a job held back by an open breaker is deferred to the
+// breaker's until with its attempt count unchanged, however often it is deferred.
+func TestDeferredJobSpendsNoAttempt(t *testing.T) {
+	cfg := Config{Capacity: 2, Policy: retry.Policy{Attempts: 2, Base: time.Hour, Cap: time.Hour},
+		Circuit: breaker.Circuit{Threshold: 1, Window: time.Minute, Cooldown: 10 * time.Second, Probes: 1}}
+	e, err := Open(disk.New(1), journalName, cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Enqueue(epoch, "a", nil)
+	res, _ := e.Commit(epoch)
+	e.AttemptDone(epoch, res.Starts[0].Token, Failure("503", true)) // opens "a" until +10s
+	e.Enqueue(epoch, "a", nil)
+	if _, err := e.Commit(epoch); err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		State    JobState
+		Deferred bool
+		Attempts int
+		Due      time.Duration
+	}
+	get := func() view {
+		j, _ := e.Get(2)
+		return view{j.State, j.Deferred, j.Attempts, j.Due.Sub(epoch)}
+	}
+	if diff := cmp.Diff(view{Waiting, true, 0, 10 * time.Second}, get()); diff != "" {
+		t.Fatalf("while open (-want +got)\n%s", diff)
+	}
+	// At +10s the breaker half-opens and job 2 (job 1 waits its hour of backoff) starts as the
+	// probe, as attempt 1: the deferral counted nothing.
+	res, err = e.Commit(epoch.Add(10 * time.Second))
+	if err != nil || len(res.Starts) != 1 || res.Starts[0].Token != (Token{2, 1}) || !res.Starts[0].Probe {
+		t.Fatalf("at +10s: %+v %v", res, err)
+	}
+}
