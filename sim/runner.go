@@ -255,6 +255,9 @@ func (n *runnerNode) produce() {
 			continue
 		}
 		w.chk.JobAppended(n.id, id, due, target, payload)
+		if w.mutation == mutAckEarly {
+			w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
+		}
 		n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
 		w.trace(n.name, "enqueue id="+strconv.FormatUint(id, 10)+" due="+Offset(due)+" "+target+" "+payload)
 	}

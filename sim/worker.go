@@ -363,7 +363,7 @@ func (p *workerProc) perform(rd lease.Ready) {
 		w.chk.Dropped(c.Receipt)
 		w.st.Drops.Add(c.Reason.String(), 1)
 		w.trace(p.name, "drop "+c.Receipt+" "+c.Reason.String())
-		if h := p.handlers[c.Receipt]; h != nil {
+		if h := p.handlers[c.Receipt]; h != nil && w.mutation != mutKeepDropped {
 			h.running = false
 			delete(p.handlers, c.Receipt)
 			w.chk.HandlerEnded(c.Receipt)

@@ -35,6 +35,7 @@ type World struct {
 	safetyEnd time.Duration
 	bound     time.Duration // liveness deadline (absolute offset)
 	stopped   string
+	mutation  mutation // tests only: a deliberately broken world
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 
@@ -44,6 +45,15 @@ type World struct {
 	nodes   []*runnerNode
 	msgs    msgProducer
 }
+
+// mutation names a deliberate defect a test plants in the world to show the checker finds it.
+type mutation uint8
+
+const (
+	mutNone        mutation = iota
+	mutAckEarly             // acknowledge enqueues before their commit
+	mutKeepDropped          // keep running a handler after its receipt was dropped
+)
 
 // Stats counts what a run did.
 type Stats struct {

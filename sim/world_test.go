@@ -141,3 +141,37 @@ func TestLivenessFires(t *testing.T) {
 		t.Fatalf("violation %v, want %s", v, InvLiveness)
 	}
 }
+
+// runMutated runs seeds with a planted defect and returns the first violation found.
+func runMutated(t *testing.T, profile string, m mutation, seeds int) *Violation {
+	t.Helper()
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		cfg, err := NewConfig(seed, profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(cfg, nil)
+		w.mutation = m
+		w.run()
+		if v := w.chk.Violation(); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// A driver that acknowledges an enqueue before its commit loses acknowledged jobs in crashes.
+func TestMutationAckEarlyIsCaught(t *testing.T) {
+	v := runMutated(t, "disk", mutAckEarly, 30)
+	if v == nil || v.Invariant != InvNoLostAck {
+		t.Fatalf("violation %v, want %s", v, InvNoLostAck)
+	}
+}
+
+// A worker that keeps handling after its receipt was dropped handles visible messages.
+func TestMutationKeepDroppedIsCaught(t *testing.T) {
+	v := runMutated(t, "network", mutKeepDropped, 100)
+	if v == nil || (v.Invariant != InvHiddenWhileWork && v.Invariant != InvNoConcurrent) {
+		t.Fatalf("violation %v, want %s or %s", v, InvHiddenWhileWork, InvNoConcurrent)
+	}
+}
