@@ -1,0 +1,142 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adapters/osfs"
+	"github.com/sluicehq/sluice/core/runner"
+)
+
+// endToEnd enqueues jobs from producers concurrent callers into a fresh runner on the real
+// disk while Run dispatches them to a no-op handler, and returns the time until the last one
+// succeeded (durably) and the fsyncs spent.
+func endToEnd(b *testing.B, syncEvery bool, jobs, producers int) (time.Duration, int64) {
+	b.Helper()
+	var settled atomic.Int64
+	all := make(chan struct{})
+	cfg := Config{Logger: quiet, Capacity: 8, SyncEveryRecord: syncEvery, OnSettled: func(Settled) {
+		if settled.Add(1) == int64(jobs) {
+			close(all)
+		}
+	}}
+	r, err := Open(b.TempDir(), cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	syncs0 := r.Stats().Syncs
+	payload := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := p; i < jobs; i += producers {
+				if _, err := r.Enqueue(ctx, time.Time{}, "t", payload); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-all
+	d := time.Since(t0)
+	syncs := r.Stats().Syncs - syncs0
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	return d, syncs
+}
+
+// BenchmarkDurableJobs measures durable jobs per second end to end (enqueue → no-op handler →
+// succeeded, every transition fsynced) with group commit, against the same runner committing
+// every command and every outcome on its own (SyncEveryRecord), in the same run. 64 producers
+// enqueue one job per call; 8 handlers.
+func BenchmarkDurableJobs(b *testing.B) {
+	const jobs, baselineJobs, producers = 4000, 1000, 64
+	var group, every time.Duration
+	var groupSyncs, everySyncs int64
+	for b.Loop() {
+		d, s := endToEnd(b, false, jobs, producers)
+		group, groupSyncs = group+d, groupSyncs+s
+		d, s = endToEnd(b, true, baselineJobs, producers)
+		every, everySyncs = every+d, everySyncs+s
+	}
+	n := float64(b.N)
+	groupRate := n * jobs / group.Seconds()
+	everyRate := n * baselineJobs / every.Seconds()
+	b.ReportMetric(groupRate, "jobs/s")
+	b.ReportMetric(everyRate, "baseline-jobs/s")
+	b.ReportMetric(groupRate/everyRate, "x-vs-sync-every-record")
+	b.ReportMetric(float64(groupSyncs)/(n*jobs), "fsyncs/job")
+	b.ReportMetric(float64(everySyncs)/(n*baselineJobs), "baseline-fsyncs/job")
+}
+
+// BenchmarkReplay measures replay speed: records per second when opening a journal of one
+// million Enqueued records (32-byte payloads, jobs due in the far future so nothing starts).
+func BenchmarkReplay(b *testing.B) {
+	const records, batch = 1_000_000, 10_000
+	dir := b.TempDir()
+	fsys, err := osfs.New(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ecfg := runner.Config{Capacity: 8, CompactBytes: 1 << 40}
+	now := time.Now()
+	e, err := runner.Open(fsys, journalName, ecfg, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte("0123456789abcdef0123456789abcdef")
+	later := now.Add(24 * time.Hour)
+	for i := 0; i < records; i += batch {
+		for j := 0; j < batch; j++ {
+			if _, _, err := e.Enqueue(later, fmt.Sprint("t", j%16), payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := e.Flush(now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		b.Fatal(err)
+	}
+	_ = fsys.Close()
+	size, _ := osfsSize(dir)
+	b.SetBytes(size)
+	cfg := Config{Logger: quiet, CompactBytes: 1 << 40}
+	var total time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		r, err := Open(dir, cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(t0)
+		if st := r.Stats(); st.Waiting != records {
+			b.Fatalf("replayed %d waiting jobs, want %d", st.Waiting, records)
+		}
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*records/total.Seconds(), "records/s")
+}
+
+func osfsSize(dir string) (int64, error) {
+	fsys, err := osfs.New(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer fsys.Close()
+	return fsys.Stat(journalName)
+}
