@@ -1,0 +1,31 @@
+// Package sim is sluice's deterministic simulator (SPEC 5): a single-threaded world that runs
+// the production machines — runner.Engine over core/journal on sim/disk, lease.Machine against
+// sim/queue — under crashes and faults, and checks named invariants after every step.
+//
+// Rules:
+//
+//  1. A run is a pure function of (seed, profile, code). Run(Options{Seed, Profile}) gives the
+//     same Result, trace and digest on every run and machine: no goroutines, no wall clock, no
+//     map iteration reaching output, state or a random stream, integer time formatting.
+//  2. Randomness comes only from named streams, Stream(seed, name): FNV-1a 64 of the name mixed
+//     with the seed by splitmix64. Each concern has its own stream ("swarm", "workload",
+//     "executor", "network", "faults", "disk/N", "jitter/N", "queue"), so adding draws to one
+//     never shifts another.
+//  3. Time is simulated: a heap of events ordered by (time, sequence number) (Loop); the loop
+//     jumps to the next event. Times print as offsets from Epoch.
+//  4. The seed's "swarm" stream draws the configuration and the fault mix (NewConfig); a
+//     profile pins the fault mix (sim/faults.Pick). Every profile makes the same draws.
+//  5. A run has a safety phase (faults on, Options.Safety long) and a liveness phase (faults
+//     off) that ends when every job and message has settled, or fails at a bound computed
+//     from the configuration (docs/simulator.md gives the formula).
+//  6. The world reports facts to a Checker as they happen; each fact is checked at once against
+//     every invariant it concerns, and state invariants are checked after every step. The first
+//     violation stops the run; it is reported with its invariant's name, the last events and the
+//     command that reproduces it.
+//  7. Every event adds one trace line "<time> <who> <what>" to a running SHA-256; the digest is
+//     the last line of every report, and corpus entries (corpus/sim) pin it.
+//
+// Invariants of the world itself: simulated time never decreases (Loop); a process's events
+// from before a crash never act after it (each process counts incarnations); nothing is
+// acknowledged to the checker before the engine acknowledged it.
+package sim
