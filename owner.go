@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -54,6 +55,9 @@ func (o *owner[A]) loop() {
 			return
 		}
 		if !o.r.cfg.SyncEveryRecord {
+			// Let callers just acknowledged by the last commit send their next command, so
+			// they share this commit instead of waiting for the one after.
+			runtime.Gosched()
 			o.gather()
 		}
 		o.commit()
