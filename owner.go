@@ -189,6 +189,9 @@ func (o *owner[A]) commit() {
 		o.answerReads()
 		o.setTimer(now, rd.Wake)
 		o.notifyWaiters()
+		if err := o.checkInvariants(); err != nil {
+			panic(err)
+		}
 		return
 	}
 }
@@ -313,4 +316,20 @@ func (o *owner[A]) shutdown() {
 	if err := o.eng.Close(); err != nil {
 		o.r.closeErr = fmt.Errorf("sluice: closing runner: %w", err)
 	}
+}
+
+// checkInvariants states the owner's invariants in code (cheap: running ≤ Capacity).
+func (o *owner[A]) checkInvariants() error {
+	if n := len(o.running); n > o.r.cfg.Capacity {
+		return fmt.Errorf("sluice: %d attempts running, capacity %d", n, o.r.cfg.Capacity)
+	}
+	for id, a := range o.running {
+		if a.tok.ID != id || a.cancel == nil {
+			return fmt.Errorf("sluice: running attempt %v filed under %d", a.tok, id)
+		}
+	}
+	if len(o.reads) != 0 {
+		return fmt.Errorf("sluice: %d reads unanswered after a commit", len(o.reads))
+	}
+	return nil
 }
