@@ -2,6 +2,8 @@ package runner
 
 import (
 	"errors"
+	"flag"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -597,8 +599,14 @@ func (rm *runnerMachine) check(t *rapid.T) {
 // inside a compaction, after a failed write or sync): no acknowledged job is lost, replay equals
 // live, at most Capacity attempts run, attempts ≤ Attempts, nothing starts at or after its
 // deadline, while its breaker is open (probes aside), or once cancelled or terminal. Longer:
-// go test ./core/runner -run TestRunnerMatches -rapid.checks=5000.
+// SLUICE_LONG=1 (5,000 checks) or -rapid.checks=N.
 func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
+	if os.Getenv("SLUICE_LONG") != "" && flag.Lookup("rapid.checks").Value.String() == "100" {
+		if err := flag.Set("rapid.checks", "5000"); err != nil {
+			t.Fatal(err)
+		}
+		defer flag.Set("rapid.checks", "100")
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		rm := &runnerMachine{}
 		rm.init(t)
