@@ -142,7 +142,8 @@ func run() error {
 			_ = r.Close()
 			return fmt.Errorf("drain: %w", err)
 		}
-		out.printf("drained\n")
+		st := r.Stats()
+		out.printf("drained commits=%d records=%d syncs=%d compactions=%d\n", st.Commits, st.Records, st.Syncs, st.Compactions)
 	}
 	return r.Close()
 }
