@@ -16,6 +16,8 @@ const (
 	InvAttemptsMax       = "attempts-max"
 	InvNoStartAfterLate  = "no-start-after-deadline"
 	InvBreakerRespected  = "breaker-respected"
+	InvBackoff           = "backoff-respected"
+	InvNoStartBeforeDue  = "no-start-before-due"
 	InvNoRestartTerminal = "no-restart-terminal"
 	InvCorruptionRefused = "corruption-refused"
 	InvRecoveryOpens     = "open-recovers"
@@ -40,6 +42,8 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvAttemptsMax, "no job starts more than Attempts attempts"},
 	{InvNoStartAfterLate, "no attempt starts at or after first due + Deadline"},
 	{InvBreakerRespected, "no attempt starts while its target's breaker is open, except a half-open probe"},
+	{InvBackoff, "a retryable failure at t waits wait(n) in [delay(n)/2, delay(n)] (or the server's wait capped at Cap): due = t + wait"},
+	{InvNoStartBeforeDue, "no attempt starts before its job's due time"},
 	{InvNoRestartTerminal, "no cancelled or terminal job starts again"},
 	{InvCorruptionRefused, "open refuses a journal whose synced data was corrupted, with an error naming it"},
 	{InvRecoveryOpens, "open recovers every journal a crash (without media corruption) can leave behind"},

@@ -11,6 +11,8 @@ type RunnerParams struct {
 	Capacity int
 	Attempts int
 	Deadline time.Duration // 0: none
+	Base     time.Duration // retry policy, SPEC 2.2
+	Cap      time.Duration
 	// Circuit breaker, SPEC 2.3.
 	Threshold int
 	Window    time.Duration
@@ -64,6 +66,34 @@ type jobModel struct {
 	attempt   int    // attempt number of the running (or last) attempt
 	probe     uint64 // the breaker phase it probes, 0: not a probe
 	attempts  int    // highest attempt number started
+	due       time.Duration
+	fail      *failFact // a retryable failure fed and not yet seen committed
+}
+
+// failFact is a retryable failure whose requeue the next commit must show.
+type failFact struct {
+	at      time.Duration
+	attempt int
+	after   *time.Duration
+}
+
+// delay is SPEC 2.2's delay(n) = min(Base·2^n, Cap), computed independently of core/retry.
+func (p RunnerParams) delay(n int) time.Duration {
+	d := p.Base
+	for i := 0; i < n && d < p.Cap; i++ {
+		d *= 2
+	}
+	return min(d, p.Cap)
+}
+
+// waitRange is the range a retry's wait may take after a failure of attempt (1-based).
+func (p RunnerParams) waitRange(attempt int, after *time.Duration) (lo, hi time.Duration) {
+	if after != nil {
+		w := max(0, min(*after, p.Cap))
+		return w, w
+	}
+	d := p.delay(attempt - 1)
+	return d / 2, d
 }
 
 type nodeModel struct {
@@ -105,7 +135,7 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 		c.check(InvNoPhantom, false, "node %d handed out id %d again (acknowledged for payload %q, now %q)", node, id, j.payload, payload)
 		return
 	}
-	c.jobs[k] = &jobModel{firstDue: due, target: target, payload: payload}
+	c.jobs[k] = &jobModel{firstDue: due, due: due, target: target, payload: payload}
 }
 
 // JobAcked: node's runner acknowledged the enqueue of id (it is durable).
@@ -128,7 +158,7 @@ func (c *Checker) CancelAcked(node int, id uint64) {
 // with a fresh budget and a new first due.
 func (c *Checker) RetryAcked(node int, id uint64) {
 	if j := c.jobs[jobKey{node, id}]; j != nil {
-		j.terminal, j.firstDue, j.attempts = "", c.now, 0
+		j.terminal, j.firstDue, j.attempts, j.due = "", c.now, 0, c.now
 	}
 }
 
@@ -147,6 +177,8 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	late := n.p.Deadline > 0 && c.now >= j.firstDue+n.p.Deadline
 	c.check(InvNoStartAfterLate, !late, "node %d started job %d attempt %d at %s, deadline %s (first due %s + %s)",
 		node, id, attempt, Offset(c.now), Offset(j.firstDue+n.p.Deadline), Offset(j.firstDue), n.p.Deadline)
+	c.check(InvNoStartBeforeDue, c.now >= j.due, "node %d started job %d attempt %d at %s, before its due %s",
+		node, id, attempt, Offset(c.now), Offset(j.due))
 	c.check(InvCapacity, n.running+1 <= n.p.Capacity, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)
 
 	b := n.breaker(j.target)
@@ -183,6 +215,14 @@ func terminalOrCancelled(j *jobModel) string {
 		return j.terminal
 	}
 	return "cancelled"
+}
+
+// AttemptFailed: the outcome fed for attempt of id was a retryable failure, with after the
+// server-requested wait if any. The commit that journals it must requeue it within the policy.
+func (c *Checker) AttemptFailed(node int, id uint64, attempt int, after *time.Duration) {
+	if j := c.jobs[jobKey{node, id}]; j != nil && !j.cancelled && j.attempt == attempt {
+		j.fail = &failFact{at: c.now, attempt: attempt, after: after}
+	}
 }
 
 // AttemptEnded: the outcome of attempt of id reached node's runner. failure says whether it
@@ -242,8 +282,24 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 	n := c.node(node)
 	n.live, n.pending = jobs, nil
 	for _, v := range jobs {
-		if j := c.jobs[jobKey{node, v.ID}]; j != nil && Terminal(v.State) && j.terminal == "" {
+		j := c.jobs[jobKey{node, v.ID}]
+		if j == nil {
+			continue
+		}
+		if Terminal(v.State) && j.terminal == "" {
 			j.terminal = v.State
+		}
+		if v.State == "waiting" {
+			j.due = v.Due
+		}
+		if f := j.fail; f != nil {
+			j.fail = nil
+			if v.State == "waiting" && v.Attempts == f.attempt {
+				lo, hi := n.p.waitRange(f.attempt, f.after)
+				c.check(InvBackoff, v.Due >= f.at+lo && v.Due <= f.at+hi,
+					"node %d requeued job %d after attempt %d failed at %s to %s: wait %s, want [%s, %s]",
+					node, v.ID, f.attempt, Offset(f.at), Offset(v.Due), v.Due-f.at, lo, hi)
+			}
 		}
 	}
 }
@@ -259,7 +315,7 @@ func (c *Checker) NodeCrashed(node int) {
 	n.breakers = make(map[string]*breakerModel)
 	for k, j := range c.jobs { // order does not matter: each job is reset alike
 		if k.node == node {
-			j.running, j.probe = false, 0
+			j.running, j.probe, j.fail = false, 0, nil
 		}
 	}
 }
@@ -302,6 +358,29 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	} else {
 		c.check(InvReplayEqualsLive, true, "")
 	}
+	// Attempts running at the crash come back as interrupted failures at now, through the policy
+	// (unless the recovered job is the one a written-but-unacknowledged commit left).
+	liveByID := make(map[uint64]JobView, len(n.live))
+	for _, v := range n.live {
+		liveByID[v.ID] = v
+	}
+	pendByID := make(map[uint64]JobView, len(n.pending))
+	for _, v := range n.pending {
+		pendByID[v.ID] = v
+	}
+	for _, v := range jobs {
+		lv, ok := liveByID[v.ID]
+		if !ok || lv.State != "running" || v.State != "waiting" || v.Attempts != lv.Attempts {
+			continue
+		}
+		if pv, ok := pendByID[v.ID]; ok && pv == v {
+			continue
+		}
+		lo, hi := n.p.waitRange(v.Attempts, nil)
+		c.check(InvBackoff, v.Due >= c.now+lo && v.Due <= c.now+hi,
+			"node %d requeued interrupted job %d (attempt %d) at open %s to %s: wait %s, want [%s, %s]",
+			node, v.ID, v.Attempts, Offset(c.now), Offset(v.Due), v.Due-c.now, lo, hi)
+	}
 	n.live, n.pending = jobs, nil
 	// What was recovered is durable now; what was not recovered and never acknowledged is gone
 	// (its id may be handed out again), as are terminal jobs compaction pruned.
@@ -313,6 +392,9 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			j.acked = true
 			if Terminal(v.State) && j.terminal == "" {
 				j.terminal = v.State
+			}
+			if v.State == "waiting" {
+				j.due = v.Due
 			}
 		case !j.acked || j.terminal != "":
 			delete(c.jobs, k)

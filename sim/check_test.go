@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-var testParams = RunnerParams{Capacity: 2, Attempts: 3, Deadline: time.Minute,
+var testParams = RunnerParams{Capacity: 2, Attempts: 3, Deadline: time.Minute, Base: time.Second, Cap: 8 * time.Second,
 	Threshold: 2, Window: 10 * time.Second, Cooldown: 5 * time.Second, Probes: 1}
 
 func newTestChecker() *Checker {
@@ -94,6 +94,36 @@ func TestInvariantFires(t *testing.T) {
 			c.SetTime(sec(5))
 			c.AttemptStarted(1, 3, 1) // the one probe
 			c.AttemptStarted(1, 4, 1) // a second one: refused by Probes=1
+		}},
+		{InvBackoff, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.SetTime(sec(2))
+			c.AttemptFailed(1, 1, 1, nil)
+			c.AttemptEnded(1, 1, 1, true)
+			c.Committed(1, []JobView{view(1, "waiting", 1, sec(2.4), "a")}) // wait 0.4s < delay(0)/2
+		}},
+		{InvBackoff + "/retry-after", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			after := 20 * time.Second
+			c.AttemptFailed(1, 1, 1, &after)
+			c.AttemptEnded(1, 1, 1, true)
+			c.Committed(1, []JobView{view(1, "waiting", 1, sec(1), "a")}) // server wait capped at 8s, not 1s
+		}},
+		{InvBackoff + "/interrupted", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.Committed(1, []JobView{view(1, "running", 1, 0, "a")})
+			c.NodeCrashed(1)
+			c.SetTime(sec(10))
+			c.NodeRecovered(1, []JobView{view(1, "waiting", 1, sec(10), "a")}) // requeued with no wait
+		}},
+		{InvNoStartBeforeDue, func(c *Checker) {
+			c.JobAppended(1, 1, sec(10), "a", "p")
+			c.JobAcked(1, 1)
+			c.SetTime(sec(9.999))
+			c.AttemptStarted(1, 1, 1)
 		}},
 		{InvNoRestartTerminal, func(c *Checker) {
 			enqueue(c, 1, "a")
@@ -212,12 +242,19 @@ func TestInvariantsHoldOnValidHistory(t *testing.T) {
 	c.AttemptEnded(1, 3, 1, false)
 	c.AttemptStarted(1, 1, 2) // closed again
 	c.AttemptEnded(1, 1, 2, false)
-	live := []JobView{view(1, "succeeded", 2, 0, "t"), view(2, "waiting", 1, sec(6), "t"), view(3, "succeeded", 1, 0, "t")}
+	c.SetTime(sec(5.5))
+	c.AttemptStarted(1, 2, 2)
+	after := 3 * time.Second
+	c.AttemptFailed(1, 2, 2, &after)
+	c.AttemptEnded(1, 2, 2, false) // not a breaker failure here, to keep it closed
+	c.Committed(1, []JobView{view(1, "succeeded", 2, 0, "t"), view(2, "waiting", 2, sec(8.5), "t"), view(3, "succeeded", 1, 0, "t")})
+	c.SetTime(sec(6))
+	live := []JobView{view(1, "succeeded", 2, 0, "t"), view(2, "waiting", 2, sec(8.5), "t"), view(3, "succeeded", 1, 0, "t")}
 	c.Committed(1, live)
 	c.JobAppended(1, 4, sec(5), "u", "p")
 	c.CommitUnacked(1, append(append([]JobView(nil), live...), view(4, "due", 0, sec(5), "u")))
 	c.NodeCrashed(1)
-	c.NodeRecovered(1, []JobView{view(2, "waiting", 1, sec(6), "t"), view(4, "due", 0, sec(5), "u")})
+	c.NodeRecovered(1, []JobView{view(2, "waiting", 2, sec(8.5), "t"), view(4, "due", 0, sec(5), "u")})
 
 	c.Received(1, "m1", "r1", 0)
 	c.HandlerStarted("r1")

@@ -77,7 +77,7 @@ func (w *World) setupRunner() {
 			Retention:    50,
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 		}
-		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline,
+		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
 		w.nodes = append(w.nodes, n)
 		n.start()
@@ -455,6 +455,9 @@ func (n *runnerNode) execute(a runner.Attempt) {
 			return
 		}
 		failure := out.Kind == runner.OutcomePanicked || (out.Kind == runner.OutcomeFailed && out.Retryable)
+		if out.Kind == runner.OutcomeFailed && out.Retryable {
+			w.chk.AttemptFailed(n.id, a.Token.ID, a.Token.Attempt, out.After)
+		}
 		w.chk.AttemptEnded(n.id, a.Token.ID, a.Token.Attempt, failure)
 		w.trace(n.name, "done "+a.Token.String()+" "+what)
 		if err := n.e.AttemptDone(w.now(), a.Token, out); err != nil {
