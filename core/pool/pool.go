@@ -51,8 +51,10 @@ func (p *Pool) Used() int { return p.used }
 // Capacity is the number of units.
 func (p *Pool) Capacity() int { return p.capacity }
 
-// CheckInvariants reports a broken invariant.
-func (p *Pool) CheckInvariants() error {
+// CheckInvariants reports a broken invariant (for other packages' checkers).
+func (p *Pool) CheckInvariants() error { return p.checkInvariants() }
+
+func (p *Pool) checkInvariants() error {
 	if p.used < 0 || p.used > p.capacity {
 		return fmt.Errorf("pool: %d units used of %d", p.used, p.capacity)
 	}

@@ -181,8 +181,7 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	if err := e.usable(); err != nil {
 		return 0, err
 	}
-	e.ticket++
-	t := e.ticket
+	t := e.ticket + 1
 	switch v := ev.(type) {
 	case Enqueue:
 		v.Ticket = t
@@ -197,6 +196,7 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	if err := e.m.Step(ev); err != nil {
 		return 0, err
 	}
+	e.ticket = t
 	return t, nil
 }
 
