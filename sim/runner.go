@@ -94,6 +94,11 @@ func (n *runnerNode) alive(fn func()) func() {
 		}
 		w := n.w
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.NodeCrash) {
+			if w.rFaults.Intn(4) == 0 {
+				w.fault("node-restart")
+				n.restart()
+				return
+			}
 			w.fault("node-crash")
 			n.crash("at a random step")
 			return
@@ -183,6 +188,23 @@ func (n *runnerNode) crash(why string) {
 		w.fault("bit-flip")
 		w.trace(n.name, "FLIP "+n.flipped)
 	}
+	n.scheduleRestart()
+}
+
+// restart is a clean stop (Close, no disk crash) and a start after the restart delay, as an
+// operator's restart: attempts still running are abandoned with the process and come back as
+// interrupted.
+func (n *runnerNode) restart() {
+	w := n.w
+	if err := n.e.Close(); err != nil {
+		w.trace(n.name, "close: "+err.Error())
+	}
+	n.up = false
+	n.gen++
+	n.e = nil
+	w.st.Crashes.Add("node-restart", 1)
+	w.chk.NodeCrashed(n.id)
+	w.trace(n.name, "RESTART (clean close)")
 	n.scheduleRestart()
 }
 

@@ -153,6 +153,10 @@ func (p *workerProc) alive(fn func()) func() {
 		}
 		w := p.w
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.WorkerCrash) {
+			if w.rFaults.Intn(3) == 0 {
+				p.shutdown()
+				return
+			}
 			p.crash()
 			return
 		}
@@ -165,6 +169,25 @@ func (p *workerProc) crash() {
 	p.up = false
 	w.st.Crashes.Add("worker", 1)
 	w.trace(p.name, "CRASH (held "+strconv.Itoa(len(p.handlers))+", calls in flight "+strconv.Itoa(p.m.Status().InFlightCalls)+")")
+	w.chk.WorkerCrashed(p.id)
+	delay := w.cfg.Faults.Process.Restart(w.rFaults)
+	gen := p.gen
+	w.loop.After(delay, func() {
+		if p.gen == gen && !p.up {
+			p.start()
+		}
+	})
+}
+
+// shutdown is a graceful stop (SPEC 3.2): the lease machine drops every receipt without a
+// disposition (their handlers are cancelled and nothing more is sent for them), then the
+// process exits and restarts after the restart delay.
+func (p *workerProc) shutdown() {
+	w := p.w
+	w.trace(p.name, "SHUTDOWN")
+	p.step(lease.Shutdown{Now: w.now()})
+	w.st.Crashes.Add("worker-shutdown", 1)
+	p.up = false
 	w.chk.WorkerCrashed(p.id)
 	delay := w.cfg.Faults.Process.Restart(w.rFaults)
 	gen := p.gen
