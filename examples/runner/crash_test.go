@@ -28,7 +28,7 @@ const attemptsMax = 5
 // TestKill9 builds this program, runs it on one directory again and again, and kills it with
 // SIGKILL at random moments: mostly when it has printed a random number of lines (so the kill
 // lands while jobs are enqueued, running and settling), sometimes within its first
-// milliseconds (while it opens and replays); a third of the runs compact every 32 KiB. Then it drains and dumps the directory and checks:
+// milliseconds (while it opens and replays); a third of the runs compact every 4 KiB. Then it drains and dumps the directory and checks:
 //
 //   - no acknowledged job is lost: every id printed as "ack" is in the final dump;
 //   - every job is terminal after the final drain;
@@ -76,7 +76,7 @@ func TestKill9(t *testing.T) {
 	dir := filepath.Join(tmp, "data")
 	runLog := filepath.Join(tmp, "runs.log")
 	args := func(extra ...string) []string {
-		return append([]string{"-dir", dir, "-log", runLog, "-sleep", "5ms", "-base", "2ms"}, extra...)
+		return append([]string{"-dir", dir, "-log", runLog, "-sleep", "5ms", "-base", "2ms", "-retention", "1000000"}, extra...)
 	}
 
 	acked := map[uint64]bool{}
@@ -91,7 +91,7 @@ func TestKill9(t *testing.T) {
 			after, early = -1, time.Duration(rng.IntN(20_000))*time.Microsecond
 		}
 		// A third of the runs compact often, so kills also land inside compaction.
-		compact := []string{"0", "0", "32768"}[rng.IntN(3)]
+		compact := []string{"0", "0", "4096"}[rng.IntN(3)]
 		res := runAndKill(t, bin, args("-n", strconv.Itoa(n), "-compact-bytes", compact), after, early)
 		if res.killed {
 			landed++

@@ -49,6 +49,7 @@ type options struct {
 	attempts     int
 	base         time.Duration
 	compact      int64
+	retention    int
 	syncEvery    bool
 	verbose      bool
 }
@@ -67,6 +68,7 @@ func run() error {
 	flag.IntVar(&o.attempts, "attempts", 5, "retry policy: attempts per job")
 	flag.DurationVar(&o.base, "base", 5*time.Millisecond, "retry policy: first backoff")
 	flag.Int64Var(&o.compact, "compact-bytes", 0, "compact after the journal grew this much (0: default)")
+	flag.IntVar(&o.retention, "retention", 0, "terminal jobs kept at compaction (0: default 10,000)")
 	flag.BoolVar(&o.syncEvery, "sync-every-record", false, "one fsync per record (no group commit)")
 	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
 	flag.Parse()
@@ -99,6 +101,7 @@ func run() error {
 		Policy:          sluice.Policy{Attempts: o.attempts, Base: o.base, Cap: 20 * o.base},
 		Circuit:         sluice.Circuit{Threshold: 1000, Window: time.Second, Cooldown: 10 * time.Millisecond},
 		CompactBytes:    o.compact,
+		Retention:       o.retention,
 		Logger:          logger,
 		SyncEveryRecord: o.syncEvery,
 		OnSettled: func(s sluice.Settled) {
