@@ -39,9 +39,9 @@
 //     ChangeVisibility with Purpose Disposal (batched, timeout rounded up to whole seconds
 //     and clipped to the ceiling); Abandon sends nothing. A disposition arriving at or after
 //     d is not performed (drop: expired). A second disposition is misuse (ErrDisposed).
-// 10. A disposition reply ends the lease whatever it says; a failure is logged at Warn and
+//  10. A disposition reply ends the lease whatever it says; a failure is logged at Warn and
 //     reported in Ended.Err.
-// 11. Shutdown drops every receipt without a disposition; dispositions under way complete.
+//  11. Shutdown drops every receipt without a disposition; dispositions under way complete.
 //
 // Invariants (checkInvariants): the heap is ordered and indexed; a held receipt is in the
 // heap at its next send, a renewing or waiting one at its deadline, a disposing one not at

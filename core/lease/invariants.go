@@ -72,3 +72,7 @@ func (m *Machine) checkInvariants() error {
 	}
 	return errors.Join(errs...)
 }
+
+// CheckInvariants is checkInvariants for checkers outside the package (the worker engine,
+// the simulator).
+func (m *Machine) CheckInvariants() error { return m.checkInvariants() }

@@ -837,5 +837,13 @@ func maps[K comparable](in map[K]int) map[K]int {
 	return out
 }
 
+// NextWake returns the time of the next timed action, or zero when none is scheduled. O(1).
+func (m *Machine) NextWake() time.Time {
+	if m.heap.len() == 0 {
+		return time.Time{}
+	}
+	return m.time(m.heap.top().next)
+}
+
 // Now returns the machine's current time (the latest event time seen).
 func (m *Machine) Now() time.Time { return m.time(m.now) }
