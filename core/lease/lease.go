@@ -690,6 +690,15 @@ func (m *Machine) remove(r *receipt) {
 	delete(m.receipts, r.key)
 }
 
+// TakeNotices returns and forgets the drops and ended leases produced so far, leaving the
+// calls to Ready. A caller that steps several events before Ready (so dispositions decided
+// in between share batch calls) uses it to learn of drops at once.
+func (m *Machine) TakeNotices() ([]CancelHandler, []Ended) {
+	c, e := m.cancels, m.ended
+	m.cancels, m.ended = nil, nil
+	return c, e
+}
+
 // Ready returns the effects produced since the last call and forgets them.
 func (m *Machine) Ready() Ready {
 	rd := Ready{Cancel: m.cancels, Ended: m.ended}

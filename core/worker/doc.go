@@ -1,0 +1,44 @@
+// Package worker is the queue worker of SPEC 3: it receives batches of messages, runs a
+// handler per message under the lease that package lease keeps, and gives each delivery its
+// disposition. Engine is both the machine and the engine of the layering in STYLE.md: every
+// transport call (receive, change visibility, delete) and every handler start or cancel
+// leaves as an effect in Ready, and every reply comes back as an event stamped with the time
+// it arrived, so it never blocks and the simulator drives it from its event loop while the
+// production driver (package sluice) runs the calls and handlers on goroutines.
+//
+// Rules:
+//
+//  1. Receive loop: while not shutting down, one Receive (at most BatchMax ≤ 10 messages,
+//     long poll Wait, visibility Window) is in flight whenever fewer than
+//     Concurrency+Prefetch deliveries are waiting or running; Max is the room left. Its stamp
+//     t0 is the engine's time when the effect was produced, before the call is issued. A
+//     failed receive is retried after ReceiveBackoff (200 ms, 500 ms, 1 s, 2 s, 5 s, ...),
+//     logged at Warn (Error when fatal).
+//  2. Each received delivery is leased (package lease) from t0. In order: an undecodable
+//     delivery (Config.Decode fails) is poison: counted, logged with its message id, and acked
+//     once ReceiveCount ≥ budget, else abandoned (no call; it reappears when its window
+//     lapses). A delivery with ReceiveCount ≥ max(2, budget) is retired: acked without
+//     running, logged at Error. Otherwise it waits for a handler slot.
+//  3. Budget defaults to 5; with a redrive policy capturing at N (RedriveMaxReceives) the
+//     effective budget is max(Budget, N+1), so the queue dead-letters before we retire.
+//  4. At most Concurrency handlers run at once (a cancelled handler holds its slot until it
+//     returns); waiting deliveries start in order of receipt.
+//  5. Dispositions (SPEC 3.3): Success → ack (Delete, batched); Permanent → ack and log at
+//     Error, or a terminal backoff when the queue has a redrive policy; Retryable → release
+//     after retry.Policy.Wait(ReceiveCount−1, r, Result.After) (Delay when Config.Rand is nil
+//     and no After was given; 0 releases at once); Terminal → ChangeVisibility(300 s). A
+//     failed disposition call is logged at Warn and still ends the lease.
+//  6. A dropped lease cancels its running handler (CancelHandler) or skips a waiting one; the
+//     result of a cancelled handler is ignored and gets no disposition.
+//  7. Shutdown: no more receives; waiting deliveries are released at once (ChangeVisibility 0,
+//     batched into as few calls as possible: one for up to 10); running handlers keep their
+//     leases renewed for Grace, after which (or as soon as none runs) the lease machine drops
+//     every receipt without a disposition, cancelling the handlers and leaving their windows to
+//     lapse. Messages from a receive still in flight are released at once when it returns.
+//     Stats.Done reports when nothing is left: no delivery, no call in flight.
+//  8. Stats.Heartbeat is the time of the last event processed: a liveness signal.
+//
+// Invariants (checkInvariants): the running and waiting counters match the deliveries;
+// running ≤ Concurrency; every waiting or running delivery's lease is held and every
+// cancelled one's is not; each waiting delivery is queued once; the lease machine's own.
+package worker
