@@ -32,7 +32,8 @@ type Workload struct {
 
 // Params sizes the workloads.
 type Params struct {
-	Jobs       int           // workloads 1 and 2
+	Jobs       int           // workload 1
+	BatchJobs  int           // workload 2
 	Producers  int           // workload 1 and 3
 	Workers    int           // all
 	Batch      int           // workload 2
@@ -92,11 +93,11 @@ func Workloads(p Params) []Workload {
 		},
 		{
 			ID:      "W2",
-			Title:   fmt.Sprintf("%d no-op jobs enqueued in batches of %d, then processed by %d workers", p.Jobs, p.Batch, p.Workers),
+			Title:   fmt.Sprintf("%d no-op jobs enqueued in batches of %d, then processed by %d workers", p.BatchJobs, p.Batch, p.Workers),
 			Metrics: thr,
 			Run: func(ctx context.Context, sys System, dir string) (Result, error) {
-				return enqueueThenProcess(ctx, sys, dir, p, p.Jobs, 0, func(ctx context.Context, inst Instance, pr *Probe) error {
-					return produceBatches(ctx, inst, pr, p.Jobs, p.Batch, 0)
+				return enqueueThenProcess(ctx, sys, dir, p, p.BatchJobs, 0, func(ctx context.Context, inst Instance, pr *Probe) error {
+					return produceBatches(ctx, inst, pr, p.BatchJobs, p.Batch, 0)
 				})
 			},
 		},

@@ -39,7 +39,8 @@ type config struct {
 func main() {
 	var c config
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each round runs every workload on every system, in rotated order")
-	flag.IntVar(&c.params.Jobs, "jobs", 5000, "jobs in workloads W1 and W2")
+	flag.IntVar(&c.params.Jobs, "jobs", 5000, "jobs in workload W1")
+	flag.IntVar(&c.params.BatchJobs, "batch-jobs", 10000, "jobs in workload W2")
 	flag.IntVar(&c.params.RetryJobs, "retry-jobs", 2000, "jobs in workload W4 (each runs 3 attempts)")
 	flag.IntVar(&c.params.Producers, "producers", 8, "producers in W1 and W3")
 	flag.IntVar(&c.params.Workers, "workers", 8, "workers (concurrent handlers) for every system")
@@ -185,7 +186,8 @@ func run(c config) error {
 		fmt.Fprintln(out, "\n## sluice-only figures")
 		runExtras(ctx, out, scratch)
 	}
-	fmt.Fprintf(out, "\ntotal wall time %s\n", time.Since(started).Round(time.Second))
+	fmt.Fprintf(out, "\nload average at the end: %s\n", loadavg())
+	fmt.Fprintf(out, "total wall time %s\n", time.Since(started).Round(time.Second))
 	return nil
 }
 
@@ -363,6 +365,7 @@ func printMachine(out io.Writer, scratch string) {
 		}
 		f.Close()
 	}
+	fmt.Fprintf(out, "load average at the start: %s (other work on the machine adds noise: systems alternate within each round and the tables show medians)\n", loadavg())
 	dev, fstype, mnt := mountOf(scratch)
 	fmt.Fprintf(out, "scratch dir %s on %s (%s, mounted at %s)\n", scratch, dev, fstype, mnt)
 	if fstype == "tmpfs" {
@@ -415,4 +418,17 @@ func diskProbe(out io.Writer, dir string) error {
 	fmt.Fprintf(out, "disk probe: 64-byte append + fsync x%d: %.0f/s, p50 %s, p99 %s\n", n, n/el.Seconds(),
 		harness.Percentile(lat, 50).Round(time.Microsecond), harness.Percentile(lat, 99).Round(time.Microsecond))
 	return nil
+}
+
+// loadavg is the first three fields of /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
