@@ -184,6 +184,8 @@ type Machine struct {
 	// Invariant: they match the jobs (checkInvariants recounts).
 	counts   [Cancelled + 1]int
 	deferred int
+	// deferredBy indexes the deferred waiting jobs by target (for redue).
+	deferredBy map[string]map[uint64]*job
 
 	replaying bool // records come from the journal: nothing is appended
 	snapshots int  // records applied so far (a snapshot must come first)
@@ -198,12 +200,13 @@ func NewMachine(cfg MachineConfig) *Machine {
 		panic("runner: MachineConfig needs Logger, Rand and RecordMax")
 	}
 	return &Machine{
-		cfg:      cfg,
-		jobs:     map[uint64]*job{},
-		nextID:   1,
-		pool:     pool.New(cfg.Capacity),
-		breakers: map[string]*breaker.Breaker{},
-		inflight: map[Token]*attempt{},
+		cfg:        cfg,
+		jobs:       map[uint64]*job{},
+		nextID:     1,
+		pool:       pool.New(cfg.Capacity),
+		breakers:   map[string]*breaker.Breaker{},
+		inflight:   map[Token]*attempt{},
+		deferredBy: map[string]map[uint64]*job{},
 	}
 }
 
@@ -346,7 +349,12 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		panic(fmt.Sprintf("runner: AttemptDone for %v before it was dispatched", ev.Token))
 	}
 	m.releaseAttempt(a)
-	m.breakerFor(a.target).Record(now, breakerResult(ev.Outcome), a.probe)
+	b := m.breakerFor(a.target)
+	was := b.State()
+	b.Record(now, breakerResult(ev.Outcome), a.probe)
+	if was == breaker.HalfOpen && b.State() == breaker.Closed {
+		m.redue(a.target, now)
+	}
 	j := m.jobs[ev.Token.ID]
 	if j == nil || j.State != Running || j.Attempts != ev.Token.Attempt {
 		m.cfg.Logger.Info("runner: stale outcome ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
@@ -494,17 +502,50 @@ func (m *Machine) apply(r Record) error {
 		return err
 	}
 	if j0 != nil {
-		m.count(s0, d0, -1)
+		m.count(j0, s0, d0, -1)
 	}
 	j := m.jobs[r.ID]
-	m.count(j.State, j.Deferred, +1)
+	m.count(j, j.State, j.Deferred, +1)
 	return nil
 }
 
-func (m *Machine) count(s JobState, deferred bool, n int) {
+// count adds n (±1) for job j in state s, deferred or not, to the counts and the index of
+// deferred jobs by target.
+func (m *Machine) count(j *job, s JobState, deferred bool, n int) {
 	m.counts[s] += n
-	if deferred {
-		m.deferred += n
+	if !deferred {
+		return
+	}
+	m.deferred += n
+	set := m.deferredBy[j.Target]
+	if n > 0 {
+		if set == nil {
+			set = map[uint64]*job{}
+			m.deferredBy[j.Target] = set
+		}
+		set[j.ID] = j
+		return
+	}
+	delete(set, j.ID)
+	if len(set) == 0 {
+		delete(m.deferredBy, j.Target)
+	}
+}
+
+// redue makes every deferred job of target due at now: its breaker just closed after a
+// successful probe, so the jobs held back by the half-open breaker need not wait out their
+// cooldown. O(k log k) in the k jobs deferred for target.
+func (m *Machine) redue(target string, now time.Time) {
+	set := m.deferredBy[target]
+	ids := make([]uint64, 0, len(set))
+	for id, j := range set {
+		if j.Due.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	for _, id := range ids {
+		m.record(Record{Tag: TagDeferred, ID: id, Due: now})
 	}
 }
 
@@ -618,7 +659,7 @@ func (m *Machine) load(s Snapshot) {
 	for i := range s.Jobs {
 		j := &job{Job: s.Jobs[i], idx: -1}
 		m.jobs[j.ID] = j
-		m.count(j.State, j.Deferred, +1)
+		m.count(j, j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
 		}
@@ -659,7 +700,7 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 func (m *Machine) Prune(ids []uint64) {
 	for _, id := range ids {
 		if j := m.jobs[id]; j != nil && j.State.Terminal() {
-			m.count(j.State, j.Deferred, -1)
+			m.count(j, j.State, j.Deferred, -1)
 			delete(m.jobs, id)
 		}
 	}
