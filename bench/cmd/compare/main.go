@@ -46,7 +46,7 @@ func main() {
 	flag.IntVar(&c.params.Workers, "workers", 8, "workers (concurrent handlers) for every system")
 	flag.IntVar(&c.params.Batch, "batch", 1000, "batch size in W2 and W4")
 	flag.DurationVar(&c.params.SteadyFor, "steady", 4*time.Second, "duration of the steady-state workload W3")
-	flag.IntVar(&c.params.SteadyRate, "rate", 1000, "jobs/s offered in W3")
+	flag.IntVar(&c.params.SteadyRate, "rate", 500, "jobs/s offered in W3")
 	flag.DurationVar(&c.params.Timeout, "timeout", 120*time.Second, "limit for one run of one workload on one system")
 	flag.StringVar(&c.systems, "systems", "", "comma-separated systems to run (default all)")
 	flag.StringVar(&c.workloads, "workloads", "W1,W2,W3,W4", "comma-separated workloads")
