@@ -17,7 +17,8 @@
 //  1. A received receipt is held with d = t0+W and a renewal scheduled at renewAt(reply, d).
 //     If the reply arrived at or after d, it is dropped at once (late).
 //  2. A renewal is sent at its scheduled time only if now < retryUntil(W, d) (else drop:
-//     margin) and request(now) exists (else drop: ceiling). It asks for request(now).
+//     margin) and request(now) exists (else drop: ceiling). It asks for request(now). A
+//     margin reached because the ceiling clipped the last grant is reported as ceiling.
 //  3. Renewals due at the same step go out together in ChangeVisibility effects of at most 10
 //     entries. A first-attempt renewal due within min(Coalesce, W/10) of a batch that is going
 //     out anyway rides along early (Coalesce defaults to 250 ms); retries keep their pacing.

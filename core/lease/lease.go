@@ -238,8 +238,8 @@ type Ended struct {
 // Ready holds the effects produced since the last call to Ready. Perform Cancel first (a
 // dropped receipt's handler must stop as soon as possible), then issue the calls in any
 // order, each reply fed back with its CallID; re-arm one timer for WakeAt (zero: none).
-// Call Ready after every Step, before time moves on: a renewal's request was computed at the
-// step's time and should leave at once.
+// Call Ready after a Step, or after a burst of Steps for events already waiting, before time
+// moves on: a renewal's request was computed at the step's time and should leave at once.
 type Ready struct {
 	Cancel  []CancelHandler
 	Changes []ChangeVisibility

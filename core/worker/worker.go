@@ -244,7 +244,8 @@ type CancelHandler struct {
 
 // Ready holds the effects produced since the last call to Ready. Perform Cancel first, then
 // the calls (Changes, Deletes, Receive) and Start in any order; re-arm one timer for WakeAt
-// (zero: none). Call Ready after every Step, before time moves on.
+// (zero: none). Call Ready after a Step, or after a burst of Steps for events already
+// waiting (their dispositions then share batch calls), before time moves on.
 type Ready struct {
 	Cancel  []CancelHandler
 	Start   []StartHandler

@@ -1,0 +1,380 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/lease"
+)
+
+// TestDispositionTable pins SPEC 3.3: each handler result, with and without a redrive
+// policy, becomes one disposition.
+func TestDispositionTable(t *testing.T) {
+	seven := 7 * time.Second
+	for _, tc := range []struct {
+		name    string
+		redrive int
+		count   int
+		result  Result
+		want    lease.Disposition
+	}{
+		{"success acks", 0, 1, Result{Outcome: Success}, lease.Disposition{Kind: lease.Ack}},
+		{"permanent acks without redrive", 0, 1, Result{Outcome: Permanent}, lease.Disposition{Kind: lease.Ack}},
+		{"permanent hides for redrive", 4, 1, Result{Outcome: Permanent}, lease.Disposition{Kind: lease.TerminalBackoff}},
+		{"retryable, first delivery: Delay(0)", 0, 1, Result{Outcome: Retryable}, lease.Disposition{Kind: lease.Release, After: time.Second}},
+		{"retryable, third delivery: Delay(2)", 0, 3, Result{Outcome: Retryable}, lease.Disposition{Kind: lease.Release, After: 4 * time.Second}},
+		{"retryable, capped at 5m", 0, 20, Result{Outcome: Retryable}, lease.Disposition{Kind: lease.Release, After: 5 * time.Minute}},
+		{"retryable with a server wait", 0, 1, Result{Outcome: Retryable, After: &seven}, lease.Disposition{Kind: lease.Release, After: 7 * time.Second}},
+		{"terminal", 0, 1, Result{Outcome: Terminal}, lease.Disposition{Kind: lease.TerminalBackoff}},
+	} {
+		e, err := New(Config{RedriveMaxReceives: tc.redrive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.disposition(core.Message{ID: "m", ReceiveCount: tc.count}, tc.result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+func TestBudget(t *testing.T) {
+	for _, tc := range []struct {
+		budget, redrive, want int
+	}{
+		{0, 0, 5}, {3, 0, 3}, {5, 7, 8}, {10, 7, 10}, {1, 0, 1},
+	} {
+		e, err := New(Config{Budget: tc.budget, RedriveMaxReceives: tc.redrive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, e.Status().Budget); diff != "" {
+			t.Errorf("budget %d redrive %d (-want +got):\n%s", tc.budget, tc.redrive, diff)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{Window: 1500 * time.Millisecond},
+		{Window: time.Minute, Ceiling: 30 * time.Second},
+		{BatchMax: 11},
+		{Concurrency: -1},
+		{Prefetch: -1},
+		{Budget: -1},
+		{Grace: -time.Second},
+		{ReceiveBackoff: []time.Duration{0}},
+	} {
+		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+}
+
+// wModel is what the property test knows of the engine from its effects.
+type wModel struct {
+	e        *Engine
+	cfg      Config
+	now      time.Time
+	recv     *Receive
+	calls    map[lease.CallID][]string
+	msgs     map[string]core.Message
+	stamp    map[string]time.Time
+	started  map[string]bool
+	done     map[string]bool // handler reported
+	running  map[string]bool // started, not reported
+	cancel   map[string]bool
+	disposed map[string]bool // a disposition call named it
+	finished map[string]bool // handler succeeded or failed (not cancelled): disposition began
+	waiting  map[string]bool // received, admitted to run, not started
+	renewing map[string]lease.CallID
+	pending  map[string]bool // to be released when its in-flight renewal returns
+	shut     bool
+	n        int
+}
+
+func (w *wModel) sorted(set map[string]bool) []string {
+	var ks []string
+	for k, v := range set {
+		if v {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func (w *wModel) step(t *rapid.T, ev Event) {
+	if err := w.e.Step(ev); err != nil {
+		t.Fatalf("step %T: %v", ev, err)
+	}
+	w.check(t, w.e.Ready(), ev)
+}
+
+func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
+	named := func(r, what string) {
+		if w.disposed[r] {
+			t.Fatalf("%s names %s after its disposition call", what, r)
+		}
+		if w.cancel[r] && what != "cancel" {
+			t.Fatalf("%s names %s after its lease was dropped", what, r)
+		}
+	}
+	for _, c := range rd.Cancel {
+		if !w.running[c.Receipt] || w.cancel[c.Receipt] {
+			t.Fatalf("cancel of %s which is not a running handler", c.Receipt)
+		}
+		w.cancel[c.Receipt] = true
+	}
+	for _, c := range rd.Changes {
+		for _, en := range c.Entries {
+			named(en.Receipt, c.Purpose.String())
+			if c.Purpose == lease.Renewal {
+				w.renewing[en.Receipt] = c.Call
+				if w.finished[en.Receipt] {
+					t.Fatalf("renewal of %s after its handler finished", en.Receipt)
+				}
+				req, ok := lease.Request(w.stamp[en.Receipt], w.cfg.Window, w.cfg.Ceiling, w.now)
+				if !ok || req != en.Timeout {
+					t.Fatalf("%s renewal asks %v, request(now) = %v", en.Receipt, en.Timeout, req)
+				}
+			} else {
+				w.disposed[en.Receipt] = true
+			}
+			w.calls[c.Call] = append(w.calls[c.Call], en.Receipt)
+		}
+	}
+	for _, d := range rd.Deletes {
+		for _, r := range d.Receipts {
+			named(r, "delete")
+			w.disposed[r] = true
+		}
+		w.calls[d.Call] = d.Receipts
+	}
+	released := map[string]bool{}
+	for _, c := range rd.Changes {
+		for _, en := range c.Entries {
+			if c.Purpose == lease.Disposal && en.Timeout == 0 {
+				released[en.Receipt] = true
+			}
+		}
+	}
+	if _, ok := ev.(Shutdown); ok {
+		// Every waiting delivery still held is released at once, or as soon as its
+		// in-flight renewal returns (a disposition never overlaps a renewal).
+		for _, r := range w.sorted(w.waiting) {
+			if _, held := w.e.Lease(r); !held || released[r] {
+				continue
+			}
+			if _, out := w.renewing[r]; out {
+				w.pending[r] = true
+				continue
+			}
+			t.Fatalf("waiting %s not released at shutdown", r)
+		}
+	}
+	if cd, ok := ev.(CallDone); ok {
+		for _, r := range w.sorted(w.pending) {
+			if w.renewing[r] != cd.Call {
+				continue
+			}
+			delete(w.pending, r)
+			if l, held := w.e.Lease(r); held && l.Phase != "disposing" && !released[r] {
+				t.Fatalf("waiting %s not released when its renewal returned", r)
+			}
+		}
+	}
+	for _, s := range rd.Start {
+		r := s.Receipt
+		named(r, "start")
+		if w.started[r] {
+			t.Fatalf("%s started twice", r)
+		}
+		if !w.waiting[r] {
+			t.Fatalf("%s started but it was not admitted (poison, retired or unknown)", r)
+		}
+		if w.shut {
+			t.Fatalf("%s started after shutdown", r)
+		}
+		w.started[r], w.running[r] = true, true
+		delete(w.waiting, r)
+	}
+	if rd.Receive != nil {
+		if w.shut {
+			t.Fatal("receive after shutdown")
+		}
+		if w.recv != nil {
+			t.Fatal("two receives in flight")
+		}
+		if !rd.Receive.Stamp.Equal(w.now) {
+			t.Fatalf("receive stamp %v, now %v", rd.Receive.Stamp, w.now)
+		}
+		w.recv = rd.Receive
+	}
+	if len(w.sorted(w.running)) > w.cfg.Concurrency {
+		t.Fatalf("%d handlers running, limit %d", len(w.sorted(w.running)), w.cfg.Concurrency)
+	}
+	// Hidden while working: a running, uncancelled handler's lease is held past now.
+	for _, r := range w.sorted(w.running) {
+		if w.cancel[r] {
+			continue
+		}
+		l, ok := w.e.Lease(r)
+		if !ok || !l.Deadline.After(w.now) {
+			t.Fatalf("handler for %s runs without a live lease (%v, %+v)", r, ok, l)
+		}
+	}
+	if err := w.e.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := Config{
+			Window:      rapid.SampledFrom([]time.Duration{5 * time.Second, 30 * time.Second}).Draw(t, "window"),
+			Ceiling:     rapid.SampledFrom([]time.Duration{time.Minute, 12 * time.Hour}).Draw(t, "ceiling"),
+			Concurrency: rapid.IntRange(1, 4).Draw(t, "concurrency"),
+			Prefetch:    rapid.IntRange(0, 3).Draw(t, "prefetch"),
+			Budget:      rapid.IntRange(1, 4).Draw(t, "budget"),
+			Grace:       time.Duration(rapid.IntRange(0, 40).Draw(t, "graceS")) * time.Second,
+			Decode: func(m core.Message) error {
+				if strings.HasPrefix(m.ID, "p") {
+					return errors.New("poison")
+				}
+				return nil
+			},
+		}
+		e, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &wModel{e: e, cfg: e.cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			calls: map[lease.CallID][]string{}, msgs: map[string]core.Message{}, stamp: map[string]time.Time{},
+			started: map[string]bool{}, done: map[string]bool{}, running: map[string]bool{}, cancel: map[string]bool{},
+			disposed: map[string]bool{}, finished: map[string]bool{}, waiting: map[string]bool{},
+			renewing: map[string]lease.CallID{}, pending: map[string]bool{}}
+		w.step(t, Tick{Now: w.now})
+		latency := func(label string) time.Duration {
+			return time.Duration(rapid.Int64Range(0, 8000).Draw(t, label)) * time.Millisecond
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"advance": func(t *rapid.T) {
+				w.now = w.now.Add(latency("advanceMs"))
+				w.step(t, Tick{Now: w.now})
+			},
+			"wake": func(t *rapid.T) {
+				wake := w.e.lease.NextWake()
+				if wake.IsZero() || wake.Before(w.now) {
+					t.Skip("no timer")
+				}
+				w.now = wake
+				w.step(t, Tick{Now: w.now})
+			},
+			"receiveReply": func(t *rapid.T) {
+				if w.recv == nil {
+					t.Skip("no receive in flight")
+				}
+				rc := w.recv
+				w.recv = nil
+				w.now = w.now.Add(latency("receiveMs"))
+				ev := ReceiveDone{Call: rc.Call, At: w.now}
+				if rapid.IntRange(0, 5).Draw(t, "fail") == 0 {
+					ev.Err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: errors.New("503")}
+					w.step(t, ev)
+					return
+				}
+				n := rapid.IntRange(0, rc.Max).Draw(t, "n")
+				for range n {
+					w.n++
+					id := fmt.Sprintf("m%d", w.n)
+					if rapid.IntRange(0, 6).Draw(t, "poison") == 0 {
+						id = fmt.Sprintf("p%d", w.n)
+					}
+					count := rapid.IntRange(1, 6).Draw(t, "count")
+					m := core.Message{ID: id, Receipt: fmt.Sprintf("%s/%d", id, count), ReceiveCount: count}
+					ev.Messages = append(ev.Messages, m)
+					w.msgs[m.Receipt], w.stamp[m.Receipt] = m, rc.Stamp
+					late := !w.now.Before(rc.Stamp.Add(w.cfg.Window))
+					if !w.shut && !late && id[0] == 'm' && count < max(2, w.e.budget) {
+						w.waiting[m.Receipt] = true
+					}
+				}
+				w.step(t, ev)
+				// Waiting deliveries the lease dropped in this step are not waiting any more.
+				for _, r := range w.sorted(w.waiting) {
+					if _, held := w.e.Lease(r); !held {
+						delete(w.waiting, r)
+					}
+				}
+			},
+			"handlerDone": func(t *rapid.T) {
+				rs := w.sorted(w.running)
+				if len(rs) == 0 {
+					t.Skip("no handler running")
+				}
+				r := rapid.SampledFrom(rs).Draw(t, "receipt")
+				w.now = w.now.Add(latency("handlerMs"))
+				o := rapid.SampledFrom([]Outcome{Success, Retryable, Permanent, Terminal}).Draw(t, "outcome")
+				delete(w.running, r)
+				w.done[r] = true
+				if !w.cancel[r] {
+					w.finished[r] = true
+				}
+				w.step(t, HandlerDone{Receipt: r, At: w.now, Result: Result{Outcome: o}})
+			},
+			"callReply": func(t *rapid.T) {
+				var ids []lease.CallID
+				for id := range w.calls {
+					ids = append(ids, id)
+				}
+				if len(ids) == 0 {
+					t.Skip("no call in flight")
+				}
+				slices.Sort(ids)
+				id := rapid.SampledFrom(ids).Draw(t, "call")
+				rs := w.calls[id]
+				delete(w.calls, id)
+				for _, r := range rs {
+					if w.renewing[r] == id {
+						defer delete(w.renewing, r)
+					}
+				}
+				w.now = w.now.Add(latency("callMs"))
+				ev := CallDone{Call: id, At: w.now}
+				for range rs {
+					var err error
+					switch rapid.IntRange(0, 9).Draw(t, "class") {
+					case 0:
+						err = &core.TransportError{Class: core.Retryable, Op: "call", Err: errors.New("503")}
+					case 1:
+						err = &core.TransportError{Class: core.Gone, Op: "call", Err: errors.New("gone")}
+					case 2:
+						err = &core.TransportError{Class: core.Fatal, Op: "call", Err: errors.New("denied")}
+					}
+					ev.Entries = append(ev.Entries, err)
+				}
+				w.step(t, ev)
+			},
+			"shutdown": func(t *rapid.T) {
+				if w.shut {
+					t.Skip("already shut down")
+				}
+				w.step(t, Shutdown{Now: w.now})
+				w.shut = true
+				w.waiting = map[string]bool{}
+			},
+		})
+	})
+}
