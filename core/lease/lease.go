@@ -307,21 +307,20 @@ type call struct {
 
 // Stats counts what the machine did.
 type Stats struct {
-	Received       int
-	RenewalsSent   int // entries sent, retries included
-	Retries        int
-	Drops          map[DropReason]int
-	Disposed       map[Kind]int
-	DisposeFailed  int
-	CallsRenew     int
-	CallsDispose   int
-	StaleReplies   int // reply entries for receipts dropped meanwhile
-	Held           int // receipts in held, renewing or waiting phases
-	Disposing      int
-	InFlightCalls  int
-	HeapLen        int
-	NextWake       time.Time
-	LastEventAfter time.Duration // since the first event, for traces
+	Received      int
+	RenewalsSent  int // entries sent, retries included
+	Retries       int
+	Drops         map[DropReason]int
+	Disposed      map[Kind]int
+	DisposeFailed int
+	CallsRenew    int
+	CallsDispose  int
+	StaleReplies  int // reply entries for receipts dropped meanwhile
+	Held          int // receipts in held, renewing or waiting phases
+	Disposing     int
+	InFlightCalls int
+	HeapLen       int
+	NextWake      time.Time
 }
 
 // Machine is the lease controller: it keeps every held receipt's visibility window renewed
@@ -381,6 +380,9 @@ func (m *Machine) time(off int64) time.Time { return m.base.Add(time.Duration(of
 // Step applies one event. It returns an error only for misuse (an unknown call or receipt, a
 // second disposition, a malformed event); the machine is unchanged then.
 func (m *Machine) Step(ev Event) error {
+	if eventTime(ev).IsZero() {
+		return fmt.Errorf("%w: %T without a time", ErrBadEvent, ev)
+	}
 	switch ev := ev.(type) {
 	case Received:
 		return m.onReceived(ev)
@@ -398,6 +400,27 @@ func (m *Machine) Step(ev Event) error {
 		panic(fmt.Sprintf("lease: unknown event %T", ev))
 	}
 	return nil
+}
+
+func eventTime(ev Event) time.Time {
+	switch ev := ev.(type) {
+	case Received:
+		if ev.Stamp.IsZero() {
+			return time.Time{}
+		}
+		return ev.Now
+	case Tick:
+		return ev.Now
+	case RenewResult:
+		return ev.At
+	case DisposeResult:
+		return ev.At
+	case Dispose:
+		return ev.Now
+	case Shutdown:
+		return ev.Now
+	}
+	panic(fmt.Sprintf("lease: unknown event %T", ev))
 }
 
 func (m *Machine) onReceived(ev Received) error {
@@ -834,7 +857,6 @@ func (m *Machine) Status() Stats {
 	if m.heap.len() > 0 {
 		s.NextWake = m.time(m.heap.top().next)
 	}
-	s.LastEventAfter = time.Duration(m.now)
 	return s
 }
 

@@ -345,6 +345,22 @@ func New(cfg Config) (*Engine, error) {
 
 // Step applies one event. It returns an error only for driver misuse.
 func (e *Engine) Step(ev Event) error {
+	var t time.Time
+	switch ev := ev.(type) {
+	case Tick:
+		t = ev.Now
+	case ReceiveDone:
+		t = ev.At
+	case CallDone:
+		t = ev.At
+	case HandlerDone:
+		t = ev.At
+	case Shutdown:
+		t = ev.Now
+	}
+	if t.IsZero() {
+		return fmt.Errorf("worker: %T without a time", ev)
+	}
 	var err error
 	switch ev := ev.(type) {
 	case Tick:
