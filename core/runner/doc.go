@@ -17,9 +17,7 @@
 //     pool unit is free (continuous scheduling). Admission follows retry.Admit: unit, late,
 //     spent, breaker. A breaker refusal journals Deferred{due = until} and counts no attempt;
 //     a half-open breaker with its probes taken defers to now+Cooldown (it cannot know when
-//     the probes end), and when a probe's success closes the breaker every job deferred for
-//     that target is made due at once (Deferred{due = now}; an index by target keeps this
-//     O(k log k) in those jobs). Enqueue's due must lie in UnixNano's range (a zero time is ErrTime).
+//     the probes end); a probe's success that closes the breaker does not re-due them. Enqueue's due must lie in UnixNano's range (a zero time is ErrTime).
 //  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
 //     running attempt is ignored and logged. Its pool unit and breaker probe are still released.
 //     A cancelled attempt not yet dispatched never starts; a dispatched one finishes, ignored.

@@ -48,9 +48,6 @@ func (m *Machine) checkInvariants() error {
 		counts[j.State]++
 		if j.Deferred {
 			deferred++
-			if m.deferredBy[j.Target][id] != j {
-				return fmt.Errorf("runner: deferred job %d missing from the index of %q", id, j.Target)
-			}
 		}
 		if j.State == Running {
 			if j.Attempts < 1 || j.Attempts > m.cfg.Policy.Attempts {
@@ -61,12 +58,8 @@ func (m *Machine) checkInvariants() error {
 			}
 		}
 	}
-	indexed := 0
-	for _, set := range m.deferredBy {
-		indexed += len(set)
-	}
-	if counts != m.counts || deferred != m.deferred || indexed != deferred {
-		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d indexed %d", counts, deferred, m.counts, m.deferred, indexed)
+	if counts != m.counts || deferred != m.deferred {
+		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
 	}
 	if waiting != len(m.queue) {
 		return fmt.Errorf("runner: %d waiting jobs, %d queued", waiting, len(m.queue))

@@ -184,8 +184,6 @@ type Machine struct {
 	// Invariant: they match the jobs (checkInvariants recounts).
 	counts   [Cancelled + 1]int
 	deferred int
-	// deferredBy indexes the deferred waiting jobs by target (for redue).
-	deferredBy map[string]map[uint64]*job
 
 	replaying bool // records come from the journal: nothing is appended
 	snapshots int  // records applied so far (a snapshot must come first)
@@ -200,13 +198,12 @@ func NewMachine(cfg MachineConfig) *Machine {
 		panic("runner: MachineConfig needs Logger, Rand and RecordMax")
 	}
 	return &Machine{
-		cfg:        cfg,
-		jobs:       map[uint64]*job{},
-		nextID:     1,
-		pool:       pool.New(cfg.Capacity),
-		breakers:   map[string]*breaker.Breaker{},
-		inflight:   map[Token]*attempt{},
-		deferredBy: map[string]map[uint64]*job{},
+		cfg:      cfg,
+		jobs:     map[uint64]*job{},
+		nextID:   1,
+		pool:     pool.New(cfg.Capacity),
+		breakers: map[string]*breaker.Breaker{},
+		inflight: map[Token]*attempt{},
 	}
 }
 
@@ -349,12 +346,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		panic(fmt.Sprintf("runner: AttemptDone for %v before it was dispatched", ev.Token))
 	}
 	m.releaseAttempt(a)
-	b := m.breakerFor(a.target)
-	was := b.State()
-	b.Record(now, breakerResult(ev.Outcome), a.probe)
-	if was == breaker.HalfOpen && b.State() == breaker.Closed {
-		m.redue(a.target, now)
-	}
+	m.breakerFor(a.target).Record(now, breakerResult(ev.Outcome), a.probe)
 	j := m.jobs[ev.Token.ID]
 	if j == nil || j.State != Running || j.Attempts != ev.Token.Attempt {
 		m.cfg.Logger.Info("runner: stale outcome ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
@@ -509,44 +501,13 @@ func (m *Machine) apply(r Record) error {
 	return nil
 }
 
-// count adds n (±1) for job j in state s, deferred or not, to the counts and the index of
-// deferred jobs by target.
+// count adds n (±1) for job j in state s, deferred or not, to the counts.
 func (m *Machine) count(j *job, s JobState, deferred bool, n int) {
 	m.counts[s] += n
 	if !deferred {
 		return
 	}
 	m.deferred += n
-	set := m.deferredBy[j.Target]
-	if n > 0 {
-		if set == nil {
-			set = map[uint64]*job{}
-			m.deferredBy[j.Target] = set
-		}
-		set[j.ID] = j
-		return
-	}
-	delete(set, j.ID)
-	if len(set) == 0 {
-		delete(m.deferredBy, j.Target)
-	}
-}
-
-// redue makes every deferred job of target due at now: its breaker just closed after a
-// successful probe, so the jobs held back by the half-open breaker need not wait out their
-// cooldown. O(k log k) in the k jobs deferred for target.
-func (m *Machine) redue(target string, now time.Time) {
-	set := m.deferredBy[target]
-	ids := make([]uint64, 0, len(set))
-	for id, j := range set {
-		if j.Due.After(now) {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	for _, id := range ids {
-		m.record(Record{Tag: TagDeferred, ID: id, Due: now})
-	}
 }
 
 // applyRecord validates r against the state, then applies it; it changes nothing on error.

@@ -259,14 +259,7 @@ func (rm *runnerMachine) AttemptDone(t *rapid.T) {
 		return
 	}
 	delete(m.inflight, tok)
-	if m.record(a.target, norm(w.now), kind == "retryable" || kind == "panic", a.phase) {
-		// The probe closed the breaker: the jobs it held back are due now.
-		for _, j := range m.jobs {
-			if j.Target == a.target && j.State == Waiting && j.Deferred && j.Due.After(norm(w.now)) {
-				j.Due = norm(w.now)
-			}
-		}
-	}
+	m.record(a.target, norm(w.now), kind == "retryable" || kind == "panic", a.phase)
 	j := m.jobs[tok.ID]
 	if j.State != Running || j.Attempts != tok.Attempt {
 		return // cancelled: ignored
