@@ -494,20 +494,19 @@ func (m *Machine) apply(r Record) error {
 		return err
 	}
 	if j0 != nil {
-		m.count(j0, s0, d0, -1)
+		m.count(s0, d0, -1)
 	}
 	j := m.jobs[r.ID]
-	m.count(j, j.State, j.Deferred, +1)
+	m.count(j.State, j.Deferred, +1)
 	return nil
 }
 
-// count adds n (±1) for job j in state s, deferred or not, to the counts.
-func (m *Machine) count(j *job, s JobState, deferred bool, n int) {
+// count adds n (±1) for a job in state s, deferred or not, to the counts.
+func (m *Machine) count(s JobState, deferred bool, n int) {
 	m.counts[s] += n
-	if !deferred {
-		return
+	if deferred {
+		m.deferred += n
 	}
-	m.deferred += n
 }
 
 // applyRecord validates r against the state, then applies it; it changes nothing on error.
@@ -620,7 +619,7 @@ func (m *Machine) load(s Snapshot) {
 	for i := range s.Jobs {
 		j := &job{Job: s.Jobs[i], idx: -1}
 		m.jobs[j.ID] = j
-		m.count(j, j.State, j.Deferred, +1)
+		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
 		}
@@ -661,7 +660,7 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 func (m *Machine) Prune(ids []uint64) {
 	for _, id := range ids {
 		if j := m.jobs[id]; j != nil && j.State.Terminal() {
-			m.count(j, j.State, j.Deferred, -1)
+			m.count(j.State, j.Deferred, -1)
 			delete(m.jobs, id)
 		}
 	}
