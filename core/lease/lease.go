@@ -504,7 +504,11 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 		case core.Retryable:
 			m.heap.remove(r)
 			if r.phase == phaseWaiting {
-				m.startDisposal(r, at)
+				if at >= r.deadline {
+					m.drop(r, DropExpired) // the lease lapsed while the disposition waited
+				} else {
+					m.startDisposal(r, at)
+				}
 				continue
 			}
 			next := at + int64(m.pacing(r.attempt))
