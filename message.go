@@ -19,7 +19,7 @@ type Message struct {
 
 // WorkerHandler processes one message. Its context is cancelled when the message's lease is
 // lost (the message may then be redelivered to someone else) and when shutdown's grace period
-// ends. A panic is recovered and treated as a retryable failure.
+// ends. A panic is recovered and treated as a permanent failure (Reject).
 type WorkerHandler func(ctx context.Context, msg Message) Result
 
 // ResultKind is a handler's verdict on a message (SPEC 3.3).
@@ -96,10 +96,13 @@ type WorkerConfig struct {
 	Window time.Duration
 	// Ceiling is how long after receipt the queue lets a message stay hidden; default 12h (SQS).
 	Ceiling time.Duration
-	// Wait is the long-poll wait of a receive call; default 20s.
+	// Wait is the long-poll wait of a receive call; default min(20s, Window/2). It must stay
+	// inside the window's renewal margin: a message's window counts from before the call.
 	Wait time.Duration
-	// Concurrency bounds the handlers running at once (and so the messages held); default 10.
+	// Concurrency bounds the handlers running at once; default 10.
 	Concurrency int
+	// Prefetch is how many received messages may wait for a free handler; default 0.
+	Prefetch int
 	// Budget: a delivery whose receive count reaches max(2, Budget) is retired without running
 	// (acked, logged at Error); default 5.
 	Budget int
@@ -115,6 +118,10 @@ type WorkerConfig struct {
 	Clock clock.Clock
 	// Seed seeds backoff jitter; 0 picks one from the clock.
 	Seed int64
+	// Decode, when set, says whether a message can be handled at all; an error makes it
+	// poison: counted, logged with its id, never handled, acked once its receive count reaches
+	// the budget.
+	Decode func(Message) error
 }
 
 // Worker defaults (SPEC 3).
@@ -138,6 +145,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, fieldErr("WorkerConfig.Wait", c.Wait, "must be ≥ 0 (0 means 20s)")
 	case c.Concurrency < 0:
 		return c, fieldErr("WorkerConfig.Concurrency", c.Concurrency, "must be ≥ 1 (0 means 10)")
+	case c.Prefetch < 0:
+		return c, fieldErr("WorkerConfig.Prefetch", c.Prefetch, "must be ≥ 0")
 	case c.Budget < 0:
 		return c, fieldErr("WorkerConfig.Budget", c.Budget, "must be ≥ 0 (0 means 5)")
 	case c.RedriveMax < 0:
@@ -155,7 +164,10 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, fmt.Sprintf("must be ≥ Window (%v)", c.Window))
 	}
 	if c.Wait == 0 {
-		c.Wait = DefaultWait
+		c.Wait = min(DefaultWait, c.Window/2)
+	}
+	if c.Wait >= c.Window-c.Window/10 {
+		return c, fieldErr("WorkerConfig.Wait", c.Wait, fmt.Sprintf("must be below 90%% of Window (%v): a message's window counts from before the receive call", c.Window))
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency

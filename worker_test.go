@@ -1,0 +1,259 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/sim/queue"
+)
+
+// memQueue is an in-memory Transport for driver tests: sim/queue's synchronous view behind a
+// mutex, reading the (synctest-faked) time, with long polls emulated by sleeping. Renewals can
+// be made to fail with a gone fault for chosen message ids.
+type memQueue struct {
+	mu     sync.Mutex
+	q      *queue.Queue
+	t      core.Transport
+	goneOn map[string]bool // message ids whose first delivery's renewals fail as gone
+	ids    map[string]string // receipt → message id, first deliveries only
+	seen   map[string]bool   // message ids delivered before
+	calls  map[string]int // per call kind: receive, change, delete
+}
+
+func newMemQueue() *memQueue {
+	m := &memQueue{q: queue.New(queue.Config{}, nil), goneOn: map[string]bool{}, ids: map[string]string{}, seen: map[string]bool{}, calls: map[string]int{}}
+	m.t = m.q.Transport(time.Now)
+	return m
+}
+
+func (m *memQueue) send(body string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.q.Send(time.Now(), []byte(body))
+}
+
+func (m *memQueue) status(id string) queue.MessageStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, _ := m.q.Message(time.Now(), id)
+	return s
+}
+
+func (m *memQueue) count(kind string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[kind]
+}
+
+func (m *memQueue) Receive(max int, wait, visibility time.Duration) ([]core.Message, error) {
+	end := time.Now().Add(wait)
+	for {
+		m.mu.Lock()
+		m.calls["receive"]++
+		msgs, err := m.t.Receive(max, wait, visibility)
+		for _, msg := range msgs {
+			if !m.seen[msg.ID] {
+				m.seen[msg.ID] = true
+				m.ids[msg.Receipt] = msg.ID
+			}
+		}
+		m.mu.Unlock()
+		if err != nil || len(msgs) > 0 || !time.Now().Before(end) {
+			return msgs, err
+		}
+		time.Sleep(min(100*time.Millisecond, time.Until(end)))
+	}
+}
+
+func (m *memQueue) ChangeVisibility(receipt string, timeout time.Duration) error {
+	errs, err := m.ChangeVisibilityBatch([]core.VisibilityChange{{Receipt: receipt, Timeout: timeout}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+func (m *memQueue) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls["change"]++
+	errs, err := m.t.ChangeVisibilityBatch(entries)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		if m.goneOn[m.ids[e.Receipt]] && e.Timeout > 0 {
+			errs[i] = &core.TransportError{Class: core.Gone, Op: "change-visibility", Code: "MessageNotInflight", Err: errors.New("injected")}
+		}
+	}
+	return errs, nil
+}
+
+func (m *memQueue) Delete(receipt string) error {
+	errs, err := m.DeleteBatch([]string{receipt})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+func (m *memQueue) DeleteBatch(receipts []string) ([]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls["delete"]++
+	return m.t.DeleteBatch(receipts)
+}
+
+func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		id := mq.send("slow")
+		const window = 5 * time.Second
+		var checks, visible atomic.Int64
+		w, err := NewWorker(mq, WorkerConfig{Window: window, Logger: quiet}, func(ctx context.Context, m Message) Result {
+			// Work for six windows, checking the queue every 500 ms: the message must stay
+			// in flight under its first delivery the whole time.
+			for range 60 {
+				select {
+				case <-ctx.Done():
+					return Retry(ctx.Err())
+				case <-time.After(500 * time.Millisecond):
+				}
+				checks.Add(1)
+				if s := mq.status(m.ID); s.State != queue.InFlight || s.ReceiveCount != 1 {
+					visible.Add(1)
+				}
+			}
+			return Ack()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		time.Sleep(40 * time.Second)
+		if s := mq.status(id); s.State != queue.Deleted || s.ReceiveCount != 1 {
+			t.Errorf("after the handler: %+v, want deleted after exactly one delivery", s)
+		}
+		if checks.Load() != 60 || visible.Load() != 0 {
+			t.Errorf("%d of %d checks saw the message visible or redelivered, want 0 of 60", visible.Load(), checks.Load())
+		}
+		st := w.Stats()
+		// 30 s of work under a 5 s window renewed a third of the way into what is left.
+		if st.RenewalsSent < 6 || st.Succeeded != 1 || st.Dropped != 0 {
+			t.Errorf("stats %+v, want ≥ 6 renewals, 1 success, no drop", st)
+		}
+		if hb := w.Heartbeat(); time.Since(hb) > 5*time.Second {
+			t.Errorf("heartbeat %v behind", time.Since(hb))
+		}
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		lost := mq.send("lost")
+		mq.goneOn[lost] = true // its first delivery's renewals are answered gone
+		kept := mq.send("kept")
+		cancelledAfter := make(chan time.Duration, 1)
+		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+			t0 := time.Now()
+			select {
+			case <-ctx.Done():
+				cancelledAfter <- time.Since(t0)
+				return Ack() // ignored: the lease is gone
+			case <-time.After(20 * time.Second):
+				return Ack()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		select {
+		case d := <-cancelledAfter:
+			// The first renewal goes out a third into the 5 s window and is answered gone.
+			if d > 3*time.Second {
+				t.Errorf("handler cancelled %v after it started, want at the first renewal (< 3s)", d)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the dropped handler's context was never cancelled")
+		}
+		synctest.Wait()
+		if s := mq.status(lost); s.State == queue.Deleted {
+			t.Fatalf("the dropped delivery was acked: a handler finishing after its drop must get no disposition")
+		}
+		// The message reappears when its last granted window lapses and is handled again.
+		time.Sleep(40 * time.Second)
+		if s := mq.status(lost); s.State != queue.Deleted || s.ReceiveCount != 2 {
+			t.Errorf("dropped message later: %+v, want deleted on its second delivery", s)
+		}
+		if s := mq.status(kept); s.State != queue.Deleted || s.ReceiveCount != 1 {
+			t.Errorf("the other message: %+v, want deleted on its first delivery (a drop affects only its receipt)", s)
+		}
+		if st := w.Stats(); st.Dropped != 1 || st.Cancelled != 1 || st.Succeeded != 2 {
+			t.Errorf("stats %+v, want 1 dropped, 1 cancelled, 2 succeeded", st)
+		}
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestWorkerShutdownReleasesWaitingAndGivesRunningAGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		first := mq.send("first")
+		second, third := mq.send("second"), mq.send("third")
+		started := make(chan string, 3)
+		w, err := NewWorker(mq, WorkerConfig{Window: 10 * time.Second, Concurrency: 1, Prefetch: 2, Grace: 10 * time.Second, Logger: quiet},
+			func(ctx context.Context, m Message) Result {
+				started <- m.ID
+				time.Sleep(4 * time.Second) // finishes inside the grace period
+				return Ack()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		if got := <-started; got != first {
+			t.Fatalf("first handler for %s, want %s", got, first)
+		}
+		time.Sleep(time.Second) // the other two are received and waiting
+		cancel()
+		synctest.Wait()
+		for _, id := range []string{second, third} {
+			if s := mq.status(id); s.State != queue.Visible {
+				t.Errorf("waiting message %s right after shutdown: %v, want visible (released at once)", id, s.State)
+			}
+		}
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+		if s := mq.status(first); s.State != queue.Deleted {
+			t.Errorf("running message after shutdown: %v, want deleted (it finished within the grace)", s.State)
+		}
+		if len(started) != 0 {
+			t.Errorf("a waiting message was started during shutdown")
+		}
+		if st := w.Stats(); st.ReleasedAtEnd != 2 || st.Succeeded != 1 {
+			t.Errorf("stats %+v, want 2 released at the end and 1 success", st)
+		}
+	})
+}
