@@ -20,10 +20,10 @@ type memQueue struct {
 	mu     sync.Mutex
 	q      *queue.Queue
 	t      core.Transport
-	goneOn map[string]bool // message ids whose first delivery's renewals fail as gone
+	goneOn map[string]bool   // message ids whose first delivery's renewals fail as gone
 	ids    map[string]string // receipt → message id, first deliveries only
 	seen   map[string]bool   // message ids delivered before
-	calls  map[string]int // per call kind: receive, change, delete
+	calls  map[string]int    // per call kind: receive, change, delete
 }
 
 func newMemQueue() *memQueue {
