@@ -186,8 +186,8 @@ func (o *owner[A]) commit() {
 		if immediate {
 			continue // an attempt that could not start was reported failed: commit that too
 		}
+		o.setTimer(now, rd.Wake) // before answering reads: a test that reads then moves a mock clock finds the timer set
 		o.answerReads()
-		o.setTimer(now, rd.Wake)
 		o.notifyWaiters()
 		if err := o.checkInvariants(); err != nil {
 			panic(err)
@@ -250,22 +250,9 @@ func (o *owner[A]) notifyWaiters() {
 	o.idleWaiters = nil
 }
 
-func (o *owner[A]) setTimer(now, wake time.Time) {
-	o.stopTimer()
-	if wake.IsZero() {
-		return
-	}
-	o.timer.Reset(max(wake.Sub(now), wakeMin))
-}
+func (o *owner[A]) setTimer(now, wake time.Time) { setTimer(o.timer, now, wake) }
 
-// stopTimer stops the timer and empties its channel: a mock timer blocks on a full channel.
-func (o *owner[A]) stopTimer() {
-	o.timer.Stop()
-	select {
-	case <-o.timer.C:
-	default:
-	}
-}
+func (o *owner[A]) stopTimer() { stopTimer(o.timer) }
 
 // becomeFailed stops the runner after a commit failed (the journal is poisoned): nothing
 // buffered is acknowledged, every later command fails, running attempts are cancelled.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 func succeed(context.Context, Job[string]) Outcome { return Succeeded() }
@@ -137,5 +139,59 @@ func TestRetryRevivesADeadJob(t *testing.T) {
 	}
 	if j, _ := r.Get(id); j.State != StateSucceeded {
 		t.Errorf("after Retry: %+v, want succeeded", j)
+	}
+}
+
+func TestRunnerBackoffFollowsAMockClock(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	attempts := make(chan int, 2)
+	r, err := Open(t.TempDir(), Config{Logger: quiet, Clock: mock, Capacity: 1,
+		Policy: Policy{Attempts: 2, Base: time.Minute, Cap: time.Minute}},
+		JSON[string](), func(_ context.Context, j Job[string]) Outcome {
+			attempts <- j.Attempt
+			if j.Attempt == 1 {
+				return Failed(errors.New("flaky"), true)
+			}
+			return Succeeded()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	id, err := r.Enqueue(ctx, time.Time{}, "t", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- r.Drain(ctx) }()
+	if a := <-attempts; a != 1 {
+		t.Fatalf("first attempt number %d", a)
+	}
+	// Wait until the failure is recorded (the owner sets its timer before answering reads).
+	for {
+		if j, _ := r.Get(id); j.State == StateWaiting {
+			if wait := j.Due.Sub(mock.Now()); wait < 30*time.Second || wait > time.Minute {
+				t.Errorf("retry due in %v, want within [30s, 1m] (equal jitter of 1m)", wait)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-attempts:
+		t.Fatal("the retry started before the mock clock moved")
+	case <-time.After(50 * time.Millisecond):
+	}
+	mock.Add(time.Minute)
+	if a := <-attempts; a != 2 {
+		t.Fatalf("second attempt number %d", a)
+	}
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := r.Get(id); j.State != StateSucceeded || j.Attempts != 2 {
+		t.Errorf("job %+v, want succeeded after 2 attempts", j)
 	}
 }
