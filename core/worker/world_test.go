@@ -284,6 +284,10 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 					w.down = w.now.Add(time.Duration(5+w.rng.Intn(40)) * time.Second)
 				})
 			}
+			if seed%2 == 0 {
+				// Engine 1 shuts down mid-run; engine 0 must finish the work.
+				w.at(start.Add(time.Duration(60+w.rng.Intn(400))*time.Second), func() { w.step(1, Shutdown{Now: w.now}) })
+			}
 			w.run(start.Add(10 * time.Minute))
 			w.faults = false
 			w.run(start.Add(2 * time.Hour))
@@ -304,6 +308,9 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 			t.Logf("steps=%d engine0: %s lease: renewals=%d retries=%d drops=%v; engine1: %s", w.steps, DescribeStats(st[0]), st[0].Lease.RenewalsSent, st[0].Lease.Retries, st[0].Lease.Drops, DescribeStats(st[1]))
 			if st[0].Lease.RenewalsSent+st[1].Lease.RenewalsSent == 0 {
 				t.Fatalf("no renewal was ever sent; the handlers were too short to test anything")
+			}
+			if seed%2 == 0 && !st[1].Done {
+				t.Fatalf("engine 1 shut down but never reported done: %s", DescribeStats(st[1]))
 			}
 			drops += st[0].Dropped + st[1].Dropped
 			cancels += st[0].Cancelled + st[1].Cancelled
