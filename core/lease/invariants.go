@@ -67,6 +67,15 @@ func (m *Machine) checkInvariants() error {
 			fail("%q names call %d which does not hold it", key, r.call)
 		}
 	}
+	disposing := 0
+	for _, r := range m.receipts {
+		if r.phase == phaseDisposing {
+			disposing++
+		}
+	}
+	if disposing != m.disposing {
+		fail("%d receipts disposing, counted %d", disposing, m.disposing)
+	}
 	if len(m.receipts) > m.cfg.ReceiptsMax {
 		fail("%d receipts over the limit %d", len(m.receipts), m.cfg.ReceiptsMax)
 	}
