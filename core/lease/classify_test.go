@@ -34,6 +34,8 @@ func TestFaultClassification(t *testing.T) {
 		{"receipt invalid", te(core.Gone, "ReceiptHandleIsInvalid"), got{core.Gone, "gone", ""}},
 		{"not in flight, wrapped", fmt.Errorf("batch entry 3: %w", te(core.Gone, "MessageNotInflight")), got{core.Gone, "gone", ""}},
 		{"access denied", te(core.Fatal, "AccessDenied"), got{core.Fatal, "fatal", ""}},
+		{"a TransportError without a class is not a success", te(0, ""), got{0, "", "+10.3s"}},
+		{"an unknown class counts as retryable", te(core.Class(9), ""), got{core.Class(9), "", "+10.3s"}},
 	} {
 		m := New(Config{})
 		if err := m.Step(Received{Now: sec(0), Stamp: sec(0), Window: 30 * time.Second, Ceiling: 12 * time.Hour,

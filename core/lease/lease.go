@@ -485,7 +485,13 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 			continue
 		}
 		r.call = 0
-		switch core.ClassOf(e) {
+		// Success is a nil error; a class this code does not know counts as retryable, as
+		// core.ClassOf does for unclassified errors.
+		class := core.ClassOf(e)
+		if e != nil && class != core.Gone && class != core.Fatal {
+			class = core.Retryable
+		}
+		switch class {
 		case 0:
 			if at >= r.deadline {
 				m.log.Warn("lease: renewal succeeded after the local deadline; lease lost",
@@ -527,7 +533,7 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 		case core.Gone:
 			m.log.Warn("lease: receipt gone", "receipt", r.key, "message", r.msgID, "err", e)
 			m.drop(r, DropGone)
-		default:
+		case core.Fatal:
 			m.log.Error("lease: fatal transport fault on renewal", "receipt", r.key, "message", r.msgID, "err", e)
 			m.drop(r, DropFatal)
 		}
