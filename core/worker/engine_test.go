@@ -75,6 +75,7 @@ func TestConfigErrors(t *testing.T) {
 		{Budget: -1},
 		{Grace: -time.Second},
 		{ReceiveBackoff: []time.Duration{0}},
+		{Lease: lease.Config{ReceiptsMax: 5}},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)

@@ -122,6 +122,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Budget must be ≥ 1 and RedriveMaxReceives ≥ 0", ErrConfig)
 	case c.Grace < 0:
 		return fmt.Errorf("%w: negative Grace", ErrConfig)
+	case c.Lease.ReceiptsMax != 0 && c.Lease.ReceiptsMax < c.Concurrency+c.Prefetch+c.BatchMax:
+		return fmt.Errorf("%w: Lease.ReceiptsMax %d cannot hold Concurrency+Prefetch+BatchMax = %d",
+			ErrConfig, c.Lease.ReceiptsMax, c.Concurrency+c.Prefetch+c.BatchMax)
 	}
 	for _, d := range c.ReceiveBackoff {
 		if d <= 0 {
