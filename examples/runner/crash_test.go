@@ -26,9 +26,11 @@ var (
 const attemptsMax = 5
 
 // TestKill9 builds this program, runs it on one directory again and again, and kills it with
-// SIGKILL at random moments: mostly when it has printed a random number of lines (so the kill
-// lands while jobs are enqueued, running and settling), sometimes within its first
-// milliseconds (while it opens and replays); a third of the runs compact every 4 KiB. Then it drains and dumps the directory and checks:
+// SIGKILL at random moments: when it has printed a random number of lines (half the time from
+// here, so the kill lands while jobs are enqueued, running and settling; 40% of the time the
+// program kills itself right after printing that line, an exact point a kill from outside
+// cannot hit), and one run in ten within its first milliseconds (while it opens and
+// replays); a third of the runs compact every 4 KiB. Then it drains and dumps the directory and checks:
 //
 //   - no acknowledged job is lost: every id printed as "ack" is in the final dump;
 //   - every job is terminal after the final drain;
@@ -87,12 +89,17 @@ func TestKill9(t *testing.T) {
 		n := 20 + rng.IntN(150)
 		// Lines a full run prints: n acks and n settlements (plus orphans settling).
 		after, early := 1+rng.IntN(2*n), time.Duration(0)
-		if rng.IntN(10) == 0 {
+		extra := []string{"-n", strconv.Itoa(n)}
+		switch rng.IntN(10) {
+		case 0: // within the first milliseconds: while it opens and replays
 			after, early = -1, time.Duration(rng.IntN(20_000))*time.Microsecond
+		case 1, 2, 3, 4: // the process kills itself right after printing a line
+			extra = append(extra, "-die-after", strconv.Itoa(after))
+			after = -1
 		}
 		// A third of the runs compact often, so kills also land inside compaction.
-		compact := []string{"0", "0", "4096"}[rng.IntN(3)]
-		res := runAndKill(t, bin, args("-n", strconv.Itoa(n), "-compact-bytes", compact), after, early)
+		extra = append(extra, "-compact-bytes", []string{"0", "0", "4096"}[rng.IntN(3)])
+		res := runAndKill(t, bin, args(extra...), after, early)
 		if res.killed {
 			landed++
 		} else if res.err != nil {
@@ -245,11 +252,12 @@ func runAndKill(t *testing.T, bin string, args []string, after int, early time.D
 	}
 	res.err = cmd.Wait()
 	res.stderr = stderr.String()
+	// Killed by us or by itself (-die-after); a signal sent to a process that had already
+	// finished cleanly does not count.
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	res.killed = ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 	if res.killed {
-		// The signal may have reached a process that had already finished cleanly.
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			res.killed = false
-		}
+		res.err = nil
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v: still running after a minute\nstderr:\n%s", bin, args, res.stderr)

@@ -50,6 +50,7 @@ type options struct {
 	base         time.Duration
 	compact      int64
 	retention    int
+	dieAfter     int
 	syncEvery    bool
 	verbose      bool
 }
@@ -69,6 +70,7 @@ func run() error {
 	flag.DurationVar(&o.base, "base", 5*time.Millisecond, "retry policy: first backoff")
 	flag.Int64Var(&o.compact, "compact-bytes", 0, "compact after the journal grew this much (0: default)")
 	flag.IntVar(&o.retention, "retention", 0, "terminal jobs kept at compaction (0: default 10,000)")
+	flag.IntVar(&o.dieAfter, "die-after", 0, "SIGKILL this process right after printing this many lines (crash tests)")
 	flag.BoolVar(&o.syncEvery, "sync-every-record", false, "one fsync per record (no group commit)")
 	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
 	flag.Parse()
@@ -88,7 +90,7 @@ func run() error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	out := &lineWriter{w: os.Stdout}
+	out := &lineWriter{w: os.Stdout, dieAfter: o.dieAfter}
 	runLog, err := os.OpenFile(o.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -243,13 +245,24 @@ func dump(r *sluice.Runner[string], out *lineWriter) error {
 
 // lineWriter writes whole lines with one write call each, so a reader of the pipe never sees
 // a line interleaved with another; a SIGKILL can only cut the stream between lines.
+//
+// With dieAfter > 0 the process kills itself with SIGKILL right after the dieAfter-th line:
+// a crash at an exact point (just after an acknowledgement reached the reader), which a kill
+// from outside, arriving only after the reader saw the line, cannot hit.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu       sync.Mutex
+	w        io.Writer
+	n        int
+	dieAfter int
 }
 
 func (l *lineWriter) printf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.w, format, args...)
+	l.n++
+	if l.n == l.dieAfter {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way; print nothing more
+	}
 }
