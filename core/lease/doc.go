@@ -34,20 +34,28 @@
 //  8. A drop emits CancelHandler for that receipt only (its handler is cancelled if running
 //     and skipped if not started) and sends nothing for it, ever.
 //  9. Dispose stops renewals. If a renewal of the receipt is in flight, the disposition waits
-//     for its reply: success or retryable → the disposition call goes out; gone, fatal, late
-//     or expiry → drop instead. After the disposition call, no effect names the receipt. Ack
+//     for its reply: success, or a retryable failure before d → the disposition call goes
+//     out; gone, fatal, late or expiry → drop instead. After the disposition call, no effect names the receipt. Ack
 //     becomes Delete (batched); Release(after) and TerminalBackoff (300 s) become
 //     ChangeVisibility with Purpose Disposal (batched, timeout rounded up to whole seconds
 //     and clipped to the ceiling); Abandon sends nothing. A disposition arriving at or after
 //     d is not performed (drop: expired). A second disposition is misuse (ErrDisposed).
 //  10. A disposition reply ends the lease whatever it says; a failure is logged at Warn and
 //     reported in Ended.Err.
-//  11. Shutdown drops every receipt without a disposition; dispositions under way complete.
+//  11. Shutdown drops every receipt without a disposition; dispositions under way (also one
+//     waiting on a renewal) complete. The machine stays usable for receipts received later.
+//  12. Ready builds the calls from everything decided since the last Ready, so a caller that
+//     steps a burst of events before one Ready gets shared batches; TakeNotices hands out the
+//     drops and ended leases early for such a caller.
+//
+// Limits: ReceiptsMax receipts (default 2^20; Received beyond it is refused with ErrFull);
+// batch calls carry at most core.BatchMax entries; Step, Ready's bookkeeping and Status are
+// O(log n) or better per receipt acted on, CheckInvariants is O(n).
 //
 // Invariants (checkInvariants): the heap is ordered and indexed; a held receipt is in the
 // heap at its next send, a renewing or waiting one at its deadline, a disposing one not at
 // all; every held receipt's deadline is after now and no later than t0+C; a receipt is in at
-// most one call in flight.
+// most one call in flight; the disposing counter matches.
 //
 // Times are stored as nanosecond offsets from the first event's time, computed with
 // time.Time.Sub, so monotonic clock readings rule and a wall-clock step never moves a lease.
