@@ -65,6 +65,14 @@ type Config struct {
 	PMsgPerm   float64
 	PPoison    float64 // P(a message body is undecodable)
 	Lapsed     string  // how the queue answers an extension of a lapsed receipt
+
+	// Worker engine.
+	Concurrency  int           // handlers at once per worker
+	Prefetch     int           // deliveries held waiting beyond Concurrency
+	Grace        time.Duration // shutdown grace
+	MsgBase      time.Duration // release backoff policy
+	MsgCap       time.Duration
+	PMsgTerminal float64 // P(a handler asks for a terminal backoff)
 }
 
 // NewConfig draws the configuration of seed under profile from the seed's "swarm" stream.
@@ -129,6 +137,13 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PPoison = r.Float64() * 0.05
 	c.Lapsed = []string{"gone", "ignore", "extend", "mixed"}[r.Intn(4)]
 
+	c.Concurrency = 1 + r.Intn(10)
+	c.Prefetch = r.Intn(4)
+	c.Grace = s(1, 30)
+	c.MsgBase = ms(100, 2000)
+	c.MsgCap = c.MsgBase * time.Duration(2+r.Intn(30))
+	c.PMsgTerminal = r.Float64() * 0.03
+
 	switch profile {
 	case "calm":
 		c.PCrashHandle = 0
@@ -183,8 +198,10 @@ func (c Config) String() string {
 	if c.Workers > 0 {
 		fmt.Fprintf(&b, "queue: workers=%d window=%s receive-max=%d poll=%s max-receive=%d budget=%d lapsed=%s\n",
 			c.Workers, c.Visibility, c.ReceiveMax, c.PollWait, c.MaxReceive, c.Budget, c.Lapsed)
-		fmt.Fprintf(&b, "queue workload: messages=%d every~%s retry=%s permanent=%s poison=%s\n",
-			c.MsgsMax, c.MsgEvery, pct(c.PMsgRetry), pct(c.PMsgPerm), pct(c.PPoison))
+		fmt.Fprintf(&b, "queue worker: concurrency=%d prefetch=%d grace=%s release-backoff=%s..%s\n",
+			c.Concurrency, c.Prefetch, c.Grace, c.MsgBase, c.MsgCap)
+		fmt.Fprintf(&b, "queue workload: messages=%d every~%s retry=%s permanent=%s terminal=%s poison=%s\n",
+			c.MsgsMax, c.MsgEvery, pct(c.PMsgRetry), pct(c.PMsgPerm), pct(c.PMsgTerminal), pct(c.PPoison))
 	}
 	f := c.Faults
 	fmt.Fprintf(&b, "faults: disk={%s} bitflip-expects-refusal=%t\n", diskString(f.Disk), f.ExpectRefusal)

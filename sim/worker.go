@@ -2,13 +2,14 @@ package sim
 
 import (
 	"errors"
-	"math/rand"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/lease"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/worker"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -21,8 +22,6 @@ import (
 
 const (
 	ceiling = queue.VisibilityCeiling
-	// receiveBackoff is how long a worker waits after a failed receive.
-	receiveBackoff = time.Second
 )
 
 func (w *World) setupQueue() {
@@ -111,36 +110,65 @@ func (m *msgProducer) unsettled(w *World) string {
 	return strconv.Itoa(st.Visible+st.InFlight) + " messages live: " + strings.Join(ids, " ")
 }
 
-// workerProc is one worker process. gen counts incarnations: replies and timers of an earlier
-// incarnation (before a crash) find gen changed and do nothing.
+// workerProc is one worker process driving a worker.Engine (the production engine: receive
+// loop, budget, poison, dispositions, shutdown; the lease machine inside it). gen counts
+// incarnations: replies and timers of an earlier incarnation (before a crash) find gen changed
+// and do nothing.
 type workerProc struct {
 	w    *World
 	id   int
 	name string
 	up   bool
 	gen  int
-	m    *lease.Machine
+	e    *worker.Engine
 
-	receiving bool
-	polling   bool // a long poll waits at the queue
-	handlers  map[string]*msgHandler
-	wakeAt    time.Duration // the pending Tick, 0: none
+	stopping bool
+	handlers map[string]*msgHandler
+	open     []string // receipts received whose lease has not ended yet (for drop detection)
+	wakeAt   time.Duration
 }
 
 type msgHandler struct {
-	receipt string
-	msg     core.Message
-	running bool
+	receipt   string
+	running   bool
+	cancelled bool
 }
 
+func (p *workerProc) config() worker.Config {
+	c := p.w.cfg
+	return worker.Config{
+		Window: c.Visibility, Ceiling: ceiling, Wait: c.PollWait, WaitNone: c.PollWait == 0,
+		BatchMax: c.ReceiveMax, Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget,
+		RedriveMaxReceives: c.MaxReceive,
+		Retry:              retry.Policy{Attempts: 5, Base: c.MsgBase, Cap: c.MsgCap},
+		Rand:               Stream(c.Seed, "worker-jitter/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen)),
+		Decode: func(m core.Message) error {
+			if strings.HasPrefix(string(m.Body), "poison") {
+				return errPoison
+			}
+			return nil
+		},
+		Grace: c.Grace,
+	}
+}
+
+var errPoison = errors.New("simulated undecodable body")
+
 func (p *workerProc) start() {
-	p.up = true
+	w := p.w
+	p.up, p.stopping = true, false
 	p.gen++
-	p.m = lease.New(lease.Config{})
+	e, err := worker.New(p.config())
+	if err != nil {
+		w.chk.Fail(InvMachine, "%s: worker.New: %v", p.name, err)
+		return
+	}
+	p.e = e
 	p.handlers = make(map[string]*msgHandler)
-	p.receiving, p.polling, p.wakeAt = false, false, 0
-	p.w.trace(p.name, "start")
-	p.poll()
+	p.open = p.open[:0]
+	p.wakeAt = 0
+	w.trace(p.name, "start")
+	p.step(worker.Tick{Now: w.now()})
 }
 
 // alive wraps fn so it runs only if the process is still the same incarnation, after the
@@ -153,12 +181,15 @@ func (p *workerProc) alive(fn func()) func() {
 		}
 		w := p.w
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.WorkerCrash) {
-			if w.rFaults.Intn(3) == 0 {
-				p.shutdown()
+			if w.rFaults.Intn(3) == 0 && !p.stopping {
+				p.shutdown() // an operator's stop arrives just before this event, which still happens
+				if !p.up || p.gen != gen {
+					return
+				}
+			} else {
+				p.crash()
 				return
 			}
-			p.crash()
-			return
 		}
 		fn()
 	}
@@ -166,10 +197,17 @@ func (p *workerProc) alive(fn func()) func() {
 
 func (p *workerProc) crash() {
 	w := p.w
+	st := p.e.Status()
 	p.up = false
 	w.st.Crashes.Add("worker", 1)
-	w.trace(p.name, "CRASH (held "+strconv.Itoa(len(p.handlers))+", calls in flight "+strconv.Itoa(p.m.Status().InFlightCalls)+")")
+	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
+		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
 	w.chk.WorkerCrashed(p.id)
+	p.scheduleRestart()
+}
+
+func (p *workerProc) scheduleRestart() {
+	w := p.w
 	delay := w.cfg.Faults.Process.Restart(w.rFaults)
 	gen := p.gen
 	w.loop.After(delay, func() {
@@ -179,217 +217,78 @@ func (p *workerProc) crash() {
 	})
 }
 
-// shutdown is a graceful stop (SPEC 3.2): the lease machine drops every receipt without a
-// disposition (their handlers are cancelled and nothing more is sent for them), then the
-// process exits and restarts after the restart delay.
+// shutdown begins a graceful stop (SPEC 3.2): no more receives, waiting deliveries released,
+// running handlers renewed for Grace then cancelled. The process exits when the engine says
+// it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {
 	w := p.w
-	w.trace(p.name, "SHUTDOWN")
-	p.step(lease.Shutdown{Now: w.now()})
+	p.stopping = true
 	w.st.Crashes.Add("worker-shutdown", 1)
-	p.up = false
-	w.chk.WorkerCrashed(p.id)
-	delay := w.cfg.Faults.Process.Restart(w.rFaults)
-	gen := p.gen
-	w.loop.After(delay, func() {
-		if p.gen == gen && !p.up {
-			p.start()
-		}
-	})
+	w.trace(p.name, "SHUTDOWN")
+	p.step(worker.Shutdown{Now: w.now()})
 }
 
 func (p *workerProc) calm() {}
 
-// wake is a new message's nudge: a worker whose long poll waits receives at once.
+// wake is a new message's nudge; long polls re-check the queue themselves.
 func (p *workerProc) wake() {}
 
-// heldMax bounds the receipts a worker holds before it stops receiving.
-func (p *workerProc) heldMax() int { return 2 * p.w.cfg.ReceiveMax }
-
-func (p *workerProc) poll() {
+// step feeds ev to the engine and performs its effects.
+func (p *workerProc) step(ev worker.Event) {
 	w := p.w
-	if !p.up || p.receiving || len(p.handlers) >= p.heldMax() {
+	if err := p.e.Step(ev); err != nil {
+		w.chk.Fail(InvMachine, "%s: worker engine refused %T: %v", p.name, ev, err)
 		return
 	}
-	p.receiving = true
-	t0 := w.loop.Now()
-	max := min(w.cfg.ReceiveMax, p.heldMax()-len(p.handlers))
-	lo, _ := w.cfg.Faults.Transport.Latency(w.rNet)
-	call := faults.CallOK
-	if w.faultsOn {
-		call = w.cfg.Faults.Transport.Draw(w.rNet, false)
+	p.perform(p.e.Ready())
+	p.noticeEnded()
+	if p.stopping && p.up && p.e.Status().Done {
+		w.trace(p.name, "stopped")
+		p.up = false
+		w.chk.WorkerCrashed(p.id)
+		p.scheduleRestart()
 	}
-	gen := p.gen
-	w.loop.After(lo, func() { p.receiveAtQueue(gen, t0, max, call, w.loop.Now()+w.cfg.PollWait) })
 }
 
-// receiveAtQueue is the receive call arriving at the queue; a long poll waits there until a
-// message is visible or the wait ends.
-func (p *workerProc) receiveAtQueue(gen int, t0 time.Duration, max int, call faults.Call, until time.Duration) {
-	w := p.w
-	var msgs []core.Message
-	var err error
-	switch call {
-	case faults.CallOK, faults.CallFailAfter:
-		msgs = w.queue.Receive(w.now(), max, w.cfg.Visibility)
-		if len(msgs) > 0 {
-			w.checkQueue()
-		}
-		if len(msgs) == 0 && w.loop.Now() < until {
-			next := until
-			if at, ok := w.queue.NextVisibleAt(); ok {
-				if d := at.Sub(Epoch); d < next {
-					next = max2(d, w.loop.Now()+time.Millisecond)
-				}
-			}
-			// Re-check at least every second so a new message is seen promptly.
-			next = min(next, w.loop.Now()+time.Second)
-			w.loop.At(next, func() { p.receiveAtQueue(gen, t0, max, call, until) })
-			return
-		}
-		if call == faults.CallFailAfter {
-			w.fault("receive-fail-after")
-			err = transportErr(core.Retryable, "receive", "RequestTimeout")
-		}
-	default:
-		err = callErr(w, call, "receive")
-	}
-	li, _ := w.cfg.Faults.Transport.Latency(w.rNet)
-	w.loop.After(li, func() {
-		if !p.up || p.gen != gen {
-			return // the process died: received messages lapse at the queue
-		}
-		p.alive(func() { p.received(t0, msgs, err) })()
-	})
-}
-
-func max2(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
-}
-
-func (p *workerProc) received(t0 time.Duration, msgs []core.Message, err error) {
-	w := p.w
-	p.receiving = false
-	if err != nil {
-		w.trace(p.name, "receive failed: "+err.Error())
-		w.loop.After(receiveBackoff, p.alive(p.poll))
-		return
-	}
-	if len(msgs) == 0 {
-		idle := time.Duration(0)
-		if w.cfg.PollWait == 0 {
-			idle = time.Second // a short poll found nothing: do not spin
-		}
-		w.loop.After(idle, p.alive(p.poll))
-		return
-	}
-	var b strings.Builder
-	b.WriteString("received")
-	for _, m := range msgs {
-		b.WriteString(" " + m.Receipt)
-		w.chk.Received(p.id, m.ID, m.Receipt, t0)
-	}
-	w.trace(p.name, b.String())
-	p.step(lease.Received{Now: w.now(), Stamp: Epoch.Add(t0), Window: w.cfg.Visibility, Ceiling: ceiling, Messages: msgs})
-	budget := max(2, w.cfg.Budget)
-	for _, m := range msgs {
-		if !p.m.Held(m.Receipt) {
+// noticeEnded reports to the checker every lease that ended without a disposition call (a
+// drop, or an abandoned poison message): nothing may name those receipts again.
+func (p *workerProc) noticeEnded() {
+	keep := p.open[:0]
+	for _, r := range p.open {
+		if _, ok := p.e.Lease(r); ok {
+			keep = append(keep, r)
 			continue
 		}
-		switch {
-		case m.ReceiveCount >= budget:
-			w.trace(p.name, "retire "+m.Receipt+" count="+strconv.Itoa(m.ReceiveCount))
-			w.st.Messages.Add("retired", 1)
-			p.dispose(m.Receipt, lease.Disposition{Kind: lease.Ack})
-		case strings.HasPrefix(string(m.Body), "poison"):
-			w.trace(p.name, "poison "+m.Receipt)
-			w.st.Messages.Add("poison-seen", 1)
-			p.dispose(m.Receipt, lease.Disposition{Kind: lease.Abandon})
-		default:
-			p.startHandler(m)
+		p.w.chk.Dropped(r)
+	}
+	p.open = keep
+}
+
+func (p *workerProc) closeOpen(receipt string) {
+	for i, r := range p.open {
+		if r == receipt {
+			p.open = append(p.open[:i], p.open[i+1:]...)
+			return
 		}
 	}
-	p.poll()
 }
 
-func (p *workerProc) startHandler(m core.Message) {
-	w := p.w
-	h := &msgHandler{receipt: m.Receipt, msg: m, running: true}
-	p.handlers[m.Receipt] = h
-	w.chk.HandlerStarted(m.Receipt)
-	d := drawBetween(w.rExec, w.cfg.HandlerMin, w.cfg.HandlerMax)
-	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.LongHandler) {
-		f := w.cfg.Faults.Timing.LongFactor
-		d = time.Duration(float64(w.cfg.Visibility) * (1 + w.rFaults.Float64()*(f-1)))
-		w.fault("long-handler")
-	}
-	u := w.rExec.Float64()
-	var disp lease.Disposition
-	var what string
-	switch {
-	case u < w.cfg.PMsgRetry:
-		disp = lease.Disposition{Kind: lease.Release, After: drawBetween(w.rExec, 0, 10*time.Second)}
-		what = "retry"
-	case u < w.cfg.PMsgRetry+w.cfg.PMsgPerm:
-		disp = lease.Disposition{Kind: lease.Ack}
-		if w.cfg.MaxReceive > 0 {
-			disp = lease.Disposition{Kind: lease.TerminalBackoff}
-		}
-		what = "permanent"
-	default:
-		disp = lease.Disposition{Kind: lease.Ack}
-		what = "ok"
-	}
-	w.trace(p.name, "handle "+m.Receipt+" for "+d.String()+" -> "+what)
-	w.loop.After(d, p.alive(func() { p.handlerDone(h, disp) }))
-}
-
-func (p *workerProc) handlerDone(h *msgHandler, disp lease.Disposition) {
-	w := p.w
-	if !h.running {
-		return // cancelled when its receipt was dropped
-	}
-	h.running = false
-	delete(p.handlers, h.receipt)
-	w.chk.HandlerEnded(h.receipt)
-	if !p.m.Held(h.receipt) {
-		w.trace(p.name, "handler of "+h.receipt+" done after its receipt ended")
-		return
-	}
-	p.dispose(h.receipt, disp)
-	p.poll()
-}
-
-func (p *workerProc) dispose(receipt string, disp lease.Disposition) {
-	w := p.w
-	w.chk.DispositionBegan(receipt)
-	w.trace(p.name, "dispose "+receipt+" "+disp.Kind.String())
-	p.step(lease.Dispose{Now: w.now(), Receipt: receipt, Disposition: disp})
-}
-
-// step feeds ev to the machine and performs its effects.
-func (p *workerProc) step(ev lease.Event) {
-	w := p.w
-	if err := p.m.Step(ev); err != nil {
-		w.chk.Fail(InvMachine, "%s: lease machine refused %T: %v", p.name, ev, err)
-		return
-	}
-	p.perform(p.m.Ready())
-}
-
-func (p *workerProc) perform(rd lease.Ready) {
+func (p *workerProc) perform(rd worker.Ready) {
 	w := p.w
 	for _, c := range rd.Cancel {
 		w.chk.Dropped(c.Receipt)
-		w.st.Drops.Add(c.Reason.String(), 1)
-		w.trace(p.name, "drop "+c.Receipt+" "+c.Reason.String())
-		if h := p.handlers[c.Receipt]; h != nil && w.mutation != mutKeepDropped {
-			h.running = false
-			delete(p.handlers, c.Receipt)
+		p.closeOpen(c.Receipt)
+		w.st.Drops.Add(c.Reason, 1)
+		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason)
+		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
+			h.running, h.cancelled = false, true
 			w.chk.HandlerEnded(c.Receipt)
+			// A cancelled handler returns promptly; its result is ignored.
+			back := drawBetween(w.rExec, 0, 50*time.Millisecond)
+			w.loop.After(back, p.alive(func() {
+				delete(p.handlers, h.receipt)
+				p.step(worker.HandlerDone{Receipt: h.receipt, At: w.now(), Result: worker.Result{Outcome: worker.Success}})
+			}))
 		}
 	}
 	for _, c := range rd.Changes {
@@ -405,6 +304,7 @@ func (p *workerProc) perform(rd lease.Ready) {
 				w.st.Renewals.Add("sent", 1)
 			} else {
 				w.chk.DispositionSent(e.Receipt, op)
+				p.closeOpen(e.Receipt)
 			}
 			b.WriteString(" " + e.Receipt + "=" + strconv.Itoa(int(e.Timeout/time.Second)) + "s")
 		}
@@ -414,12 +314,17 @@ func (p *workerProc) perform(rd lease.Ready) {
 	for _, d := range rd.Deletes {
 		for _, r := range d.Receipts {
 			w.chk.DispositionSent(r, "delete")
+			p.closeOpen(r)
 		}
 		w.trace(p.name, "delete "+strings.Join(d.Receipts, " "))
 		p.deleteCall(d)
 	}
-	for _, e := range rd.Ended {
-		w.st.Messages.Add("disposed-"+e.Kind.String(), 1)
+	if rd.Receive != nil {
+		w.trace(p.name, "receive call="+strconv.FormatUint(uint64(rd.Receive.Call), 10)+" max="+strconv.Itoa(rd.Receive.Max)+" wait="+rd.Receive.Wait.String())
+		p.receive(*rd.Receive)
+	}
+	for _, s := range rd.Start {
+		p.startHandler(s.Message)
 	}
 	if !rd.WakeAt.IsZero() {
 		at := rd.WakeAt.Sub(Epoch)
@@ -429,10 +334,127 @@ func (p *workerProc) perform(rd lease.Ready) {
 				if p.wakeAt == at {
 					p.wakeAt = 0
 				}
-				p.step(lease.Tick{Now: w.now()})
+				p.step(worker.Tick{Now: w.now()})
 			}))
 		}
 	}
+}
+
+// receive sends the engine's receive call across the network to the queue.
+func (p *workerProc) receive(r worker.Receive) {
+	w := p.w
+	t0 := r.Stamp.Sub(Epoch)
+	lo, _ := w.cfg.Faults.Transport.Latency(w.rNet)
+	call := faults.CallOK
+	if w.faultsOn {
+		call = w.cfg.Faults.Transport.Draw(w.rNet, false)
+	}
+	gen := p.gen
+	w.loop.After(lo, func() { p.receiveAtQueue(gen, t0, r, call, w.loop.Now()+r.Wait) })
+}
+
+// receiveAtQueue is the receive call arriving at the queue; a long poll waits there until a
+// message is visible or the wait ends.
+func (p *workerProc) receiveAtQueue(gen int, t0 time.Duration, r worker.Receive, call faults.Call, until time.Duration) {
+	w := p.w
+	var msgs []core.Message
+	var err error
+	switch call {
+	case faults.CallOK, faults.CallFailAfter:
+		msgs = w.queue.Receive(w.now(), r.Max, r.Visibility)
+		if len(msgs) > 0 {
+			w.checkQueue()
+		}
+		if len(msgs) == 0 && w.loop.Now() < until {
+			next := until
+			if at, ok := w.queue.NextVisibleAt(); ok {
+				if d := at.Sub(Epoch); d < next {
+					next = max(d, w.loop.Now()+time.Millisecond)
+				}
+			}
+			// Re-check at least every second so a new message is seen promptly.
+			next = min(next, w.loop.Now()+time.Second)
+			w.loop.At(next, func() { p.receiveAtQueue(gen, t0, r, call, until) })
+			return
+		}
+		if call == faults.CallFailAfter {
+			w.fault("receive-fail-after")
+			err = transportErr(core.Retryable, "receive", "RequestTimeout")
+		}
+	default:
+		err = callErr(w, call, "receive")
+	}
+	li, _ := w.cfg.Faults.Transport.Latency(w.rNet)
+	w.loop.After(li, func() {
+		if !p.up || p.gen != gen {
+			return // the process died: received messages lapse at the queue
+		}
+		p.alive(func() { p.received(t0, r, msgs, err) })()
+	})
+}
+
+func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Message, err error) {
+	w := p.w
+	if err != nil {
+		w.trace(p.name, "receive failed: "+err.Error())
+		p.step(worker.ReceiveDone{Call: r.Call, At: w.now(), Err: err})
+		return
+	}
+	if len(msgs) == 0 {
+		w.trace(p.name, "received nothing")
+	}
+	if len(msgs) > 0 {
+		var b strings.Builder
+		b.WriteString("received")
+		for _, m := range msgs {
+			b.WriteString(" " + m.Receipt)
+			w.chk.Received(p.id, m.ID, m.Receipt, t0)
+			p.open = append(p.open, m.Receipt)
+		}
+		w.trace(p.name, b.String())
+	}
+	p.step(worker.ReceiveDone{Call: r.Call, At: w.now(), Messages: msgs})
+}
+
+func (p *workerProc) startHandler(m core.Message) {
+	w := p.w
+	h := &msgHandler{receipt: m.Receipt, running: true}
+	p.handlers[m.Receipt] = h
+	w.chk.HandlerStarted(m.Receipt)
+	d := drawBetween(w.rExec, w.cfg.HandlerMin, w.cfg.HandlerMax)
+	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.LongHandler) {
+		f := w.cfg.Faults.Timing.LongFactor
+		d = time.Duration(float64(w.cfg.Visibility) * (1 + w.rFaults.Float64()*(f-1)))
+		w.fault("long-handler")
+	}
+	u := w.rExec.Float64()
+	var res worker.Result
+	switch {
+	case u < w.cfg.PMsgRetry:
+		res = worker.Result{Outcome: worker.Retryable, Err: errors.New("simulated retryable failure")}
+		if w.rExec.Intn(4) == 0 {
+			after := drawBetween(w.rExec, 0, 2*w.cfg.MsgCap)
+			res.After = &after
+		}
+	case u < w.cfg.PMsgRetry+w.cfg.PMsgPerm:
+		res = worker.Result{Outcome: worker.Permanent, Err: errors.New("simulated permanent failure")}
+	case u < w.cfg.PMsgRetry+w.cfg.PMsgPerm+w.cfg.PMsgTerminal:
+		res = worker.Result{Outcome: worker.Terminal, Err: errors.New("simulated terminal failure")}
+	default:
+		res = worker.Result{Outcome: worker.Success}
+	}
+	w.trace(p.name, "handle "+m.Receipt+" for "+d.String()+" -> "+res.Outcome.String())
+	w.loop.After(d, p.alive(func() {
+		if !h.running {
+			return // cancelled: the cancel path reported its HandlerDone
+		}
+		h.running = false
+		delete(p.handlers, h.receipt)
+		w.chk.HandlerEnded(h.receipt)
+		w.chk.DispositionBegan(h.receipt)
+		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
+		p.step(worker.HandlerDone{Receipt: h.receipt, At: w.now(), Result: res})
+	}))
 }
 
 // network draws a call's fate and latencies.
@@ -489,11 +511,10 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 						w.chk.RenewReplied(e.Receipt)
 					}
 					w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
-					p.step(lease.RenewResult{Call: c.Call, At: at, Entries: entries, Err: whole})
 				} else {
 					w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
-					p.step(lease.DisposeResult{Call: c.Call, At: at, Entries: entries, Err: whole})
 				}
+				p.step(worker.CallDone{Call: c.Call, At: at, Entries: entries, Err: whole})
 			})()
 		})
 	})
@@ -527,7 +548,7 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 			}
 			p.alive(func() {
 				w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
-				p.step(lease.DisposeResult{Call: d.Call, At: w.now(), Entries: entries, Err: whole})
+				p.step(worker.CallDone{Call: d.Call, At: w.now(), Entries: entries, Err: whole})
 			})()
 		})
 	})
@@ -582,4 +603,3 @@ func callErr(w *World, call faults.Call, op string) error {
 	}
 }
 
-var _ = rand.Int

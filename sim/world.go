@@ -249,7 +249,7 @@ func (w *World) livenessBound() time.Duration {
 	if c.Workers > 0 {
 		// Every message, every delivery up to the budget, one after another: the longest
 		// hiding (terminal backoff or the window), a handler, and a poll.
-		hide := max(300*time.Second, c.Visibility, c.Cap)
+		hide := max(300*time.Second, c.Visibility, c.MsgCap)
 		per := hide + c.HandlerMax + c.PollWait + 2*c.Faults.Transport.LatencyMax + time.Second
 		b += time.Duration(c.MsgsMax*(c.Budget+1)) * per
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core/lease"
+	"github.com/sluicehq/sluice/core/worker"
 )
 
 // These tests break a real world on purpose, each in one way, and assert that the invariant
@@ -105,7 +105,7 @@ func TestNoLostAckFiresOnRealRecovery(t *testing.T) {
 	}
 }
 
-// A lease machine fed a reply to a call it never made refuses it: machine-invariants fires.
+// A worker engine fed a reply to a call it never made refuses it: machine-invariants fires.
 func TestMachineInvariantsFires(t *testing.T) {
 	cfg, err := NewConfig(1, "calm")
 	if err != nil {
@@ -115,7 +115,7 @@ func TestMachineInvariantsFires(t *testing.T) {
 	w := newWorld(cfg, nil)
 	w.setupQueue()
 	p := w.workers[0]
-	p.step(lease.RenewResult{Call: 999, At: w.now()})
+	p.step(worker.CallDone{Call: 999, At: w.now()})
 	v := w.chk.Violation()
 	if v == nil || v.Invariant != InvMachine {
 		t.Fatalf("violation %v, want %s", v, InvMachine)
