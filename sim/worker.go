@@ -602,4 +602,3 @@ func callErr(w *World, call faults.Call, op string) error {
 		return transportErr(core.Retryable, op, "RequestTimeout")
 	}
 }
-
