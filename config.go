@@ -38,6 +38,8 @@ type Config struct {
 	// CompactBytes: compact when the journal has grown by more than this since open or the
 	// last compaction; default 64 MiB.
 	CompactBytes int64
+	// CompactOnClose writes a snapshot at Close (a small journal for the next Open).
+	CompactOnClose bool
 	// Retention is how many terminal jobs compaction keeps for inspection; default 10,000.
 	Retention int
 	// RecordMax caps one journal record (an enqueue with a bigger payload is refused before

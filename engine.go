@@ -19,6 +19,8 @@ type engine interface {
 	Stats() Stats
 	// Idle reports that nothing is due, waiting, deferred or running.
 	Idle() bool
+	// Compact writes a snapshot now; everything buffered must have been committed.
+	Compact() error
 	Close() error
 }
 

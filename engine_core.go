@@ -216,6 +216,15 @@ func (c *coreEngine) Stats() Stats {
 
 func (c *coreEngine) Idle() bool { return c.e.Idle() }
 
+func (c *coreEngine) Compact() error {
+	if err := c.e.Compact(); err != nil {
+		return err
+	}
+	c.compactions++
+	c.durable = c.e.Status().Durable
+	return nil
+}
+
 func (c *coreEngine) Close() error {
 	err := c.e.Close()
 	if ferr := c.fs.Close(); err == nil {

@@ -225,4 +225,6 @@ func (e *fakeEngine) Idle() bool {
 	return true
 }
 
+func (e *fakeEngine) Compact() error { return nil }
+
 func (e *fakeEngine) Close() error { return nil }

@@ -300,6 +300,11 @@ func (o *owner[A]) shutdown() {
 		c.reply <- reply{err: ErrClosed}
 		delete(o.pending, t)
 	}
+	if o.r.cfg.CompactOnClose && o.failed == nil && len(o.running) == 0 {
+		if err := o.eng.Compact(); err != nil {
+			o.r.log.Warn("sluice: compaction at close failed", "err", err)
+		}
+	}
 	if err := o.eng.Close(); err != nil {
 		o.r.closeErr = fmt.Errorf("sluice: closing runner: %w", err)
 	}

@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +195,39 @@ func TestRunnerBackoffFollowsAMockClock(t *testing.T) {
 	}
 	if j, _ := r.Get(id); j.State != StateSucceeded || j.Attempts != 2 {
 		t.Errorf("job %+v, want succeeded after 2 attempts", j)
+	}
+}
+
+func TestCompactOnCloseShrinksTheJournal(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	cfg := Config{Logger: quiet, CompactOnClose: true, Retention: 10}
+	r, err := Open(dir, cfg, JSON[string](), succeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		if _, err := r.Enqueue(ctx, time.Time{}, "t", "some payload to make the journal grow"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(filepath.Join(dir, journalName))
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(filepath.Join(dir, journalName))
+	if after.Size() >= before.Size()/4 {
+		t.Errorf("journal %d bytes before close, %d after: want a snapshot of 10 retained jobs, much smaller", before.Size(), after.Size())
+	}
+	r, err = Open(dir, cfg, JSON[string](), succeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if st := r.Stats(); st.LastID != 200 || st.Succeeded != 10 {
+		t.Errorf("after reopen: %+v, want last id 200 and the 10 retained succeeded jobs", st)
 	}
 }
