@@ -31,7 +31,8 @@
 //  6. A dropped lease cancels its running handler (CancelHandler) or skips a waiting one; the
 //     result of a cancelled handler is ignored and gets no disposition.
 //  7. Shutdown: no more receives; waiting deliveries are released at once (ChangeVisibility 0,
-//     batched into as few calls as possible: one for up to 10); running handlers keep their
+//     batched into as few calls as possible: one for up to 10; one whose renewal is in flight
+//     follows when that renewal's reply arrives); running handlers keep their
 //     leases renewed for Grace, after which (or as soon as none runs) the lease machine drops
 //     every receipt without a disposition, cancelling the handlers and leaving their windows to
 //     lapse. Messages from a receive still in flight are released at once when it returns.
