@@ -52,7 +52,8 @@ type Config struct {
 	// Seed seeds the backoff jitter; 0 picks one from the clock at Open.
 	Seed int64
 	// SyncEveryRecord turns group commit off: every command and every outcome gets its own
-	// commit (one fsync each). For benchmarks that measure what group commit saves.
+	// commit, and the Started records of the attempts it admits another one: about one
+	// fsync per record. For benchmarks that measure what group commit saves.
 	SyncEveryRecord bool
 	// OnSettled, when set, is called after a job's terminal state (succeeded, dead, cancelled)
 	// is durable. It runs on the runner's owner goroutine: it must be quick and must not call

@@ -11,7 +11,8 @@
 //     has returned from fsync (durability is an event), or with the error that refused it.
 //  2. Group commit: the owner blocks for one command, outcome or timer, then takes everything
 //     else already waiting (up to gatherMax) into the same commit: one journal batch, one fsync.
-//     SyncEveryRecord turns the gathering off (one commit per command or outcome).
+//     SyncEveryRecord turns the gathering off (one commit per command or outcome, and one for
+//     the Started records it admits: about one fsync per record).
 //  3. Attempts start only while Run or Drain is active, and only as the engine returns them
 //     (their Started record durable). Each runs its handler on its own goroutine with a context
 //     that Cancel, the end of shutdown's grace, and Close cancel. Panics become Panicked.

@@ -154,11 +154,9 @@ func (o *owner[A]) commit() {
 			return
 		}
 		now := o.r.clk.Now()
-		rd, err := o.eng.Commit(now, o.dispatch)
-		if err != nil {
-			o.becomeFailed(err)
-			continue
-		}
+		rd, err := o.engineCommit(now)
+		// Acknowledge first: with SyncEveryRecord, a failed second commit leaves the first's
+		// acknowledgements standing.
 		for _, a := range rd.Acks {
 			c, ok := o.pending[a.Ticket]
 			if !ok {
@@ -172,15 +170,19 @@ func (o *owner[A]) commit() {
 			}
 			c.reply <- reply{id: a.ID, err: a.Err}
 		}
+		if cb := o.r.cfg.OnSettled; cb != nil {
+			for _, s := range rd.Settled {
+				cb(s)
+			}
+		}
+		if err != nil {
+			o.becomeFailed(err)
+			continue
+		}
 		immediate := false
 		for _, s := range rd.Starts {
 			if !o.startAttempt(now, s) {
 				immediate = true
-			}
-		}
-		if cb := o.r.cfg.OnSettled; cb != nil {
-			for _, s := range rd.Settled {
-				cb(s)
 			}
 		}
 		if immediate {
@@ -194,6 +196,27 @@ func (o *owner[A]) commit() {
 		}
 		return
 	}
+}
+
+// engineCommit is one engine commit; with SyncEveryRecord the command or outcome is committed
+// on its own first, so that the Started records of the attempts it admits get their own
+// fsync: the baseline then pays about one fsync per record.
+func (o *owner[A]) engineCommit(now time.Time) (ready, error) {
+	if !o.r.cfg.SyncEveryRecord || !o.dispatch {
+		return o.eng.Commit(now, o.dispatch)
+	}
+	first, err := o.eng.Commit(now, false)
+	if err != nil {
+		return ready{}, err
+	}
+	rd, err := o.eng.Commit(now, true)
+	if err != nil {
+		// The first commit's acknowledgements stand: its records are durable.
+		return first, err
+	}
+	rd.Acks = append(first.Acks, rd.Acks...)
+	rd.Settled = append(first.Settled, rd.Settled...)
+	return rd, nil
 }
 
 // startAttempt runs the handler for s on its own goroutine. It reports false when the payload
