@@ -195,6 +195,28 @@ func (p *workerProc) alive(fn func()) func() {
 	}
 }
 
+// account adds the ending incarnation's counters to the run's statistics.
+func (p *workerProc) account() {
+	if p.e == nil {
+		return
+	}
+	st := p.e.Status()
+	m := &p.w.st.Messages
+	m.Add("handled-ok", st.Succeeded)
+	m.Add("released", st.Released)
+	m.Add("permanent-acked", st.Permanent)
+	m.Add("terminal-backoff", st.Terminal)
+	m.Add("retired", st.Retired)
+	m.Add("poison-seen", st.Poison)
+	m.Add("poison-acked", st.PoisonAcked)
+	m.Add("released-at-shutdown", st.ReleasedAtEnd)
+	for reason, n := range st.Lease.Drops { // sums: the order does not matter
+		p.w.st.Drops.Add(reason.String(), n)
+	}
+	p.w.st.Renewals.Add("retries", st.Lease.Retries)
+	p.e = nil
+}
+
 func (p *workerProc) crash() {
 	w := p.w
 	st := p.e.Status()
@@ -203,6 +225,7 @@ func (p *workerProc) crash() {
 	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
 		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
 	w.chk.WorkerCrashed(p.id)
+	p.account()
 	p.scheduleRestart()
 }
 
@@ -246,6 +269,7 @@ func (p *workerProc) step(ev worker.Event) {
 		w.trace(p.name, "stopped")
 		p.up = false
 		w.chk.WorkerCrashed(p.id)
+		p.account()
 		p.scheduleRestart()
 	}
 }
@@ -278,7 +302,6 @@ func (p *workerProc) perform(rd worker.Ready) {
 	for _, c := range rd.Cancel {
 		w.chk.Dropped(c.Receipt)
 		p.closeOpen(c.Receipt)
-		w.st.Drops.Add(c.Reason, 1)
 		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason)
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
 			h.running, h.cancelled = false, true

@@ -283,6 +283,11 @@ func (w *World) finish() {
 	for _, n := range w.nodes {
 		n.summarize()
 	}
+	for _, p := range w.workers {
+		if p.up {
+			p.account()
+		}
+	}
 	if w.queue != nil {
 		live, deleted, dead := w.queue.Counts()
 		w.st.Messages.Add("sent", w.msgs.sent)
