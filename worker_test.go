@@ -257,3 +257,87 @@ func TestWorkerShutdownReleasesWaitingAndGivesRunningAGrace(t *testing.T) {
 		}
 	})
 }
+
+func TestWorkerRetryReleasesAndPoisonIsRetired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		flaky := mq.send("flaky")
+		poison := mq.send("poison")
+		var runs atomic.Int64
+		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Budget: 4, Logger: quiet,
+			Policy: Policy{Base: 2 * time.Second, Cap: 2 * time.Second},
+			Decode: func(m Message) error {
+				if string(m.Body) == "poison" {
+					return errors.New("not JSON")
+				}
+				return nil
+			}},
+			func(ctx context.Context, m Message) Result {
+				runs.Add(1)
+				if m.ReceiveCount < 3 {
+					return Retry(errors.New("upstream 503"))
+				}
+				return Ack()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		time.Sleep(time.Minute)
+		if s := mq.status(flaky); s.State != queue.Deleted || s.ReceiveCount != 3 {
+			t.Errorf("flaky message: %+v, want deleted on its third delivery", s)
+		}
+		// Poison is never handled; it comes back until the budget (4) retires it.
+		if s := mq.status(poison); s.State != queue.Deleted || s.ReceiveCount != 4 {
+			t.Errorf("poison message: %+v, want acked once its receive count reached the budget", s)
+		}
+		if runs.Load() != 3 {
+			t.Errorf("handler ran %d times, want 3 (never for the poison message)", runs.Load())
+		}
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+		if st := w.Stats(); st.Released != 2 || st.Poison < 1 {
+			t.Errorf("stats %+v, want 2 releases and the poison counted", st)
+		}
+	})
+}
+
+func TestWorkerAbandonsHandlersThatIgnoreCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		id := mq.send("stubborn")
+		release := make(chan struct{})
+		started := make(chan struct{})
+		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Grace: 3 * time.Second, Logger: quiet},
+			func(ctx context.Context, m Message) Result {
+				close(started)
+				<-release // ignores ctx
+				return Ack()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		<-started
+		t0 := time.Now()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+		// Grace (3 s) renewing, then cancelled, then another Grace before abandoning it.
+		if d := time.Since(t0); d < 6*time.Second || d > 8*time.Second {
+			t.Errorf("Run returned %v after shutdown began, want about two grace periods (6s)", d)
+		}
+		if s := mq.status(id); s.State == queue.Deleted {
+			t.Errorf("an abandoned handler's message was deleted; its lease must just lapse")
+		}
+		close(release) // the late handler's event is dropped, not sent to a dead loop
+		synctest.Wait()
+	})
+}
