@@ -76,9 +76,30 @@ func TestConfigErrors(t *testing.T) {
 		{Grace: -time.Second},
 		{ReceiveBackoff: []time.Duration{0}},
 		{Lease: lease.Config{ReceiptsMax: 5}},
+		{Window: 30 * time.Second, Wait: 21 * time.Second},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+}
+
+func TestDefaultWaitStaysInsideTwoThirdsOfTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		window, want time.Duration
+		none         bool
+	}{
+		{30 * time.Second, WaitDefault, false},
+		{time.Minute, WaitDefault, false},
+		{3 * time.Second, 2 * time.Second, false},
+		{time.Second, 0, true},
+	} {
+		cfg := Config{Window: tc.window}.withDefaults()
+		if diff := cmp.Diff([2]any{tc.want, tc.none}, [2]any{cfg.Wait, cfg.WaitNone}); diff != "" {
+			t.Errorf("window %v (-want +got):\n%s", tc.window, diff)
+		}
+		if err := cfg.validate(); err != nil {
+			t.Errorf("window %v: defaults do not validate: %v", tc.window, err)
 		}
 	}
 }

@@ -77,7 +77,10 @@ func (c Config) withDefaults() Config {
 		c.Ceiling = CeilingDefault
 	}
 	if c.Wait == 0 && !c.WaitNone {
-		c.Wait = WaitDefault
+		// A long poll must end well inside the window: the lease counts from the stamp read
+		// before the call, so a message delivered late in a long poll is already part spent.
+		c.Wait = min(WaitDefault, (c.Window * 2 / 3).Truncate(time.Second))
+		c.WaitNone = c.Wait == 0
 	}
 	if c.BatchMax == 0 {
 		c.BatchMax = core.BatchMax
@@ -114,6 +117,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Ceiling %v below Window %v", ErrConfig, c.Ceiling, c.Window)
 	case c.Wait < 0:
 		return fmt.Errorf("%w: negative Wait", ErrConfig)
+	case c.Wait > c.Window*2/3:
+		// Otherwise a message delivered late in the poll arrives with its lease (counted from
+		// the stamp before the call) mostly or wholly spent, and is dropped on every delivery.
+		return fmt.Errorf("%w: Wait %v must be at most two thirds of the Window %v", ErrConfig, c.Wait, c.Window)
 	case c.BatchMax < 1 || c.BatchMax > core.BatchMax:
 		return fmt.Errorf("%w: BatchMax must be 1..%d, got %d", ErrConfig, core.BatchMax, c.BatchMax)
 	case c.Concurrency < 1 || c.Prefetch < 0:
