@@ -416,6 +416,7 @@ func (n *runnerNode) commit() {
 				if n.wakeAt == at {
 					n.wakeAt = 0
 				}
+				w.trace(n.name, "wake")
 				n.scheduleCommit()
 			}))
 		}

@@ -357,6 +357,7 @@ func (p *workerProc) perform(rd worker.Ready) {
 				if p.wakeAt == at {
 					p.wakeAt = 0
 				}
+				w.trace(p.name, "tick")
 				p.step(worker.Tick{Now: w.now()})
 			}))
 		}
@@ -397,6 +398,7 @@ func (p *workerProc) receiveAtQueue(gen int, t0 time.Duration, r worker.Receive,
 			}
 			// Re-check at least every second so a new message is seen promptly.
 			next = min(next, w.loop.Now()+time.Second)
+			w.trace("queue", "long poll of "+p.name+" waits until "+Offset(next))
 			w.loop.At(next, func() { p.receiveAtQueue(gen, t0, r, call, until) })
 			return
 		}
