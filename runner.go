@@ -207,7 +207,7 @@ func (r *Runner[A]) Run(ctx context.Context) error {
 	}
 	r.stopDispatch()
 	cerr := r.Close()
-	if err := r.failure0(); err != nil {
+	if err := r.failureErr(); err != nil {
 		return err
 	}
 	return cerr
@@ -229,13 +229,13 @@ func (r *Runner[A]) Drain(ctx context.Context) error {
 	select {
 	case <-rep.wait:
 		r.stopDispatch()
-		if err := r.failure0(); err != nil {
+		if err := r.failureErr(); err != nil {
 			return err
 		}
 		return nil
 	case <-r.failed():
 		r.stopDispatch()
-		return r.failure0()
+		return r.failureErr()
 	case <-r.exit:
 		return ErrClosed
 	case <-ctx.Done():
@@ -246,7 +246,7 @@ func (r *Runner[A]) Drain(ctx context.Context) error {
 
 // Close stops the runner: it stops starting attempts, cancels running attempts' contexts,
 // waits up to Config.Grace for them to return, records their outcomes and closes the journal.
-// Later calls return ErrClosed. Close returns the journal's close error, if any.
+// Close returns the journal's close error, if any; later calls return nil.
 func (r *Runner[A]) Close() error {
 	first := false
 	r.closeOnce.Do(func() {
@@ -309,8 +309,8 @@ func (r *Runner[A]) stopDispatch() {
 // failed returns a channel closed once the runner has failed (a poisoned journal).
 func (r *Runner[A]) failed() <-chan struct{} { return r.failC }
 
-// failure0 returns the error that failed the runner, or nil.
-func (r *Runner[A]) failure0() error {
+// failureErr returns the error that failed the runner, or nil.
+func (r *Runner[A]) failureErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.failure
