@@ -140,3 +140,46 @@ func osfsSize(dir string) (int64, error) {
 	defer fsys.Close()
 	return fsys.Stat(journalName)
 }
+
+// BenchmarkWorkerThroughput measures the worker driver's cost per message: receive → no-op
+// handler → delete through the in-memory queue (no network), 10 handlers, deletes batched.
+func BenchmarkWorkerThroughput(b *testing.B) {
+	const messages = 20_000
+	var total time.Duration
+	var deletes int
+	for b.Loop() {
+		mq := newMemQueue()
+		for range messages {
+			mq.send("x")
+		}
+		var acked atomic.Int64
+		all := make(chan struct{})
+		w, err := NewWorker(mq, WorkerConfig{Window: 30 * time.Second, Wait: time.Second, Logger: quiet},
+			func(context.Context, Message) Result {
+				if acked.Add(1) == messages {
+					close(all)
+				}
+				return Ack()
+			})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		t0 := time.Now()
+		go func() { ran <- w.Run(ctx) }()
+		<-all
+		for w.Stats().Succeeded < messages || w.Stats().Held > 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		total += time.Since(t0)
+		cancel()
+		if err := <-ran; err != nil {
+			b.Fatal(err)
+		}
+		deletes += mq.count("delete")
+	}
+	n := float64(b.N)
+	b.ReportMetric(n*messages/total.Seconds(), "msgs/s")
+	b.ReportMetric(float64(deletes)/(n*messages), "delete-calls/msg")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -165,7 +166,9 @@ func (l *workerLoop) run(ctx context.Context) error {
 		select {
 		case ev := <-w.events:
 			err = l.step(ev)
-			// A burst: take what is already waiting, so dispositions share batch calls.
+			// A burst: let finishing handlers report, then take what is already waiting, so
+			// their dispositions share batch calls.
+			runtime.Gosched()
 			for i := 0; err == nil && i < eventsMax; i++ {
 				select {
 				case ev := <-w.events:
