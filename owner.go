@@ -9,6 +9,10 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
+// gatherBytesMax bounds the payload bytes one commit gathers (one batch stays a few MiB even
+// with 1 MiB payloads).
+const gatherBytesMax = 16 << 20
+
 // wakeMin is the shortest timer the owner sets, so a wake time at or before now cannot spin.
 const wakeMin = time.Millisecond
 
@@ -64,11 +68,17 @@ func (o *owner[A]) loop() {
 	}
 }
 
-// gather takes everything already waiting, up to gatherMax, into the coming commit.
+// gather takes everything already waiting, up to gatherMax commands and outcomes and
+// gatherBytesMax of payload, into the coming commit.
 func (o *owner[A]) gather() {
+	bytes := 0
 	for range gatherMax {
+		if bytes >= gatherBytesMax {
+			return
+		}
 		select {
 		case c := <-o.r.cmds:
+			bytes += len(c.payload)
 			o.command(c)
 		case d := <-o.r.done:
 			o.outcome(d)
