@@ -12,8 +12,9 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) add()        { c.n.Add(1) }
 func (c *counter) load() int64 { return c.n.Load() }
 
-// countFS wraps an FS and counts File.Sync and SyncDir calls, so Stats and the benchmarks can
-// report fsyncs per job whatever the engine does.
+// countFS wraps an FS and counts fsyncs, so Stats and the benchmarks can report fsyncs per
+// job whatever the engine does: File.Sync and SyncDir, plus the directory fsync that osfs
+// performs inside each successful Create, Rename and Remove.
 type countFS struct {
 	core.FS
 	syncs *counter
@@ -24,7 +25,24 @@ func (f countFS) Create(name string) (core.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.syncs.add()
 	return countFile{file, f.syncs}, nil
+}
+
+func (f countFS) Rename(from, to string) error {
+	err := f.FS.Rename(from, to)
+	if err == nil {
+		f.syncs.add()
+	}
+	return err
+}
+
+func (f countFS) Remove(name string) error {
+	err := f.FS.Remove(name)
+	if err == nil {
+		f.syncs.add()
+	}
+	return err
 }
 
 func (f countFS) Open(name string) (core.File, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -327,3 +328,58 @@ func TestDriverCommitFailureFailsEverything(t *testing.T) {
 		t.Errorf("Run after the failure = %v, want the first failure", err)
 	}
 }
+
+// failingCodec decodes every payload except "undecodable".
+type failingCodec struct{ Codec[string] }
+
+func (c failingCodec) Decode(b []byte) (string, error) {
+	s, err := c.Codec.Decode(b)
+	if err == nil && s == "undecodable" {
+		return "", errors.New("schema changed")
+	}
+	return s, err
+}
+
+func TestDriverUndecodablePayloadFailsTheAttempt(t *testing.T) {
+	var ran atomic.Int64
+	r, err := Open(t.TempDir(), Config{Logger: quiet}, Codec[string](failingCodec{JSON[string]()}),
+		func(context.Context, Job[string]) Outcome { ran.Add(1); return Succeeded() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	bad, _ := r.Enqueue(ctx, time.Time{}, "t", "undecodable")
+	good, _ := r.Enqueue(ctx, time.Time{}, "t", "fine")
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := r.Get(good); j.State != StateSucceeded {
+		t.Errorf("good job %+v, want succeeded", j)
+	}
+	j, err := r.Get(bad)
+	if j.State != StateDead || j.Reason != "permanent" || !strings.Contains(j.LastErr, "schema changed") || err == nil {
+		t.Errorf("undecodable job %+v (Get err %v), want dead (permanent) naming the decode error, and Get reporting it", j, err)
+	}
+	if ran.Load() != 1 {
+		t.Errorf("handler ran %d times, want 1 (never for the undecodable payload)", ran.Load())
+	}
+}
+
+func TestDriverEnqueueReturnsWhenItsContextEnds(t *testing.T) {
+	cfg := Config{Logger: quiet}
+	cfg, _ = cfg.withDefaults()
+	eng := newFakeEngine(1, 1, time.Second)
+	hold := make(chan struct{})
+	eng.onCommit = func() { <-hold } // every commit waits: an fsync that takes forever
+	r := newRunner[string](eng, cfg, JSON[string](), succeedString, &counter{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := r.Enqueue(ctx, time.Time{}, "t", "x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Enqueue with a stuck commit = %v, want the context's error", err)
+	}
+	close(hold)
+	_ = r.Close()
+}
+
+func succeedString(context.Context, Job[string]) Outcome { return Succeeded() }
