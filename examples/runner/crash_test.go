@@ -39,6 +39,8 @@ const attemptsMax = 5
 //     final dump agrees with it;
 //   - no job's handler ran more often than its attempts allow: at most attemptsMax runs per
 //     id in the run log, no attempt number twice, none above the attempts the journal counts.
+//
+// SLUICE_CRASH_RACE=1 builds the program with the race detector (a report fails the run).
 func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a real process 50 times")
@@ -72,6 +74,9 @@ func TestKill9(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "runner")
 	build := exec.Command("go", "build", "-o", bin, ".")
+	if os.Getenv("SLUICE_CRASH_RACE") != "" {
+		build = exec.Command("go", "build", "-race", "-o", bin, ".")
+	}
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -100,6 +105,9 @@ func TestKill9(t *testing.T) {
 		// A third of the runs compact often, so kills also land inside compaction.
 		extra = append(extra, "-compact-bytes", []string{"0", "0", "4096"}[rng.IntN(3)])
 		res := runAndKill(t, bin, args(extra...), after, early)
+		if strings.Contains(res.stderr, "DATA RACE") {
+			t.Fatalf("run %d: the race detector reported:\n%s", k, res.stderr)
+		}
 		if res.killed {
 			landed++
 		} else if res.err != nil {
