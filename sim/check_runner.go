@@ -390,6 +390,14 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 		switch {
 		case ok:
 			j.acked = true
+			if lv, inLive := liveByID[k.id]; !inLive || lv != v {
+				// The recovered job comes from a written but unacknowledged commit (a retry, a
+				// cancel, an outcome): that is its durable truth now.
+				j.firstDue = v.FirstDue
+				if !Terminal(v.State) {
+					j.terminal = ""
+				}
+			}
 			if Terminal(v.State) && j.terminal == "" {
 				j.terminal = v.State
 			}

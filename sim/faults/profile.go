@@ -39,7 +39,7 @@ var ErrUnknownProfile = fmt.Errorf("faults: unknown profile (want one of %s)", s
 // choices do not depend on the profile.
 func Pick(profile string, r *rand.Rand) (Set, error) {
 	// Draw everything first, in a fixed order; profiles then select from the draws.
-	var d [24]float64
+	var d [25]float64
 	for i := range d {
 		d[i] = r.Float64()
 	}
@@ -115,6 +115,10 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		if on(23, 0.3) && base.Process.NodeCrash == 0 {
 			base.Process.NodeCrash = scale(8, 0.001, 0.01)
 		}
+		if on(24, 0.25) {
+			// A storm: every rate that is on, tripled.
+			base.storm(3)
+		}
 	default:
 		return Set{}, fmt.Errorf("%w: %q", ErrUnknownProfile, profile)
 	}
@@ -142,4 +146,26 @@ func (s Set) Validate() error {
 		return err
 	}
 	return s.Timing.Validate()
+}
+
+// storm multiplies every fault probability of s by k, keeping each a probability and the
+// transport call faults' sum at most 1/2.
+func (s *Set) storm(k float64) {
+	for _, p := range []*float64{&s.Disk.WriteErr, &s.Disk.SyncErr, &s.Disk.RenameErr, &s.Disk.CreateErr,
+		&s.Disk.RemoveErr, &s.Disk.TruncateErr, &s.Disk.SyncDirErr, &s.Process.NodeCrash,
+		&s.Process.CommitCrash, &s.Process.WorkerCrash, &s.Transport.Spike, &s.Timing.LongHandler, &s.Timing.Burst} {
+		*p = min(1, *p*k)
+	}
+	t := &s.Transport
+	calls := []*float64{&t.FailBefore, &t.FailAfter, &t.Throttle, &t.ServerError, &t.Stale, &t.Fatal}
+	sum := 0.0
+	for _, p := range calls {
+		*p *= k
+		sum += *p
+	}
+	if sum > 0.5 {
+		for _, p := range calls {
+			*p *= 0.5 / sum
+		}
+	}
 }
