@@ -24,6 +24,11 @@ type memQueue struct {
 	ids    map[string]string // receipt → message id, first deliveries only
 	seen   map[string]bool   // message ids delivered before
 	calls  map[string]int    // per call kind: receive, change, delete
+	// latency delays every change and delete call; flaky makes that many renewal calls in a
+	// row fail as retryable (throttled) before one goes through, again and again.
+	latency time.Duration
+	flaky   int
+	failed  int
 }
 
 func newMemQueue() *memQueue {
@@ -80,9 +85,17 @@ func (m *memQueue) ChangeVisibility(receipt string, timeout time.Duration) error
 }
 
 func (m *memQueue) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]error, error) {
+	time.Sleep(m.latency)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls["change"]++
+	if m.flaky > 0 && entries[0].Timeout > 0 {
+		if m.failed < m.flaky {
+			m.failed++
+			return nil, &core.TransportError{Class: core.Retryable, Op: "change-visibility", Code: "ThrottlingException", Err: errors.New("injected")}
+		}
+		m.failed = 0
+	}
 	errs, err := m.t.ChangeVisibilityBatch(entries)
 	if err != nil {
 		return nil, err
@@ -104,6 +117,7 @@ func (m *memQueue) Delete(receipt string) error {
 }
 
 func (m *memQueue) DeleteBatch(receipts []string) ([]error, error) {
+	time.Sleep(m.latency)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls["delete"]++
@@ -339,5 +353,46 @@ func TestWorkerAbandonsHandlersThatIgnoreCancellation(t *testing.T) {
 		}
 		close(release) // the late handler's event is dropped, not sent to a dead loop
 		synctest.Wait()
+	})
+}
+
+func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		mq.latency = 300 * time.Millisecond
+		mq.flaky = 2 // two throttled renewals before each success (SPEC 3.2: no drop)
+		id := mq.send("slow")
+		var visible atomic.Int64
+		w, err := NewWorker(mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+			for range 120 { // a minute of work, six windows
+				select {
+				case <-ctx.Done():
+					return Retry(ctx.Err())
+				case <-time.After(500 * time.Millisecond):
+				}
+				if s := mq.status(m.ID); s.State != queue.InFlight || s.ReceiveCount != 1 {
+					visible.Add(1)
+				}
+			}
+			return Ack()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		time.Sleep(75 * time.Second)
+		st := w.Stats()
+		if visible.Load() != 0 || st.Dropped != 0 || st.Succeeded != 1 || st.RenewalRetries == 0 {
+			t.Errorf("visible %d times; stats %+v; want never visible, no drop, 1 success, renewal retries > 0", visible.Load(), st)
+		}
+		if s := mq.status(id); s.State != queue.Deleted || s.ReceiveCount != 1 {
+			t.Errorf("message %+v, want deleted after one delivery", s)
+		}
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
 	})
 }
