@@ -47,6 +47,7 @@ type WorkerStats struct {
 	Retired, Poison, Dropped, Cancelled, ReleasedAtEnd          int
 	Running, Waiting, Held                                      int
 	RenewalsSent, RenewalRetries                                int
+	ReceiveErrors                                               int // failed receive calls (retried with backoff)
 }
 
 // eventsMax bounds the events waiting for the loop; senders block beyond it.
@@ -271,7 +272,7 @@ func (w *Worker) publish(st worker.Stats) {
 		Released: st.Released, Permanent: st.Permanent, Terminal: st.Terminal, Retired: st.Retired,
 		Poison: st.Poison, Dropped: st.Dropped, Cancelled: st.Cancelled, ReleasedAtEnd: st.ReleasedAtEnd,
 		Running: st.Running, Waiting: st.Waiting, Held: st.Lease.Held,
-		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries}
+		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors}
 }
 
 // runWorkerHandler calls h, mapping its Result to the engine's; a panic or an invalid Result
