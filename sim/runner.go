@@ -339,6 +339,11 @@ func (n *runnerNode) commit() {
 	cut := false
 	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
 		k := 1 + w.rFaults.Intn(12)
+		if st := n.e.Status(); st.Grown+512 >= n.cfg.CompactBytes {
+			// This commit is likely to compact: aim past the batch's write and sync, into the
+			// snapshot's create, write, sync, rename and directory sync.
+			k = 3 + w.rFaults.Intn(7)
+		}
 		n.disk.CrashAfter(k)
 		cut = true
 		w.fault("commit-crash")
