@@ -166,7 +166,7 @@ func TestWorkerConfigValidation(t *testing.T) {
 		{WorkerConfig{Window: 500 * time.Millisecond}, "WorkerConfig.Window"},
 		{WorkerConfig{Window: time.Hour, Ceiling: time.Minute}, "WorkerConfig.Ceiling"},
 		{WorkerConfig{Concurrency: -1}, "WorkerConfig.Concurrency"},
-		{WorkerConfig{Window: 10 * time.Second, Wait: 9 * time.Second}, "WorkerConfig.Wait"},
+		{WorkerConfig{Window: 10 * time.Second, Wait: 7 * time.Second}, "WorkerConfig.Wait"},
 		{WorkerConfig{Policy: Policy{Base: -1}}, "WorkerConfig.Policy.Base"},
 	} {
 		_, err := tt.cfg.withDefaults()

@@ -96,8 +96,8 @@ type WorkerConfig struct {
 	Window time.Duration
 	// Ceiling is how long after receipt the queue lets a message stay hidden; default 12h (SQS).
 	Ceiling time.Duration
-	// Wait is the long-poll wait of a receive call; default min(20s, Window/2). It must stay
-	// inside the window's renewal margin: a message's window counts from before the call.
+	// Wait is the long-poll wait of a receive call; default min(20s, 2·Window/3 in whole
+	// seconds). It may be at most 2·Window/3: a message's window counts from before the call.
 	Wait time.Duration
 	// Concurrency bounds the handlers running at once; default 10.
 	Concurrency int
@@ -164,10 +164,10 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, fmt.Sprintf("must be ≥ Window (%v)", c.Window))
 	}
 	if c.Wait == 0 {
-		c.Wait = min(DefaultWait, c.Window/2)
+		c.Wait = min(DefaultWait, (c.Window * 2 / 3).Truncate(time.Second))
 	}
-	if c.Wait >= c.Window-c.Window/10 {
-		return c, fieldErr("WorkerConfig.Wait", c.Wait, fmt.Sprintf("must be below 90%% of Window (%v): a message's window counts from before the receive call", c.Window))
+	if c.Wait > c.Window*2/3 {
+		return c, fieldErr("WorkerConfig.Wait", c.Wait, fmt.Sprintf("must be at most two thirds of Window (%v): a message's window counts from before the receive call", c.Window))
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
