@@ -84,26 +84,31 @@ func TestOffset(t *testing.T) {
 	}
 }
 
-// TestSweep runs 200 seeds of the swarm (2,000 with SLUICE_LONG=1) and fails on any violation,
-// printing each failing seed's repro command.
+// TestSweep runs 200 seeds of the swarm and 25 of each pinned profile (ten times as many with
+// SLUICE_LONG=1) and fails on any violation, printing each failing seed's report.
 func TestSweep(t *testing.T) {
-	n := 200
+	scale := 1
 	if os.Getenv("SLUICE_LONG") != "" {
-		n = 2000
+		scale = 10
 	}
 	failed := 0
-	for seed := int64(1); seed <= int64(n); seed++ {
-		res, err := Run(Options{Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.OK() {
-			failed++
-			var b bytes.Buffer
-			res.Report(&b)
-			t.Errorf("seed %d: %v\n%s", seed, res.Violation, b.String())
-			if failed >= 3 {
-				t.Fatalf("stopping after %d failing seeds", failed)
+	for _, p := range []struct {
+		profile string
+		seeds   int
+	}{{"swarm", 200}, {"calm", 25}, {"disk", 25}, {"network", 25}, {"bitflip", 25}} {
+		for seed := int64(1); seed <= int64(p.seeds*scale); seed++ {
+			res, err := Run(Options{Seed: seed, Profile: p.profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OK() {
+				failed++
+				var b bytes.Buffer
+				res.Report(&b)
+				t.Errorf("seed %d profile %s: %v\n%s", seed, p.profile, res.Violation, b.String())
+				if failed >= 3 {
+					t.Fatalf("stopping after %d failing seeds", failed)
+				}
 			}
 		}
 	}
