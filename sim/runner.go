@@ -58,13 +58,12 @@ type runnerNode struct {
 	acked         []uint64 // acknowledged ids, for cancels
 	boundaries    []int64  // journal sizes after each acknowledged batch since the last compaction
 	produced      int
-	final         map[string]int
 }
 
 func (w *World) setupRunner() {
 	c := w.cfg
 	for i := 1; i <= c.Nodes; i++ {
-		n := &runnerNode{w: w, id: i, name: "node/" + strconv.Itoa(i), final: map[string]int{}}
+		n := &runnerNode{w: w, id: i, name: "node/" + strconv.Itoa(i)}
 		n.disk = disk.New(int64(streamSeed(c.Seed, "disk/"+strconv.Itoa(i))))
 		df := c.Faults.Disk
 		df.BitFlip = 0 // the bitflip profile flips bits itself, where a later batch proves them corrupt
