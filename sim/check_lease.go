@@ -17,7 +17,6 @@ type receiptModel struct {
 	dispositions int
 	renewing     int // renewal calls in flight
 	working      bool
-	exempt       bool // a call for it outlived the latency bound: the hidden promise is void
 	dead         bool // its worker crashed
 }
 
@@ -43,7 +42,7 @@ func (c *Checker) HandlerStarted(receipt string) {
 	c.check(InvLeaseNoCallAfter, !m.dropped, "handler started for dropped receipt %s", receipt)
 	for _, other := range c.working {
 		o := c.receipts[other]
-		if o.msg == m.msg && !o.dropped && !o.exempt && !m.exempt {
+		if o.msg == m.msg && !o.dropped {
 			c.check(InvNoConcurrent, false, "message %s handled under receipt %s (worker %d) while receipt %s (worker %d) holds its lease",
 				m.msg, receipt, m.worker, other, o.worker)
 		}
@@ -115,11 +114,6 @@ func (c *Checker) DispositionSent(receipt string, op string) {
 // Dropped: the worker gave receipt up (lost lease, gone, fatal, margin reached).
 func (c *Checker) Dropped(receipt string) { c.receipt(receipt).dropped = true }
 
-// Exempt: a call for receipt outlived the configured latency bound, so the queue may have let
-// its visibility lapse before the worker could know: hidden-while-working and
-// no-concurrent-consumers no longer bind it.
-func (c *Checker) Exempt(receipt string) { c.receipt(receipt).exempt = true }
-
 // WorkerCrashed: worker died; its handlers stopped and its receipts can make no more calls.
 func (c *Checker) WorkerCrashed(worker int) {
 	keep := c.working[:0]
@@ -140,22 +134,14 @@ func (c *Checker) WorkerCrashed(worker int) {
 }
 
 // CheckHidden checks hidden-while-working for every running handler: hidden(msg, receipt)
-// reports whether the queue still hides msg under receipt at now.
+// reports whether the queue still hides msg under receipt at now. No receipt is exempted for
+// latency: the local deadline (sent-at + requested) is never later than the queue's (applied
+// at arrival + requested), and the worker cancels the handler at the local deadline, so the
+// promise holds under any latency, spikes beyond the margin included.
 func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
 	for _, r := range c.working {
 		m := c.receipts[r]
-		if m.exempt {
-			continue
-		}
 		c.check(InvHiddenWhileWork, hidden(m.msg, r), "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",
 			m.msg, r, m.worker)
-	}
-}
-
-// Forget drops the model of receipt once nothing more can be said about it (the world calls
-// it when the message is deleted or redelivered and the receipt is inert), to bound memory.
-func (c *Checker) Forget(receipt string) {
-	if m := c.receipts[receipt]; m != nil && !m.working && m.renewing == 0 {
-		delete(c.receipts, receipt)
 	}
 }
