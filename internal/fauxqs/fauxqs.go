@@ -73,13 +73,17 @@ func Start(t testing.TB) *Server {
 	if os.Getenv(EnvDisable) == "1" {
 		t.Skipf("fauxqs: skipped because %s=1 (this test needs the fauxqs SQS server)", EnvDisable)
 	}
-	s, err := start()
+	s, err := New()
 	if err != nil {
 		t.Fatalf("fauxqs: cannot start the SQS test server (set %s=1 to skip tests that need it): %v", EnvDisable, err)
 	}
 	t.Cleanup(s.Stop)
 	return s
 }
+
+// New starts a server not tied to one test (for a server shared by a package's tests); the
+// caller stops it, e.g. in TestMain after m.Run. It does not look at EnvDisable.
+func New() (*Server, error) { return start() }
 
 // LoadOptions configure an SDK client for the server: its region and static test credentials.
 func (s *Server) LoadOptions() []func(*config.LoadOptions) error {
