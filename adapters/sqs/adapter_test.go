@@ -191,3 +191,16 @@ func TestReceiveRejectsOutOfRangeArgumentsWithoutACall(t *testing.T) {
 		mustClass(t, "receive with bad arguments", err, core.Fatal)
 	}
 }
+
+func TestBatchSizeOutOfRangeIsFatalWithoutACall(t *testing.T) {
+	s := &fauxqs.Server{URL: "http://127.0.0.1:1"} // nothing listens: a call would be Retryable
+	tr := newTransport(t, newClient(t, s), s.URL+"/000000000000/q")
+	_, err := tr.DeleteBatch(nil)
+	mustClass(t, "empty delete batch", err, core.Fatal)
+	_, err = tr.DeleteBatch(make([]string, 11))
+	mustClass(t, "delete batch of 11", err, core.Fatal)
+	_, err = tr.ChangeVisibilityBatch(nil)
+	mustClass(t, "empty change batch", err, core.Fatal)
+	_, err = tr.ChangeVisibilityBatch(make([]core.VisibilityChange, 11))
+	mustClass(t, "change batch of 11", err, core.Fatal)
+}

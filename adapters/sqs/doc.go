@@ -10,9 +10,10 @@
 //  2. Every call runs under Config.Context with Config.CallTimeout (a long poll gets its wait on
 //     top), because core.Transport carries no context. Cancelling Config.Context fails every
 //     later call as Retryable.
-//  3. Batch calls (1..10 entries; misuse panics as for the simulated queue) send entry ids
-//     "0".."9" and map SQS's per-entry results back to one error per entry, in entry order; an
-//     entry SQS answered neither way is Retryable (code NoEntryResult).
+//  3. Batch calls take 1..10 entries (an empty or larger batch fails Fatal without a call, as
+//     SQS would answer it and as sim/queue's Transport does). They send entry ids "0".."9"
+//     and map SQS's per-entry results back to one error per entry, in entry order; an entry
+//     SQS answered neither way is Retryable (code NoEntryResult).
 //  4. Errors are *core.TransportError classed as SPEC 3.2 says (classify, table-tested):
 //     - Gone: MessageNotInflight, ReceiptHandleIsInvalid, and InvalidParameterValue whose message
 //     says the receipt handle expired (the message was redelivered or deleted);

@@ -148,16 +148,24 @@ func (t *Transport) Delete(receipt string) error {
 
 var entryIDs = [core.BatchMax]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 
-func checkBatch(n int) {
-	if n < 1 || n > core.BatchMax {
-		panic(fmt.Sprintf("sqs: batch of %d entries outside 1..%d", n, core.BatchMax))
+// batchErr refuses, without a call, what SQS would refuse: an empty or oversized batch.
+func batchErr(op string, n int) error {
+	switch {
+	case n == 0:
+		return &core.TransportError{Class: core.Fatal, Op: op, Code: "EmptyBatchRequest", Err: errors.New("sqs: empty batch")}
+	case n > core.BatchMax:
+		return &core.TransportError{Class: core.Fatal, Op: op, Code: "TooManyEntriesInBatchRequest",
+			Err: fmt.Errorf("sqs: batch of %d entries, at most %d", n, core.BatchMax)}
 	}
+	return nil
 }
 
 // ChangeVisibilityBatch sends one ChangeMessageVisibilityBatch; one error per entry.
 func (t *Transport) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]error, error) {
 	const op = "change-visibility"
-	checkBatch(len(entries))
+	if err := batchErr(op, len(entries)); err != nil {
+		return nil, err
+	}
 	in := &awssqs.ChangeMessageVisibilityBatchInput{QueueUrl: t.url,
 		Entries: make([]types.ChangeMessageVisibilityBatchRequestEntry, len(entries))}
 	for i, e := range entries {
@@ -181,7 +189,9 @@ func (t *Transport) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]er
 // DeleteBatch sends one DeleteMessageBatch; one error per entry.
 func (t *Transport) DeleteBatch(receipts []string) ([]error, error) {
 	const op = "delete"
-	checkBatch(len(receipts))
+	if err := batchErr(op, len(receipts)); err != nil {
+		return nil, err
+	}
 	in := &awssqs.DeleteMessageBatchInput{QueueUrl: t.url,
 		Entries: make([]types.DeleteMessageBatchRequestEntry, len(receipts))}
 	for i, r := range receipts {
