@@ -209,3 +209,20 @@ func TestViolationReport(t *testing.T) {
 	}
 	t.Fatal("no seed violated")
 }
+
+// A replay of a copy of the disk that differs from the live state is reported (here the live
+// side is altered: a job's due moved, as a machine that forgot to journal a transition would).
+func TestReplayCheckFires(t *testing.T) {
+	w, n := runnerWorld(t, "calm")
+	live := jobViews(n.e.State())
+	n.checkReplay(live)
+	if v := w.chk.Violation(); v != nil {
+		t.Fatalf("unaltered state: %v", v)
+	}
+	live[0].Due += time.Second
+	n.checkReplay(live)
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvReplayEqualsLive {
+		t.Fatalf("violation %v, want %s", v, InvReplayEqualsLive)
+	}
+}
