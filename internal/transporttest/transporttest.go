@@ -81,6 +81,7 @@ var cases = []suiteCase{
 	{"RedriveMovesMessageToDeadLetterQueue", 2, testRedrive},
 	{"VisibilityPastTwelveHoursIsFatal", 0, testCeiling},
 	{"ReceiveHonoursMax", 0, testReceiveMax},
+	{"EmptyOrOversizedBatchIsFatal", 0, testBatchSize},
 }
 
 // Run runs every case as a subtest of t.
@@ -399,4 +400,20 @@ func testReceiveMax(t *testing.T, e env) {
 		}
 		seen[m.ID] = true
 	}
+}
+
+func testBatchSize(t *testing.T, e env) {
+	tr := e.q.Transport
+	_, err := tr.DeleteBatch(nil)
+	mustClass(t, "empty delete batch", err, core.Fatal)
+	_, err = tr.ChangeVisibilityBatch(nil)
+	mustClass(t, "empty change-visibility batch", err, core.Fatal)
+	_, err = tr.DeleteBatch(make([]string, core.BatchMax+1))
+	mustClass(t, "oversized delete batch", err, core.Fatal)
+	changes := make([]core.VisibilityChange, core.BatchMax+1)
+	for i := range changes {
+		changes[i] = core.VisibilityChange{Receipt: "r", Timeout: time.Second}
+	}
+	_, err = tr.ChangeVisibilityBatch(changes)
+	mustClass(t, "oversized change-visibility batch", err, core.Fatal)
 }
