@@ -76,6 +76,10 @@ var (
 	ErrNotDead = runner.ErrNotDead
 	// ErrPoisoned: a journal write, sync or compaction failed; reopen the runner.
 	ErrPoisoned = runner.ErrPoisoned
+	// ErrCorrupt: Open found synced journal data damaged (a bad frame followed by a valid
+	// frame of a later batch) and refused; the error names the file, the offset and the LSNs
+	// around it, and nothing was truncated.
+	ErrCorrupt = journal.ErrCorrupt
 )
 
 func mapErr(err error) error {

@@ -1,8 +1,10 @@
 package sluice
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,23 +93,94 @@ func TestOpenValidatesConfig(t *testing.T) {
 	}
 }
 
-func TestEnqueueRefusesTooLargePayload(t *testing.T) {
-	r, err := Open(t.TempDir(), Config{Logger: quiet, RecordMax: 1024}, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+// TestEnqueueRefusesTooLargePayloadBeforeJournaling: an oversize payload is refused with
+// ErrTooLarge before anything is written (the journal keeps its size) and spends no id, whether
+// the driver refuses it (payload > RecordMax) or the engine does (payload ≤ RecordMax, but the
+// record with its target and framing > RecordMax).
+func TestEnqueueRefusesTooLargePayloadBeforeJournaling(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Open(dir, Config{Logger: quiet, RecordMax: 1024}, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	ctx := context.Background()
-	if _, err := r.Enqueue(ctx, time.Time{}, "t", make([]byte, 2048)); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Enqueue of 2 KiB with RecordMax 1 KiB = %v, want ErrTooLarge", err)
+	size0 := journalSize(t, dir)
+	for _, n := range []int{2048, 1024, 1000} {
+		if _, err := r.Enqueue(ctx, time.Time{}, "t", make([]byte, n)); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Enqueue of %d bytes with RecordMax 1024 = %v, want ErrTooLarge", n, err)
+		}
+		if size := journalSize(t, dir); size != size0 {
+			t.Errorf("after refusing %d bytes the journal grew from %d to %d bytes", n, size0, size)
+		}
 	}
-	// Just under the limit, the engine's own framing overhead decides; either way the runner
-	// stays usable.
-	if _, err := r.Enqueue(ctx, time.Time{}, "t", make([]byte, 1000)); err != nil && !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Enqueue of 1000 bytes = %v", err)
+	if id, err := r.Enqueue(ctx, time.Time{}, "t", []byte("small")); err != nil || id != 1 {
+		t.Errorf("Enqueue after the refusals = %d, %v; want id 1 (a refusal spends no id)", id, err)
 	}
-	if id, err := r.Enqueue(ctx, time.Time{}, "t", []byte("small")); err != nil || id == 0 {
-		t.Errorf("Enqueue after a refusal = %d, %v; want success", id, err)
+	if st := r.Stats(); st.Records != 1 {
+		t.Errorf("journal records after the refusals and one enqueue = %d, want 1", st.Records)
+	}
+}
+
+func journalSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestOpenRefusesACorruptJournalNamingFileAndOffset: damage in a batch followed by a complete
+// later batch is corruption of synced data; the public Open refuses it with an error that
+// names the journal file and the offset (errors.Is ErrCorrupt), truncates nothing, and refuses
+// again on the next try.
+func TestOpenRefusesACorruptJournalNamingFileAndOffset(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	r, err := Open(dir, Config{Logger: quiet}, JSON[string](), succeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int64 // the journal's size after each batch
+	sizes = append(sizes, journalSize(t, dir))
+	for range 3 {
+		if _, err := r.Enqueue(ctx, time.Now().Add(time.Hour), "t", "payload"); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, journalSize(t, dir))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, journalName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte inside the second batch's payload; the third batch stays whole after it.
+	bad := sizes[1] // where the second batch's frame starts
+	b[sizes[2]-2] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for try := range 2 {
+		_, err := Open(dir, Config{Logger: quiet}, JSON[string](), succeed)
+		if err == nil {
+			t.Fatalf("try %d: Open of a corrupt journal succeeded", try)
+		}
+		msg := err.Error()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(msg, journalName) ||
+			!strings.Contains(msg, fmt.Sprintf("offset %d", bad)) || !strings.Contains(msg, dir) {
+			t.Errorf("try %d: Open = %v; want ErrCorrupt naming %s in %s at offset %d", try, err, journalName, dir, bad)
+		}
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(after, b) {
+			t.Fatalf("try %d: the refused journal changed (%d bytes, was %d)", try, len(after), len(b))
+		}
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// The owner checks its O(running) invariants after every commit in tests.
+func init() { invariantsFull = true }
+
 // openFn opens a runner for a driver test; the same tests run over the fake engine and the
 // real one.
 type openFn func(t *testing.T, cfg Config, h Handler[string]) *Runner[string]

@@ -272,3 +272,43 @@ func TestDeferredJobSpendsNoAttempt(t *testing.T) {
 		t.Fatalf("at +10s: %+v %v", res, err)
 	}
 }
+
+// TestSnapshotRetainsTheLastTerminalJobs: Snapshot(retain) leaves out all but the retain
+// terminal jobs that became terminal last (by terminal sequence, not by id), keeps every
+// non-terminal job, and lists jobs ascending by id.
+func TestSnapshotRetainsTheLastTerminalJobs(t *testing.T) {
+	m := machineWith(0, 1) // job 1 running
+	for range 5 {
+		m.Step(Enqueue{Due: epoch.Add(time.Hour), Target: "a"}) // jobs 2..6 waiting
+	}
+	for _, id := range []uint64{5, 2, 4} { // terminal sequence 1, 2, 3
+		if err := m.Step(Cancel{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(s Snapshot) []uint64 {
+		var out []uint64
+		for _, j := range s.Jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		retain      int
+		kept, dropt []uint64
+	}{
+		{10, []uint64{1, 2, 3, 4, 5, 6}, nil},
+		{3, []uint64{1, 2, 3, 4, 5, 6}, nil},
+		{2, []uint64{1, 2, 3, 4, 6}, []uint64{5}},
+		{1, []uint64{1, 3, 4, 6}, []uint64{2, 5}},
+		{0, []uint64{1, 3, 6}, []uint64{2, 4, 5}},
+	} {
+		s, dropped := m.Snapshot(tc.retain)
+		if diff := cmp.Diff(tc.kept, ids(s)); diff != "" {
+			t.Errorf("retain %d: kept (-want +got)\n%s", tc.retain, diff)
+		}
+		if diff := cmp.Diff(tc.dropt, dropped); diff != "" {
+			t.Errorf("retain %d: dropped (-want +got)\n%s", tc.retain, diff)
+		}
+	}
+}

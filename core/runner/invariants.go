@@ -69,7 +69,16 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("runner: queue out of heap order at %d", i)
 		}
 	}
-	for tok, a := range m.inflight {
+	toks := make([]Token, 0, len(m.inflight))
+	for tok := range m.inflight {
+		toks = append(toks, tok)
+	}
+	// Sorted so that the same broken state always reports the same first violation.
+	sort.Slice(toks, func(a, b int) bool {
+		return toks[a].ID < toks[b].ID || toks[a].ID == toks[b].ID && toks[a].Attempt < toks[b].Attempt
+	})
+	for _, tok := range toks {
+		a := m.inflight[tok]
 		if a.token != tok || a.dropped {
 			return fmt.Errorf("runner: in-flight attempt %v filed as %v (dropped %v)", a.token, tok, a.dropped)
 		}

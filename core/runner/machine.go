@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
@@ -456,7 +457,7 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 			ids = append(ids, id)
 		}
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	slices.Sort(ids)
 	for _, id := range ids {
 		m.finish(m.jobs[id], norm(now), Failure(Interrupted, true))
 	}
@@ -627,32 +628,48 @@ func (m *Machine) load(s Snapshot) {
 }
 
 // Snapshot returns the durable state with all but the last retain terminal jobs left out, and
-// the ids left out (for Prune once the snapshot is durable).
+// the ids left out (for Prune once the snapshot is durable). It sorts ids, not Job values:
+// the simulator calls it on every commit.
 func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 	s := Snapshot{NextID: m.nextID, TermSeq: m.termSeq}
-	var term []*job
-	for _, j := range m.jobs {
-		if j.State.Terminal() {
-			term = append(term, j)
-		}
-	}
-	drop := map[uint64]bool{}
-	var dropped []uint64
-	if len(term) > retain {
-		sort.Slice(term, func(a, b int) bool { return term[a].TermSeq < term[b].TermSeq })
-		for _, j := range term[:len(term)-retain] {
-			drop[j.ID] = true
-			dropped = append(dropped, j.ID)
-		}
-	}
-	s.Jobs = make([]Job, 0, len(m.jobs)-len(dropped))
+	ids := make([]uint64, 0, len(m.jobs))
+	terminal := 0
 	for id, j := range m.jobs {
-		if !drop[id] {
-			s.Jobs = append(s.Jobs, j.Job)
+		ids = append(ids, id)
+		if j.State.Terminal() {
+			terminal++
 		}
 	}
-	sort.Slice(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
-	sort.Slice(dropped, func(a, b int) bool { return dropped[a] < dropped[b] })
+	slices.Sort(ids)
+	var dropped []uint64
+	if terminal > retain {
+		// Drop the terminal jobs with the lowest terminal sequence: those before cut.
+		seqs := make([]uint64, 0, terminal)
+		for _, id := range ids {
+			if j := m.jobs[id]; j.State.Terminal() {
+				seqs = append(seqs, j.TermSeq)
+			}
+		}
+		slices.Sort(seqs)
+		cut := uint64(math.MaxUint64) // retain ≤ 0: drop them all
+		if retain > 0 {
+			cut = seqs[terminal-retain] // TermSeqs are unique: keep exactly retain of them
+		}
+		for _, id := range ids {
+			if j := m.jobs[id]; j.State.Terminal() && j.TermSeq < cut {
+				dropped = append(dropped, id)
+			}
+		}
+	}
+	s.Jobs = make([]Job, 0, len(ids)-len(dropped))
+	d := 0
+	for _, id := range ids {
+		if d < len(dropped) && dropped[d] == id {
+			d++
+			continue
+		}
+		s.Jobs = append(s.Jobs, m.jobs[id].Job)
+	}
 	return s, dropped
 }
 

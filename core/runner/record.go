@@ -322,11 +322,12 @@ type reader struct {
 	err error
 }
 
-func (r *reader) take(n int) []byte {
+func (r *reader) take(n uint64) []byte {
 	if r.err != nil {
 		return nil
 	}
-	if n > len(r.b) {
+	// Compared as uint64: a u32 length from the data must not turn negative as an int.
+	if n > uint64(len(r.b)) {
 		r.err = fmt.Errorf("%w: short: need %d bytes, have %d", ErrDecode, n, len(r.b))
 		return nil
 	}
@@ -367,15 +368,14 @@ func (r *reader) bool() bool {
 }
 
 func (r *reader) bytes() []byte {
-	n := r.u32()
-	p := r.take(int(n))
+	p := r.take(uint64(r.u32()))
 	if p == nil {
 		return nil
 	}
 	return append([]byte(nil), p...)
 }
 
-func (r *reader) str() string { return string(r.take(int(r.u32()))) }
+func (r *reader) str() string { return string(r.take(uint64(r.u32()))) }
 
 func (r *reader) done() error {
 	if r.err == nil && len(r.b) != 0 {
