@@ -53,7 +53,7 @@ var (
 
 // env is one test's view of the shared server.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	client *awssqs.Client
 	url    string // the queue under test
 	dlq    string // its dead-letter queue, "" without one
@@ -61,7 +61,7 @@ type env struct {
 
 // newEnv creates fresh queues (with a redrive policy capturing at maxReceive when > 0) on a
 // fauxqs server shared by the package's tests.
-func newEnv(t *testing.T, maxReceive int) *env {
+func newEnv(t testing.TB, maxReceive int) *env {
 	t.Helper()
 	if os.Getenv(fauxqs.EnvDisable) == "1" {
 		t.Skipf("fauxqs: skipped because %s=1 (this test needs the fauxqs SQS server)", fauxqs.EnvDisable)
@@ -108,7 +108,7 @@ func (e *env) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
