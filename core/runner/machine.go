@@ -610,7 +610,7 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 		return fmt.Errorf("runner: replay record %d: %w", m.snapshots, err)
 	}
 	if err := m.apply(r); err != nil {
-		return fmt.Errorf("runner: replay record %d: %w: %v", m.snapshots, ErrDecode, err)
+		return fmt.Errorf("runner: replay record %d: %w: %w", m.snapshots, ErrDecode, err)
 	}
 	return nil
 }
