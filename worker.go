@@ -36,6 +36,9 @@ type Worker struct {
 
 	running   atomic.Bool
 	heartbeat atomic.Int64 // UnixNano of the last loop iteration
+	// lateReleased counts messages an abandoned receive returned after shutdown, released by
+	// its goroutine (possibly after Run returned).
+	lateReleased atomic.Int64
 
 	mu    sync.Mutex
 	stats WorkerStats
@@ -106,18 +109,25 @@ func (w *Worker) Heartbeat() time.Time {
 	return time.Unix(0, n)
 }
 
-// Stats returns the counters as of the loop's last iteration.
+// Stats returns the counters as of the loop's last iteration (ReleasedAtEnd also counts
+// messages an abandoned receive returned after shutdown, as they are released).
 func (w *Worker) Stats() WorkerStats {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stats
+	s := w.stats
+	w.mu.Unlock()
+	s.ReleasedAtEnd += int(w.lateReleased.Load())
+	return s
 }
 
 // Run works the queue until ctx ends, then shuts down per SPEC 3.2: it stops receiving,
 // releases messages whose handler has not started with one ChangeMessageVisibilityBatch(0),
 // keeps renewing running handlers' leases for up to Grace, then cancels those handlers and
 // lets their leases lapse. It returns nil after a clean shutdown. Handlers that ignore their
-// cancelled context are abandoned after another Grace (logged). Run may be called once.
+// cancelled context are abandoned after another Grace (logged). A receive call still in
+// flight (a long poll, which Transport cannot cancel) is not waited for: once nothing else is
+// left, Run returns and that call's goroutine releases whatever it later returns with
+// ChangeVisibility 0 (so the transport may see that call up to Wait after Run returned).
+// Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -131,8 +141,40 @@ type workerLoop struct {
 	w        *Worker
 	timer    *clock.Timer
 	handlers map[string]context.CancelFunc // running handlers by receipt
-	recv     bool                          // a receive call is in flight
+	recv     *receiveCall                  // the receive call in flight, nil when none
 	abandon  time.Time                     // when to give up on cancelled handlers (zero: not yet)
+}
+
+// receiveCall decides, once, who owns a receive call's reply: the loop (the goroutine sends
+// ReceiveDone) or, after the loop abandoned it at shutdown, the goroutine (it releases the
+// messages itself). Transport.Receive takes no context, so a long poll cannot be cut short.
+type receiveCall struct {
+	call      worker.CallID
+	mu        sync.Mutex
+	replied   bool
+	abandoned bool
+}
+
+// claimReply is called by the receive goroutine: true if the loop still wants the reply.
+func (rc *receiveCall) claimReply() bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.abandoned {
+		return false
+	}
+	rc.replied = true
+	return true
+}
+
+// abandon is called by the loop: true if it gave the call up before its reply was claimed.
+func (rc *receiveCall) abandon() bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.replied {
+		return false
+	}
+	rc.abandoned = true
+	return true
 }
 
 func (l *workerLoop) run(ctx context.Context) error {
@@ -148,6 +190,16 @@ func (l *workerLoop) run(ctx context.Context) error {
 		rd := w.eng.Ready()
 		l.perform(rd)
 		st := w.eng.Status()
+		if l.onlyReceiveLeft(st) && l.recv.abandon() {
+			// Shutdown need not wait up to a whole long poll: the call's goroutine releases
+			// whatever it returns (ChangeVisibility 0), even after Run has returned.
+			w.log.Info("sluice: worker not waiting for the receive in flight; its messages will be released")
+			if err := l.step(worker.ReceiveAbandoned{Call: l.recv.call, At: w.clk.Now()}); err != nil {
+				l.cancelAll()
+				return fmt.Errorf("sluice: worker: %w", err)
+			}
+			continue
+		}
 		w.publish(st)
 		if st.Done {
 			return nil
@@ -188,25 +240,37 @@ func (l *workerLoop) run(ctx context.Context) error {
 		}
 		if err != nil {
 			// Misuse of the engine is a driver bug: stop everything.
-			for _, cancel := range l.handlers {
-				cancel()
-			}
+			l.cancelAll()
 			return fmt.Errorf("sluice: worker: %w", err)
 		}
 	}
 }
 
+func (l *workerLoop) cancelAll() {
+	for _, cancel := range l.handlers {
+		cancel()
+	}
+}
+
+// onlyReceiveLeft reports a stopping worker whose only unfinished business that needs the
+// queue is the receive call in flight: no lease held or being disposed, no call out.
+// (Handlers still running with their leases gone are waited for separately.)
+func (l *workerLoop) onlyReceiveLeft(st worker.Stats) bool {
+	return st.Stopping && l.recv != nil && st.Waiting == 0 && st.Lease.Held == 0 &&
+		st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0
+}
+
 // onlyAbandoned reports a stopping worker whose leases are all gone and whose only remaining
 // work is handlers that were cancelled and have not returned.
 func (l *workerLoop) onlyAbandoned(st worker.Stats) bool {
-	return st.Stopping && !l.recv && st.Waiting == 0 && st.Running > 0 && st.Lease.Held == 0 &&
+	return st.Stopping && l.recv == nil && st.Waiting == 0 && st.Running > 0 && st.Lease.Held == 0 &&
 		st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0
 }
 
 func (l *workerLoop) step(ev worker.Event) error {
 	switch ev := ev.(type) {
-	case worker.ReceiveDone:
-		l.recv = false
+	case worker.ReceiveDone, worker.ReceiveAbandoned:
+		l.recv = nil
 	case worker.HandlerDone:
 		if cancel, ok := l.handlers[ev.Receipt]; ok {
 			cancel()
@@ -240,10 +304,16 @@ func (l *workerLoop) perform(rd worker.Ready) {
 		}()
 	}
 	if r := rd.Receive; r != nil {
-		l.recv = true
+		rc := &receiveCall{call: r.Call}
+		l.recv = rc
 		go func() {
 			msgs, err := w.t.Receive(r.Max, r.Wait, r.Visibility)
-			w.send(worker.ReceiveDone{Call: r.Call, At: w.clk.Now(), Messages: msgs, Err: err})
+			at := w.clk.Now()
+			if !rc.claimReply() {
+				w.releaseLate(msgs)
+				return
+			}
+			w.send(worker.ReceiveDone{Call: r.Call, At: at, Messages: msgs, Err: err})
 		}()
 	}
 	for _, s := range rd.Start {
@@ -254,6 +324,33 @@ func (l *workerLoop) perform(rd worker.Ready) {
 			res := runWorkerHandler(ctx, w.h, messageOf(s.Message))
 			w.send(worker.HandlerDone{Receipt: s.Receipt, At: w.clk.Now(), Result: res})
 		}()
+	}
+}
+
+// releaseLate makes the messages of a receive abandoned at shutdown visible again at once,
+// in batches of at most core.BatchMax. Their leases were never taken, so nothing else names
+// these receipts; a failed release only means the message reappears when its window lapses.
+func (w *Worker) releaseLate(msgs []core.Message) {
+	for len(msgs) > 0 {
+		n := min(len(msgs), core.BatchMax)
+		entries := make([]core.VisibilityChange, n)
+		for i, m := range msgs[:n] {
+			entries[i] = core.VisibilityChange{Receipt: m.Receipt, Timeout: 0}
+		}
+		errs, err := w.t.ChangeVisibilityBatch(entries)
+		for i, e := range entries {
+			if err == nil && i < len(errs) && errs[i] == nil {
+				w.lateReleased.Add(1)
+				continue
+			}
+			failure := err
+			if failure == nil && i < len(errs) {
+				failure = errs[i]
+			}
+			w.log.Warn("sluice: releasing a message received after shutdown failed; it reappears when its window lapses",
+				"message", msgs[i].ID, "receipt", e.Receipt, "err", failure)
+		}
+		msgs = msgs[n:]
 	}
 }
 

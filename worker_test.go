@@ -124,6 +124,13 @@ func (m *memQueue) DeleteBatch(receipts []string) ([]error, error) {
 	return m.t.DeleteBatch(receipts)
 }
 
+// settle lets the goroutines that may outlive Run (an abandoned long poll, at most Wait
+// long; a handler that ignored its cancellation) end inside the synctest bubble.
+func settle() {
+	time.Sleep(time.Minute)
+	synctest.Wait()
+}
+
 func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
@@ -171,6 +178,7 @@ func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 		if err := <-ran; err != nil {
 			t.Fatal(err)
 		}
+		settle()
 	})
 }
 
@@ -225,6 +233,7 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 		if err := <-ran; err != nil {
 			t.Fatal(err)
 		}
+		settle()
 	})
 }
 
@@ -260,6 +269,7 @@ func TestWorkerShutdownReleasesWaitingAndGivesRunningAGrace(t *testing.T) {
 		if err := <-ran; err != nil {
 			t.Fatal(err)
 		}
+		settle()
 		if s := mq.status(first); s.State != queue.Deleted {
 			t.Errorf("running message after shutdown: %v, want deleted (it finished within the grace)", s.State)
 		}
@@ -314,6 +324,7 @@ func TestWorkerRetryReleasesAndPoisonIsRetired(t *testing.T) {
 		if err := <-ran; err != nil {
 			t.Fatal(err)
 		}
+		settle()
 		if st := w.Stats(); st.Released != 2 || st.Poison < 1 {
 			t.Errorf("stats %+v, want 2 releases and the poison counted", st)
 		}
@@ -352,7 +363,7 @@ func TestWorkerAbandonsHandlersThatIgnoreCancellation(t *testing.T) {
 			t.Errorf("an abandoned handler's message was deleted; its lease must just lapse")
 		}
 		close(release) // the late handler's event is dropped, not sent to a dead loop
-		synctest.Wait()
+		settle()
 	})
 }
 
@@ -394,5 +405,49 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 		if err := <-ran; err != nil {
 			t.Fatal(err)
 		}
+		settle()
+	})
+}
+
+// TestWorkerShutdownDoesNotWaitForALongPoll: Transport.Receive takes no context, so a long
+// poll in flight at shutdown cannot be cut short. Run returns at once anyway, and a message
+// the abandoned poll returns later is released (visible again at once), never handled.
+func TestWorkerShutdownDoesNotWaitForALongPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		var runs atomic.Int64
+		w, err := NewWorker(mq, WorkerConfig{Window: 30 * time.Second, Wait: 20 * time.Second, Logger: quiet},
+			func(ctx context.Context, m Message) Result {
+				runs.Add(1)
+				return Ack()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		time.Sleep(2 * time.Second) // an empty queue: the first 20 s long poll is waiting
+		t0 := time.Now()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(t0); d > time.Second {
+			t.Errorf("Run returned %v after shutdown began, want at once (not after the 18 s left of the poll)", d)
+		}
+		id := mq.send("late") // the abandoned poll, still waiting, receives it
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s := mq.status(id); s.State != queue.Visible || s.ReceiveCount != 1 {
+			t.Errorf("message returned by the abandoned poll: %+v, want visible again after one delivery", s)
+		}
+		if runs.Load() != 0 {
+			t.Errorf("handler ran %d times after shutdown, want 0", runs.Load())
+		}
+		if st := w.Stats(); st.ReleasedAtEnd != 1 {
+			t.Errorf("stats %+v, want the late message counted as released at the end", st)
+		}
+		settle()
 	})
 }

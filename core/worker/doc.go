@@ -37,7 +37,9 @@
 //     follows when that renewal's reply arrives); running handlers keep their
 //     leases renewed for Grace, after which (or as soon as none runs) the lease machine drops
 //     every receipt without a disposition, cancelling the handlers and leaving their windows to
-//     lapse. Messages from a receive still in flight are released at once when it returns.
+//     lapse. Messages from a receive still in flight are released at once when it returns;
+//     or the driver, which cannot cancel a long poll, steps ReceiveAbandoned and releases
+//     whatever that call returns itself (ChangeVisibility 0), outside the engine.
 //     Stats.Done reports when nothing is left: no delivery, no call in flight.
 //  8. Stats.Heartbeat is the time of the last event processed: a liveness signal.
 //

@@ -49,6 +49,47 @@ func TestDispositionTable(t *testing.T) {
 	}
 }
 
+// TestMisuseLeavesTheEngineUnchanged: a HandlerDone with an outcome outside the table, or a
+// ReceiveAbandoned before Shutdown, is refused and changes nothing.
+func TestMisuseLeavesTheEngineUnchanged(t *testing.T) {
+	e, err := New(Config{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := e.Step(Tick{Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	rc := e.Ready().Receive
+	if err := e.Step(ReceiveDone{Call: rc.Call, At: t0.Add(time.Second),
+		Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Ready()
+	before := e.Deliveries()
+	for _, tc := range []struct {
+		ev   Event
+		want error
+	}{
+		{HandlerDone{Receipt: "r1", At: t0.Add(2 * time.Second), Result: Result{}}, ErrBadResult},
+		{HandlerDone{Receipt: "r1", At: t0.Add(2 * time.Second), Result: Result{Outcome: Terminal + 1}}, ErrBadResult},
+		{ReceiveAbandoned{Call: rc.Call, At: t0.Add(2 * time.Second)}, ErrUnknownCall},
+	} {
+		if err := e.Step(tc.ev); !errors.Is(err, tc.want) {
+			t.Errorf("Step(%+v) = %v, want %v", tc.ev, err, tc.want)
+		}
+		if diff := cmp.Diff(before, e.Deliveries()); diff != "" {
+			t.Errorf("after refused %T (-want +got):\n%s", tc.ev, diff)
+		}
+		if err := e.checkInvariants(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := e.Step(HandlerDone{Receipt: "r1", At: t0.Add(3 * time.Second), Result: Result{Outcome: Success}}); err != nil {
+		t.Fatalf("a valid result after the refused ones: %v", err)
+	}
+}
+
 func TestBudget(t *testing.T) {
 	for _, tc := range []struct {
 		budget, redrive, want int
@@ -388,6 +429,14 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 					ev.Entries = append(ev.Entries, err)
 				}
 				w.step(t, ev)
+			},
+			"abandonReceive": func(t *rapid.T) {
+				if !w.shut || w.recv == nil {
+					t.Skip("no receive in flight after shutdown")
+				}
+				rc := w.recv
+				w.recv = nil
+				w.step(t, ReceiveAbandoned{Call: rc.Call, At: w.now})
 			},
 			"shutdown": func(t *rapid.T) {
 				if w.shut {

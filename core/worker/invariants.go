@@ -55,3 +55,7 @@ func (e *Engine) checkInvariants() error {
 	}
 	return errors.Join(errs...)
 }
+
+// CheckInvariants is checkInvariants for checkers outside the package (the simulator runs it
+// after every step). It is O(receipts held).
+func (e *Engine) CheckInvariants() error { return e.checkInvariants() }

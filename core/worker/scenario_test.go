@@ -28,6 +28,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	handlers at=T R=OUTCOME ...                        several results, then one Ready
 //	reply call=N at=T [all=CLASS | R=CLASS ...]        a lease call's reply (CallDone)
 //	shutdown at=T
+//	abandon call=N at=T                                ReceiveAbandoned for receive N
 //	stats
 //
 // Each command prints the effects of its step (Describe) and the log lines it produced.
@@ -235,6 +236,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.step(ev)
 	case "shutdown":
 		return h.step(Shutdown{Now: secs(t, arg(t, d, "at", ""))})
+	case "abandon":
+		return h.step(ReceiveAbandoned{Call: CallID(intArg(t, d, "call")), At: secs(t, arg(t, d, "at", ""))})
 	case "stats":
 		st := h.e.Status()
 		return DescribeStats(st) + "heartbeat " + lease.Offset(st.Heartbeat, epoch) + "\n"

@@ -37,6 +37,10 @@ var (
 	ErrUnknownCall = errors.New("worker: unknown call")
 	// ErrUnknownHandler is returned for HandlerDone naming no running handler (driver misuse).
 	ErrUnknownHandler = errors.New("worker: unknown handler")
+	// ErrNotStopping is returned for ReceiveAbandoned before Shutdown (driver misuse).
+	ErrNotStopping = errors.New("worker: receive abandoned before shutdown")
+	// ErrBadResult is returned for HandlerDone with an outcome outside the table (driver misuse).
+	ErrBadResult = errors.New("worker: invalid handler outcome")
 )
 
 // Config configures an Engine. Zero fields take their defaults.
@@ -219,11 +223,21 @@ type HandlerDone struct {
 // Grace before cancelling them.
 type Shutdown struct{ Now time.Time }
 
-func (Tick) isEvent()        {}
-func (ReceiveDone) isEvent() {}
-func (CallDone) isEvent()    {}
-func (HandlerDone) isEvent() {}
-func (Shutdown) isEvent()    {}
+// ReceiveAbandoned: after Shutdown, the driver stops waiting for the receive call in flight
+// (a long poll it cannot cancel) so the engine can finish. The driver then owns whatever that
+// call returns: it releases those messages itself with ChangeVisibility 0, and never feeds
+// the call's ReceiveDone. Their receipts never reach the lease machine.
+type ReceiveAbandoned struct {
+	Call CallID
+	At   time.Time
+}
+
+func (Tick) isEvent()             {}
+func (ReceiveDone) isEvent()      {}
+func (CallDone) isEvent()         {}
+func (HandlerDone) isEvent()      {}
+func (Shutdown) isEvent()         {}
+func (ReceiveAbandoned) isEvent() {}
 
 // CallID names a receive call.
 type CallID uint64
@@ -295,13 +309,15 @@ type Stats struct {
 	IgnoredDone   int // results of cancelled handlers
 	ReleasedAtEnd int // waiting messages released at shutdown
 	ReceiveErrors int
-	Running       int
-	Waiting       int
-	Budget        int
-	Heartbeat     time.Time // the last time the engine processed an event: a liveness signal
-	Stopping      bool
-	Done          bool // stopping, and no handler, delivery or call is left
-	Lease         lease.Stats
+	// ReceivesAbandoned counts receive calls given up at shutdown (ReceiveAbandoned).
+	ReceivesAbandoned int
+	Running           int
+	Waiting           int
+	Budget            int
+	Heartbeat         time.Time // the last time the engine processed an event: a liveness signal
+	Stopping          bool
+	Done              bool // stopping, and no handler, delivery or call is left
+	Lease             lease.Stats
 }
 
 // Engine is the queue worker: a receive loop, a handler per message under its lease, and a
@@ -367,6 +383,8 @@ func (e *Engine) Step(ev Event) error {
 		t = ev.At
 	case Shutdown:
 		t = ev.Now
+	case ReceiveAbandoned:
+		t = ev.At
 	}
 	if t.IsZero() {
 		return fmt.Errorf("worker: %T without a time", ev)
@@ -385,6 +403,8 @@ func (e *Engine) Step(ev Event) error {
 	case Shutdown:
 		e.advance(ev.Now)
 		e.onShutdown()
+	case ReceiveAbandoned:
+		err = e.onReceiveAbandoned(ev)
 	default:
 		panic(fmt.Sprintf("worker: unknown event %T", ev))
 	}
@@ -539,6 +559,19 @@ func (e *Engine) dispose(receipt string, disp lease.Disposition) error {
 	return e.stepLease(lease.Dispose{Now: e.now, Receipt: receipt, Disposition: disp})
 }
 
+func (e *Engine) onReceiveAbandoned(ev ReceiveAbandoned) error {
+	if ev.Call == 0 || ev.Call != e.recvCall {
+		return fmt.Errorf("%w: receive %d", ErrUnknownCall, ev.Call)
+	}
+	if !e.stopping {
+		return fmt.Errorf("%w: receive %d", ErrNotStopping, ev.Call)
+	}
+	e.advance(ev.At)
+	e.recvCall = 0
+	e.stats.ReceivesAbandoned++
+	return e.stepLease(lease.Tick{Now: ev.At})
+}
+
 func (e *Engine) onCallDone(ev CallDone) error {
 	p, ok := e.leaseCalls[ev.Call]
 	if !ok {
@@ -556,6 +589,10 @@ func (e *Engine) onHandlerDone(ev HandlerDone) error {
 	d := e.deliveries[ev.Receipt]
 	if d == nil || (d.state != running && d.state != cancelled) {
 		return fmt.Errorf("%w: %q", ErrUnknownHandler, ev.Receipt)
+	}
+	if ev.Result.Outcome < Success || ev.Result.Outcome > Terminal {
+		// Refused before anything changes: a misused Step leaves the engine as it was.
+		return fmt.Errorf("%w: %v for %q", ErrBadResult, ev.Result.Outcome, ev.Receipt)
 	}
 	e.advance(ev.At)
 	if d.state == cancelled {
