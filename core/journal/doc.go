@@ -23,8 +23,10 @@
 //  5. Compact (nothing buffered) writes a header and one snapshot frame (LSN = Durable()) to
 //     <name>.compact, syncs and closes it, renames it over the journal, syncs the directory
 //     and continues appending to the new file. Kept: a failure before the rename returns an
-//     error and the old journal stays in use. Lost: a failure after it poisons the journal. A
-//     crash anywhere leaves one of the two files, and both replay to the same state.
+//     error and the old journal stays in use. Lost: a failure after it poisons the journal;
+//     so does a Rename error with <name>.compact gone (a port such as osfs may fail after
+//     renaming), since the old file may be unlinked. A crash anywhere leaves one of the two
+//     files, and both replay to the same state.
 //  6. A short or bad frame, or a last batch without its end flag, with no valid frame of a
 //     later batch anywhere after it, is a torn tail: Open cuts it at the end of the last
 //     complete batch, syncs and logs at Warn (offset, bytes dropped). Valid frames of the SAME

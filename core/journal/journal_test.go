@@ -210,3 +210,40 @@ func TestCompactWithBufferedRecordsPanics(t *testing.T) {
 	}()
 	j.Compact(1, nil)
 }
+
+// renameThenFailFS renames, then reports an error, as adapters/osfs does when the directory
+// fsync that follows its rename fails: the rename took place although Rename returned an error.
+type renameThenFailFS struct{ *disk.Disk }
+
+var errDirSync = errors.New("directory fsync failed after the rename")
+
+func (f renameThenFailFS) Rename(from, to string) error {
+	if err := f.Disk.Rename(from, to); err != nil {
+		return err
+	}
+	return errDirSync
+}
+
+// TestCompactRenameErrorAfterTheRenameIsLost: a Rename that fails after replacing the journal
+// (the old file is unlinked) must not count as kept: appending to the old, unlinked file would
+// acknowledge records no reopen can find. The journal poisons itself (lost), and a reopen
+// finds the snapshot.
+func TestCompactRenameErrorAfterTheRenameIsLost(t *testing.T) {
+	d := disk.New(1)
+	j, _ := mustOpen(t, d, Config{}) // create the journal on the plain disk
+	j.Close()
+	j, _ = mustOpen(t, renameThenFailFS{d}, Config{})
+	commitBatch(t, j, "a", "b")
+	err := j.Compact(9, []byte("a b"))
+	if !errors.Is(err, errDirSync) || !errors.Is(err, ErrPoisoned) {
+		t.Fatalf("Compact = %v; want the rename's error and ErrPoisoned (lost)", err)
+	}
+	if _, err := j.Append(1, []byte("c")); !errors.Is(err, ErrPoisoned) {
+		t.Fatalf("Append after a lost compaction = %v; want ErrPoisoned", err)
+	}
+	j.Close()
+	_, got := mustOpen(t, d, Config{})
+	if diff := cmp.Diff([]rec{{2, 9, true, "a b"}}, got); diff != "" {
+		t.Errorf("reopen (-want +got):\n%s", diff)
+	}
+}

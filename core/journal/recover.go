@@ -192,8 +192,9 @@ func (o *opener) refuse() (bool, error) {
 }
 
 // swap atomically makes name hold exactly data: write <name>.compact, sync it, close it,
-// rename it over name, sync the directory. renamed reports that the rename returned nil: a
-// failure before it leaves name as it was (and maybe a leftover .compact, which the next Open
+// rename it over name, sync the directory. renamed reports that name may have been replaced
+// (the rename returned nil, or returned an error with the .compact gone): a failure before
+// the rename leaves name as it was (and maybe a leftover .compact, which the next Open
 // removes); a failure after it leaves either file on disk after a crash.
 func swap(fsys core.FS, name string, data []byte) (renamed bool, err error) {
 	tmp := name + compactSuffix
@@ -205,6 +206,15 @@ func swap(fsys core.FS, name string, data []byte) (renamed bool, err error) {
 	}
 	if err := fsys.Rename(tmp, name); err != nil {
 		err = fmt.Errorf("renaming %q over %q: %w", tmp, name, err)
+		// A port may fail after the rename took place (osfs: the directory fsync that follows
+		// it). Only a .compact still in place proves name was not replaced; otherwise the
+		// old file may be unlinked and must not take more appends: count it as renamed.
+		if _, serr := fsys.Stat(tmp); serr != nil {
+			if !errors.Is(serr, fs.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("stat %q: %w", tmp, serr))
+			}
+			return true, err
+		}
 		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("removing %q: %w", tmp, rerr))
 		}
