@@ -28,7 +28,8 @@
 //     dispatch until the engine is idle (nothing waiting, deferred or running).
 //  8. Open takes an flock on dir/LOCK, so two processes never append to one journal.
 //
-// Invariants of the owner (checkInvariants): at most Capacity attempts run; every running
-// attempt has a live context; every pending command has a reply channel; no read is left
-// unanswered after a commit.
+// Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
+// run; no read is left unanswered after a commit; and, in tests only (O(running + pending),
+// kept off the commit path): every running attempt is filed under its job id with a cancel
+// func, and every pending command has a reply channel.
 package sluice

@@ -363,7 +363,8 @@ func (o *owner[A]) checkInvariants() error {
 // invariantsFull adds the O(running) checks to checkInvariants; the package's tests set it.
 var invariantsFull = false
 
-// checkRunning checks every running attempt (O(running): for tests, not the commit path).
+// checkRunning checks every running attempt and pending command (O(running + pending): for
+// tests, not the commit path).
 func (o *owner[A]) checkRunning() error {
 	ids := make([]uint64, 0, len(o.running))
 	for id := range o.running {
@@ -373,6 +374,16 @@ func (o *owner[A]) checkRunning() error {
 	for _, id := range ids {
 		if a := o.running[id]; a.tok.ID != id || a.cancel == nil {
 			return fmt.Errorf("sluice: running attempt %v filed under %d", a.tok, id)
+		}
+	}
+	tickets := make([]ticket, 0, len(o.pending))
+	for t := range o.pending {
+		tickets = append(tickets, t)
+	}
+	slices.Sort(tickets)
+	for _, t := range tickets {
+		if o.pending[t].reply == nil {
+			return fmt.Errorf("sluice: pending command of ticket %d has no reply channel", t)
 		}
 	}
 	return nil
