@@ -8,7 +8,35 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/sluicehq/sluice/core"
 )
+
+// The queue port a Worker runs on, and its typed errors (SPEC 3.2, 4). adapters/sqs implements
+// Transport on Amazon SQS; a Transport of your own returns a *TransportError with a class for
+// every failed call or batch entry (any other error counts as retryable).
+type (
+	Transport        = core.Transport
+	TransportError   = core.TransportError
+	TransportClass   = core.Class
+	QueueMessage     = core.Message // a delivery as the transport returns it (with its receipt)
+	VisibilityChange = core.VisibilityChange
+)
+
+// The classes of a transport failure: what it means for the receipt it named.
+const (
+	// TransportRetryable: timeout, connection refused or reset, throttling, a 5xx. A renewal
+	// is retried while the lease's margin allows.
+	TransportRetryable = core.Retryable
+	// TransportGone: the receipt is invalid or its message not in flight; the lease is dropped.
+	TransportGone = core.Gone
+	// TransportFatal: authorisation or a malformed request; the lease is dropped, logged at Error.
+	TransportFatal = core.Fatal
+)
+
+// TransportClassOf returns the class of err (0 for nil; Retryable for an error that is not a
+// *TransportError).
+func TransportClassOf(err error) TransportClass { return core.ClassOf(err) }
 
 // Message is one delivery of a queue message, as a worker's handler sees it.
 type Message struct {

@@ -294,12 +294,14 @@ func (l *workerLoop) perform(rd worker.Ready) {
 	for _, c := range rd.Changes {
 		go func() {
 			entries, err := w.t.ChangeVisibilityBatch(c.Entries)
+			entries, err = w.checkBatch("change-visibility", len(c.Entries), entries, err)
 			w.send(worker.CallDone{Call: c.Call, At: w.clk.Now(), Entries: entries, Err: err})
 		}()
 	}
 	for _, d := range rd.Deletes {
 		go func() {
 			entries, err := w.t.DeleteBatch(d.Receipts)
+			entries, err = w.checkBatch("delete", len(d.Receipts), entries, err)
 			w.send(worker.CallDone{Call: d.Call, At: w.clk.Now(), Entries: entries, Err: err})
 		}()
 	}
@@ -310,8 +312,14 @@ func (l *workerLoop) perform(rd worker.Ready) {
 			msgs, err := w.t.Receive(r.Max, r.Wait, r.Visibility)
 			at := w.clk.Now()
 			if !rc.claimReply() {
-				w.releaseLate(msgs)
+				w.lateReleased.Add(int64(w.release(msgs, "received after shutdown")))
 				return
+			}
+			if len(msgs) > r.Max {
+				// The transport broke its contract; hand back what was not asked for.
+				w.log.Error("sluice: transport returned more messages than asked for; releasing the extra", "asked", r.Max, "got", len(msgs))
+				w.release(msgs[r.Max:], "received beyond the requested maximum")
+				msgs = msgs[:r.Max]
 			}
 			w.send(worker.ReceiveDone{Call: r.Call, At: at, Messages: msgs, Err: err})
 		}()
@@ -327,10 +335,12 @@ func (l *workerLoop) perform(rd worker.Ready) {
 	}
 }
 
-// releaseLate makes the messages of a receive abandoned at shutdown visible again at once,
-// in batches of at most core.BatchMax. Their leases were never taken, so nothing else names
-// these receipts; a failed release only means the message reappears when its window lapses.
-func (w *Worker) releaseLate(msgs []core.Message) {
+// release makes msgs visible again at once, in batches of at most core.BatchMax, outside the
+// engine: their leases were never taken, so nothing else names these receipts; a failed
+// release only means the message reappears when its window lapses. It returns how many were
+// released.
+func (w *Worker) release(msgs []core.Message, why string) int {
+	released := 0
 	for len(msgs) > 0 {
 		n := min(len(msgs), core.BatchMax)
 		entries := make([]core.VisibilityChange, n)
@@ -338,20 +348,37 @@ func (w *Worker) releaseLate(msgs []core.Message) {
 			entries[i] = core.VisibilityChange{Receipt: m.Receipt, Timeout: 0}
 		}
 		errs, err := w.t.ChangeVisibilityBatch(entries)
+		errs, err = w.checkBatch("change-visibility", n, errs, err)
 		for i, e := range entries {
-			if err == nil && i < len(errs) && errs[i] == nil {
-				w.lateReleased.Add(1)
-				continue
-			}
 			failure := err
-			if failure == nil && i < len(errs) {
+			if failure == nil {
 				failure = errs[i]
 			}
-			w.log.Warn("sluice: releasing a message received after shutdown failed; it reappears when its window lapses",
-				"message", msgs[i].ID, "receipt", e.Receipt, "err", failure)
+			if failure == nil {
+				released++
+				continue
+			}
+			w.log.Warn("sluice: releasing a message failed; it reappears when its window lapses",
+				"message", msgs[i].ID, "receipt", e.Receipt, "why", why, "err", failure)
 		}
 		msgs = msgs[n:]
 	}
+	return released
+}
+
+// errBadBatchReply marks a batch reply that broke the Transport contract.
+var errBadBatchReply = errors.New("sluice: transport broke the batch contract")
+
+// checkBatch holds a batch reply to the Transport contract (one result per entry unless the
+// whole call failed). A reply that breaks it counts as a retryable failure of the whole call,
+// logged at Error: a faulty transport costs a renewal retry or a disposition, not the worker.
+func (w *Worker) checkBatch(op string, n int, entries []error, err error) ([]error, error) {
+	if err != nil || len(entries) == n {
+		return entries, err
+	}
+	w.log.Error("sluice: transport returned the wrong number of batch results", "op", op, "results", len(entries), "entries", n)
+	return nil, &core.TransportError{Class: core.Retryable, Op: op,
+		Err: fmt.Errorf("%w: %d results for %d entries", errBadBatchReply, len(entries), n)}
 }
 
 // send hands an event to the loop, or drops it once Run has returned.

@@ -29,6 +29,10 @@ type memQueue struct {
 	latency time.Duration
 	flaky   int
 	failed  int
+	// Contract breakers: shortReplies renewal calls answer with no per-entry results and no
+	// error; receiveMore extra messages come back on each receive beyond the max asked for.
+	shortReplies int
+	receiveMore  int
 }
 
 func newMemQueue() *memQueue {
@@ -61,7 +65,7 @@ func (m *memQueue) Receive(max int, wait, visibility time.Duration) ([]core.Mess
 	for {
 		m.mu.Lock()
 		m.calls["receive"]++
-		msgs, err := m.t.Receive(max, wait, visibility)
+		msgs, err := m.t.Receive(min(max+m.receiveMore, core.BatchMax), wait, visibility)
 		for _, msg := range msgs {
 			if !m.seen[msg.ID] {
 				m.seen[msg.ID] = true
@@ -89,6 +93,10 @@ func (m *memQueue) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls["change"]++
+	if m.shortReplies > 0 && entries[0].Timeout > 0 {
+		m.shortReplies--
+		return nil, nil
+	}
 	if m.flaky > 0 && entries[0].Timeout > 0 {
 		if m.failed < m.flaky {
 			m.failed++
@@ -447,6 +455,53 @@ func TestWorkerShutdownDoesNotWaitForALongPoll(t *testing.T) {
 		}
 		if st := w.Stats(); st.ReleasedAtEnd != 1 {
 			t.Errorf("stats %+v, want the late message counted as released at the end", st)
+		}
+		settle()
+	})
+}
+
+// TestWorkerSurvivesATransportBreakingTheBatchContract: a renewal reply without per-entry
+// results counts as a retryable failure (the renewal is retried, the message stays hidden),
+// and messages beyond the maximum asked for are released at once; the worker keeps running.
+func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		mq.shortReplies = 2
+		mq.receiveMore = 2
+		ids := []string{mq.send("a"), mq.send("b"), mq.send("c")}
+		var visible atomic.Int64
+		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Concurrency: 1, Logger: quiet},
+			func(ctx context.Context, m Message) Result {
+				for range 20 { // 10 s: two windows, so renewals must work
+					select {
+					case <-ctx.Done():
+						return Retry(ctx.Err())
+					case <-time.After(500 * time.Millisecond):
+					}
+					if s := mq.status(m.ID); s.State != queue.InFlight {
+						visible.Add(1)
+					}
+				}
+				return Ack()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(ctx) }()
+		time.Sleep(time.Minute)
+		for _, id := range ids {
+			if s := mq.status(id); s.State != queue.Deleted {
+				t.Errorf("message %s: %+v, want deleted", id, s)
+			}
+		}
+		if st := w.Stats(); visible.Load() != 0 || st.Dropped != 0 || st.RenewalRetries < 2 || st.Succeeded != 3 {
+			t.Errorf("visible %d times; stats %+v; want never visible, no drop, ≥ 2 renewal retries, 3 successes", visible.Load(), st)
+		}
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
 		}
 		settle()
 	})
