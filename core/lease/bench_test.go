@@ -96,11 +96,13 @@ func BenchmarkLease(b *testing.B) {
 
 // BenchmarkLeaseGrowth measures the three sizes in one run, interleaved (1,000 renewals at
 // each size per iteration), and prints the cost per renewal at each size, the ratio against
-// n = 10, and beside it the ratio log2(n)/log2(10) that logarithmic growth allows.
+// n = 10, and beside it the ratio log2(n)/log2(10) that logarithmic growth allows, with the
+// heap bytes each held receipt costs at each size.
 func BenchmarkLeaseGrowth(b *testing.B) {
 	var ms [3]*Machine
+	var bytes [3]float64
 	for i, n := range benchSizes {
-		ms[i], _ = heldMachine(n)
+		ms[i], bytes[i] = heldMachine(n)
 	}
 	var spent [3]time.Duration
 	var done [3]int
@@ -116,6 +118,7 @@ func BenchmarkLeaseGrowth(b *testing.B) {
 	for i, n := range benchSizes {
 		ns[i] = float64(spent[i].Nanoseconds()) / float64(done[i])
 		b.ReportMetric(ns[i], fmt.Sprintf("ns/renewal@%d", n))
+		b.ReportMetric(bytes[i], fmt.Sprintf("B/receipt@%d", n))
 	}
 	for i, n := range benchSizes[1:] {
 		b.ReportMetric(ns[i+1]/ns[0], fmt.Sprintf("x@%d", n))

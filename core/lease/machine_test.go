@@ -203,7 +203,14 @@ func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 			t.Fatalf("%s's disposition reply did not end it", k)
 		}
 	}
-	// Held receipts: exactly the model's live ones, never past the deadline last bought.
+	lm.checkHeld(t)
+	lm.expectDrop, lm.justify, lm.replied = nil, nil, nil
+}
+
+// checkHeld is the state part of Check: the machine holds exactly the model's live receipts,
+// none past the deadline its last successful renewal bought, and its invariants hold.
+func (lm *leaseModel) checkHeld(t *rapid.T) {
+	now := lm.now
 	for k, r := range lm.rs {
 		held := lm.m.Held(k)
 		if held != lm.live(k) {
@@ -226,7 +233,6 @@ func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 	if err := lm.m.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
-	lm.expectDrop, lm.justify, lm.replied = nil, nil, nil
 }
 
 func (lm *leaseModel) dispatched(t *rapid.T, k string, call CallID) {
@@ -269,6 +275,9 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 			calls: map[CallID]mCall{},
 		}
 		t.Repeat(map[string]func(*rapid.T){
+			// Check, after every action. Each action also checks the effects of its own step
+			// (drops in the same step, what each call names and asks for) as it steps.
+			"": lm.checkHeld,
 			"receive": func(t *rapid.T) {
 				if len(lm.sortedKeys(func(k string, r *mReceipt) bool { return lm.live(k) })) >= 40 {
 					t.Skip("enough held")
