@@ -187,6 +187,7 @@ func (n *runnerNode) start() {
 	if n.refused {
 		return
 	}
+	w.chk.OpenAttempted(n.id)
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
 	if n.flipped != "" {
 		what := n.flipped

@@ -79,9 +79,7 @@ func (m *msgProducer) tick(w *World) {
 		id := w.queue.Send(w.now(), []byte(body))
 		w.trace("producer", "send "+id+" "+body)
 	}
-	for _, p := range w.workers {
-		p.wake()
-	}
+	w.wakePollers()
 	w.loop.After(drawBetween(w.rWork, time.Millisecond, 2*w.cfg.MsgEvery), func() { m.tick(w) })
 }
 
@@ -253,9 +251,6 @@ func (p *workerProc) shutdown() {
 
 func (p *workerProc) calm() {}
 
-// wake is a new message's nudge; long polls re-check the queue themselves.
-func (p *workerProc) wake() {}
-
 // step feeds ev to the engine and performs its effects.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
@@ -367,55 +362,101 @@ func (p *workerProc) perform(rd worker.Ready) {
 // receive sends the engine's receive call across the network to the queue.
 func (p *workerProc) receive(r worker.Receive) {
 	w := p.w
-	t0 := r.Stamp.Sub(Epoch)
 	lo, _ := w.cfg.Faults.Transport.Latency(w.rNet)
 	call := faults.CallOK
 	if w.faultsOn {
 		call = w.cfg.Faults.Transport.Draw(w.rNet, false)
 	}
-	gen := p.gen
-	w.loop.After(lo, func() { p.receiveAtQueue(gen, t0, r, call, w.loop.Now()+r.Wait) })
+	lp := &longPoll{p: p, gen: p.gen, t0: r.Stamp.Sub(Epoch), r: r, call: call}
+	w.loop.After(lo, func() {
+		lp.until = w.loop.Now() + r.Wait
+		lp.check()
+	})
 }
 
-// receiveAtQueue is the receive call arriving at the queue; a long poll waits there until a
-// message is visible or the wait ends.
-func (p *workerProc) receiveAtQueue(gen int, t0 time.Duration, r worker.Receive, call faults.Call, until time.Duration) {
-	w := p.w
+// longPoll is a receive call at the queue. It waits there until a message is visible or its
+// wait ends: it re-checks when the next hidden message becomes visible, and when a producer
+// sends (the world's wake list), never by polling.
+type longPoll struct {
+	p     *workerProc
+	gen   int
+	t0    time.Duration
+	r     worker.Receive
+	call  faults.Call
+	until time.Duration
+	seq   int // re-checks scheduled before the latest are stale
+	done  bool
+}
+
+func (lp *longPoll) schedule(at time.Duration) {
+	lp.seq++
+	seq := lp.seq
+	lp.p.w.loop.At(at, func() {
+		if !lp.done && lp.seq == seq {
+			lp.check()
+		}
+	})
+}
+
+func (lp *longPoll) check() {
+	p, w := lp.p, lp.p.w
 	var msgs []core.Message
 	var err error
-	switch call {
+	switch lp.call {
 	case faults.CallOK, faults.CallFailAfter:
-		msgs = w.queue.Receive(w.now(), r.Max, r.Visibility)
+		msgs = w.queue.Receive(w.now(), lp.r.Max, lp.r.Visibility)
 		if len(msgs) > 0 {
 			w.checkQueue()
 		}
-		if len(msgs) == 0 && w.loop.Now() < until {
-			next := until
+		if len(msgs) == 0 && w.loop.Now() < lp.until {
+			next := lp.until
 			if at, ok := w.queue.NextVisibleAt(); ok {
 				if d := at.Sub(Epoch); d < next {
 					next = max(d, w.loop.Now()+time.Millisecond)
 				}
 			}
-			// Re-check at least every second so a new message is seen promptly.
-			next = min(next, w.loop.Now()+time.Second)
 			w.trace("queue", "long poll of "+p.name+" waits until "+Offset(next))
-			w.loop.At(next, func() { p.receiveAtQueue(gen, t0, r, call, until) })
+			w.addPoller(lp)
+			lp.schedule(next)
 			return
 		}
-		if call == faults.CallFailAfter {
+		if lp.call == faults.CallFailAfter {
 			w.fault("receive-fail-after")
 			err = transportErr(core.Retryable, "receive", "RequestTimeout")
 		}
 	default:
-		err = callErr(w, call, "receive")
+		err = callErr(w, lp.call, "receive")
 	}
+	lp.done = true
 	li, _ := w.cfg.Faults.Transport.Latency(w.rNet)
+	gen := lp.gen
 	w.loop.After(li, func() {
 		if !p.up || p.gen != gen {
 			return // the process died: received messages lapse at the queue
 		}
-		p.alive(func() { p.received(t0, r, msgs, err) })()
+		p.alive(func() { p.received(lp.t0, lp.r, msgs, err) })()
 	})
+}
+
+// addPoller registers a waiting long poll to be woken by the next send.
+func (w *World) addPoller(lp *longPoll) {
+	for _, q := range w.pollers {
+		if q == lp {
+			return
+		}
+	}
+	w.pollers = append(w.pollers, lp)
+}
+
+// wakePollers re-checks every waiting long poll after a send, in the order they began waiting.
+func (w *World) wakePollers() {
+	polls := w.pollers
+	w.pollers = nil
+	for _, lp := range polls {
+		if !lp.done {
+			lp.schedule(w.loop.Now())
+		}
+	}
 }
 
 func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Message, err error) {
@@ -451,6 +492,10 @@ func (p *workerProc) startHandler(m core.Message) {
 		f := w.cfg.Faults.Timing.LongFactor
 		d = time.Duration(float64(w.cfg.Visibility) * (1 + w.rFaults.Float64()*(f-1)))
 		w.fault("long-handler")
+	}
+	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.Marathon) {
+		d = drawBetween(w.rFaults, ceiling, ceiling+time.Hour)
+		w.fault("marathon-handler")
 	}
 	u := w.rExec.Float64()
 	var res worker.Result

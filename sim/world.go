@@ -42,6 +42,7 @@ type World struct {
 	queue   *queue.Queue
 	dlq     *queue.Queue
 	workers []*workerProc
+	pollers []*longPoll // long polls waiting at the queue, woken by sends
 	nodes   []*runnerNode
 	msgs    msgProducer
 }
@@ -240,6 +241,12 @@ func (w *World) beginLiveness() {
 func (w *World) livenessBound() time.Duration {
 	c := w.cfg
 	b := c.Faults.Process.RestartMax + time.Minute
+	// A handler started in the safety phase may still run: up to LongFactor windows, or past
+	// the 12 h ceiling for a marathon (its lease then drops at the ceiling).
+	b += time.Duration(c.Faults.Timing.LongFactor * float64(c.Visibility))
+	if c.Faults.Timing.Marathon > 0 {
+		b += ceiling + time.Hour
+	}
 	if c.Nodes > 0 {
 		// Serialised worst case: every job, every attempt, one after another, each waiting the
 		// longest backoff and a breaker cooldown.

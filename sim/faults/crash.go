@@ -50,17 +50,23 @@ type Timing struct {
 	// [1, LongFactor] windows.
 	LongHandler float64
 	LongFactor  float64
+	// Marathon: P(a handler runs past the queue's 12 h visibility ceiling), drawn in
+	// [12 h, 13 h]: its lease is renewed up to the ceiling, with shrinking requests, then dropped.
+	Marathon float64
 	// Burst: P(a producer tick sends a burst of BurstSize items at one instant).
 	Burst     float64
 	BurstSize int
 }
 
 // On reports whether any time fault is injected.
-func (t Timing) On() bool { return t.LongHandler+t.Burst > 0 }
+func (t Timing) On() bool { return t.LongHandler+t.Burst+t.Marathon > 0 }
 
 // Validate reports the first probability out of bounds.
 func (t Timing) Validate() error {
 	if err := checkP("timing", "LongHandler", t.LongHandler); err != nil {
+		return err
+	}
+	if err := checkP("timing", "Marathon", t.Marathon); err != nil {
 		return err
 	}
 	return checkP("timing", "Burst", t.Burst)

@@ -81,6 +81,9 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 	timeSet := func(s *Set) {
 		s.Timing.LongHandler = scale(18, 0, 0.2)
 		s.Timing.Burst = scale(19, 0, 0.1)
+		if d[18] < 0.3 {
+			s.Timing.Marathon = scale(19, 0, 0.01)
+		}
 	}
 
 	switch profile {
@@ -153,7 +156,8 @@ func (s Set) Validate() error {
 func (s *Set) storm(k float64) {
 	for _, p := range []*float64{&s.Disk.WriteErr, &s.Disk.SyncErr, &s.Disk.RenameErr, &s.Disk.CreateErr,
 		&s.Disk.RemoveErr, &s.Disk.TruncateErr, &s.Disk.SyncDirErr, &s.Process.NodeCrash,
-		&s.Process.CommitCrash, &s.Process.WorkerCrash, &s.Transport.Spike, &s.Timing.LongHandler, &s.Timing.Burst} {
+		&s.Process.CommitCrash, &s.Process.WorkerCrash, &s.Transport.Spike, &s.Timing.LongHandler, &s.Timing.Burst,
+		&s.Timing.Marathon} {
 		*p = min(1, *p*k)
 	}
 	t := &s.Transport
