@@ -145,3 +145,15 @@ func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
 			m.msg, r, m.worker)
 	}
 }
+
+// CheckHiddenUntilEnd checks hidden-while-working for one handler that ends now: hidden says
+// whether the queue hid its message up to the instant before now (the handler ran until now,
+// perhaps with no step in between at which CheckHidden could look).
+func (c *Checker) CheckHiddenUntilEnd(receipt string, hidden bool) {
+	m := c.receipt(receipt)
+	if !m.working {
+		return
+	}
+	c.check(InvHiddenWhileWork, hidden, "handler of message %s (receipt %s, worker %d) ran until %s, after the message became visible at the queue",
+		m.msg, receipt, m.worker, Offset(c.now))
+}

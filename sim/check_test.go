@@ -177,6 +177,12 @@ func TestInvariantFires(t *testing.T) {
 			c.SetTime(sec(31))
 			c.CheckHidden(func(msg, receipt string) bool { return false })
 		}},
+		{InvHiddenWhileWork + "/until-end", func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(40))
+			c.CheckHiddenUntilEnd("r1", false) // lapsed at 30 s, no step in between
+		}},
 		{InvNoConcurrent, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -222,6 +223,17 @@ func (p *workerProc) crash() {
 	w.st.Crashes.Add("worker", 1)
 	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
 		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
+	// The handlers die with the process: they ran until now.
+	running := make([]string, 0, len(p.handlers))
+	for r, h := range p.handlers {
+		if h.running {
+			running = append(running, r)
+		}
+	}
+	sort.Strings(running)
+	for _, r := range running {
+		w.chk.CheckHiddenUntilEnd(r, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), r))
+	}
 	w.chk.WorkerCrashed(p.id)
 	p.account()
 	p.scheduleRestart()
@@ -300,6 +312,7 @@ func (p *workerProc) perform(rd worker.Ready) {
 		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason)
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
 			h.running, h.cancelled = false, true
+			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
 			w.chk.HandlerEnded(c.Receipt)
 			// A cancelled handler returns promptly; its result is ignored.
 			back := drawBetween(w.rExec, 0, 50*time.Millisecond)
@@ -520,6 +533,7 @@ func (p *workerProc) startHandler(m core.Message) {
 		}
 		h.running = false
 		delete(p.handlers, h.receipt)
+		w.chk.CheckHiddenUntilEnd(h.receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), h.receipt))
 		w.chk.HandlerEnded(h.receipt)
 		w.chk.DispositionBegan(h.receipt)
 		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
