@@ -19,8 +19,10 @@
 //  4. An outcome goes back to the owner and into the next commit; the engine ignores a stale
 //     token (cancelled job). Nothing an attempt reports after Close is recorded: the next Open
 //     requeues that attempt as interrupted.
-//  5. A failed commit (a poisoned journal) fails every waiting and later command with the
-//     first failure, cancels running handlers and stops dispatch; Run and Drain return it.
+//  5. A failed commit (a poisoned journal), or a durable one after which the engine is
+//     poisoned (a compaction lost after its rename), fails every waiting and later command
+//     with the first failure, cancels running handlers and stops dispatch at once; Run and
+//     Drain return it.
 //     Recovery is Close and Open again (the disk is the truth).
 //  6. Time comes only from Config.Clock: one timer, set to the engine's next wake time.
 //  7. Run: dispatch until ctx ends, then stop starting attempts, wait up to Grace for running

@@ -21,6 +21,9 @@ type engine interface {
 	Idle() bool
 	// Compact writes a snapshot now; everything buffered must have been committed.
 	Compact() error
+	// Poisoned is non-nil once the engine refuses all work until reopened, also after a
+	// Commit that returned nil (a compaction lost after its batch was durable).
+	Poisoned() error
 	Close() error
 }
 

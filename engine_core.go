@@ -220,6 +220,8 @@ func (c *coreEngine) Stats() Stats {
 
 func (c *coreEngine) Idle() bool { return c.e.Idle() }
 
+func (c *coreEngine) Poisoned() error { return c.e.Poisoned() }
+
 func (c *coreEngine) Compact() error {
 	if err := c.e.Compact(); err != nil {
 		return err

@@ -22,10 +22,15 @@ type fakeEngine struct {
 	records    int64
 	failNext   error
 	poison     string // an enqueue with this payload makes its commit fail with errPoison
+	lose       string // an enqueue with this payload commits, then the engine is poisoned (a lost compaction)
+	lost       error
 	onCommit   func() // called at the start of every Commit, on the owner goroutine
 }
 
-var errPoison = errors.New("fake: fsync: input/output error")
+var (
+	errPoison = errors.New("fake: fsync: input/output error")
+	errLost   = errors.New("fake: compaction lost: directory fsync failed after the rename")
+)
 
 type fakeOp struct {
 	t   ticket
@@ -47,9 +52,16 @@ func (e *fakeEngine) Enqueue(now, due time.Time, target string, payload []byte) 
 	if e.poison != "" && string(payload) == e.poison {
 		e.failNext = errPoison
 	}
+	if e.lost != nil {
+		return 0, e.lost
+	}
+	lose := e.lose != "" && string(payload) == e.lose
 	return e.buffer(func() (uint64, error) {
 		e.lastID++
 		e.jobs[e.lastID] = &jobView{ID: e.lastID, Target: target, State: StatePending, FirstDue: due, Due: due, Payload: payload}
+		if lose {
+			e.lost = errLost
+		}
 		return e.lastID, nil
 	}), nil
 }
@@ -119,6 +131,10 @@ func (e *fakeEngine) running() int {
 func (e *fakeEngine) Commit(now time.Time, dispatch bool) (ready, error) {
 	if e.onCommit != nil {
 		e.onCommit()
+	}
+	if e.lost != nil {
+		e.buffered = nil
+		return ready{}, e.lost
 	}
 	if err := e.failNext; err != nil {
 		e.failNext = nil
@@ -225,6 +241,8 @@ func (e *fakeEngine) Idle() bool {
 	return true
 }
 
-func (e *fakeEngine) Compact() error { return nil }
+func (e *fakeEngine) Compact() error { return e.lost }
+
+func (e *fakeEngine) Poisoned() error { return e.lost }
 
 func (e *fakeEngine) Close() error { return nil }

@@ -190,6 +190,14 @@ func (o *owner[A]) commit() {
 			o.becomeFailed(err)
 			continue
 		}
+		if err := o.eng.Poisoned(); err != nil {
+			// The batch was durable (its acknowledgements stand), but the engine now refuses
+			// all work (a compaction lost after the batch): fail now, not at the next commit,
+			// which an idle runner might reach only much later. Nothing starts: an outcome
+			// could not be recorded, and the next Open requeues the attempts as interrupted.
+			o.becomeFailed(err)
+			continue
+		}
 		immediate := false
 		for _, s := range rd.Starts {
 			if !o.startAttempt(now, s) {

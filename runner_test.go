@@ -386,3 +386,35 @@ func TestDriverEnqueueReturnsWhenItsContextEnds(t *testing.T) {
 }
 
 func succeedString(context.Context, Job[string]) Outcome { return Succeeded() }
+
+// TestDriverLostCompactionFailsAtOnce: a commit whose batch was durable but after which the
+// engine is poisoned (a compaction lost after the rename) acknowledges its commands, then
+// fails the runner at once: Run returns the failure without waiting for its context or for
+// the next commit, which an idle runner would reach only at its next wake (an hour here).
+func TestDriverLostCompactionFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, err := Config{Logger: quiet}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng := newFakeEngine(1, 1, time.Second)
+		eng.lose = `"lose"`
+		r := newRunner[string](eng, cfg, JSON[string](), func(context.Context, Job[string]) Outcome { return Succeeded() }, &counter{})
+		defer r.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 24*time.Hour)
+		defer cancel()
+		ran := make(chan error, 1)
+		go func() { ran <- r.Run(ctx) }()
+		synctest.Wait()
+		if _, err := r.Enqueue(ctx, time.Now().Add(time.Hour), "t", "lose"); err != nil {
+			t.Fatalf("Enqueue whose batch was durable = %v, want its acknowledgement", err)
+		}
+		acked := time.Now() // the bubble's clock: it moves only when every goroutine waits
+		if err := <-ran; !errors.Is(err, errLost) {
+			t.Errorf("Run = %v, want %v", err, errLost)
+		}
+		if d := time.Since(acked); d != 0 {
+			t.Errorf("Run returned %v after the lost compaction; want at once", d)
+		}
+	})
+}
