@@ -117,14 +117,14 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.Visibility = s(3, 60)
 	c.ReceiveMax = 1 + r.Intn(10)
 	c.PollWait = s(1, 20)
-	if c.PollWait > c.Visibility/2 {
-		// A receive's stamp is read before the call (SPEC 3.1), so a message that arrives late
-		// in a long poll longer than the window is dropped as late on every delivery: the
-		// wait must stay well inside the window (seed 276 found it).
-		c.PollWait = max(time.Second, c.Visibility/2/time.Second*time.Second)
+	if limit := (c.Visibility * 2 / 3).Truncate(time.Second); c.PollWait > limit {
+		// core/worker refuses a long poll over two thirds of the window: a receive's stamp is
+		// read before the call (SPEC 3.1), so a message that arrives late in a longer poll is
+		// dropped as late on every delivery (BUGS.md #1, seeds 276 and 212).
+		c.PollWait = max(time.Second, limit)
 	}
 	// (A wait of 0 — WaitNone — makes the engine receive again at once on an empty queue: a
-	// busy loop of short polls, BUGS.md #2. The world keeps waits of at least 1 s.)
+	// busy loop of short polls, BUGS.md #2. The world draws waits of at least 1 s.)
 	if r.Intn(2) == 0 {
 		c.MaxReceive = 2 + r.Intn(5)
 	}

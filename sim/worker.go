@@ -272,6 +272,11 @@ func (p *workerProc) step(ev worker.Event) {
 	}
 	p.perform(p.e.Ready())
 	p.noticeEnded()
+	if err := p.e.CheckInvariants(); err != nil {
+		w.chk.Fail(InvMachine, "%s: worker: %v", p.name, err)
+	} else {
+		w.chk.Pass(InvMachine)
+	}
 	if p.stopping && p.up && p.e.Status().Done {
 		w.trace(p.name, "stopped")
 		p.up = false
