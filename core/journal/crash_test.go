@@ -90,8 +90,10 @@ type model struct {
 	// bounds are the LSNs that end a batch some Commit started to write (0 included): a
 	// recovered journal must end at one of them.
 	bounds []LSN
-	// compacting: the run stopped inside Compact.
-	compacting bool
+	// compacting: the run stopped inside Compact; compactFrom is the disk's op count when
+	// that Compact began (the crash's op minus it is its position in the swap).
+	compacting  bool
+	compactFrom int
 	err        error // the error that stopped the run
 }
 
@@ -127,6 +129,7 @@ func runScript(d *disk.Disk, s script) *model {
 			}
 			m.acked = lsn
 		case stepCompact:
+			m.compactFrom = d.Ops()
 			if err := j.Compact(9, snapshotOf(s.seed, j.Durable())); err != nil {
 				m.err, m.compacting = err, true
 				return m
@@ -231,6 +234,10 @@ func scriptCount() int {
 
 func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 	var points, insideCompaction, oldFile, newFile, cuts int
+	// swapAt counts crashes by their op in the compaction swap: 1 create .compact, 2 write,
+	// 3 sync, 4 rename (the crash comes before it), 5 directory sync (after the rename,
+	// before the directory is synced).
+	var swapAt [6]int
 	for seed := range int64(scriptCount()) {
 		s := genScript(seed)
 		full := disk.New(seed)
@@ -264,6 +271,11 @@ func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 			}
 			if m.compacting {
 				insideCompaction++
+				if pos := k - m.compactFrom; pos >= 1 && pos < len(swapAt) {
+					swapAt[pos]++
+				} else {
+					t.Fatalf("%v: crash at op %d is op %d of a compaction, which has 5", s, k, pos)
+				}
 				if r.snapshot && r.n >= 1 {
 					newFile++
 				} else {
@@ -276,6 +288,12 @@ func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 		points, cuts, insideCompaction, oldFile, newFile)
 	if cuts == 0 {
 		t.Error("no crash left a torn tail to cut")
+	}
+	t.Logf("crashes by compaction op (create, write, sync, rename, dir sync): %v", swapAt[1:])
+	for pos := 1; pos < len(swapAt); pos++ {
+		if swapAt[pos] == 0 {
+			t.Errorf("no crash at op %d of the compaction swap", pos)
+		}
 	}
 	if oldFile == 0 || newFile == 0 {
 		t.Errorf("crashes inside compaction never recovered the old (%d) or the new (%d) file", oldFile, newFile)
