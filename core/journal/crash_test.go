@@ -94,7 +94,7 @@ type model struct {
 	// that Compact began (the crash's op minus it is its position in the swap).
 	compacting  bool
 	compactFrom int
-	err        error // the error that stopped the run
+	err         error // the error that stopped the run
 }
 
 // runScript runs s until its first error. Any journal error stops it: under CrashAfter every
