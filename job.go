@@ -56,7 +56,7 @@ type JobInfo[A any] struct {
 	Attempts int       // attempts started so far
 	FirstDue time.Time // the start of the retry deadline
 	Due      time.Time // when it may start next (non-terminal states)
-	Reason   string    // why a dead job died: "spent", "late", "permanent", "panicked"
+	Reason   string    // why a dead job died: "spent", "late", "permanent", "panic"
 	LastErr  string    // the last failure's message
 	Payload  A
 }
