@@ -211,18 +211,7 @@ func TestCompactWithBufferedRecordsPanics(t *testing.T) {
 	j.Compact(1, nil)
 }
 
-// renameThenFailFS renames, then reports an error, as adapters/osfs does when the directory
-// fsync that follows its rename fails: the rename took place although Rename returned an error.
-type renameThenFailFS struct{ *disk.Disk }
-
 var errDirSync = errors.New("directory fsync failed after the rename")
-
-func (f renameThenFailFS) Rename(from, to string) error {
-	if err := f.Disk.Rename(from, to); err != nil {
-		return err
-	}
-	return errDirSync
-}
 
 // TestCompactRenameErrorAfterTheRenameIsLost: a Rename that fails after replacing the journal
 // (the old file is unlinked) must not count as kept: appending to the old, unlinked file would
@@ -230,10 +219,9 @@ func (f renameThenFailFS) Rename(from, to string) error {
 // finds the snapshot.
 func TestCompactRenameErrorAfterTheRenameIsLost(t *testing.T) {
 	d := disk.New(1)
-	j, _ := mustOpen(t, d, Config{}) // create the journal on the plain disk
-	j.Close()
-	j, _ = mustOpen(t, renameThenFailFS{d}, Config{})
+	j, _ := mustOpen(t, d, Config{})
 	commitBatch(t, j, "a", "b")
+	d.FailAfter(disk.OpRename, errDirSync) // renames, then fails: osfs when its dir fsync fails
 	err := j.Compact(9, []byte("a b"))
 	if !errors.Is(err, errDirSync) || !errors.Is(err, ErrPoisoned) {
 		t.Fatalf("Compact = %v; want the rename's error and ErrPoisoned (lost)", err)

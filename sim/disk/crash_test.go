@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/sim/faults"
 )
@@ -521,6 +522,54 @@ func TestFailNext(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFailAfter: the op takes effect (as osfs's create, rename or remove whose directory fsync
+// failed), then reports the error; the change is durable only after a SyncDir, like any entry.
+func TestFailAfter(t *testing.T) {
+	custom := errors.New("dir fsync failed")
+	for _, tc := range []struct {
+		op        Op
+		call      func(d *Disk) error
+		wantNames []string // after the call
+	}{
+		{OpCreate, func(d *Disk) error {
+			f, err := d.Create("b")
+			if f != nil {
+				t.Errorf("Create with an error returned a File")
+			}
+			return err
+		}, []string{"a", "b"}},
+		{OpRename, func(d *Disk) error { return d.Rename("a", "b") }, []string{"b"}},
+		{OpRemove, func(d *Disk) error { return d.Remove("a") }, nil},
+	} {
+		t.Run(tc.op.String(), func(t *testing.T) {
+			d := New(1)
+			durableFile(t, d, "a", []byte("abc"))
+			d.FailAfter(tc.op, custom)
+			if err := tc.call(d); !errors.Is(err, custom) {
+				t.Fatalf("call: %v, want the custom error", err)
+			}
+			names, err := d.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantNames, names, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("names after the call (-want +got):\n%s", diff)
+			}
+			mustSyncDir(t, d)
+			d.Crash()
+			if names, _ = d.List(); !cmp.Equal(tc.wantNames, names, cmpopts.EquateEmpty()) {
+				t.Errorf("after SyncDir and a crash: %v, want %v", names, tc.wantNames)
+			}
+		})
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("FailAfter(OpWrite) did not panic")
+		}
+	}()
+	New(1).FailAfter(OpWrite, nil)
 }
 
 func dropFirstLine(s string) string {

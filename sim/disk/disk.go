@@ -67,6 +67,8 @@ type Disk struct {
 	ops     int // mutating operations so far
 	crashAt int // 0: off; else mutating operation number ops >= crashAt fail
 	failq   [opEnd][]error
+	// lateq holds FailAfter's errors: the op takes effect, then reports one.
+	lateq [opEnd][]error
 
 	live    map[string]*inode
 	durable map[string]*inode
@@ -174,6 +176,32 @@ func (d *Disk) FailNext(op Op, err error) {
 	d.failq[op] = append(d.failq[op], err)
 }
 
+// FailAfter makes the next Create, Rename or Remove (op) take effect and then return err
+// (ErrInjected when nil), as adapters/osfs does when the directory fsync that follows the
+// change fails: the caller sees an error although the entry changed (durable, as any entry,
+// only after a SyncDir). Create then returns no File. Calls queue up like FailNext's.
+func (d *Disk) FailAfter(op Op, err error) {
+	if op != OpCreate && op != OpRename && op != OpRemove {
+		panic(fmt.Sprintf("disk: FailAfter(%v): only create, rename and remove", op))
+	}
+	if err == nil {
+		err = ErrInjected
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lateq[op] = append(d.lateq[op], err)
+}
+
+// late pops the error FailAfter queued for op, if any, for an op that just took effect.
+func (d *Disk) late(op Op, what string) error {
+	q := d.lateq[op]
+	if len(q) == 0 {
+		return nil
+	}
+	d.lateq[op] = q[1:]
+	return fmt.Errorf("disk: %s %s: after the change: %w", op, what, q[0])
+}
+
 // FlipBit flips bit (0..7) of the byte at off of the named file, in its durable contents and
 // in what reads see. It panics unless the file exists and off lies in its durable contents.
 func (d *Disk) FlipBit(name string, off int64, bit uint) {
@@ -246,12 +274,18 @@ func (d *Disk) Create(name string) (core.File, error) {
 	}
 	if ino := d.live[name]; ino != nil {
 		ino.truncate(0)
+		if err := d.late(OpCreate, name); err != nil {
+			return nil, err
+		}
 		return d.newFile(name, ino), nil
 	}
 	d.nextIno++
 	ino := &inode{id: d.nextIno}
 	d.live[name] = ino
 	d.dirLog = append(d.dirLog, dirChange{kind: dirCreate, name: name, ino: ino})
+	if err := d.late(OpCreate, name); err != nil {
+		return nil, err
+	}
 	return d.newFile(name, ino), nil
 }
 
@@ -299,7 +333,7 @@ func (d *Disk) Rename(from, to string) error {
 	d.live[to] = ino
 	delete(d.live, from)
 	d.dirLog = append(d.dirLog, dirChange{kind: dirRename, name: from, to: to})
-	return nil
+	return d.late(OpRename, what)
 }
 
 // Remove deletes the named file; durable only after SyncDir. Open Files keep working.
@@ -320,7 +354,7 @@ func (d *Disk) Remove(name string) error {
 	}
 	delete(d.live, name)
 	d.dirLog = append(d.dirLog, dirChange{kind: dirRemove, name: name})
-	return nil
+	return d.late(OpRemove, name)
 }
 
 // SyncDir makes every create, rename and remove so far durable.
