@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/sim"
 )
 
 func runArgs(args ...string) (code int, stdout, stderr string) {
@@ -41,7 +45,6 @@ func TestExitCodes(t *testing.T) {
 		{[]string{}, 2, "give one of"},
 		{[]string{"--count", "3", "--parallel", "2"}, 0, ""},
 		{[]string{"--seed", "1", "--profile", "calm", "--duration", "1m"}, 0, ""},
-		{[]string{"--replay", "../../corpus/sim/seeds.txt"}, 0, ""},
 		{[]string{"--help"}, 0, ""},
 	}
 	for _, c := range cases {
@@ -59,5 +62,35 @@ func TestSweepListsFailingSeedsOK(t *testing.T) {
 	code, out, _ := runArgs("--seeds", "1-4", "--parallel", "2", "--profile", "disk")
 	if code != 0 || !strings.Contains(out, "swept 4 seeds") || !strings.Contains(out, "0 failed") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// --replay runs a corpus file's entries and compares each outcome and digest: a matching entry
+// passes (exit 0), a wrong digest fails (exit 1).
+func TestReplay(t *testing.T) {
+	res, err := sim.Run(sim.Options{Seed: 3, Profile: "disk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	entry := func(digest string) string {
+		return "# what this file proves\nrun seed=3 profile=disk\nnote a test entry\n----\nok\ndigest " + digest + "\n"
+	}
+	good := filepath.Join(dir, "good.txt")
+	bad := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(good, []byte(entry(res.Digest)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(entry(strings.Repeat("0", 64))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runArgs("--replay", good); code != 0 || !strings.Contains(out, "ok (a test entry)") {
+		t.Errorf("replay of a matching entry: exit %d, output:\n%s", code, out)
+	}
+	if code, out, _ := runArgs("--replay", bad); code != 1 || !strings.Contains(out, "FAIL") {
+		t.Errorf("replay of a wrong digest: exit %d, output:\n%s", code, out)
+	}
+	if code, _, _ := runArgs("--replay", filepath.Join(dir, "missing.txt")); code != 2 {
+		t.Errorf("replay of a missing file: exit %d, want 2", code)
 	}
 }
