@@ -8,11 +8,13 @@ package core
 //   - a Create, Rename or Remove is durable only after SyncDir returns nil;
 //   - a missing file is reported with an error for which errors.Is(err, fs.ErrNotExist) holds.
 type FS interface {
+	// Create and Remove may likewise fail after taking effect.
 	// Create creates the named file, truncating it if it exists, open for reading and appending.
 	Create(name string) (File, error)
 	// Open opens an existing file for reading and appending.
 	Open(name string) (File, error)
-	// Rename atomically replaces to with from.
+	// Rename atomically replaces to with from. An error does not prove the rename did not
+	// happen (osfs renames, then fsyncs the directory): callers check what is on disk.
 	Rename(from, to string) error
 	// Remove deletes the named file.
 	Remove(name string) error
