@@ -67,7 +67,8 @@ type jobModel struct {
 	probe     uint64 // the breaker phase it probes, 0: not a probe
 	attempts  int    // highest attempt number started
 	due       time.Duration
-	fail      *failFact // a retryable failure fed and not yet seen committed
+	endedAt   time.Duration // when the outcome of its last attempt was fed
+	fail      *failFact     // a retryable failure fed and not yet seen committed
 }
 
 // failFact is a retryable failure whose requeue the next commit must show.
@@ -136,7 +137,7 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 		c.check(InvNoPhantom, false, "node %d handed out id %d again (acknowledged for payload %q, now %q)", node, id, j.payload, payload)
 		return
 	}
-	c.jobs[k] = &jobModel{firstDue: due, due: due, target: target, payload: payload}
+	c.jobs[k] = &jobModel{firstDue: due, due: due, target: target, payload: payload, endedAt: -1}
 }
 
 // JobAcked: node's runner acknowledged the enqueue of id (it is durable).
@@ -235,6 +236,7 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure bool) {
 		return // an outcome of an attempt from before a crash: ignored by the runner too
 	}
 	j.running = false
+	j.endedAt = c.now
 	n.running--
 	// Every dispatched attempt's outcome reaches the breaker, also a cancelled job's (the
 	// runner's choice; SPEC 2.3 counts outcomes, not jobs).
@@ -301,6 +303,31 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 					"node %d requeued job %d after attempt %d failed at %s to %s: wait %s, want [%s, %s]",
 					node, v.ID, f.attempt, Offset(f.at), Offset(v.Due), v.Due-f.at, lo, hi)
 			}
+		}
+	}
+}
+
+// Compacted: node's runner compacted after the commit whose state was just reported, pruning
+// terminal jobs beyond its retention. An acknowledged job may vanish from the live state only
+// if it could have become terminal: it was terminal, cancelled, its outcome was fed at this
+// instant, or it was due (it may have expired: late or spent). Anything else is a lost ack.
+func (c *Checker) Compacted(node int, jobs []JobView) {
+	in := make(map[uint64]bool, len(jobs))
+	for _, v := range jobs {
+		in[v.ID] = true
+	}
+	var gone []uint64
+	for k, j := range c.jobs {
+		if k.node == node && j.acked && j.terminal == "" && !in[k.id] {
+			gone = append(gone, k.id)
+		}
+	}
+	sort.Slice(gone, func(a, b int) bool { return gone[a] < gone[b] })
+	for _, id := range gone {
+		j := c.jobs[jobKey{node, id}]
+		ok := j.cancelled || j.endedAt == c.now || j.due <= c.now
+		if c.check(InvNoLostAck, ok, "node %d pruned acknowledged job %d (target %s) at compaction, though it cannot have ended", node, id, j.target) {
+			j.terminal = "pruned"
 		}
 	}
 }

@@ -39,6 +39,12 @@ func TestInvariantFires(t *testing.T) {
 			c.NodeCrashed(1)
 			c.NodeRecovered(1, nil)
 		}},
+		{InvNoLostAck + "/pruned", func(c *Checker) {
+			c.JobAppended(1, 1, sec(100), "a", "p") // due long after now: it cannot have expired
+			c.JobAcked(1, 1)
+			c.Committed(1, nil)
+			c.Compacted(1, nil) // pruned while waiting
+		}},
 		{InvReplayEqualsLive, func(c *Checker) {
 			enqueue(c, 1, "a")
 			c.Committed(1, []JobView{view(1, "due", 0, 0, "a")})

@@ -38,6 +38,7 @@ type Config struct {
 	Cooldown     time.Duration
 	Probes       int
 	CompactBytes int64
+	Retention    int // terminal jobs kept at compaction
 	Targets      int
 
 	// Runner workload.
@@ -145,6 +146,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.MsgBase = ms(100, 2000)
 	c.MsgCap = c.MsgBase * time.Duration(2+r.Intn(30))
 	c.PMsgTerminal = r.Float64() * 0.03
+	c.Retention = []int{1, 5, 50, 10_000}[r.Intn(4)]
 
 	switch profile {
 	case "calm":
@@ -192,8 +194,8 @@ func (c Config) String() string {
 		if c.Deadline > 0 {
 			dl = c.Deadline.String()
 		}
-		fmt.Fprintf(&b, "runner: nodes=%d capacity=%d policy={attempts=%d base=%s cap=%s deadline=%s} breaker={threshold=%d window=%s cooldown=%s probes=%d} compact=%d targets=%d\n",
-			c.Nodes, c.Capacity, c.Attempts, c.Base, c.Cap, dl, c.Threshold, c.Window, c.Cooldown, c.Probes, c.CompactBytes, c.Targets)
+		fmt.Fprintf(&b, "runner: nodes=%d capacity=%d policy={attempts=%d base=%s cap=%s deadline=%s} breaker={threshold=%d window=%s cooldown=%s probes=%d} compact=%d retention=%d targets=%d\n",
+			c.Nodes, c.Capacity, c.Attempts, c.Base, c.Cap, dl, c.Threshold, c.Window, c.Cooldown, c.Probes, c.CompactBytes, c.Retention, c.Targets)
 		fmt.Fprintf(&b, "runner workload: jobs=%d every~%s cancel=%s handler=%s..%s retryable=%s permanent=%s panic=%s retry-after=%s crash=%s\n",
 			c.JobsMax, c.JobEvery, pct(c.CancelP), c.HandlerMin, c.HandlerMax, pct(c.PRetryable), pct(c.PPermanent), pct(c.PPanic), pct(c.PRetryAfter), pct(c.PCrashHandle))
 	}

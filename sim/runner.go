@@ -149,7 +149,7 @@ func (w *World) setupRunner() {
 			Circuit:      breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
 			Capacity:     c.Capacity,
 			CompactBytes: c.CompactBytes,
-			Retention:    50,
+			Retention:    c.Retention,
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 		}
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
@@ -479,6 +479,7 @@ func (n *runnerNode) commit() {
 	}
 	if res.Compacted {
 		n.boundaries = n.boundaries[:0]
+		w.chk.Compacted(n.id, views)
 		w.trace(n.name, "compacted")
 	}
 	if len(res.Acks)+len(res.Starts) > 0 || res.Compacted {
