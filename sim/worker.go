@@ -122,6 +122,7 @@ type workerProc struct {
 	e    *worker.Engine
 
 	stopping bool
+	recv     *longPoll // the receive call in flight, if any
 	handlers map[string]*msgHandler
 	open     []string // receipts received whose lease has not ended yet (for drop detection)
 	wakeAt   time.Duration
@@ -164,6 +165,7 @@ func (p *workerProc) start() {
 	}
 	p.e = e
 	p.handlers = make(map[string]*msgHandler)
+	p.recv = nil
 	p.open = p.open[:0]
 	p.wakeAt = 0
 	w.trace(p.name, "start")
@@ -259,6 +261,13 @@ func (p *workerProc) shutdown() {
 	w.st.Crashes.Add("worker-shutdown", 1)
 	w.trace(p.name, "SHUTDOWN")
 	p.step(worker.Shutdown{Now: w.now()})
+	if lp := p.recv; lp != nil && !lp.done && p.up && w.rFaults.Intn(2) == 0 {
+		// Stop waiting for the long poll in flight (the driver cannot cancel it).
+		lp.abandoned = true
+		p.recv = nil
+		w.trace(p.name, "abandon receive call="+strconv.FormatUint(uint64(lp.r.Call), 10))
+		p.step(worker.ReceiveAbandoned{Call: lp.r.Call, At: w.now()})
+	}
 }
 
 func (p *workerProc) calm() {}
@@ -386,6 +395,7 @@ func (p *workerProc) receive(r worker.Receive) {
 		call = w.cfg.Faults.Transport.Draw(w.rNet, false)
 	}
 	lp := &longPoll{p: p, gen: p.gen, t0: r.Stamp.Sub(Epoch), r: r, call: call}
+	p.recv = lp
 	w.loop.After(lo, func() {
 		lp.until = w.loop.Now() + r.Wait
 		lp.check()
@@ -404,6 +414,9 @@ type longPoll struct {
 	until time.Duration
 	seq   int // re-checks scheduled before the latest are stale
 	done  bool
+	// abandoned: the worker gave up waiting at shutdown (worker.ReceiveAbandoned); whatever the
+	// call returns is released by the world, never fed to the engine.
+	abandoned bool
 }
 
 func (lp *longPoll) schedule(at time.Duration) {
@@ -452,8 +465,34 @@ func (lp *longPoll) check() {
 		if !p.up || p.gen != gen {
 			return // the process died: received messages lapse at the queue
 		}
-		p.alive(func() { p.received(lp.t0, lp.r, msgs, err) })()
+		if lp.abandoned {
+			p.releaseAbandoned(msgs)
+			return
+		}
+		p.alive(func() {
+			p.recv = nil
+			p.received(lp.t0, lp.r, msgs, err)
+		})()
 	})
+}
+
+// releaseAbandoned releases what an abandoned receive returned, as the production driver's
+// poll goroutine does (ChangeVisibility 0): those receipts never reached the engine.
+func (p *workerProc) releaseAbandoned(msgs []core.Message) {
+	w := p.w
+	if len(msgs) == 0 {
+		return
+	}
+	entries := make([]core.VisibilityChange, len(msgs))
+	var b strings.Builder
+	b.WriteString("release abandoned receive:")
+	for i, m := range msgs {
+		entries[i] = core.VisibilityChange{Receipt: m.Receipt}
+		b.WriteString(" " + m.Receipt)
+	}
+	w.trace(p.name, b.String())
+	w.queue.ChangeVisibilityBatch(w.now(), entries)
+	w.checkQueue()
 }
 
 // addPoller registers a waiting long poll to be woken by the next send.
