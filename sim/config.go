@@ -38,7 +38,8 @@ type Config struct {
 	Cooldown     time.Duration
 	Probes       int
 	CompactBytes int64
-	Retention    int // terminal jobs kept at compaction
+	Retention    int  // terminal jobs kept at compaction
+	Heavy        bool // the heavy workload shape was drawn
 	Targets      int
 
 	// Runner workload.
@@ -147,6 +148,14 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.MsgCap = c.MsgBase * time.Duration(2+r.Intn(30))
 	c.PMsgTerminal = r.Float64() * 0.03
 	c.Retention = []int{1, 5, 50, 10_000}[r.Intn(4)]
+	if r.Intn(8) == 0 {
+		// A heavy workload shape: several times the jobs and messages, arriving ten times as fast.
+		c.JobsMax *= 4
+		c.JobEvery /= 10
+		c.MsgsMax *= 4
+		c.MsgEvery /= 10
+		c.Heavy = true
+	}
 
 	switch profile {
 	case "calm":
@@ -188,7 +197,11 @@ func (c Config) Validate() error {
 // String renders the configuration in a fixed order (the summary's config lines).
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "profile %s, safety phase %s, steps max %d\n", c.Profile, c.Safety, c.StepsMax)
+	shape := "light"
+	if c.Heavy {
+		shape = "heavy"
+	}
+	fmt.Fprintf(&b, "profile %s, safety phase %s, steps max %d, workload %s\n", c.Profile, c.Safety, c.StepsMax, shape)
 	if c.Nodes > 0 {
 		dl := "none"
 		if c.Deadline > 0 {
