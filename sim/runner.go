@@ -62,9 +62,15 @@ type runnerNode struct {
 	commits       int
 }
 
-// replayEvery is how often (in successful commits) the world replays a copy of a node's disk
-// and compares it with the live state, between crashes.
-const replayEvery = 8
+// replayDue says whether the world replays a copy of a node's disk after its k-th successful
+// commit: at 8, 16, 32, 64, 128, then every 128th (a replay reads the whole journal, so a
+// fixed period would cost quadratic time on a journal that never compacts).
+func replayDue(k int) bool {
+	if k >= 128 {
+		return k%128 == 0
+	}
+	return k >= 8 && k&(k-1) == 0
+}
 
 // checkReplay copies the node's files (after a successful commit everything written is
 // synced) onto a fresh disk, replays the journal there with runner.Replay, and compares the
@@ -491,7 +497,7 @@ func (n *runnerNode) commit() {
 	}
 	n.noteBoundary(res.Compacted)
 	n.checkMachine()
-	if n.commits%replayEvery == 0 && res.CompactErr == nil {
+	if replayDue(n.commits) && res.CompactErr == nil {
 		// (A failed compaction may have renamed its snapshot in already: the disk then holds
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
