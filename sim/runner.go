@@ -316,7 +316,13 @@ func (n *runnerNode) unsettled() string {
 	if !n.up {
 		return n.name + " is down"
 	}
-	return fmt.Sprintf("%s has %d jobs not terminal, %d attempts executing", n.name, n.open, n.executing)
+	var ids []string
+	for _, j := range n.e.State().Jobs {
+		if !j.State.Terminal() && len(ids) < 5 {
+			ids = append(ids, fmt.Sprintf("%d(%s attempts=%d due=%s)", j.ID, j.State, j.Attempts, Offset(j.Due.Sub(Epoch))))
+		}
+	}
+	return fmt.Sprintf("%s has %d jobs not terminal (%s), %d attempts executing", n.name, n.open, strings.Join(ids, " "), n.executing)
 }
 
 func (n *runnerNode) summarize() {
