@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Events run in (time, scheduling order); time only moves forward; Step stops at the limit.
+func TestLoopOrder(t *testing.T) {
+	var l Loop
+	var got []string
+	add := func(at time.Duration, name string) { l.At(at, func() { got = append(got, name) }) }
+	add(2*time.Second, "c")
+	add(time.Second, "a")
+	add(2*time.Second, "d") // same time as c, scheduled later: runs after it
+	add(time.Second, "b")
+	l.At(time.Second, func() {
+		got = append(got, "e")
+		l.After(0, func() { got = append(got, "f") }) // same instant, after everything scheduled
+		l.At(0, func() { got = append(got, "g") })    // the past clamps to now
+	})
+	for l.Step(time.Second) {
+	}
+	if diff := cmp.Diff([]string{"a", "b", "e", "f", "g"}, got); diff != "" {
+		t.Fatalf("events up to 1s (-want +got):\n%s", diff)
+	}
+	if l.Now() != time.Second {
+		t.Fatalf("now = %v, want 1s", l.Now())
+	}
+	for l.Step(time.Hour) {
+	}
+	if diff := cmp.Diff([]string{"a", "b", "e", "f", "g", "c", "d"}, got); diff != "" {
+		t.Fatalf("all events (-want +got):\n%s", diff)
+	}
+	if l.Steps() != 7 || l.Pending() != 0 {
+		t.Fatalf("steps %d pending %d, want 7 and 0", l.Steps(), l.Pending())
+	}
+}
+
+// The trace keeps the last lines for violation reports and hashes every line.
+func TestTraceLastAndDigest(t *testing.T) {
+	var out strings.Builder
+	tr := NewTrace(&out)
+	for i := 0; i < lastEventsMax+5; i++ {
+		tr.Add(time.Duration(i)*time.Millisecond, "w", "event "+strconv.Itoa(i))
+	}
+	last := tr.Last()
+	if len(last) != lastEventsMax || last[0] != "0.005s w event 5" || last[len(last)-1] != "0.034s w event 34" {
+		t.Fatalf("Last() = %q...%q (%d lines)", last[0], last[len(last)-1], len(last))
+	}
+	if n := strings.Count(out.String(), "\n"); n != lastEventsMax+5 {
+		t.Fatalf("wrote %d lines, want %d", n, lastEventsMax+5)
+	}
+	other := NewTrace(nil)
+	for i := 0; i < lastEventsMax+5; i++ {
+		other.Add(time.Duration(i)*time.Millisecond, "w", "event "+strconv.Itoa(i))
+	}
+	if tr.Digest() != other.Digest() {
+		t.Fatal("the same lines gave different digests")
+	}
+	other.Add(0, "w", "one more")
+	if tr.Digest() == other.Digest() {
+		t.Fatal("different lines gave the same digest")
+	}
+}
+
+func TestCountsString(t *testing.T) {
+	var c Counts
+	if c.String() != "none" {
+		t.Fatalf("empty Counts = %q", c.String())
+	}
+	c.Add("zeta", 2)
+	c.Add("alpha", 1)
+	c.Add("zeta", 3)
+	if got := c.String(); got != "alpha=1 zeta=5" {
+		t.Fatalf("Counts = %q, want alpha=1 zeta=5", got)
+	}
+	if c.Total() != 6 || c.Get("zeta") != 5 {
+		t.Fatalf("Total %d Get %d", c.Total(), c.Get("zeta"))
+	}
+}
