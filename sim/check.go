@@ -21,6 +21,7 @@ const (
 	InvNoRestartTerminal = "no-restart-terminal"
 	InvCorruptionRefused = "corruption-refused"
 	InvRecoveryOpens     = "open-recovers"
+	InvRecordLimit       = "record-limit"
 	InvMachine           = "machine-invariants"
 	InvLeaseNoRenewAfter = "lease-no-renew-after-disposition"
 	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
@@ -47,6 +48,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvNoRestartTerminal, "no cancelled or terminal job starts again"},
 	{InvCorruptionRefused, "open refuses a journal whose synced data was corrupted, with an error naming it"},
 	{InvRecoveryOpens, "open recovers every journal a crash (without media corruption) can leave behind"},
+	{InvRecordLimit, "an enqueue whose record would exceed RecordMax is refused (ErrTooLarge) before anything is written"},
 	{InvMachine, "every machine's own checkInvariants holds after every step"},
 	{InvLeaseNoRenewAfter, "no renewal is sent after the receipt's disposition began"},
 	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},

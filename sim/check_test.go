@@ -147,6 +147,7 @@ func TestInvariantFires(t *testing.T) {
 			c.Fail(InvCorruptionRefused, "journal opened after a bit flip in synced data")
 		}},
 		{InvRecoveryOpens, func(c *Checker) { c.Fail(InvRecoveryOpens, "open failed: journal: corrupt") }},
+		{InvRecordLimit, func(c *Checker) { c.Fail(InvRecordLimit, "an enqueue of 5000 bytes was accepted") }},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
 		{InvLeaseNoRenewAfter, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)

@@ -25,6 +25,10 @@ import (
 
 const journalName = "jobs.journal"
 
+// recordMax is the runner's record limit in the world: small, so that large payloads span
+// several disk sectors and oversize ones are tried.
+const recordMax = 4096
+
 type cmdKind uint8
 
 const (
@@ -156,6 +160,7 @@ func (w *World) setupRunner() {
 			Capacity:     c.Capacity,
 			CompactBytes: c.CompactBytes,
 			Retention:    c.Retention,
+			RecordMax:    recordMax,
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 		}
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
@@ -354,22 +359,19 @@ func (n *runnerNode) produce() {
 		}
 		target := "t" + strconv.Itoa(1+w.rWork.Intn(c.Targets))
 		payload := "p" + strconv.Itoa(n.id) + "-" + strconv.Itoa(n.produced)
-		if !n.up {
-			w.trace(n.name, "enqueue refused: node down")
-			w.st.Faults.Add("enqueue-refused-down", 1)
-			continue
+		oversize := false
+		switch u := w.rWork.Float64(); {
+		case u < 0.01:
+			// Over the record limit: Enqueue must refuse it before anything is written.
+			payload += strings.Repeat("x", recordMax+1)
+			oversize = true
+		case u < 0.1:
+			// A large record: its frame spans sectors, so a crash can persist it in pieces.
+			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
 		}
-		t, id, err := n.e.Enqueue(Epoch.Add(due), target, []byte(payload))
-		if err != nil {
-			w.trace(n.name, "enqueue refused: "+err.Error())
-			continue
+		if !n.enqueue(due, target, payload, oversize) {
+			return
 		}
-		w.chk.JobAppended(n.id, id, due, target, payload)
-		if w.mutation == mutAckEarly {
-			w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
-		}
-		n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
-		w.trace(n.name, "enqueue id="+strconv.FormatUint(id, 10)+" due="+Offset(due)+" "+target+" "+payload)
 	}
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
 		id := n.acked[w.rWork.Intn(len(n.acked))]
@@ -394,6 +396,44 @@ func (n *runnerNode) produce() {
 		n.scheduleCommit()
 	}
 	w.loop.After(drawBetween(w.rWork, time.Millisecond, 2*c.JobEvery), n.produceStep())
+}
+
+// enqueue submits one job to the node's runner, as a client would; it reports false when a
+// violation ends the run.
+func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize bool) bool {
+	w := n.w
+	if !n.up {
+		w.trace(n.name, "enqueue refused: node down")
+		w.st.Faults.Add("enqueue-refused-down", 1)
+		return true
+	}
+	t, id, err := n.e.Enqueue(Epoch.Add(due), target, []byte(payload))
+	if oversize {
+		if errors.Is(err, runner.ErrTooLarge) {
+			w.chk.Pass(InvRecordLimit)
+			w.trace(n.name, "enqueue of "+strconv.Itoa(len(payload))+" bytes refused, as it must: "+err.Error())
+			return true
+		}
+		if err == nil {
+			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, len(payload), recordMax, id)
+			return false
+		}
+	}
+	if err != nil {
+		w.trace(n.name, "enqueue refused: "+err.Error())
+		return true
+	}
+	w.chk.JobAppended(n.id, id, due, target, payload)
+	if w.mutation == mutAckEarly {
+		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
+	}
+	n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
+	shown := payload
+	if len(shown) > 24 {
+		shown = shown[:24] + "...(" + strconv.Itoa(len(payload)) + " bytes)"
+	}
+	w.trace(n.name, "enqueue id="+strconv.FormatUint(id, 10)+" due="+Offset(due)+" "+target+" "+shown)
+	return true
 }
 
 // produceStep wraps produce in the crash draw when the node is up (a producer is a client: it

@@ -226,3 +226,23 @@ func TestReplayCheckFires(t *testing.T) {
 		t.Fatalf("violation %v, want %s", v, InvReplayEqualsLive)
 	}
 }
+
+// A runner opened with a larger record limit than the world expects accepts an oversize
+// enqueue: record-limit fires. With the right limit it refuses, and nothing fires.
+func TestRecordLimitFires(t *testing.T) {
+	w, n := runnerWorld(t, "calm")
+	big := strings.Repeat("x", recordMax+1)
+	if !n.enqueue(w.loop.Now(), "t1", big, true) || w.chk.Violation() != nil {
+		t.Fatalf("refused oversize enqueue reported: %v", w.chk.Violation())
+	}
+	crashQuietly(n)
+	n.cfg.RecordMax = 1 << 20
+	n.start()
+	if n.enqueue(w.loop.Now(), "t1", big, true) {
+		t.Fatal("accepted oversize enqueue not reported")
+	}
+	v := w.chk.Violation()
+	if v == nil || v.Invariant != InvRecordLimit {
+		t.Fatalf("violation %v, want %s", v, InvRecordLimit)
+	}
+}
