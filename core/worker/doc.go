@@ -13,7 +13,9 @@
 //     Concurrency+Prefetch deliveries are waiting or running; Max is the room left. Its stamp
 //     t0 is the engine's time when the effect was produced, before the call is issued, so
 //     Wait is at most two thirds of Window (default min(20 s, 2W/3)): a message delivered
-//     late in a longer poll would arrive with its lease spent and be dropped every time. A
+//     late in a longer poll would arrive with its lease spent and be dropped every time. After
+//     a receive that returned nothing the next waits until IdleDelay (1 s) after it was
+//     issued, so a short poll on an empty queue does not spin. A
 //     failed receive is retried after ReceiveBackoff (200 ms, 500 ms, 1 s, 2 s, 5 s, ...),
 //     logged at Warn (Error when fatal).
 //  2. Each received delivery is leased (package lease) from t0. In order: an undecodable

@@ -449,3 +449,46 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 		})
 	})
 }
+
+// TestShortPollOnAnEmptyQueueWaitsIdleDelay: after a receive that returned nothing, the next
+// is issued no sooner than IdleDelay after it, so a short poll does not spin; a receive that
+// returned messages is followed at once.
+func TestShortPollOnAnEmptyQueueWaitsIdleDelay(t *testing.T) {
+	e, err := New(Config{WaitNone: true, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := e.Step(Tick{Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	rc := e.Ready().Receive
+	if rc == nil || rc.Wait != 0 {
+		t.Fatalf("first receive = %+v, want a short poll", rc)
+	}
+	if err := e.Step(ReceiveDone{Call: rc.Call, At: t0.Add(20 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Ready()
+	if rd.Receive != nil {
+		t.Fatalf("receive issued right after an empty one: %+v", rd.Receive)
+	}
+	if want := t0.Add(IdleDelayDefault); !rd.WakeAt.Equal(want) {
+		t.Fatalf("WakeAt = %v, want %v", rd.WakeAt, want)
+	}
+	if err := e.Step(Tick{Now: t0.Add(IdleDelayDefault)}); err != nil {
+		t.Fatal(err)
+	}
+	rc = e.Ready().Receive
+	if rc == nil {
+		t.Fatal("no receive after IdleDelay")
+	}
+	at := t0.Add(IdleDelayDefault + 20*time.Millisecond)
+	if err := e.Step(ReceiveDone{Call: rc.Call, At: at,
+		Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rd := e.Ready(); rd.Receive == nil {
+		t.Fatal("no receive right after one that returned a message")
+	}
+}

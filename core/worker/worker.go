@@ -24,6 +24,9 @@ const (
 	GraceDefault       = 30 * time.Second
 )
 
+// IdleDelayDefault is the least time between two receives when the first returned nothing.
+const IdleDelayDefault = time.Second
+
 // ReceiveBackoffDefault is the delay before the next receive after the n-th consecutive failed
 // receive (the last one repeats).
 func ReceiveBackoffDefault() []time.Duration {
@@ -69,6 +72,9 @@ type Config struct {
 	// Grace is how long running handlers get after Shutdown before they are cancelled.
 	Grace          time.Duration
 	ReceiveBackoff []time.Duration
+	// IdleDelay is the least time from one receive to the next when the first returned
+	// nothing, so a short poll (Wait < IdleDelay) on an empty queue does not spin. Default 1 s.
+	IdleDelay time.Duration
 	Lease          lease.Config // Logger defaults to Logger
 	Logger         *slog.Logger
 }
@@ -100,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Grace == 0 {
 		c.Grace = GraceDefault
+	}
+	if c.IdleDelay == 0 {
+		c.IdleDelay = IdleDelayDefault
 	}
 	if len(c.ReceiveBackoff) == 0 {
 		c.ReceiveBackoff = ReceiveBackoffDefault()
@@ -133,6 +142,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Budget must be ≥ 1 and RedriveMaxReceives ≥ 0", ErrConfig)
 	case c.Grace < 0:
 		return fmt.Errorf("%w: negative Grace", ErrConfig)
+	case c.IdleDelay < 0:
+		return fmt.Errorf("%w: negative IdleDelay", ErrConfig)
 	case c.Lease.ReceiptsMax != 0 && c.Lease.ReceiptsMax < c.Concurrency+c.Prefetch+c.BatchMax:
 		return fmt.Errorf("%w: Lease.ReceiptsMax %d cannot hold Concurrency+Prefetch+BatchMax = %d",
 			ErrConfig, c.Lease.ReceiptsMax, c.Concurrency+c.Prefetch+c.BatchMax)
@@ -494,6 +505,9 @@ func (e *Engine) onReceiveDone(ev ReceiveDone) error {
 		return e.stepLease(lease.Tick{Now: ev.At})
 	}
 	e.recvFailures = 0
+	if len(ev.Messages) == 0 {
+		e.recvAfter = e.recvStamp.Add(e.cfg.IdleDelay)
+	}
 	if len(ev.Messages) > e.cfg.BatchMax {
 		return fmt.Errorf("worker: receive %d returned %d messages, asked at most %d", ev.Call, len(ev.Messages), e.cfg.BatchMax)
 	}
