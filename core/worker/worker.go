@@ -75,8 +75,8 @@ type Config struct {
 	// IdleDelay is the least time from one receive to the next when the first returned
 	// nothing, so a short poll (Wait < IdleDelay) on an empty queue does not spin. Default 1 s.
 	IdleDelay time.Duration
-	Lease          lease.Config // Logger defaults to Logger
-	Logger         *slog.Logger
+	Lease     lease.Config // Logger defaults to Logger
+	Logger    *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
