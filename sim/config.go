@@ -40,6 +40,9 @@ type Config struct {
 	CompactBytes int64
 	Retention    int  // terminal jobs kept at compaction
 	Heavy        bool // the heavy workload shape was drawn
+	// SyncDelay is how long a commit takes to start after the first command that asks for it
+	// (an fsync in progress): commands arriving meanwhile share its batch (group commit).
+	SyncDelay time.Duration
 	Targets      int
 
 	// Runner workload.
@@ -148,6 +151,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.MsgCap = c.MsgBase * time.Duration(2+r.Intn(30))
 	c.PMsgTerminal = r.Float64() * 0.03
 	c.Retention = []int{1, 5, 50, 10_000}[r.Intn(4)]
+	c.SyncDelay = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}[r.Intn(4)]
 	if r.Intn(8) == 0 {
 		// A heavy workload shape: several times the jobs and messages, arriving ten times as fast.
 		c.JobsMax *= 4
@@ -207,8 +211,8 @@ func (c Config) String() string {
 		if c.Deadline > 0 {
 			dl = c.Deadline.String()
 		}
-		fmt.Fprintf(&b, "runner: nodes=%d capacity=%d policy={attempts=%d base=%s cap=%s deadline=%s} breaker={threshold=%d window=%s cooldown=%s probes=%d} compact=%d retention=%d targets=%d\n",
-			c.Nodes, c.Capacity, c.Attempts, c.Base, c.Cap, dl, c.Threshold, c.Window, c.Cooldown, c.Probes, c.CompactBytes, c.Retention, c.Targets)
+		fmt.Fprintf(&b, "runner: nodes=%d capacity=%d policy={attempts=%d base=%s cap=%s deadline=%s} breaker={threshold=%d window=%s cooldown=%s probes=%d} compact=%d retention=%d targets=%d sync-delay=%s\n",
+			c.Nodes, c.Capacity, c.Attempts, c.Base, c.Cap, dl, c.Threshold, c.Window, c.Cooldown, c.Probes, c.CompactBytes, c.Retention, c.Targets, c.SyncDelay)
 		fmt.Fprintf(&b, "runner workload: jobs=%d every~%s cancel=%s handler=%s..%s retryable=%s permanent=%s panic=%s retry-after=%s crash=%s\n",
 			c.JobsMax, c.JobEvery, pct(c.CancelP), c.HandlerMin, c.HandlerMax, pct(c.PRetryable), pct(c.PPermanent), pct(c.PPanic), pct(c.PRetryAfter), pct(c.PCrashHandle))
 	}

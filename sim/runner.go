@@ -451,14 +451,15 @@ func (n *runnerNode) produceStep() func() {
 	}
 }
 
-// scheduleCommit asks for one Commit at this instant, after every event already scheduled for
-// it: everything submitted meanwhile goes into the same batch (group commit).
+// scheduleCommit asks for one Commit SyncDelay from now (at this instant, after every event
+// already scheduled for it, when the delay is 0): everything submitted meanwhile goes into the
+// same batch (group commit).
 func (n *runnerNode) scheduleCommit() {
 	if n.commitPending {
 		return
 	}
 	n.commitPending = true
-	n.w.loop.At(n.w.loop.Now(), n.alive(n.commit))
+	n.w.loop.After(n.w.cfg.SyncDelay, n.alive(n.commit))
 }
 
 func (n *runnerNode) commit() {
