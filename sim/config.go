@@ -43,7 +43,7 @@ type Config struct {
 	// SyncDelay is how long a commit takes to start after the first command that asks for it
 	// (an fsync in progress): commands arriving meanwhile share its batch (group commit).
 	SyncDelay time.Duration
-	Targets      int
+	Targets   int
 
 	// Runner workload.
 	JobEvery     time.Duration // mean gap between enqueues per node
