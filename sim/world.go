@@ -39,12 +39,13 @@ type World struct {
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 
-	queue   *queue.Queue
-	dlq     *queue.Queue
-	workers []*workerProc
-	pollers []*longPoll // long polls waiting at the queue, woken by sends
-	nodes   []*runnerNode
-	msgs    msgProducer
+	queue      *queue.Queue
+	dlq        *queue.Queue
+	workers    []*workerProc
+	pollers    []*longPoll // long polls waiting at the queue, woken by sends
+	queueCalls int
+	nodes      []*runnerNode
+	msgs       msgProducer
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
@@ -296,6 +297,8 @@ func (w *World) finish() {
 		}
 	}
 	if w.queue != nil {
+		w.queueCalls = 7 // the last state is always checked
+		w.checkQueue()
 		live, deleted, dead := w.queue.Counts()
 		w.st.Messages.Add("sent", w.msgs.sent)
 		w.st.Messages.Add("deleted", deleted)
