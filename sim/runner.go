@@ -64,6 +64,8 @@ type runnerNode struct {
 	boundaries    []int64  // journal sizes after each acknowledged batch since the last compaction
 	produced      int
 	commits       int
+	views         []JobView   // the state at the last commit that wrote records
+	durable       journal.LSN // the journal's durable LSN then
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -235,6 +237,7 @@ func (n *runnerNode) start() {
 	views := jobViews(st)
 	w.chk.NodeRecovered(n.id, views)
 	n.noteState(views)
+	n.views, n.durable = views, e.Status().Durable
 	n.boundaries = n.boundaries[:0]
 	n.noteBoundary(false)
 	n.checkMachine()
@@ -519,9 +522,15 @@ func (n *runnerNode) commit() {
 		w.chk.AttemptStarted(n.id, s.Token.ID, s.Token.Attempt)
 		n.execute(s)
 	}
-	views := jobViews(n.e.State())
-	w.chk.Committed(n.id, views)
-	n.noteState(views)
+	// The state only changes when records were written: skip the O(jobs) copy otherwise.
+	st := n.e.Status()
+	views := n.views
+	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
+		views = jobViews(n.e.State())
+		w.chk.Committed(n.id, views)
+		n.views, n.durable = views, st.Durable
+	}
+	n.open = st.Waiting + st.Running
 	n.commits++
 	if cut && res.CompactErr != nil {
 		w.fault("crash-inside-compaction")
