@@ -121,15 +121,13 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.Workers = 1 + r.Intn(3)
 	c.Visibility = s(3, 60)
 	c.ReceiveMax = 1 + r.Intn(10)
-	c.PollWait = s(1, 20)
+	c.PollWait = s(0, 20) // 0: short polls (worker.Config.WaitNone)
 	if limit := (c.Visibility * 2 / 3).Truncate(time.Second); c.PollWait > limit {
 		// core/worker refuses a long poll over two thirds of the window: a receive's stamp is
 		// read before the call (SPEC 3.1), so a message that arrives late in a longer poll is
 		// dropped as late on every delivery (BUGS.md #1, seeds 276 and 212).
 		c.PollWait = max(time.Second, limit)
 	}
-	// (A wait of 0 — WaitNone — makes the engine receive again at once on an empty queue: a
-	// busy loop of short polls, BUGS.md #2. The world draws waits of at least 1 s.)
 	if r.Intn(2) == 0 {
 		c.MaxReceive = 2 + r.Intn(5)
 	}
