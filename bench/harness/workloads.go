@@ -133,6 +133,11 @@ func Workloads(p Params) []Workload {
 					return nil, err
 				}
 				out := Result{"e2e/s": r["e2e/s"], "attempts/s": r["e2e/s"] * 3, "dups": r["dups"], "cpu": r["cpu"]}
+				for _, k := range []string{"proc jobs/sync", "proc syncs/s"} {
+					if v, ok := r[k]; ok {
+						out[k] = v
+					}
+				}
 				if v, ok := r["syncs/job"]; ok {
 					out["syncs/job"] = v
 				}
@@ -158,6 +163,11 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("enqueue on %s: %w", sys.Name(), err)
 	}
 	t1 := time.Now()
+	counter, counts := inst.(Counters)
+	var s1 int64
+	if counts {
+		s1 = counter.Syncs()
+	}
 	if err := inst.StartWorkers(ctx); err != nil {
 		return nil, fmt.Errorf("start workers on %s: %w", sys.Name(), err)
 	}
@@ -165,12 +175,22 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("wait for %d jobs on %s (started %d): %w", n, sys.Name(), pr.Starts.Load(), err)
 	}
 	t2 := time.Now()
+	var s2 int64
+	if counts {
+		s2 = counter.Syncs()
+	}
 	r := Result{
 		"enqueue/s": float64(n) / t1.Sub(t0).Seconds(),
 		"process/s": float64(n) / t2.Sub(t1).Seconds(),
 		"e2e/s":     float64(n) / t2.Sub(t0).Seconds(),
 		"dups":      float64(pr.Duplicates()),
 		"cpu":       (cpuTime() - c0).Seconds() / t2.Sub(t0).Seconds(),
+	}
+	if counts && s2 > s1 {
+		// The processing phase alone: how many jobs each fsync carried, and
+		// how many fsyncs per second the runner achieved.
+		r["proc jobs/sync"] = float64(n) / float64(s2-s1)
+		r["proc syncs/s"] = float64(s2-s1) / t2.Sub(t1).Seconds()
 	}
 	syncsPerJob(inst, n, r)
 	return r, nil

@@ -73,7 +73,8 @@ func run(c config) error {
 	started := time.Now()
 	out := os.Stdout
 	printMachine(out, scratch)
-	if err := diskProbe(out, scratch); err != nil {
+	probeRate, err := diskProbe(out, scratch)
+	if err != nil {
 		return err
 	}
 
@@ -182,6 +183,7 @@ func run(c config) error {
 	fmt.Fprintln(out, "\n## Results (medians over rounds)")
 	for _, w := range wls {
 		printTable(out, w, all, results[w.ID], failures[w.ID])
+		printBound(out, all, results[w.ID], probeRate, c.params.Workers)
 	}
 	if c.extras {
 		fmt.Fprintln(out, "\n## sluice-only figures")
@@ -394,10 +396,10 @@ func mountOf(path string) (dev, fstype, mnt string) {
 
 // diskProbe measures 64-byte append + fsync on the scratch disk, so the
 // table can be read against what the disk allows.
-func diskProbe(out io.Writer, dir string) error {
+func diskProbe(out io.Writer, dir string) (float64, error) {
 	f, err := os.CreateTemp(dir, "probe-")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
@@ -408,17 +410,17 @@ func diskProbe(out io.Writer, dir string) error {
 	for i := 0; i < n; i++ {
 		t := time.Now()
 		if _, err := f.Write(buf); err != nil {
-			return err
+			return 0, err
 		}
 		if err := f.Sync(); err != nil {
-			return err
+			return 0, err
 		}
 		lat = append(lat, time.Since(t))
 	}
 	el := time.Since(t0)
 	fmt.Fprintf(out, "disk probe: 64-byte append + fsync x%d: %.0f/s, p50 %s, p99 %s\n", n, n/el.Seconds(),
 		harness.Percentile(lat, 50).Round(time.Microsecond), harness.Percentile(lat, 99).Round(time.Microsecond))
-	return nil
+	return n / el.Seconds(), nil
 }
 
 // loadavg is the first three fields of /proc/loadavg.
@@ -432,4 +434,28 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// printBound prints, for each sluice system, what its processing phase did
+// with fsyncs: the runner syncs a Started record before each dispatch and a
+// Finished record before each completion, so with Capacity units at most
+// Capacity jobs can share one fsync, and the disk's serial fsync rate (the
+// probe) caps the processing rate near Capacity × probe rate.
+func printBound(out io.Writer, all []harness.System, res map[string][]harness.Result, probe float64, capacity int) {
+	for _, s := range all {
+		if !strings.HasPrefix(s.Name(), "sluice") {
+			continue
+		}
+		jps := values(res[s.Name()], "proc jobs/sync")
+		sps := values(res[s.Name()], "proc syncs/s")
+		if len(jps) == 0 || len(sps) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "%s processing phase (medians): %.2f jobs per fsync, %.0f fsyncs/s (%.0f%% of the disk probe's %.0f/s)",
+			s.Name(), harness.Median(jps), harness.Median(sps), 100*harness.Median(sps)/probe, probe)
+		if s.Name() == "sluice-group" {
+			fmt.Fprintf(out, "; ceiling with Capacity %d: %d attempts per fsync x %.0f fsyncs/s = %.0f attempts/s", capacity, capacity, probe, float64(capacity)*probe)
+		}
+		fmt.Fprintln(out)
+	}
 }
