@@ -86,17 +86,11 @@ var DefaultCircuit = Circuit{Threshold: 5, Window: 30 * time.Second, Cooldown: 3
 
 // withDefaults fills zero fields and validates the rest; errors name the field.
 func (c Config) withDefaults() (Config, error) {
-	if c.Capacity < 0 {
-		return c, fieldErr("Capacity", c.Capacity, "must be ≥ 0 (0 means runtime.NumCPU())")
+	if err := orDefault("Capacity", &c.Capacity, max(1, runtime.NumCPU()), "must be ≥ 0 (0 means runtime.NumCPU())"); err != nil {
+		return c, err
 	}
-	if c.Capacity == 0 {
-		c.Capacity = max(1, runtime.NumCPU())
-	}
-	if c.Grace < 0 {
-		return c, fieldErr("Grace", c.Grace, "must be ≥ 0")
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
+	if err := orDefault("Grace", &c.Grace, DefaultGrace, "must be ≥ 0"); err != nil {
+		return c, err
 	}
 	var err error
 	if c.Policy, err = c.Policy.withDefaults(); err != nil {
@@ -105,33 +99,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Circuit, err = c.Circuit.withDefaults(); err != nil {
 		return c, err
 	}
-	if c.CompactBytes < 0 {
-		return c, fieldErr("CompactBytes", c.CompactBytes, "must be ≥ 0")
+	if err := orDefault("CompactBytes", &c.CompactBytes, DefaultCompactBytes, "must be ≥ 0"); err != nil {
+		return c, err
 	}
-	if c.CompactBytes == 0 {
-		c.CompactBytes = DefaultCompactBytes
-	}
-	if c.Retention < 0 {
-		return c, fieldErr("Retention", c.Retention, "must be ≥ 0")
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
+	if err := orDefault("Retention", &c.Retention, DefaultRetention, "must be ≥ 0"); err != nil {
+		return c, err
 	}
 	if c.RecordMax < 0 || (c.RecordMax > 0 && c.RecordMax < 1024) {
 		return c, fieldErr("RecordMax", c.RecordMax, "must be ≥ 1024 (0 means 1 MiB)")
 	}
-	if c.RecordMax == 0 {
-		c.RecordMax = DefaultRecordMax
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Clock == nil {
-		c.Clock = clock.New()
-	}
-	if c.Seed == 0 {
-		c.Seed = c.Clock.Now().UnixNano()
-	}
+	setDefault(&c.RecordMax, DefaultRecordMax)
+	envDefaults(&c.Logger, &c.Clock, &c.Seed)
 	return c, nil
 }
 
@@ -147,15 +125,9 @@ func (p Policy) withDefaults() (Policy, error) {
 	case p.Deadline < 0:
 		return p, fieldErr("Policy.Deadline", p.Deadline, "must be ≥ 0 (0 means none)")
 	}
-	if p.Attempts == 0 {
-		p.Attempts = d.Attempts
-	}
-	if p.Base == 0 {
-		p.Base = d.Base
-	}
-	if p.Cap == 0 {
-		p.Cap = max(d.Cap, p.Base)
-	}
+	setDefault(&p.Attempts, d.Attempts)
+	setDefault(&p.Base, d.Base)
+	setDefault(&p.Cap, max(d.Cap, p.Base))
 	if p.Cap < p.Base {
 		return p, fieldErr("Policy.Cap", p.Cap, fmt.Sprintf("must be ≥ Policy.Base (%v)", p.Base))
 	}
@@ -174,19 +146,42 @@ func (c Circuit) withDefaults() (Circuit, error) {
 	case c.Probes < 0:
 		return c, fieldErr("Circuit.Probes", c.Probes, "must be ≥ 1 (0 means 1)")
 	}
-	if c.Threshold == 0 {
-		c.Threshold = d.Threshold
-	}
-	if c.Window == 0 {
-		c.Window = d.Window
-	}
-	if c.Cooldown == 0 {
-		c.Cooldown = d.Cooldown
-	}
-	if c.Probes == 0 {
-		c.Probes = d.Probes
-	}
+	setDefault(&c.Threshold, d.Threshold)
+	setDefault(&c.Window, d.Window)
+	setDefault(&c.Cooldown, d.Cooldown)
+	setDefault(&c.Probes, d.Probes)
 	return c, nil
+}
+
+// setDefault sets *v to def when it is zero.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// orDefault refuses a negative *v (a *ConfigError naming field) and sets a zero one to def.
+func orDefault[T ~int | ~int64](field string, v *T, def T, rule string) error {
+	if *v < 0 {
+		return fieldErr(field, *v, rule)
+	}
+	setDefault(v, def)
+	return nil
+}
+
+// envDefaults fills the logger, clock and jitter seed that Config and WorkerConfig share; the
+// seed comes from the clock, so the clock is filled first.
+func envDefaults(logger **slog.Logger, clk *clock.Clock, seed *int64) {
+	if *logger == nil {
+		*logger = slog.Default()
+	}
+	if *clk == nil {
+		*clk = clock.New()
+	}
+	if *seed == 0 {
+		*seed = (*clk).Now().UnixNano()
+	}
 }
 
 // ConfigError reports an invalid configuration field.

@@ -182,27 +182,17 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	case c.Grace < 0:
 		return c, fieldErr("WorkerConfig.Grace", c.Grace, "must be ≥ 0 (0 means 10s)")
 	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Ceiling == 0 {
-		c.Ceiling = DefaultCeiling
-	}
+	setDefault(&c.Window, DefaultWindow)
+	setDefault(&c.Ceiling, DefaultCeiling)
 	if c.Ceiling < c.Window {
 		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, fmt.Sprintf("must be ≥ Window (%v)", c.Window))
 	}
-	if c.Wait == 0 {
-		c.Wait = min(DefaultWait, (c.Window * 2 / 3).Truncate(time.Second))
-	}
+	setDefault(&c.Wait, min(DefaultWait, (c.Window*2/3).Truncate(time.Second)))
 	if c.Wait > c.Window*2/3 {
 		return c, fieldErr("WorkerConfig.Wait", c.Wait, fmt.Sprintf("must be at most two thirds of Window (%v): a message's window counts from before the receive call", c.Window))
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Budget == 0 {
-		c.Budget = DefaultBudget
-	}
+	setDefault(&c.Concurrency, DefaultConcurrency)
+	setDefault(&c.Budget, DefaultBudget)
 	if c.RedriveMax > 0 {
 		c.Budget = max(c.Budget, c.RedriveMax+1)
 	}
@@ -214,17 +204,7 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		}
 		return c, err
 	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Clock == nil {
-		c.Clock = clock.New()
-	}
-	if c.Seed == 0 {
-		c.Seed = c.Clock.Now().UnixNano()
-	}
+	setDefault(&c.Grace, DefaultGrace)
+	envDefaults(&c.Logger, &c.Clock, &c.Seed)
 	return c, nil
 }
