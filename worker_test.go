@@ -139,13 +139,32 @@ func settle() {
 	synctest.Wait()
 }
 
+// startWorker makes a worker on mq (failing the test if NewWorker refuses cfg) and runs it in
+// a goroutine. cancel ends Run's context; wait waits for Run and fails the test on its error.
+func startWorker(t *testing.T, mq *memQueue, cfg WorkerConfig, h WorkerHandler) (*Worker, context.CancelFunc, func()) {
+	t.Helper()
+	w, err := NewWorker(mq, cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	return w, cancel, func() {
+		t.Helper()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
 		id := mq.send("slow")
 		const window = 5 * time.Second
 		var checks, visible atomic.Int64
-		w, err := NewWorker(mq, WorkerConfig{Window: window, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: window, Logger: quiet}, func(ctx context.Context, m Message) Result {
 			// Work for six windows, checking the queue every 500 ms: the message must stay
 			// in flight under its first delivery the whole time.
 			for range 60 {
@@ -161,12 +180,6 @@ func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 			}
 			return Ack()
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		time.Sleep(40 * time.Second)
 		if s := mq.status(id); s.State != queue.Deleted || s.ReceiveCount != 1 {
 			t.Errorf("after the handler: %+v, want deleted after exactly one delivery", s)
@@ -183,9 +196,7 @@ func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 			t.Errorf("heartbeat %v behind", time.Since(hb))
 		}
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		settle()
 	})
 }
@@ -197,7 +208,7 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 		mq.goneOn[lost] = true // its first delivery's renewals are answered gone
 		kept := mq.send("kept")
 		cancelledAfter := make(chan time.Duration, 1)
-		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
 			t0 := time.Now()
 			select {
 			case <-ctx.Done():
@@ -207,12 +218,6 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 				return Ack()
 			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		select {
 		case d := <-cancelledAfter:
 			// The first renewal goes out a third into the 5 s window and is answered gone.
@@ -238,9 +243,7 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 			t.Errorf("stats %+v, want 1 dropped, 1 cancelled, 2 succeeded", st)
 		}
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		settle()
 	})
 }
@@ -251,18 +254,12 @@ func TestWorkerShutdownReleasesWaitingAndGivesRunningAGrace(t *testing.T) {
 		first := mq.send("first")
 		second, third := mq.send("second"), mq.send("third")
 		started := make(chan string, 3)
-		w, err := NewWorker(mq, WorkerConfig{Window: 10 * time.Second, Concurrency: 1, Prefetch: 2, Grace: 10 * time.Second, Logger: quiet},
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Concurrency: 1, Prefetch: 2, Grace: 10 * time.Second, Logger: quiet},
 			func(ctx context.Context, m Message) Result {
 				started <- m.ID
 				time.Sleep(4 * time.Second) // finishes inside the grace period
 				return Ack()
 			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		if got := <-started; got != first {
 			t.Fatalf("first handler for %s, want %s", got, first)
 		}
@@ -274,9 +271,7 @@ func TestWorkerShutdownReleasesWaitingAndGivesRunningAGrace(t *testing.T) {
 				t.Errorf("waiting message %s right after shutdown: %v, want visible (released at once)", id, s.State)
 			}
 		}
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		settle()
 		if s := mq.status(first); s.State != queue.Deleted {
 			t.Errorf("running message after shutdown: %v, want deleted (it finished within the grace)", s.State)
@@ -296,7 +291,7 @@ func TestWorkerRetryReleasesAndPoisonIsRetired(t *testing.T) {
 		flaky := mq.send("flaky")
 		poison := mq.send("poison")
 		var runs atomic.Int64
-		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Budget: 4, Logger: quiet,
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Budget: 4, Logger: quiet,
 			Policy: Policy{Base: 2 * time.Second, Cap: 2 * time.Second},
 			Decode: func(m Message) error {
 				if string(m.Body) == "poison" {
@@ -311,12 +306,6 @@ func TestWorkerRetryReleasesAndPoisonIsRetired(t *testing.T) {
 				}
 				return Ack()
 			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		time.Sleep(time.Minute)
 		if s := mq.status(flaky); s.State != queue.Deleted || s.ReceiveCount != 3 {
 			t.Errorf("flaky message: %+v, want deleted on its third delivery", s)
@@ -329,9 +318,7 @@ func TestWorkerRetryReleasesAndPoisonIsRetired(t *testing.T) {
 			t.Errorf("handler ran %d times, want 3 (never for the poison message)", runs.Load())
 		}
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		settle()
 		if st := w.Stats(); st.Released != 2 || st.Poison < 1 {
 			t.Errorf("stats %+v, want 2 releases and the poison counted", st)
@@ -345,24 +332,16 @@ func TestWorkerAbandonsHandlersThatIgnoreCancellation(t *testing.T) {
 		id := mq.send("stubborn")
 		release := make(chan struct{})
 		started := make(chan struct{})
-		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Grace: 3 * time.Second, Logger: quiet},
+		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Grace: 3 * time.Second, Logger: quiet},
 			func(ctx context.Context, m Message) Result {
 				close(started)
 				<-release // ignores ctx
 				return Ack()
 			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		<-started
 		t0 := time.Now()
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		// Grace (3 s) renewing, then cancelled, then another Grace before abandoning it.
 		if d := time.Since(t0); d < 6*time.Second || d > 8*time.Second {
 			t.Errorf("Run returned %v after shutdown began, want about two grace periods (6s)", d)
@@ -382,7 +361,7 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 		mq.flaky = 2 // two throttled renewals before each success (SPEC 3.2: no drop)
 		id := mq.send("slow")
 		var visible atomic.Int64
-		w, err := NewWorker(mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
 			for range 120 { // a minute of work, six windows
 				select {
 				case <-ctx.Done():
@@ -395,12 +374,6 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 			}
 			return Ack()
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		time.Sleep(75 * time.Second)
 		st := w.Stats()
 		if visible.Load() != 0 || st.Dropped != 0 || st.Succeeded != 1 || st.RenewalRetries == 0 {
@@ -410,9 +383,7 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 			t.Errorf("message %+v, want deleted after one delivery", s)
 		}
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		settle()
 	})
 }
@@ -424,23 +395,15 @@ func TestWorkerShutdownDoesNotWaitForALongPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
 		var runs atomic.Int64
-		w, err := NewWorker(mq, WorkerConfig{Window: 30 * time.Second, Wait: 20 * time.Second, Logger: quiet},
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 30 * time.Second, Wait: 20 * time.Second, Logger: quiet},
 			func(ctx context.Context, m Message) Result {
 				runs.Add(1)
 				return Ack()
 			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		time.Sleep(2 * time.Second) // an empty queue: the first 20 s long poll is waiting
 		t0 := time.Now()
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		if d := time.Since(t0); d > time.Second {
 			t.Errorf("Run returned %v after shutdown began, want at once (not after the 18 s left of the poll)", d)
 		}
@@ -470,7 +433,7 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 		mq.receiveMore = 2
 		ids := []string{mq.send("a"), mq.send("b"), mq.send("c")}
 		var visible atomic.Int64
-		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Concurrency: 1, Logger: quiet},
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Concurrency: 1, Logger: quiet},
 			func(ctx context.Context, m Message) Result {
 				for range 20 { // 10 s: two windows, so renewals must work
 					select {
@@ -484,12 +447,6 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 				}
 				return Ack()
 			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
 		time.Sleep(time.Minute)
 		for _, id := range ids {
 			if s := mq.status(id); s.State != queue.Deleted {
@@ -500,9 +457,7 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 			t.Errorf("visible %d times; stats %+v; want never visible, no drop, ≥ 2 renewal retries, 3 successes", visible.Load(), st)
 		}
 		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
+		wait()
 		settle()
 	})
 }
