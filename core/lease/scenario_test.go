@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/scenariotest"
 )
 
 // TestScenarios replays corpus/lease/*.txt. Commands (times in seconds from the epoch):
@@ -42,13 +43,7 @@ type harness struct {
 	logs bytes.Buffer
 }
 
-func secs(t *testing.T, s string) time.Time {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("bad time %q: %v", s, err)
-	}
-	return epoch.Add(time.Duration(f * float64(time.Second)))
-}
+func secs(t *testing.T, s string) time.Time { return scenariotest.Secs(t, epoch, s) }
 
 func dur(t *testing.T, s string) time.Duration {
 	d, err := time.ParseDuration(s)
@@ -58,16 +53,7 @@ func dur(t *testing.T, s string) time.Duration {
 	return d
 }
 
-func arg(t *testing.T, d *datadriven.TestData, key, def string) string {
-	a, ok := d.Arg(key)
-	if !ok {
-		if def == "" {
-			t.Fatalf("%s: %s needs %s=", d.Pos, d.Cmd, key)
-		}
-		return def
-	}
-	return a.Vals[0]
-}
+var arg = scenariotest.Arg
 
 func classErr(t *testing.T, c string) error {
 	switch c {
@@ -86,33 +72,8 @@ func classErr(t *testing.T, c string) error {
 	return nil
 }
 
-func logger(w *bytes.Buffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
-		Level: slog.LevelDebug,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
-}
-
 func (h *harness) out(rd Ready) string {
-	s := Describe(rd, epoch)
-	if h.logs.Len() > 0 {
-		for _, l := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
-			s += "log " + l + "\n"
-		}
-		h.logs.Reset()
-	}
-	if err := h.m.checkInvariants(); err != nil {
-		s += "INVARIANT: " + err.Error() + "\n"
-	}
-	if s == "" {
-		return "ok\n"
-	}
-	return s
+	return scenariotest.Output(Describe(rd, epoch), &h.logs, h.m.checkInvariants())
 }
 
 func (h *harness) step(t *testing.T, ev Event) string {
@@ -139,7 +100,7 @@ func replyErrs(t *testing.T, d *datadriven.TestData, receipts []string) ([]error
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "new":
-		cfg := Config{Logger: logger(&h.logs)}
+		cfg := Config{Logger: scenariotest.Logger(&h.logs, slog.LevelDebug)}
 		if a, ok := d.Arg("pacing"); ok {
 			for _, v := range a.Vals {
 				cfg.Pacing = append(cfg.Pacing, dur(t, v+"s"))
@@ -279,12 +240,7 @@ func (h *harness) drive(t *testing.T, until time.Time, latency time.Duration, d 
 		}
 	}
 	handle(h.m.Ready(), h.m.Now())
-	if h.logs.Len() > 0 {
-		for _, l := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
-			out.WriteString("log " + l + "\n")
-		}
-		h.logs.Reset()
-	}
+	out.WriteString(scenariotest.TakeLogs(&h.logs))
 	fmt.Fprintf(&out, "renewal calls: %d, entries: %d\n", calls, entries)
 	fmt.Fprintf(&out, "r1 renewals sent: %d\n", len(sends))
 	for i, s := range sends {

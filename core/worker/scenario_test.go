@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/lease"
+	"github.com/sluicehq/sluice/internal/scenariotest"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -45,24 +46,9 @@ type harness struct {
 	calls map[lease.CallID][]string
 }
 
-func secs(t *testing.T, s string) time.Time {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("bad time %q: %v", s, err)
-	}
-	return epoch.Add(time.Duration(f * float64(time.Second)))
-}
+func secs(t *testing.T, s string) time.Time { return scenariotest.Secs(t, epoch, s) }
 
-func arg(t *testing.T, d *datadriven.TestData, key, def string) string {
-	a, ok := d.Arg(key)
-	if !ok {
-		if def == "" {
-			t.Fatalf("%s: %s needs %s=", d.Pos, d.Cmd, key)
-		}
-		return def
-	}
-	return a.Vals[0]
-}
+var arg = scenariotest.Arg
 
 func intArg(t *testing.T, d *datadriven.TestData, key string) int {
 	n, err := strconv.Atoi(arg(t, d, key, "0"))
@@ -87,18 +73,6 @@ func classErr(t *testing.T, c string) error {
 	return nil
 }
 
-func newLogger(w *bytes.Buffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
-		Level: slog.LevelInfo,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
-}
-
 func (h *harness) out(rd Ready) string {
 	for _, c := range rd.Changes {
 		for _, e := range c.Entries {
@@ -108,20 +82,7 @@ func (h *harness) out(rd Ready) string {
 	for _, d := range rd.Deletes {
 		h.calls[d.Call] = d.Receipts
 	}
-	s := Describe(rd, epoch)
-	if h.logs.Len() > 0 {
-		for _, l := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
-			s += "log " + l + "\n"
-		}
-		h.logs.Reset()
-	}
-	if err := h.e.checkInvariants(); err != nil {
-		s += "INVARIANT: " + err.Error() + "\n"
-	}
-	if s == "" {
-		return "ok\n"
-	}
-	return s
+	return scenariotest.Output(Describe(rd, epoch), &h.logs, h.e.checkInvariants())
 }
 
 func (h *harness) step(ev Event) string {
@@ -134,7 +95,7 @@ func (h *harness) step(ev Event) string {
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "new":
-		cfg := Config{Logger: newLogger(&h.logs), Budget: intArg(t, d, "budget"), RedriveMaxReceives: intArg(t, d, "redrive"),
+		cfg := Config{Logger: scenariotest.Logger(&h.logs, slog.LevelInfo), Budget: intArg(t, d, "budget"), RedriveMaxReceives: intArg(t, d, "redrive"),
 			Concurrency: intArg(t, d, "concurrency"), Prefetch: intArg(t, d, "prefetch")}
 		if a, ok := d.Arg("grace"); ok {
 			g, err := time.ParseDuration(a.Vals[0])
