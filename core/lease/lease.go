@@ -476,10 +476,7 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 	}
 	at := m.at(ev.At)
 	for i, r := range c.receipts {
-		e := ev.Err
-		if e == nil {
-			e = ev.Entries[i]
-		}
+		e := entryErr(ev.Err, ev.Entries, i)
 		if r.removed || r.call != ev.Call {
 			m.stats.StaleReplies++
 			continue
@@ -549,10 +546,7 @@ func (m *Machine) onDisposeResult(ev DisposeResult) error {
 	}
 	at := m.at(ev.At)
 	for i, r := range c.receipts {
-		e := ev.Err
-		if e == nil {
-			e = ev.Entries[i]
-		}
+		e := entryErr(ev.Err, ev.Entries, i)
 		if e != nil {
 			m.stats.DisposeFailed++
 			m.log.Warn("lease: disposition call failed; the lease ends anyway",
@@ -577,6 +571,14 @@ func (m *Machine) takeCall(id CallID, entries []error, whole error, dispose bool
 	}
 	delete(m.calls, id)
 	return c, nil
+}
+
+// entryErr is receipt i's outcome in a reply: the whole call's error, else its own entry.
+func entryErr(whole error, entries []error, i int) error {
+	if whole != nil {
+		return whole
+	}
+	return entries[i]
 }
 
 func (m *Machine) onDispose(ev Dispose) error {
