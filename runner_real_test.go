@@ -234,13 +234,7 @@ func TestRunnerBackoffFollowsAMockClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx := context.Background()
-	id, err := r.Enqueue(ctx, time.Time{}, "t", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	drained := make(chan error, 1)
-	go func() { drained <- r.Drain(ctx) }()
+	id, drained := drainOne(t, r)
 	if a := <-attempts; a != 1 {
 		t.Fatalf("first attempt number %d", a)
 	}
@@ -263,9 +257,7 @@ func TestRunnerBackoffFollowsAMockClock(t *testing.T) {
 	if a := <-attempts; a != 2 {
 		t.Fatalf("second attempt number %d", a)
 	}
-	if err := <-drained; err != nil {
-		t.Fatal(err)
-	}
+	drained()
 	if j, _ := r.Get(id); j.State != StateSucceeded || j.Attempts != 2 {
 		t.Errorf("job %+v, want succeeded after 2 attempts", j)
 	}

@@ -167,6 +167,25 @@ func TestDriverSyncEveryRecordCommitsEachCommand(t *testing.T) {
 	}
 }
 
+// drainOne enqueues one job due now and runs Drain in a goroutine; wait waits for Drain and
+// fails the test on its error.
+func drainOne(t *testing.T, r *Runner[string]) (id uint64, wait func()) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := r.Enqueue(ctx, time.Time{}, "t", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- r.Drain(ctx) }()
+	return id, func() {
+		t.Helper()
+		if err := <-drained; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestDriverCancelCancelsRunningHandler(t *testing.T) {
 	forEachOpener(t, func(t *testing.T, open openFn) {
 		synctest.Test(t, func(t *testing.T) {
@@ -180,19 +199,12 @@ func TestDriverCancelCancelsRunningHandler(t *testing.T) {
 			})
 			defer r.Close()
 			ctx := context.Background()
-			id, err := r.Enqueue(ctx, time.Time{}, "t", "x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			drained := make(chan error, 1)
-			go func() { drained <- r.Drain(ctx) }()
+			id, drained := drainOne(t, r)
 			<-running
 			if err := r.Cancel(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-drained; err != nil {
-				t.Fatal(err)
-			}
+			drained()
 			if !sawCancel.Load() {
 				t.Error("the handler's context was not cancelled by Cancel")
 			}
