@@ -49,17 +49,23 @@ func TestDispositionTable(t *testing.T) {
 	}
 }
 
-// TestMisuseLeavesTheEngineUnchanged: a HandlerDone with an outcome outside the table, or a
-// ReceiveAbandoned before Shutdown, is refused and changes nothing.
-func TestMisuseLeavesTheEngineUnchanged(t *testing.T) {
-	e, err := New(Config{Concurrency: 1})
+// newTicked makes an engine from cfg and steps its first Tick, at epoch, which it returns.
+func newTicked(t *testing.T, cfg Config) (*Engine, time.Time) {
+	t.Helper()
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := e.Step(Tick{Now: t0}); err != nil {
+	if err := e.Step(Tick{Now: epoch}); err != nil {
 		t.Fatal(err)
 	}
+	return e, epoch
+}
+
+// TestMisuseLeavesTheEngineUnchanged: a HandlerDone with an outcome outside the table, or a
+// ReceiveAbandoned before Shutdown, is refused and changes nothing.
+func TestMisuseLeavesTheEngineUnchanged(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 1})
 	rc := e.Ready().Receive
 	if err := e.Step(ReceiveDone{Call: rc.Call, At: t0.Add(time.Second),
 		Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
@@ -454,14 +460,7 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 // is issued no sooner than IdleDelay after it, so a short poll does not spin; a receive that
 // returned messages is followed at once.
 func TestShortPollOnAnEmptyQueueWaitsIdleDelay(t *testing.T) {
-	e, err := New(Config{WaitNone: true, Concurrency: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := e.Step(Tick{Now: t0}); err != nil {
-		t.Fatal(err)
-	}
+	e, t0 := newTicked(t, Config{WaitNone: true, Concurrency: 2})
 	rc := e.Ready().Receive
 	if rc == nil || rc.Wait != 0 {
 		t.Fatalf("first receive = %+v, want a short poll", rc)
