@@ -132,8 +132,19 @@ func TestDriverGroupCommitGathersConcurrentEnqueues(t *testing.T) {
 	}
 	r = newRunner[string](eng, cfg, JSON[string](), func(context.Context, Job[string]) Outcome { return Succeeded() }, &counter{})
 	defer r.Close()
+	enqueueConcurrently(t, r, 64)
+	st := r.Stats()
+	if st.LastID != 64 || st.Commits > 2 {
+		t.Errorf("64 concurrent enqueues: LastID %d in %d commits, want 64 in at most 2 (group commit)", st.LastID, st.Commits)
+	}
+}
+
+// enqueueConcurrently enqueues n jobs due now, each from its own goroutine, and returns when
+// all are acknowledged (a failed Enqueue fails the test).
+func enqueueConcurrently(t *testing.T, r *Runner[string], n int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	for range 64 {
+	for range n {
 		wg.Go(func() {
 			if _, err := r.Enqueue(context.Background(), time.Time{}, "t", "x"); err != nil {
 				t.Error(err)
@@ -141,10 +152,6 @@ func TestDriverGroupCommitGathersConcurrentEnqueues(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	st := r.Stats()
-	if st.LastID != 64 || st.Commits > 2 {
-		t.Errorf("64 concurrent enqueues: LastID %d in %d commits, want 64 in at most 2 (group commit)", st.LastID, st.Commits)
-	}
 }
 
 func TestDriverSyncEveryRecordCommitsEachCommand(t *testing.T) {
@@ -153,15 +160,7 @@ func TestDriverSyncEveryRecordCommitsEachCommand(t *testing.T) {
 	eng := newFakeEngine(1, 1, time.Second)
 	r := newRunner[string](eng, cfg, JSON[string](), func(context.Context, Job[string]) Outcome { return Succeeded() }, &counter{})
 	defer r.Close()
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			if _, err := r.Enqueue(context.Background(), time.Time{}, "t", "x"); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	enqueueConcurrently(t, r, 32)
 	if st := r.Stats(); st.Commits != 32 {
 		t.Errorf("commits = %d for 32 enqueues with SyncEveryRecord, want 32", st.Commits)
 	}
