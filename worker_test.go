@@ -158,6 +158,20 @@ func startWorker(t *testing.T, mq *memQueue, cfg WorkerConfig, h WorkerHandler) 
 	}
 }
 
+// workWatching is a handler's body that works for n half-seconds, calling check after each;
+// it retries if its context ends first and acks otherwise.
+func workWatching(ctx context.Context, n int, check func()) Result {
+	for range n {
+		select {
+		case <-ctx.Done():
+			return Retry(ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+		check()
+	}
+	return Ack()
+}
+
 func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
@@ -167,18 +181,12 @@ func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: window, Logger: quiet}, func(ctx context.Context, m Message) Result {
 			// Work for six windows, checking the queue every 500 ms: the message must stay
 			// in flight under its first delivery the whole time.
-			for range 60 {
-				select {
-				case <-ctx.Done():
-					return Retry(ctx.Err())
-				case <-time.After(500 * time.Millisecond):
-				}
+			return workWatching(ctx, 60, func() {
 				checks.Add(1)
 				if s := mq.status(m.ID); s.State != queue.InFlight || s.ReceiveCount != 1 {
 					visible.Add(1)
 				}
-			}
-			return Ack()
+			})
 		})
 		time.Sleep(40 * time.Second)
 		if s := mq.status(id); s.State != queue.Deleted || s.ReceiveCount != 1 {
@@ -362,17 +370,11 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 		id := mq.send("slow")
 		var visible atomic.Int64
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
-			for range 120 { // a minute of work, six windows
-				select {
-				case <-ctx.Done():
-					return Retry(ctx.Err())
-				case <-time.After(500 * time.Millisecond):
-				}
+			return workWatching(ctx, 120, func() { // a minute of work, six windows
 				if s := mq.status(m.ID); s.State != queue.InFlight || s.ReceiveCount != 1 {
 					visible.Add(1)
 				}
-			}
-			return Ack()
+			})
 		})
 		time.Sleep(75 * time.Second)
 		st := w.Stats()
@@ -435,17 +437,11 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 		var visible atomic.Int64
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Concurrency: 1, Logger: quiet},
 			func(ctx context.Context, m Message) Result {
-				for range 20 { // 10 s: two windows, so renewals must work
-					select {
-					case <-ctx.Done():
-						return Retry(ctx.Err())
-					case <-time.After(500 * time.Millisecond):
-					}
+				return workWatching(ctx, 20, func() { // 10 s: two windows, so renewals must work
 					if s := mq.status(m.ID); s.State != queue.InFlight {
 						visible.Add(1)
 					}
-				}
-				return Ack()
+				})
 			})
 		time.Sleep(time.Minute)
 		for _, id := range ids {
