@@ -14,7 +14,7 @@ import (
 //
 //	# A paragraph saying what the file's entries prove.
 //	run seed=17 profile=disk [duration=5m] [steps=100000]
-//	note fsync failure acknowledged an enqueue (BUGS.md, fixed in core/runner)
+//	note fsync failure acknowledged an enqueue (fixed in core/runner)
 //	----
 //	ok
 //	digest 3f2a...

@@ -241,12 +241,23 @@ func (n *runnerNode) start() {
 	n.boundaries = n.boundaries[:0]
 	n.noteBoundary(false)
 	n.checkMachine()
+	n.checkDisk()
 	n.scheduleCommit()
 }
 
 func (n *runnerNode) checkMachine() {
 	if err := n.e.CheckInvariants(); err != nil {
 		n.w.chk.Fail(InvMachine, "%s: runner: %v", n.name, err)
+	} else {
+		n.w.chk.Pass(InvMachine)
+	}
+}
+
+// checkDisk runs the simulated disk's own invariants; they cost O(bytes on the disk), so
+// only after each open (every crash and restart), not after every commit.
+func (n *runnerNode) checkDisk() {
+	if err := n.disk.CheckInvariants(); err != nil {
+		n.w.chk.Fail(InvMachine, "%s: disk: %v", n.name, err)
 	} else {
 		n.w.chk.Pass(InvMachine)
 	}

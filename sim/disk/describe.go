@@ -42,6 +42,9 @@ func (d *Disk) Dump() string {
 	return b.String()
 }
 
+// CheckInvariants states the package doc's invariants in code. It costs O(bytes on the disk).
+func (d *Disk) CheckInvariants() error { return d.checkInvariants() }
+
 // checkInvariants states the package doc's invariants in code.
 func (d *Disk) checkInvariants() error {
 	d.mu.Lock()
