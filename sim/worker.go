@@ -607,48 +607,36 @@ func (p *workerProc) network(namesReceipt bool) (call faults.Call, out, back tim
 }
 
 func (p *workerProc) changeCall(c lease.ChangeVisibility) {
-	w := p.w
-	call, out, back := p.network(true)
-	gen := p.gen
-	w.loop.After(out, func() {
-		var entries []error
-		var whole error
-		switch call {
-		case faults.CallOK, faults.CallFailAfter:
-			entries = w.queue.ChangeVisibilityBatch(w.now(), c.Entries)
-			w.checkQueue()
-			if call == faults.CallFailAfter {
-				entries, whole = nil, transportErr(core.Retryable, "change-visibility", "RequestTimeout")
-			}
-		case faults.CallStale:
-			entries = make([]error, len(c.Entries))
-			for i := range entries {
-				entries[i] = transportErr(core.Gone, "change-visibility", queue.CodeReceiptHandleIsInvalid)
-			}
-		default:
-			whole = callErr(w, call, "change-visibility")
-		}
-		w.loop.After(back, func() {
-			if !p.up || p.gen != gen {
-				return
-			}
-			p.alive(func() {
-				at := w.now()
-				if c.Purpose == lease.Renewal {
-					for _, e := range c.Entries {
-						w.chk.RenewReplied(e.Receipt)
-					}
-					w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
-				} else {
-					w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+	p.batchCall("change-visibility", len(c.Entries),
+		func() []error { return p.w.queue.ChangeVisibilityBatch(p.w.now(), c.Entries) },
+		func(entries []error, whole error) {
+			w := p.w
+			at := w.now()
+			if c.Purpose == lease.Renewal {
+				for _, e := range c.Entries {
+					w.chk.RenewReplied(e.Receipt)
 				}
-				p.step(worker.CallDone{Call: c.Call, At: at, Entries: entries, Err: whole})
-			})()
+				w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+			} else {
+				w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+			}
+			p.step(worker.CallDone{Call: c.Call, At: at, Entries: entries, Err: whole})
 		})
-	})
 }
 
 func (p *workerProc) deleteCall(d lease.Delete) {
+	p.batchCall("delete", len(d.Receipts),
+		func() []error { return p.w.queue.DeleteBatch(p.w.now(), d.Receipts) },
+		func(entries []error, whole error) {
+			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
+			p.step(worker.CallDone{Call: d.Call, At: p.w.now(), Entries: entries, Err: whole})
+		})
+}
+
+// batchCall sends one batch call of n entries across the simulated network: perform runs at
+// the queue when the request arrives (unless the drawn fate stops it first), and reply runs
+// back at the process, if it is still the same incarnation, with what it was told.
+func (p *workerProc) batchCall(op string, n int, perform func() []error, reply func(entries []error, whole error)) {
 	w := p.w
 	call, out, back := p.network(true)
 	gen := p.gen
@@ -657,27 +645,24 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 		var whole error
 		switch call {
 		case faults.CallOK, faults.CallFailAfter:
-			entries = w.queue.DeleteBatch(w.now(), d.Receipts)
+			entries = perform()
 			w.checkQueue()
 			if call == faults.CallFailAfter {
-				entries, whole = nil, transportErr(core.Retryable, "delete", "RequestTimeout")
+				entries, whole = nil, transportErr(core.Retryable, op, "RequestTimeout")
 			}
 		case faults.CallStale:
-			entries = make([]error, len(d.Receipts))
+			entries = make([]error, n)
 			for i := range entries {
-				entries[i] = transportErr(core.Gone, "delete", queue.CodeReceiptHandleIsInvalid)
+				entries[i] = transportErr(core.Gone, op, queue.CodeReceiptHandleIsInvalid)
 			}
 		default:
-			whole = callErr(w, call, "delete")
+			whole = callErr(w, call, op)
 		}
 		w.loop.After(back, func() {
 			if !p.up || p.gen != gen {
 				return
 			}
-			p.alive(func() {
-				w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
-				p.step(worker.CallDone{Call: d.Call, At: w.now(), Entries: entries, Err: whole})
-			})()
+			p.alive(func() { reply(entries, whole) })()
 		})
 	})
 }
