@@ -117,12 +117,31 @@ type Breaker struct {
 }
 
 // New returns a closed breaker. It panics on an invalid circuit (validate configs first).
-func New(c Circuit) *Breaker {
+func New(c Circuit) *Breaker { return NewAfter(c, 0) }
+
+// NewAfter returns a closed breaker whose half-open phases are numbered after phase, so that
+// no probe admitted by a breaker its owner forgot (see Idle) is ever current in this one.
+func NewAfter(c Circuit, phase uint64) *Breaker {
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
-	return &Breaker{c: c}
+	return &Breaker{c: c, phase: phase}
 }
+
+// Idle reports whether the breaker would decide everything from now on exactly as a new one:
+// it is Closed and every failure it remembers is older than the Window. Its owner may then
+// forget it, and later make a new one with NewAfter(c, Phase()), which keeps memory bounded by
+// the targets that failed recently rather than every target ever seen.
+func (b *Breaker) Idle(now time.Time) bool {
+	if b.state != Closed {
+		return false
+	}
+	n := len(b.failures)
+	return n == 0 || b.failures[n-1].Before(now.Add(-b.c.Window))
+}
+
+// Phase returns the number of the latest half-open phase (0 before the first).
+func (b *Breaker) Phase() uint64 { return b.phase }
 
 // State returns the current state without advancing it.
 func (b *Breaker) State() State { return b.state }

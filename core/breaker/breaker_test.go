@@ -226,3 +226,46 @@ func TestTransitions(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleMeansDecidesAsNew: a breaker is idle only when Closed with no failure inside the
+// Window; open and half-open ones never are.
+func TestIdleMeansDecidesAsNew(t *testing.T) {
+	c := Circuit{Threshold: 2, Window: 10 * time.Second, Cooldown: 5 * time.Second, Probes: 1}
+	b := New(c)
+	got := []bool{b.Idle(t0)}
+	b.Record(t0, RetryableFailure, 0)
+	got = append(got, b.Idle(t0.Add(10*time.Second)), b.Idle(t0.Add(10*time.Second+1)))
+	b.Record(t0.Add(time.Second), RetryableFailure, 0) // opens
+	got = append(got, b.Idle(t0.Add(time.Hour)))
+	d := b.Admit(t0.Add(time.Hour)) // half-open probe
+	got = append(got, b.Idle(t0.Add(time.Hour)))
+	b.Record(t0.Add(time.Hour), Success, d.Probe) // closes
+	got = append(got, b.Idle(t0.Add(time.Hour)))
+	want := []bool{true, false, true, false, false, true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("(-want +got)\n%s", diff)
+	}
+}
+
+// TestNewAfterNeverTakesAForgottenProbe: a probe admitted by a breaker that was then
+// forgotten does not decide the half-open phase of the breaker made after it.
+func TestNewAfterNeverTakesAForgottenProbe(t *testing.T) {
+	c := Circuit{Threshold: 1, Window: time.Minute, Cooldown: time.Second, Probes: 2}
+	old := New(c)
+	old.Record(t0, RetryableFailure, 0)
+	stale := old.Admit(t0.Add(time.Second)) // probe of phase 1
+	fresh := old.Admit(t0.Add(time.Second))
+	old.Record(t0.Add(time.Second), Success, fresh.Probe) // closes; the stale probe is still out
+	if !old.Idle(t0.Add(2 * time.Second)) {
+		t.Fatal("closed breaker with no failures is not idle")
+	}
+	b := NewAfter(c, old.Phase())
+	b.Record(t0.Add(2*time.Second), RetryableFailure, 0) // opens
+	if d := b.Admit(t0.Add(3 * time.Second)); d.Verdict != AsProbe {
+		t.Fatalf("after the cooldown: %+v, want a probe", d)
+	}
+	b.Record(t0.Add(3*time.Second), Success, stale.Probe) // the forgotten probe's outcome
+	if got := b.State(); got != HalfOpen {
+		t.Fatalf("a forgotten breaker's probe decided the new one: state %v, want half-open", got)
+	}
+}

@@ -27,6 +27,8 @@
 //  7. Open replays the journal, then records each job found running as a failed, retryable
 //     `interrupted` attempt at now through the same policy (so it waits its backoff), and
 //     syncs that before returning. Breakers are not persisted: they start closed.
+//     A breaker that would decide as a new one (breaker.Idle) is forgotten, so memory holds
+//     only targets that failed within the Window or are open or half-open.
 //  8. Retry(id) of a dead job re-enqueues it at now with a fresh budget (attempts 0, first due
 //     now); its last error is kept.
 //  9. Compaction (Commit, when the journal grew past CompactBytes, or Compact) writes one

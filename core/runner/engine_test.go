@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand"
 	"strings"
@@ -309,6 +310,64 @@ func TestSnapshotRetainsTheLastTerminalJobs(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.dropt, dropped); diff != "" {
 			t.Errorf("retain %d: dropped (-want +got)\n%s", tc.retain, diff)
+		}
+	}
+}
+
+// TestBreakersKeptOnlyForRecentlyFailingTargets: a target whose breaker would decide as a new
+// one is forgotten, so memory is bounded by the targets that failed recently, not by every
+// target ever seen.
+func TestBreakersKeptOnlyForRecentlyFailingTargets(t *testing.T) {
+	e, err := Open(disk.New(1), journalName, Config{Capacity: 8}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if _, _, err := e.Enqueue(epoch, fmt.Sprintf("t%03d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := epoch
+	for done := 0; done < 100; {
+		res, err := e.Commit(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Starts {
+			o := Success()
+			if s.Target == "t007" {
+				o = Failure("boom", true)
+			}
+			if err := e.AttemptDone(now, s.Token, o); err != nil {
+				t.Fatal(err)
+			}
+			done++
+		}
+	}
+	if _, err := e.Commit(now); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.m.breakers); got != 1 || e.m.breakers["t007"] == nil {
+		t.Fatalf("breakers kept for %d targets, want only the failing t007", got)
+	}
+	// Once its failure is older than the Window, the next outcome forgets it too.
+	later := now.Add(breaker.DefaultCircuit().Window + time.Second)
+	for e.m.breakers["t007"] != nil {
+		res, err := e.Commit(later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Starts) == 0 {
+			later = later.Add(time.Minute)
+			continue
+		}
+		for _, s := range res.Starts {
+			if err := e.AttemptDone(later, s.Token, Success()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if later.Sub(now) > time.Hour {
+			t.Fatal("t007's breaker never forgotten")
 		}
 	}
 }

@@ -163,9 +163,13 @@ type Machine struct {
 	nextID  uint64
 	termSeq uint64
 	// Invariant: holds exactly the Waiting jobs, as a heap on (due, id).
-	queue    queue
-	pool     *pool.Pool
+	queue queue
+	pool  *pool.Pool
+	// breakers holds only targets whose breaker is not idle (breaker.Idle): memory is bounded
+	// by the targets that failed within the Window or are open or half-open.
 	breakers map[string]*breaker.Breaker
+	// phaseFloor is the highest half-open phase of any forgotten breaker; new ones number after it.
+	phaseFloor uint64
 	// Invariant: len(inflight) == pool.Used(); a Running job's current token is in it.
 	inflight map[Token]*attempt
 
@@ -276,7 +280,7 @@ func (m *Machine) cancel(ev Cancel) error {
 	if a := m.inflight[tok]; wasRunning && a != nil && !a.dispatched {
 		a.dropped = true
 		m.releaseAttempt(a)
-		m.breakerFor(a.target).Release(a.probe)
+		m.breakerFor(a.target).Release(a.probe) // a released probe leaves it half-open, not idle
 	}
 	return nil
 }
@@ -348,6 +352,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 	}
 	m.releaseAttempt(a)
 	m.breakerFor(a.target).Record(now, breakerResult(ev.Outcome), a.probe)
+	m.maybeForgetBreaker(a.target, now)
 	j := m.jobs[ev.Token.ID]
 	if j == nil || j.State != Running || j.Attempts != ev.Token.Attempt {
 		m.cfg.Logger.Info("runner: stale outcome ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
@@ -409,10 +414,20 @@ func (m *Machine) releaseAttempt(a *attempt) {
 func (m *Machine) breakerFor(target string) *breaker.Breaker {
 	b := m.breakers[target]
 	if b == nil {
-		b = breaker.New(m.cfg.Circuit)
+		b = breaker.NewAfter(m.cfg.Circuit, m.phaseFloor)
 		m.breakers[target] = b
 	}
 	return b
+}
+
+// maybeForgetBreaker drops target's breaker when it would decide as a new one, so breakers
+// are kept only for targets that failed recently (not for every target ever seen). The phase
+// floor keeps probes of a forgotten breaker from ever being current in its successor.
+func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
+	if b := m.breakers[target]; b != nil && b.Idle(now) {
+		m.phaseFloor = max(m.phaseFloor, b.Phase())
+		delete(m.breakers, target)
+	}
 }
 
 // schedule starts due jobs in (due, id) order while a unit is free (SPEC 2.2 admission).
@@ -438,6 +453,7 @@ func (m *Machine) schedule(now time.Time) {
 		case retry.Defer:
 			m.record(Record{Tag: TagDeferred, ID: j.ID, Due: norm(d.Until)})
 		case retry.Start:
+			m.maybeForgetBreaker(j.Target, now)
 			m.pool.Acquire()
 			tok := Token{j.ID, j.Attempts + 1}
 			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt})
