@@ -170,7 +170,7 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	case c.Ceiling < 0:
 		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, "must be > 0 (0 means 12h)")
 	case c.Wait < 0:
-		return c, fieldErr("WorkerConfig.Wait", c.Wait, "must be ≥ 0 (0 means 20s)")
+		return c, fieldErr("WorkerConfig.Wait", c.Wait, "must be ≥ 0 (0 means min(20s, 2·Window/3))")
 	case c.Concurrency < 0:
 		return c, fieldErr("WorkerConfig.Concurrency", c.Concurrency, "must be ≥ 1 (0 means 10)")
 	case c.Prefetch < 0:
