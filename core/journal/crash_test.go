@@ -106,11 +106,6 @@ func runScript(d *disk.Disk, s script) *model {
 		m.err = err
 		return m
 	}
-	defer func() {
-		if j != nil {
-			j.Close()
-		}
-	}()
 	for _, st := range s.steps {
 		switch st.kind {
 		case stepBatch:
@@ -135,7 +130,11 @@ func runScript(d *disk.Disk, s script) *model {
 				return m
 			}
 		case stepReopen:
-			j.Close()
+			// Close writes the clean-close mark, and Open clears it: both are crash points.
+			if err := j.Close(); err != nil {
+				m.err = err
+				return m
+			}
 			if j, err = Open(d, "j", Config{}, nil); err != nil {
 				m.err = err
 				return m
@@ -145,6 +144,7 @@ func runScript(d *disk.Disk, s script) *model {
 			panic(err)
 		}
 	}
+	m.err = j.Close()
 	return m
 }
 
