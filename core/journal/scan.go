@@ -357,8 +357,15 @@ func (s *scanner) frameAt(off int64) (frameHead, bool, error) {
 	if !ok || err != nil {
 		return f, false, err
 	}
-	ok, err = s.crcOK(off, n)
-	return f, ok, err
+	if n > readChunk {
+		ok, err = s.crcOK(off, n)
+		return f, ok, err
+	}
+	b, err := s.src.at(off, frameHdrLen+n)
+	if err != nil {
+		return f, false, err
+	}
+	return f, binary.LittleEndian.Uint32(b[4:8]) == frameCRC(b), nil
 }
 
 // accept checks a CRC-valid frame against the frames before it. A valid frame that does not
