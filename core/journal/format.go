@@ -190,8 +190,8 @@ func decodeHeader(b []byte) (header, string) {
 		flags:   binary.LittleEndian.Uint32(b[12:16]),
 	}
 	if h.version != formatVersion {
-		return header{}, fmt.Sprintf("format version %d, but this build reads only version %d (a different sluice release wrote it)",
-			h.version, formatVersion)
+		return header{}, fmt.Sprintf("format version %d, but this build reads only version %d (a different sluice "+
+			"release wrote it: open it with that release)", h.version, formatVersion)
 	}
 	if len(b) < headerLen {
 		return header{}, "file shorter than the header"

@@ -17,7 +17,9 @@ type Record struct {
 	LSN      LSN
 	Tag      uint8
 	Snapshot bool // written by Compact; only ever the first record replayed
-	Data     []byte
+	// Data is valid only during the replay call (Open and Read reuse their read buffer);
+	// Scan's aliases its input.
+	Data []byte
 }
 
 // Config configures a Journal. Zero fields take their defaults.

@@ -37,8 +37,9 @@ type Tail struct {
 	Kind TailKind
 	// Size is the number of bytes scanned.
 	Size int64
-	// Cut is the end of the last complete batch (the header's end when there is none).
-	// Invariant: Cut <= Size, and Cut == Size unless Kind == TailTorn.
+	// Cut is the end of the last complete batch (the header's end when there is none); with a
+	// refusal, of the last one before the damage.
+	// Invariant: Cut <= Size, and Cut == Size unless Kind == TailTorn or the scan refused.
 	Cut int64
 	// Reason says why the tail is torn ("" unless Kind == TailTorn).
 	Reason string
