@@ -28,8 +28,9 @@ type Config struct {
 	SnapshotMax int // largest Compact snapshot; default SnapshotMaxDefault
 	// JournalMax bounds the file: an Append that would grow it beyond is refused with
 	// ErrFull (compaction, which shrinks it, still runs). It bounds a journal whose
-	// compactions keep failing. Default JournalMaxDefault, or 2*SnapshotMax if larger; at
-	// least SnapshotMax + 2*RecordMax (plus framing), so a compacted journal takes appends.
+	// compactions keep failing. Default: the largest of JournalMaxDefault, 2*SnapshotMax and
+	// the least allowed, SnapshotMax + 2*RecordMax (plus framing), so that a compacted journal
+	// takes appends.
 	JournalMax int64
 	Logger     *slog.Logger // default: discard
 }
@@ -143,7 +144,7 @@ func (c Config) withDefaults() Config {
 		c.SnapshotMax = SnapshotMaxDefault
 	}
 	if c.JournalMax == 0 {
-		c.JournalMax = max(JournalMaxDefault, 2*int64(c.SnapshotMax))
+		c.JournalMax = max(JournalMaxDefault, 2*int64(c.SnapshotMax), journalMaxLeast(c))
 	}
 	if least := journalMaxLeast(c); c.JournalMax < least {
 		panic(fmt.Sprintf("journal: Config.JournalMax %d is below %d (SnapshotMax + 2*RecordMax with framing)",

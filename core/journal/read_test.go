@@ -130,3 +130,20 @@ func TestCloseMarks(t *testing.T) {
 		})
 	}
 }
+
+// TestJournalMaxDefault: the default leaves room for a snapshot and two records whatever the
+// other limits, and an explicit value below that is a programmer error.
+func TestJournalMaxDefault(t *testing.T) {
+	for _, c := range []Config{{}, {RecordMax: 1 << 30, SnapshotMax: 1 << 30}, {SnapshotMax: 1 << 30}} {
+		got := c.withDefaults()
+		if got.JournalMax < journalMaxLeast(got) || got.JournalMax < JournalMaxDefault {
+			t.Errorf("%+v: JournalMax %d", c, got.JournalMax)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("JournalMax below its least did not panic")
+		}
+	}()
+	Config{JournalMax: 1 << 20}.withDefaults()
+}
