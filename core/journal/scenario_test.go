@@ -16,7 +16,8 @@ import (
 
 // TestScenarios runs corpus/journal/*.txt. Commands:
 //
-//	open [refuse=LSN]         open the journal "j", print what replayed and what was logged;
+//	open [refuse=LSN] [record-max=N snapshot-max=N journal-max=N]
+//	                          open the journal "j", print what replayed and what was logged;
 //	                          after a refusal, whether every file is byte for byte unchanged.
 //	                          refuse: the replay refuses that record (an undecodable record)
 //	read [refuse=LSN]         journal.Read: the same, read-only; always checks the files
@@ -69,7 +70,11 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		log, logs := logBuffer()
 		var got []rec
 		before := s.files(t)
-		j, err := Open(s.d, "j", Config{Logger: log}, refusing(t, td, collect(&got)))
+		cfg := Config{Logger: log}
+		td.MaybeScanArgs(t, "record-max", &cfg.RecordMax)
+		td.MaybeScanArgs(t, "snapshot-max", &cfg.SnapshotMax)
+		td.MaybeScanArgs(t, "journal-max", &cfg.JournalMax)
+		j, err := Open(s.d, "j", cfg, refusing(t, td, collect(&got)))
 		for _, r := range got {
 			fmt.Fprintf(&out, "replay %v\n", r)
 		}
