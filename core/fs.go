@@ -26,10 +26,14 @@ type FS interface {
 	Stat(name string) (int64, error)
 }
 
-// File is an open file of an FS. Writes always go to the end of the file.
+// File is an open file of an FS. Writes go to the end of the file, except WriteAt's.
 type File interface {
 	// Write appends p at the end of the file.
 	Write(p []byte) (int, error)
+	// WriteAt overwrites len(p) bytes at off, which must lie within the file: it never
+	// changes the size (the journal rewrites its header's clean-close mark with it). Like
+	// Write, it is durable only after Sync, and a crash may tear it.
+	WriteAt(p []byte, off int64) (int, error)
 	// ReadAt reads len(p) bytes at off; it returns io.EOF when fewer are there.
 	ReadAt(p []byte, off int64) (int, error)
 	// Sync makes everything written so far durable (fsync or fdatasync). After a failed

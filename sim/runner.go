@@ -282,7 +282,10 @@ func (n *runnerNode) crash(why string) {
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
 		// Flip a bit strictly before the last complete batch, so a later batch proves it corrupt.
 		end := n.boundaries[len(n.boundaries)-2]
-		off := w.rFaults.Int63n(end)
+		off := w.rFaults.Int63n(end - journal.MarkLen)
+		if off >= journal.MarkOffset { // the clean-close mark is not synced state: skip it
+			off += journal.MarkLen
+		}
 		bit := uint(w.rFaults.Intn(8))
 		n.disk.FlipBit(journalName, off, bit)
 		n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, n.boundaries[len(n.boundaries)-1]-off)

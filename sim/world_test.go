@@ -73,7 +73,7 @@ func TestCorruptionRefusedFires(t *testing.T) {
 func TestOpenRecoversFires(t *testing.T) {
 	w, n := runnerWorld(t, "calm")
 	crashQuietly(n)
-	n.disk.FlipBit(journalName, n.boundaries[0]/2, 0)
+	n.disk.FlipBit(journalName, 3, 0) // the header's magic
 	n.start()
 	v := w.chk.Violation()
 	if v == nil || v.Invariant != InvRecoveryOpens {

@@ -89,7 +89,7 @@ func (s *FS) Create(name string) (core.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, wrap("create", path, err)
 	}
@@ -106,7 +106,7 @@ func (s *FS) Open(name string) (core.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, wrap("open", path, err)
 	}
@@ -175,7 +175,8 @@ func (s *FS) Stat(name string) (int64, error) {
 	return fi.Size(), nil
 }
 
-// file is a core.File over an *os.File opened with O_APPEND.
+// file is a core.File over an *os.File. It is not opened with O_APPEND, which would make
+// WriteAt append too (pwrite on Linux): Write seeks to the end first.
 type file struct {
 	f      *os.File
 	path   string
@@ -183,7 +184,20 @@ type file struct {
 }
 
 func (f *file) Write(p []byte) (int, error) {
+	if _, err := f.f.Seek(0, io.SeekEnd); err != nil {
+		return 0, wrap("write", f.path, err)
+	}
 	n, err := f.f.Write(p)
+	return n, wrap("write", f.path, err)
+}
+
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	if size, err := f.Size(); err != nil {
+		return 0, err
+	} else if off < 0 || off+int64(len(p)) > size {
+		return 0, wrap("write", f.path, fmt.Errorf("WriteAt of %d bytes at %d beyond the end (%d): %w", len(p), off, size, fs.ErrInvalid))
+	}
+	n, err := f.f.WriteAt(p, off)
 	return n, wrap("write", f.path, err)
 }
 

@@ -12,7 +12,8 @@ import (
 // TestDamageInLastBatchIsTornElsewhereCorrupt: damage (a zeroed range or a flipped bit) that
 // starts in the last batch is cut as a torn tail at that batch's start, whatever survives
 // after it in the same batch; damage that starts in an earlier batch, with later batches
-// intact, is refused as corruption naming the damaged frame and the LSNs around it.
+// intact, is refused as corruption naming the damaged frame and the LSNs around it. In a
+// cleanly closed file, damage anywhere is refused. Reading in small chunks changes nothing.
 func TestDamageInLastBatchIsTornElsewhereCorrupt(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		fb := newFile()
@@ -38,6 +39,10 @@ func TestDamageInLastBatchIsTornElsewhereCorrupt(t *testing.T) {
 			end = fb.offs[k+1]
 		}
 		b := fb.bytes()
+		closed := rapid.Bool().Draw(t, "closed cleanly")
+		if closed {
+			markClosed(b)
+		}
 		// The damage stays inside frame k, so every other frame is intact.
 		if rapid.Bool().Draw(t, "zero") {
 			from := rapid.IntRange(fb.offs[k], end-1).Draw(t, "from")
@@ -51,8 +56,19 @@ func TestDamageInLastBatchIsTornElsewhereCorrupt(t *testing.T) {
 			b[off] ^= 1 << rapid.IntRange(0, 7).Draw(t, "bit")
 		}
 
+		if err := checkChunked(b); err != nil {
+			t.Fatal(err)
+		}
 		tail, err := Scan(b, nil)
 		start := fb.offs[batchStart[batch]]
+		if closed {
+			// After a clean close no crash explains any damage: refused wherever it is.
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("damage in batch %d of %d of a cleanly closed file not refused: %+v, %v",
+					batch+1, len(batchStart), tail, err)
+			}
+			return
+		}
 		if lastBatch {
 			want := Tail{Kind: TailTorn, Size: int64(len(b)), Cut: int64(start), Records: batchStart[batch],
 				LastBatch: uint64(batch), Reason: tail.Reason}

@@ -106,11 +106,6 @@ func runScript(d *disk.Disk, s script) *model {
 		m.err = err
 		return m
 	}
-	defer func() {
-		if j != nil {
-			j.Close()
-		}
-	}()
 	for _, st := range s.steps {
 		switch st.kind {
 		case stepBatch:
@@ -135,7 +130,11 @@ func runScript(d *disk.Disk, s script) *model {
 				return m
 			}
 		case stepReopen:
-			j.Close()
+			// Close writes the clean-close mark, and Open clears it: both are crash points.
+			if err := j.Close(); err != nil {
+				m.err = err
+				return m
+			}
 			if j, err = Open(d, "j", Config{}, nil); err != nil {
 				m.err = err
 				return m
@@ -145,6 +144,7 @@ func runScript(d *disk.Disk, s script) *model {
 			panic(err)
 		}
 	}
+	m.err = j.Close()
 	return m
 }
 
@@ -155,6 +155,7 @@ type recovered struct {
 	snapshot bool // the first record was a snapshot
 	n        int
 	cut      bool // Open cut a torn tail
+	closed   bool // the file carried a clean-close mark it matched
 }
 
 func (r *recovered) replay(seed int64) func(Record) error {
@@ -178,6 +179,16 @@ func (r *recovered) replay(seed int64) func(Record) error {
 
 // checkRecovery reopens d after a crash and checks the model's promises.
 func checkRecovery(d *disk.Disk, s script, m *model) (recovered, error) {
+	// Inspection first: it must write nothing and replay what Open then replays.
+	var inspected recovered
+	ops := d.Ops()
+	tail, err := Read(d, "j", Config{}, inspected.replay(s.seed))
+	if err != nil {
+		return inspected, fmt.Errorf("read-only inspection after the crash: %w", err)
+	}
+	if d.Ops() != ops {
+		return inspected, fmt.Errorf("read-only inspection made %d mutating disk operations", d.Ops()-ops)
+	}
 	var r recovered
 	log, logs := logBuffer()
 	j, err := Open(d, "j", Config{Logger: log}, r.replay(s.seed))
@@ -186,6 +197,10 @@ func checkRecovery(d *disk.Disk, s script, m *model) (recovered, error) {
 	}
 	r.cut = strings.Contains(logs.String(), "cut a torn tail")
 	defer j.Close()
+	if inspected.cut = tail.Kind == TailTorn; inspected != r {
+		return r, fmt.Errorf("inspection replayed %+v (tail %v), Open %+v", inspected, tail.Kind, r)
+	}
+	r.closed = tail.Closed
 	switch {
 	case r.last < m.acked:
 		return r, fmt.Errorf("acknowledged LSN %d lost: recovered up to %d", m.acked, r.last)
@@ -233,7 +248,7 @@ func scriptCount() int {
 }
 
 func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
-	var points, insideCompaction, oldFile, newFile, cuts int
+	var points, insideCompaction, oldFile, newFile, cuts, closed int
 	// swapAt counts crashes by their op in the compaction swap: 1 create .compact, 2 write,
 	// 3 sync, 4 rename (the crash comes before it), 5 directory sync (after the rename,
 	// before the directory is synced).
@@ -269,6 +284,9 @@ func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 			if r.cut {
 				cuts++
 			}
+			if r.closed {
+				closed++
+			}
 			if m.compacting {
 				insideCompaction++
 				if pos := k - m.compactFrom; pos >= 1 && pos < len(swapAt) {
@@ -284,10 +302,13 @@ func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d crash points, %d torn tails cut, %d inside compaction (%d recovered the old file, %d the new one)",
-		points, cuts, insideCompaction, oldFile, newFile)
+	t.Logf("%d crash points, %d torn tails cut, %d found a clean-close mark, %d inside compaction (%d recovered the old file, %d the new one)",
+		points, cuts, closed, insideCompaction, oldFile, newFile)
 	if cuts == 0 {
 		t.Error("no crash left a torn tail to cut")
+	}
+	if closed == 0 {
+		t.Error("no crash left a clean-close mark to check")
 	}
 	t.Logf("crashes by compaction op (create, write, sync, rename, dir sync): %v", swapAt[1:])
 	for pos := 1; pos < len(swapAt); pos++ {

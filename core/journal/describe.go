@@ -22,7 +22,14 @@ func Describe(b []byte) string {
 	if h.flags&headerFlagSnapshot != 0 {
 		kind = "snapshot"
 	}
-	fmt.Fprintf(&sb, "header v%d %s\n", h.version, kind)
+	switch h.marked {
+	case markSet:
+		fmt.Fprintf(&sb, "header v%d %s, closed cleanly at %d bytes, last LSN %d\n", h.version, kind, h.mark.size, h.mark.last)
+	case markTorn:
+		fmt.Fprintf(&sb, "header v%d %s, torn clean-close mark\n", h.version, kind)
+	default:
+		fmt.Fprintf(&sb, "header v%d %s\n", h.version, kind)
+	}
 	for off := headerLen; off < len(b); {
 		f, ok := decodeFrame(b, off)
 		if !ok {

@@ -1,6 +1,6 @@
 // Package journal is sluice's write-ahead log: numbered records appended in sync batches to one
 // file through the core.FS port, replayed in order when the file is opened. It does not know
-// what records mean; callers give each record a type tag and bytes (SPEC 2.5 to 2.7).
+// what records mean; callers give each record a type tag and bytes (docs/journal.md).
 //
 // # Contract
 //
@@ -17,9 +17,12 @@
 //     that truncation (a new change, not a retry of the failed fsync), so that the failed
 //     batch's undecided bytes cannot be replayed by a reopen and then vanish in a later crash.
 //     If that cut fails too, the poison also wraps ErrUndecided: reopen only after a restart.
-//  4. Open runs the recovery table below and replays every record of every complete batch, in
-//     LSN order, before it returns; after a compaction the first record is the snapshot
-//     (Record.Snapshot). Only whole records of whole batches are ever replayed.
+//  4. Open decides before it writes. It reads the file in bounded chunks (readChunk, plus the
+//     largest frame), classifies every frame, then replays every record of every complete
+//     batch through the caller's function, in LSN order; after a compaction the first record
+//     is the snapshot (Record.Snapshot). Only then does it act: cut a torn tail, remove a
+//     leftover .compact, clear the clean-close mark. Only whole records of whole batches are
+//     ever replayed, and memory at open is the caller's state plus a chunk, not the file.
 //  5. Compact (nothing buffered) writes a header and one snapshot frame (LSN = Durable()) to
 //     <name>.compact, syncs and closes it, renames it over the journal, syncs the directory
 //     and continues appending to the new file. Kept: a failure before the rename returns an
@@ -27,51 +30,79 @@
 //     so does a Rename error with <name>.compact gone (a port such as osfs may fail after
 //     renaming), since the old file may be unlinked. A crash anywhere leaves one of the two
 //     files, and both replay to the same state.
-//  6. A short or bad frame, or a last batch without its end flag, with no valid frame of a
-//     later batch anywhere after it, is a torn tail: Open cuts it at the end of the last
-//     complete batch, syncs and logs at Warn (offset, bytes dropped). Valid frames of the SAME
-//     batch after a bad one are an out-of-order torn write, cut too.
+//  6. Without a clean-close mark (a crash), a short or bad frame, or a last batch without its
+//     end flag, with no valid frame of a later batch anywhere after it, is a torn tail: Open
+//     cuts it at the end of the last complete batch, syncs and logs at Warn (offset, bytes
+//     dropped). Valid frames of the SAME batch after a bad one are an out-of-order torn write,
+//     cut too.
 //  7. A bad frame followed by a valid frame of a later batch is corruption of synced data
-//     (rule 2 proves the bad frame had been synced): Open refuses with a *FormatError naming
-//     the file, the offset and the LSNs around it (errors.Is ErrCorrupt) and truncates nothing.
-//     So is any CRC-valid frame that does not follow on (LSN gap, batch number out of order,
-//     unknown flags, a misplaced snapshot), and a damaged snapshot frame (it was synced before
-//     the rename made its file visible).
-//  8. A bit flip in the last batch cannot be told from a torn write: it is cut as torn.
-//  9. A non-empty file with a bad header is refused (ErrBadHeader); an empty file is no journal.
+//     (rule 2 proves the bad frame had been synced). So is any CRC-valid frame that does not
+//     follow on (LSN gap, batch number out of order, unknown flags, a misplaced snapshot), and
+//     a damaged snapshot frame (it was synced before the rename made its file visible).
+//  8. After a crash, a bit flip in the last batch cannot be told from a torn write: it is cut
+//     as torn. After a clean close it is refused (rule 12).
+//  9. A non-empty file with a bad header, or a header of another format version, is refused
+//     (ErrBadHeader); an empty file is no journal. An older file is never misread.
 //  10. A new journal is created atomically like a compaction (header to <name>.compact, sync,
 //     rename, directory sync), so a crash never leaves a journal with a partial header.
-//  11. Open syncs the directory before it replays an existing journal: a SyncDir that failed
-//     in an earlier create or compaction left the entry undecided, and appending to a file
-//     whose name may roll back would lose acknowledged records.
+//  11. Open syncs the directory before it appends to an existing journal: a SyncDir that
+//     failed in an earlier create or compaction left the entry undecided, and appending to a
+//     file whose name may roll back would lose acknowledged records.
+//  12. Close writes the clean-close mark (the file's length and last LSN, with its own CRC)
+//     into the header and syncs it; a poisoned journal closes without it. Open of a marked
+//     file requires exactly that length and last LSN with every frame valid, and refuses
+//     otherwise (a flipped bit anywhere, a file cut short or grown). It clears the mark with
+//     a write and a sync before it appends anything. A mark whose CRC fails was torn by a
+//     crash while Close wrote it or Open cleared it: it counts as none.
+//  13. Every refusal is a *FormatError wrapping ErrCorrupt, naming the file, the offset and
+//     the LSNs around it, and ending with what the user can do; a record the replay function
+//     refuses (the runner cannot decode it) is one too, wrapping that error as well. A
+//     refusal writes nothing: every file is left byte for byte as it was.
+//  14. Read is Open for inspection: the same classification and replay, and no write at all
+//     (no create, cut, mark clearing, directory sync or .compact removal); it reports a torn
+//     tail instead of cutting it. On a refusal it has replayed the complete batches before
+//     the damage.
+//  15. Config.JournalMax bounds the file: an Append that would grow it beyond is refused with
+//     ErrFull. Only failing compactions let a journal grow that far.
 //
-// Scan exposes Open's classification over a byte slice; it never panics (FuzzScan).
-// Open reads the whole file into memory once; replayed Record.Data aliases that buffer.
+// Scan exposes the classification over a byte slice; it never panics (FuzzScan), and reading
+// in chunks classifies exactly as reading whole (checkChunked).
 //
-// # Recovery table (SPEC 2.6; recoveryTable in recover.go is the same table as code)
+// # Recovery table (recoveryTable in recover.go is the same table as code)
+//
+// Open first reads, classifies and replays (rule 4); the rows below then run in order: a
+// leftover .compact's row, then the journal's own.
 //
 //	what Open finds                                  what it does
 //	-----------------------------------------------  ------------------------------------------
 //	a leftover <name>.compact                        the rename did not happen: remove it, sync
-//	                                                 the directory, look again (old journal)
+//	                                                 the directory, then the journal's row
 //	no journal, or an empty file                     create it (rule 10)
-//	a valid header, complete batches to the end      sync the directory (rule 11), replay
-//	a short or bad frame, or a last batch without    truncate to the end of the last complete
-//	its end flag, with no valid frame of a later     batch, sync, log at Warn with the offset
-//	batch after it (torn, maybe out of order)        and the bytes dropped, sync the directory,
-//	                                                 replay
-//	a bad frame followed by a valid frame of a       refuse: error naming the file, the offset
-//	later batch; valid frames that do not follow on  and the LSNs around it; truncate nothing
-//	a bad header in a non-empty file                 refuse
+//	a valid header, complete batches to the end      replay; clear the mark (write, sync) if
+//	(with a clean-close mark: exactly its length     there is one; sync the directory (rule 11)
+//	and last LSN)
+//	no clean-close mark; a short or bad frame, or    replay the complete batches; truncate to
+//	a last batch without its end flag, with no       the end of the last one, clear a torn mark,
+//	valid frame of a later batch after it (torn,     sync, log at Warn with the offset and the
+//	maybe out of order)                              bytes dropped, sync the directory
+//	a bad frame followed by a valid frame of a       refuse, changing nothing: a *FormatError
+//	later batch; valid frames that do not follow     (ErrCorrupt) naming the file, the offset
+//	on; a clean-close mark the file does not         and the LSNs around it, ending with what
+//	match; a record the replay refuses               to do
+//	a bad header (or another format version) in a    refuse, changing nothing
+//	non-empty file
 //	jobs running at the crash                        (the runner's row: it sees them in replay)
 //
-// # Byte layout (format version 1, little-endian)
+// # Byte layout (format version 2, little-endian)
 //
-//	header (20 bytes)
+//	header (40 bytes)
 //	+--------------------+-------------+-------------+-----------------------+
 //	| magic "sluiceJ\0"  | version u32 | flags u32   | CRC-32C of bytes 0-15 |
-//	| 8 bytes            | = 1         | 1: snapshot |  u32                  |
+//	| 8 bytes            | = 2         | 1: snapshot |  u32                  |
 //	+--------------------+-------------+-------------+-----------------------+
+//	| clean-close mark (bytes 20-39): all zero while open or after a crash   |
+//	| length u64 | last LSN u64 | CRC-32C of the mark's bytes 20-35 u32      |
+//	+------------------------------------------------------------------------+
 //	then frames, back to back:
 //	+------------+---------------------------------+---------------------------------------+
 //	| length u32 | CRC-32C (Castagnoli) u32 over   | payload (length bytes)                |
@@ -82,6 +113,10 @@
 //	| LSN u64 | batch u64 | flags u8 | tag u8  | data (length - 18 bytes)   |
 //	+---------+-----------+----------+---------+----------------------------+
 //	flags: 1 = end of batch (last frame of a Commit), 2 = snapshot (first frame only).
+//
+// The version is checked before anything that depends on the layout: version 1 (a 20-byte
+// header without the mark) is refused as another format version. The mark is the only part
+// of a file ever overwritten (core.File.WriteAt); everything else is appended.
 //
 // Batches are numbered from 1, +1 per Commit (a compaction's snapshot takes a batch number
 // too); a file without the snapshot header flag starts at LSN 1 in batch 1.

@@ -6,12 +6,17 @@ import (
 	"hash/crc32"
 )
 
-// The on-disk format, version 1. See the diagram in doc.go.
+// The on-disk format, version 2. See the diagram in doc.go.
 const (
-	formatVersion = 1
+	formatVersion = 2
 
-	headerLen     = 20 // magic[8] | version u32 | flags u32 | crc u32
-	headerCRCOff  = 16 // the header CRC covers bytes [0, headerCRCOff)
+	headerLen    = 40 // fixed part (magic[8] | version u32 | flags u32 | crc u32) | mark
+	headerCRCOff = 16 // the header CRC covers bytes [0, headerCRCOff)
+	// The clean-close mark: length u64 | last LSN u64 | crc u32 over the 16 bytes before it.
+	// All zero: no mark (open, or crashed). Only this part of a file is ever overwritten.
+	markOff       = 20
+	markLen       = 20
+	markCRCOff    = markOff + 16
 	frameHdrLen   = 8  // length u32 | crc u32
 	payloadHdrLen = 18 // lsn u64 | batch u64 | flags u8 | tag u8
 	frameMin      = frameHdrLen + payloadHdrLen
@@ -31,13 +36,63 @@ var magic = [8]byte{'s', 'l', 'u', 'i', 'c', 'e', 'J', 0}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// appendHeader appends a file header to b.
+// appendHeader appends a file header without a clean-close mark to b.
 func appendHeader(b []byte, flags uint32) []byte {
 	start := len(b)
 	b = append(b, magic[:]...)
 	b = binary.LittleEndian.AppendUint32(b, formatVersion)
 	b = binary.LittleEndian.AppendUint32(b, flags)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return append(b, make([]byte, markLen)...)
+}
+
+// MarkOffset and MarkLen locate the clean-close mark in the header: the only bytes of a
+// journal that are overwritten. A bit flipped there reads as a mark a crash tore (the crash
+// rows of the recovery table apply), so a fault injector that must be refused avoids them.
+const (
+	MarkOffset = markOff
+	MarkLen    = markLen
+)
+
+// mark is a clean-close mark: the file's length and last LSN when Close wrote it.
+type mark struct {
+	size int64
+	last LSN
+}
+
+// encodeMark returns the bytes of m, to be written at markOff.
+func encodeMark(m mark) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, markLen), uint64(m.size))
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.last))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// noMark is what Open writes over a mark to clear it.
+var noMark [markLen]byte
+
+// markState says what the mark bytes of a header hold.
+type markState uint8
+
+const (
+	markNone markState = iota // all zero
+	markSet                   // a valid mark
+	markTorn                  // neither: a Close or an Open crashed while writing it
+)
+
+// decodeMark reads the mark of a header at least headerLen long.
+func decodeMark(b []byte) (mark, markState) {
+	p := b[markOff : markOff+markLen]
+	if [markLen]byte(p) == noMark {
+		return mark{}, markNone
+	}
+	if binary.LittleEndian.Uint32(p[16:20]) != crc32.Checksum(p[:16], castagnoli) {
+		return mark{}, markTorn
+	}
+	m := mark{size: int64(binary.LittleEndian.Uint64(p[0:8])), last: LSN(binary.LittleEndian.Uint64(p[8:16]))}
+	if m.size < headerLen {
+		return mark{}, markTorn
+	}
+	return m, markSet
 }
 
 // appendFrame appends one frame to b and returns the extended slice.
@@ -112,17 +167,22 @@ func decodeTrusted(b []byte, off int) frame {
 type header struct {
 	version uint32
 	flags   uint32
+	mark    mark
+	marked  markState
 }
 
-// decodeHeader checks the header at b[0:] and returns it, or a reason it is bad.
+// decodeHeader checks the header at b[0:] and returns it, or a reason it is bad. b may be
+// longer than the header. The version is checked before the length, so that a file of an
+// older format is refused as such, never misread.
 func decodeHeader(b []byte) (header, string) {
-	if len(b) < headerLen {
+	const fixedLen = headerCRCOff + 4
+	if len(b) < fixedLen {
 		return header{}, "file shorter than the header"
 	}
 	if [8]byte(b[0:8]) != magic {
 		return header{}, "wrong magic bytes"
 	}
-	if binary.LittleEndian.Uint32(b[headerCRCOff:headerLen]) != crc32.Checksum(b[:headerCRCOff], castagnoli) {
+	if binary.LittleEndian.Uint32(b[headerCRCOff:fixedLen]) != crc32.Checksum(b[:headerCRCOff], castagnoli) {
 		return header{}, "header checksum mismatch"
 	}
 	h := header{
@@ -130,10 +190,15 @@ func decodeHeader(b []byte) (header, string) {
 		flags:   binary.LittleEndian.Uint32(b[12:16]),
 	}
 	if h.version != formatVersion {
-		return header{}, fmt.Sprintf("unsupported format version %d", h.version)
+		return header{}, fmt.Sprintf("format version %d, but this build reads only version %d (a different sluice "+
+			"release wrote it: open it with that release)", h.version, formatVersion)
+	}
+	if len(b) < headerLen {
+		return header{}, "file shorter than the header"
 	}
 	if h.flags&^headerFlagsKnown != 0 {
 		return header{}, "unknown header flags"
 	}
+	h.mark, h.marked = decodeMark(b)
 	return h, ""
 }

@@ -1,11 +1,13 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,6 +38,11 @@ func fuzzSeeds() map[string][]byte {
 		"garbage":          garbage,
 		"short-header":     valid.bytes()[:9],
 		"flip-snapshot":    flipByte(snap.bytes(), headerLen+frameMin),
+		"closed":           markClosed(valid.bytes()),
+		"closed-flip-last": flipByte(markClosed(valid.bytes()), len(valid.b)-2),
+		"closed-cut":       markClosed(valid.bytes())[:valid.offs[3]],
+		"closed-snapshot":  markClosed(snap.bytes()),
+		"mark-torn":        flipByte(markClosed(valid.bytes()), markOff+5),
 	}
 	return seeds
 }
@@ -72,6 +79,9 @@ func FuzzScan(f *testing.F) {
 
 // checkScan states FuzzScan's property for one input.
 func checkScan(b []byte) error {
+	if err := checkChunked(b); err != nil {
+		return err
+	}
 	var got []Record
 	tail, err := Scan(b, func(r Record) error { got = append(got, r); return nil })
 	if err != nil {
@@ -118,5 +128,27 @@ func checkScan(b []byte) error {
 		}
 	}
 	_ = Describe(b)
+	return nil
+}
+
+// checkChunked: reading the file in small chunks (as Open does, with readChunk) classifies and
+// replays exactly as scanning it whole in memory.
+func checkChunked(b []byte) error {
+	var whole, chunked []rec
+	wantTail, wantErr := Scan(b, collect(&whole))
+	for _, chunk := range []int{1, 7, 64} {
+		chunked = chunked[:0]
+		src := &fileSource{f: bytes.NewReader(b), n: int64(len(b)), chunk: chunk}
+		tail, err := classify(src)
+		if err == nil {
+			err = replayPrefix(src, tail, collect(&chunked))
+		}
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			return fmt.Errorf("chunk %d: error %v, whole in memory %v", chunk, err, wantErr)
+		}
+		if wantErr == nil && (tail != wantTail || !slices.Equal(chunked, whole)) {
+			return fmt.Errorf("chunk %d: %+v %v, whole in memory %+v %v", chunk, tail, chunked, wantTail, whole)
+		}
+	}
 	return nil
 }

@@ -181,3 +181,13 @@ func recs(s string) []rec {
 	}
 	return out
 }
+
+// markClosed writes into b, a clean journal, the clean-close mark Close would write.
+func markClosed(b []byte) []byte {
+	t, err := Scan(b, nil)
+	if err != nil || t.Kind != TailClean {
+		panic(fmt.Sprintf("markClosed: %+v, %v", t, err))
+	}
+	copy(b[markOff:], encodeMark(mark{size: t.Size, last: t.Last}))
+	return b
+}

@@ -17,19 +17,28 @@ type Record struct {
 	LSN      LSN
 	Tag      uint8
 	Snapshot bool // written by Compact; only ever the first record replayed
-	Data     []byte
+	// Data is valid only during the replay call (Open and Read reuse their read buffer);
+	// Scan's aliases its input.
+	Data []byte
 }
 
 // Config configures a Journal. Zero fields take their defaults.
 type Config struct {
-	RecordMax   int          // largest Append data; default RecordMaxDefault
-	SnapshotMax int          // largest Compact snapshot; default SnapshotMaxDefault
-	Logger      *slog.Logger // default: discard
+	RecordMax   int // largest Append data; default RecordMaxDefault
+	SnapshotMax int // largest Compact snapshot; default SnapshotMaxDefault
+	// JournalMax bounds the file: an Append that would grow it beyond is refused with
+	// ErrFull (compaction, which shrinks it, still runs). It bounds a journal whose
+	// compactions keep failing. Default: the largest of JournalMaxDefault, 2*SnapshotMax and
+	// the least allowed, SnapshotMax + 2*RecordMax (plus framing), so that a compacted journal
+	// takes appends.
+	JournalMax int64
+	Logger     *slog.Logger // default: discard
 }
 
 const (
 	RecordMaxDefault   = 1 << 20
 	SnapshotMaxDefault = 256 << 20
+	JournalMaxDefault  = 1 << 30
 
 	compactSuffix = ".compact"
 	// bufKeepMax: Commit drops a write buffer that grew beyond this, so one huge batch does not
@@ -49,6 +58,8 @@ var (
 	ErrUndecided = errors.New("journal: failed batch left undecided in the file")
 	// ErrClosed: the journal was closed.
 	ErrClosed = errors.New("journal: closed")
+	// ErrFull: an Append would grow the file beyond Config.JournalMax; nothing was buffered.
+	ErrFull = errors.New("journal: full")
 )
 
 // Journal is an open journal. It is not safe for concurrent use: it has one owner.
@@ -79,31 +90,46 @@ type Journal struct {
 }
 
 // Open opens or creates the journal name in fsys, running the recovery table of doc.go, and
-// calls replay (if not nil) for every surviving record in LSN order before it returns. replay
-// sees Record.Data aliasing a buffer the journal never reuses. A replay error aborts Open.
+// calls replay (if not nil) for every surviving record in LSN order before it returns.
+// Record.Data is valid only during the call: the file is read in bounded chunks. An error
+// from replay refuses the journal like corruption (a *FormatError wrapping ErrCorrupt and the
+// error); so does every other refusal, and a refusal writes nothing (the caller must discard
+// whatever replay built).
 func Open(fsys core.FS, name string, cfg Config, replay func(Record) error) (*Journal, error) {
-	cfg = cfg.withDefaults()
-	o := &opener{fs: fsys, name: name, cfg: cfg, replayFn: replay}
-	for range lookMax {
-		find, err := o.look()
-		if err == nil {
-			var done bool
-			done, err = recoveryTable[find].act(o)
-			if err == nil && !done {
-				continue
-			}
-		}
-		if err != nil {
-			if o.f != nil {
-				if cerr := o.f.Close(); cerr != nil {
-					err = errors.Join(err, fmt.Errorf("journal: closing %q: %w", name, cerr))
-				}
-			}
-			return nil, err
-		}
-		return o.j, nil
+	o := &opener{fs: fsys, name: name, cfg: cfg.withDefaults(), replayFn: replay}
+	if err := o.run(); err != nil {
+		return nil, err
 	}
-	panic("journal: recovery did not settle in lookMax rounds")
+	return o.j, nil
+}
+
+// Read replays the journal name in fsys like Open, for inspection, and writes nothing: it
+// never creates, truncates or clears a mark, ignores a leftover <name>.compact, and reports a
+// torn tail (Tail.Kind == TailTorn, Tail.Cut) instead of cutting it. A missing or empty file
+// reads as TailEmpty. A journal Open would refuse is refused with the same error, after
+// replay has seen the complete batches before the damage (none for a bad header).
+func Read(fsys core.FS, name string, cfg Config, replay func(Record) error) (Tail, error) {
+	o := &opener{fs: fsys, name: name, cfg: cfg.withDefaults(), replayFn: replay, readOnly: true}
+	err := o.run()
+	return o.tail, err
+}
+
+func (o *opener) run() error {
+	rows, err := o.look()
+	for _, find := range rows {
+		if err != nil {
+			break
+		}
+		err = recoveryTable[find].act(o)
+	}
+	if o.readOnly || err != nil {
+		if o.f != nil {
+			if cerr := o.f.Close(); cerr != nil && err == nil && !o.readOnly {
+				err = fmt.Errorf("journal: closing %q: %w", o.name, cerr)
+			}
+		}
+	}
+	return err
 }
 
 func (c Config) withDefaults() Config {
@@ -117,10 +143,22 @@ func (c Config) withDefaults() Config {
 	if c.SnapshotMax == 0 {
 		c.SnapshotMax = SnapshotMaxDefault
 	}
+	if c.JournalMax == 0 {
+		c.JournalMax = max(JournalMaxDefault, 2*int64(c.SnapshotMax), journalMaxLeast(c))
+	}
+	if least := journalMaxLeast(c); c.JournalMax < least {
+		panic(fmt.Sprintf("journal: Config.JournalMax %d is below %d (SnapshotMax + 2*RecordMax with framing)",
+			c.JournalMax, least))
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// journalMaxLeast is the smallest JournalMax c allows: a compacted file and two records.
+func journalMaxLeast(c Config) int64 {
+	return headerLen + int64(c.SnapshotMax) + 2*int64(c.RecordMax) + 3*frameMin
 }
 
 func newJournal(o *opener, f core.File) *Journal {
@@ -154,6 +192,11 @@ func (j *Journal) Append(tag uint8, data []byte) (LSN, error) {
 	}
 	if len(data) > j.cfg.RecordMax {
 		return 0, fmt.Errorf("%w: %d bytes, RecordMax is %d", ErrTooLarge, len(data), j.cfg.RecordMax)
+	}
+	if grown := j.size + int64(len(j.buf)+frameMin+len(data)); grown > j.cfg.JournalMax {
+		return 0, fmt.Errorf("%w: %q would grow to %d bytes, over JournalMax (%d): it grows until a "+
+			"compaction shrinks it, and compactions have not (see the errors logged for them); fix "+
+			"their cause and compact, or raise JournalMax", ErrFull, j.name, grown, j.cfg.JournalMax)
 	}
 	lsn := j.next
 	j.lastFrame = len(j.buf)
@@ -225,7 +268,7 @@ func (j *Journal) Buffered() int { return j.buffered }
 func (j *Journal) GrownBytes() int64 { return j.grown }
 
 // Compact replaces the journal with a file holding one snapshot record (LSN = Durable()) that
-// must stand for every record so far. Nothing may be buffered. Outcomes (SPEC 2.7):
+// must stand for every record so far. Nothing may be buffered. Outcomes (docs/journal.md):
 //   - kept: it failed before the rename; the old journal stands and stays usable; an error is
 //     returned;
 //   - lost: it failed after the rename; the journal is poisoned until reopened, and a reopen
@@ -269,7 +312,11 @@ func (j *Journal) Compact(tag uint8, snapshot []byte) error {
 	return nil
 }
 
-// Close closes the file. Records still buffered are dropped: they were never acknowledged.
+// Close writes the clean-close mark (the file's length and last LSN) into the header, syncs
+// it and closes the file. Records still buffered are dropped: they were never acknowledged.
+// A poisoned journal is closed without the mark: its file may hold undecided bytes, which the
+// next Open judges by the crash rows of the recovery table. A failure to write or sync the
+// mark leaves at worst a torn mark, which Open treats as none.
 func (j *Journal) Close() error {
 	if j.closed {
 		return ErrClosed
@@ -280,8 +327,19 @@ func (j *Journal) Close() error {
 	if j.f == nil {
 		return nil
 	}
-	if err := j.f.Close(); err != nil {
-		return fmt.Errorf("journal: closing %q: %w", j.name, err)
+	var err error
+	if j.poison == nil {
+		if _, err = j.f.WriteAt(encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
+			err = fmt.Errorf("journal: writing the clean-close mark of %q: %w", j.name, err)
+		} else if err = j.f.Sync(); err != nil {
+			err = fmt.Errorf("journal: syncing the clean-close mark of %q: %w", j.name, err)
+		}
 	}
-	return nil
+	if cerr := j.f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("journal: closing %q: %w", j.name, cerr))
+	}
+	return err
 }
+
+// Size returns the file's length: the header and the complete batches.
+func (j *Journal) Size() int64 { return j.size }

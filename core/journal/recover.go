@@ -28,14 +28,15 @@ func (f finding) String() string {
 	return fmt.Sprintf("finding(%d)", uint8(f))
 }
 
-// rule is one row of the recovery table of SPEC 2.6 (the same table is in doc.go).
+// rule is one row of the recovery table (the same table is in doc.go).
 type rule struct {
 	finds finding
 	name  string
 	what  string // what open finds
 	does  string // what it does
-	// act performs the row; done=false sends Open back to look again.
-	act func(o *opener) (done bool, err error)
+	// act performs the row; it runs only after look has read, classified and replayed
+	// everything, so a refusal has written nothing.
+	act func(o *opener) error
 }
 
 // recoveryTable is indexed by finding. The row for jobs running at the crash belongs to the
@@ -43,152 +44,188 @@ type rule struct {
 var recoveryTable = [...]rule{
 	findLeftoverCompact: {findLeftoverCompact, "leftover-compact",
 		"a leftover <name>.compact",
-		"the rename did not happen: remove it, sync the directory, look again",
+		"the rename did not happen: remove it, sync the directory, then the journal's own row",
 		(*opener).removeCompact},
 	findNoJournal: {findNoJournal, "no-journal",
 		"no journal, or an empty file",
 		"create it with its header (written to <name>.compact, synced, renamed, directory synced)",
 		(*opener).create},
 	findClean: {findClean, "clean",
-		"a valid header and complete batches to the end",
-		"sync the directory, replay",
-		(*opener).replay},
+		"a valid header and complete batches to the end (and, with a clean-close mark, exactly the length and last LSN it records)",
+		"replay; clear the mark (write, sync) if there is one; sync the directory",
+		(*opener).settle},
 	findTorn: {findTorn, "torn",
-		"a short or bad frame, or a last batch without its end flag, with no valid frame of a later batch after it",
-		"truncate to the end of the last complete batch, sync, log at Warn with the offset and bytes dropped, sync the directory, replay",
+		"no clean-close mark, and a short or bad frame, or a last batch without its end flag, with no valid frame of a later batch after it",
+		"replay the complete batches; truncate to the end of the last one, clear a torn mark, sync, log at Warn with the offset and bytes dropped, sync the directory",
 		(*opener).cut},
 	findCorrupt: {findCorrupt, "corrupt",
-		"a bad frame followed by a valid frame of a later batch, or valid frames that do not follow on",
-		"refuse: an error naming the file, the offset and the LSNs around it; truncate nothing",
+		"a bad frame followed by a valid frame of a later batch; valid frames that do not follow on; a clean-close mark the file does not match; a record the replay refuses",
+		"refuse, changing nothing: an error naming the file, the offset and the LSNs around it",
 		(*opener).refuse},
 	findBadHeader: {findBadHeader, "bad-header",
-		"a bad header in a non-empty file",
-		"refuse",
+		"a bad header (or another format version) in a non-empty file",
+		"refuse, changing nothing",
 		(*opener).refuse},
 }
 
-// lookMax bounds Open's look-act loop: a leftover .compact is removed once, then one
-// terminal row runs.
-const lookMax = 3
-
-// opener carries one Open through the recovery table.
+// opener carries one Open or Read through the recovery table.
 type opener struct {
 	fs       core.FS
 	name     string
 	cfg      Config
 	replayFn func(Record) error
+	readOnly bool
 
 	f    core.File // the journal, open while classifying
-	data []byte    // its bytes
 	tail Tail
-	ferr *FormatError
-	j    *Journal // the result of a terminal row
+	ferr error    // the refusal
+	j    *Journal // the result of Open
 }
 
 func (o *opener) compactName() string { return o.name + compactSuffix }
 
-// look decides which row applies. Side effects: opens and reads the journal.
-func (o *opener) look() (finding, error) {
-	if _, err := o.fs.Stat(o.compactName()); err == nil {
-		return findLeftoverCompact, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("journal: stat %q: %w", o.compactName(), err)
+// look reads, classifies and replays the journal, and returns the rows to run, in order. It
+// writes nothing, so every refusal is decided before anything changes. Read ignores a
+// leftover .compact.
+func (o *opener) look() ([]finding, error) {
+	var rows []finding
+	if !o.readOnly {
+		if _, err := o.fs.Stat(o.compactName()); err == nil {
+			rows = append(rows, findLeftoverCompact)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("journal: stat %q: %w", o.compactName(), err)
+		}
 	}
 	size, err := o.fs.Stat(o.name)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && size == 0) {
-		return findNoJournal, nil
+		return append(rows, findNoJournal), nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("journal: stat %q: %w", o.name, err)
+		return nil, fmt.Errorf("journal: stat %q: %w", o.name, err)
 	}
 	f, err := o.fs.Open(o.name)
 	if err != nil {
-		return 0, fmt.Errorf("journal: open %q: %w", o.name, err)
+		return nil, fmt.Errorf("journal: open %q: %w", o.name, err)
 	}
 	o.f = f
 	if size, err = f.Size(); err != nil {
-		return 0, fmt.Errorf("journal: size of %q: %w", o.name, err)
+		return nil, fmt.Errorf("journal: size of %q: %w", o.name, err)
 	}
-	o.data = make([]byte, size)
-	if n, err := f.ReadAt(o.data, 0); n != len(o.data) {
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	src := &fileSource{f: f, n: size}
+	o.tail, err = classify(src)
+	if err == nil {
+		err = replayPrefix(src, o.tail, o.replayFn)
+	} else if o.readOnly && !errors.Is(err, ErrBadHeader) {
+		// Inspection shows what a refused journal holds before the damage.
+		if rerr := replayPrefix(src, o.tail, o.replayFn); rerr != nil {
+			err = rerr
 		}
-		return 0, fmt.Errorf("journal: read %q (%d of %d bytes): %w", o.name, n, size, err)
 	}
-	o.tail, err = classify(o.data)
 	var fe *FormatError
 	switch {
 	case errors.As(err, &fe):
 		fe.File = o.name
 		o.ferr = fe
 		if errors.Is(fe, ErrBadHeader) {
-			return findBadHeader, nil
+			return []finding{findBadHeader}, nil
 		}
-		return findCorrupt, nil
+		return []finding{findCorrupt}, nil
 	case err != nil:
-		return 0, err
+		return nil, fmt.Errorf("journal: reading %q: %w", o.name, err)
 	case o.tail.Kind == TailTorn:
-		return findTorn, nil
+		return append(rows, findTorn), nil
 	}
-	return findClean, nil
+	return append(rows, findClean), nil
 }
 
-func (o *opener) removeCompact() (bool, error) {
+func (o *opener) removeCompact() error {
 	if err := o.fs.Remove(o.compactName()); err != nil {
-		return false, fmt.Errorf("journal: removing leftover %q: %w", o.compactName(), err)
+		return fmt.Errorf("journal: removing leftover %q: %w", o.compactName(), err)
 	}
 	if err := o.fs.SyncDir(); err != nil {
-		return false, fmt.Errorf("journal: syncing the directory after removing %q: %w", o.compactName(), err)
+		return fmt.Errorf("journal: syncing the directory after removing %q: %w", o.compactName(), err)
 	}
 	o.cfg.Logger.Warn("journal: removed leftover compaction file; replaying the old journal",
 		"file", o.compactName())
-	return false, nil
+	return nil
 }
 
-func (o *opener) create() (bool, error) {
+func (o *opener) create() error {
+	if o.readOnly {
+		o.tail = Tail{}
+		return nil
+	}
 	if _, err := swap(o.fs, o.name, appendHeader(nil, 0)); err != nil {
-		return true, fmt.Errorf("journal: creating %q: %w", o.name, err)
+		return fmt.Errorf("journal: creating %q: %w", o.name, err)
 	}
 	f, err := o.fs.Open(o.name)
 	if err != nil {
-		return true, fmt.Errorf("journal: opening %q after creating it: %w", o.name, err)
+		return fmt.Errorf("journal: opening %q after creating it: %w", o.name, err)
 	}
 	o.f = f
 	o.tail = Tail{Kind: TailClean, Size: headerLen, Cut: headerLen}
 	o.j = newJournal(o, f)
-	return true, nil
+	return nil
 }
 
-func (o *opener) cut() (bool, error) {
+// cut truncates the torn tail the replay stopped before, and clears a torn mark, under one
+// sync. Read only reports it (Tail.Kind == TailTorn).
+func (o *opener) cut() error {
+	if o.readOnly {
+		return nil
+	}
 	t := o.tail
 	if err := o.f.Truncate(t.Cut); err != nil {
-		return true, fmt.Errorf("journal: cutting the torn tail of %q at offset %d: %w", o.name, t.Cut, err)
+		return fmt.Errorf("journal: cutting the torn tail of %q at offset %d: %w", o.name, t.Cut, err)
+	}
+	if t.Marked {
+		if err := o.writeMark(noMark[:]); err != nil {
+			return err
+		}
 	}
 	if err := o.f.Sync(); err != nil {
 		// The cut is undecided now, like a failed batch (see Journal.fail).
-		return true, fmt.Errorf("journal: %w: syncing %q after cutting its torn tail: %w", ErrUndecided, o.name, err)
+		return fmt.Errorf("journal: %w: syncing %q after cutting its torn tail: %w", ErrUndecided, o.name, err)
 	}
 	o.cfg.Logger.Warn("journal: cut a torn tail", "file", o.name, "offset", t.Cut,
 		"dropped", t.Dropped(), "reason", t.Reason, "last_lsn", uint64(t.Last))
-	return o.replay()
+	o.tail.Marked = false
+	return o.settle()
 }
 
-func (o *opener) replay() (bool, error) {
+// settle clears a clean-close mark durably, then syncs the directory, before the journal
+// takes any append.
+func (o *opener) settle() error {
+	if o.readOnly {
+		return nil
+	}
+	if o.tail.Marked {
+		if err := o.writeMark(noMark[:]); err != nil {
+			return err
+		}
+		if err := o.f.Sync(); err != nil {
+			return fmt.Errorf("journal: syncing %q after clearing its clean-close mark: %w", o.name, err)
+		}
+		o.tail.Marked = false
+	}
 	// A SyncDir that failed before this Open (while creating or compacting) left the
 	// journal's directory entry undecided; a successful one now settles it.
 	if err := o.fs.SyncDir(); err != nil {
-		return true, fmt.Errorf("journal: syncing the directory of %q: %w", o.name, err)
-	}
-	if err := replayPrefix(o.data, o.tail, o.replayFn); err != nil {
-		return true, fmt.Errorf("journal: opening %q: %w", o.name, err)
+		return fmt.Errorf("journal: syncing the directory of %q: %w", o.name, err)
 	}
 	o.j = newJournal(o, o.f)
-	return true, nil
+	return nil
 }
 
-func (o *opener) refuse() (bool, error) {
-	return true, o.ferr
+func (o *opener) writeMark(b []byte) error {
+	if _, err := o.f.WriteAt(b, markOff); err != nil {
+		return fmt.Errorf("journal: clearing the clean-close mark of %q: %w", o.name, err)
+	}
+	return nil
+}
+
+func (o *opener) refuse() error {
+	return o.ferr
 }
 
 // swap atomically makes name hold exactly data: write <name>.compact, sync it, close it,

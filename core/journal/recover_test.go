@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"testing"
 
@@ -19,7 +21,7 @@ func zeroRange(b []byte, from, to int) []byte {
 	return b
 }
 
-// TestRecoveryTable runs every row of the SPEC 2.6 table (doc.go, recoveryTable).
+// TestRecoveryTable runs every row of the recovery table (doc.go, recoveryTable).
 func TestRecoveryTable(t *testing.T) {
 	type outcome struct {
 		Find    string
@@ -36,6 +38,7 @@ func TestRecoveryTable(t *testing.T) {
 		want    outcome
 		wantLog string // substring of the log; "" means nothing logged
 		wantMsg string // substring of the error
+		refuse  LSN    // the replay function refuses this record
 	}{
 		{name: "no journal", want: outcome{Find: "no-journal", Size: headerLen, Names: []string{"j"}}},
 		{name: "empty file is no journal", files: map[string][]byte{"j": {}},
@@ -93,11 +96,56 @@ func TestRecoveryTable(t *testing.T) {
 			want: outcome{Find: "bad-header", Err: ErrBadHeader.Error(), Size: 7, Names: []string{"j"}}},
 		{name: "leftover compact: removed, the old journal replayed",
 			files:   map[string][]byte{"j": two.bytes(), "j.compact": newSnapshotFile(3, 3, "state").bytes()},
-			want:    outcome{Find: "leftover-compact", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}},
+			want:    outcome{Find: "leftover-compact+clean", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}},
 			wantLog: "removed leftover compaction file"},
 		{name: "leftover compact without a journal: removed, then created",
 			files: map[string][]byte{"j.compact": {1, 2, 3}},
-			want:  outcome{Find: "leftover-compact", Size: headerLen, Names: []string{"j"}}, wantLog: "removed leftover"},
+			want:  outcome{Find: "leftover-compact+no-journal", Size: headerLen, Names: []string{"j"}}, wantLog: "removed leftover"},
+		{name: "leftover compact beside a corrupt journal: both left as they are",
+			files:   map[string][]byte{"j": flipByte(two.bytes(), two.offs[0]+frameMin), "j.compact": {1, 2, 3}},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j", "j.compact"}},
+			wantMsg: "Restore the file from a backup"},
+		{name: "closed cleanly: replayed, the mark cleared",
+			files: map[string][]byte{"j": markClosed(two.bytes())},
+			want:  outcome{Find: "clean", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}}},
+		{name: "closed cleanly, then a bit flip in the last batch: refused, not cut",
+			files:   map[string][]byte{"j": flipByte(markClosed(two.bytes()), len(two.b)-1)},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
+			wantMsg: fmt.Sprintf("closed cleanly at %d bytes (last LSN 3), but it no longer matches: bad or short frame at offset %d", len(two.b), two.offs[2])},
+		{name: "closed cleanly, then cut at a batch boundary: refused",
+			files:   map[string][]byte{"j": markClosed(two.bytes())[:batch2]},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: batch2, Names: []string{"j"}},
+			wantMsg: fmt.Sprintf("but the file was cut to %d bytes", batch2)},
+		{name: "closed cleanly, then grown by a complete batch: refused",
+			files: map[string][]byte{"j": func() []byte {
+				fb := newFile().batchOf(true, "a", "b")
+				b := markClosed(fb.bytes())
+				return appendFrame(b, 3, 2, flagEnd, 1, []byte("c"))
+			}()},
+			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
+			wantMsg: "has grown to"},
+		{name: "a torn mark counts as none: the crash rows apply",
+			files: map[string][]byte{"j": func() []byte {
+				b := markClosed(two.bytes())
+				b[markOff+3] ^= 1
+				return b[:len(b)-2]
+			}()},
+			want:    outcome{Find: "torn", Records: recs("a b"), Size: batch2, Names: []string{"j"}},
+			wantLog: "cut a torn tail"},
+		{name: "a record the replay refuses, and a torn tail: refused, nothing cut",
+			files:   map[string][]byte{"j": two.bytes()[:len(two.b)-3]},
+			refuse:  2,
+			want:    outcome{Find: "corrupt", Records: recs("a"), Err: ErrCorrupt.Error(), Size: int64(len(two.b) - 3), Names: []string{"j"}},
+			wantMsg: fmt.Sprintf("at offset %d (LSN before 1, after 2): record LSN 2 (tag 1, 1 bytes) does not replay: refused by the test", two.offs[1])},
+		{name: "bad header: an older format version",
+			files: map[string][]byte{"j": func() []byte {
+				b := two.bytes()
+				binary.LittleEndian.PutUint32(b[8:12], 1)
+				binary.LittleEndian.PutUint32(b[headerCRCOff:], crc32.Checksum(b[:headerCRCOff], castagnoli))
+				return b[:20]
+			}()},
+			want:    outcome{Find: "bad-header", Err: ErrBadHeader.Error(), Size: 20, Names: []string{"j"}},
+			wantMsg: "format version 1, but this build reads only version 2"},
 		{name: "clean after a compaction: the snapshot first",
 			files: map[string][]byte{"j": newSnapshotFile(5, 3, "state").batchOf(true, "x").bytes()},
 			want: outcome{Find: "clean", Records: []rec{{5, 9, true, "state"}, {6, 1, false, "x"}},
@@ -116,8 +164,18 @@ func TestRecoveryTable(t *testing.T) {
 				before[name] = readFile(t, d, name)
 			}
 			log, logs := logBuffer()
-			o := &opener{fs: d, name: "j", cfg: Config{Logger: log}.withDefaults()}
-			find, err := o.look()
+			replayer := func(out *[]rec) func(Record) error {
+				all := collect(out)
+				return func(r Record) error {
+					if r.LSN == tt.refuse {
+						return errors.New("refused by the test")
+					}
+					return all(r)
+				}
+			}
+			var looked []rec
+			o := &opener{fs: d, name: "j", cfg: Config{Logger: log}.withDefaults(), replayFn: replayer(&looked)}
+			rows, err := o.look()
 			if err != nil {
 				t.Fatalf("look: %v", err)
 			}
@@ -125,14 +183,22 @@ func TestRecoveryTable(t *testing.T) {
 				o.f.Close()
 			}
 			var got outcome
-			got.Find = find.String()
-			j, err := Open(d, "j", Config{Logger: log}, collect(&got.Records))
+			for i, find := range rows {
+				if i > 0 {
+					got.Find += "+"
+				}
+				got.Find += find.String()
+			}
+			j, err := Open(d, "j", Config{Logger: log}, replayer(&got.Records))
 			if err != nil {
 				var fe *FormatError
 				if !errors.As(err, &fe) {
 					t.Fatalf("Open: %v is not a *FormatError", err)
 				}
 				got.Err = fe.Err.Error()
+				if !errors.Is(err, ErrCorrupt) || !strings.HasSuffix(err.Error(), advice) {
+					t.Errorf("refusal %q does not wrap ErrCorrupt or does not end with the advice", err)
+				}
 				if !strings.Contains(err.Error(), tt.wantMsg) {
 					t.Errorf("error %q does not contain %q", err, tt.wantMsg)
 				}

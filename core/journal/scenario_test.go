@@ -2,8 +2,11 @@ package journal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,7 +16,12 @@ import (
 
 // TestScenarios runs corpus/journal/*.txt. Commands:
 //
-//	open                      open the journal "j", print what replayed and what was logged
+//	open [refuse=LSN] [record-max=N snapshot-max=N journal-max=N]
+//	                          open the journal "j", print what replayed and what was logged;
+//	                          after a refusal, whether every file is byte for byte unchanged.
+//	                          refuse: the replay refuses that record (an undecodable record)
+//	read [refuse=LSN]         journal.Read: the same, read-only; always checks the files
+//	                          (bytes and listing) are unchanged
 //	append [tag=N]            append each input line as one record
 //	commit                    commit the buffered records
 //	compact [tag=N]           compact with the input as the snapshot
@@ -61,17 +69,42 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 	case "open":
 		log, logs := logBuffer()
 		var got []rec
-		j, err := Open(s.d, "j", Config{Logger: log}, collect(&got))
+		before := s.files(t)
+		cfg := Config{Logger: log}
+		td.MaybeScanArgs(t, "record-max", &cfg.RecordMax)
+		td.MaybeScanArgs(t, "snapshot-max", &cfg.SnapshotMax)
+		td.MaybeScanArgs(t, "journal-max", &cfg.JournalMax)
+		j, err := Open(s.d, "j", cfg, refusing(t, td, collect(&got)))
 		for _, r := range got {
 			fmt.Fprintf(&out, "replay %v\n", r)
 		}
 		out.WriteString(logs.String())
 		if err != nil {
 			fmt.Fprintf(&out, "error: %v\n", err)
+			out.WriteString(s.compare(t, before))
 			break
 		}
 		s.j = j
 		fmt.Fprintf(&out, "durable %d\n", j.Durable())
+	case "read":
+		log, logs := logBuffer()
+		var got []rec
+		before := s.files(t)
+		tail, err := Read(s.d, "j", Config{Logger: log}, refusing(t, td, collect(&got)))
+		for _, r := range got {
+			fmt.Fprintf(&out, "replay %v\n", r)
+		}
+		out.WriteString(logs.String())
+		if err != nil {
+			fmt.Fprintf(&out, "error: %v\n", err)
+		} else {
+			fmt.Fprintf(&out, "tail %v: size %d, cut %d, records %d, closed %v\n",
+				tail.Kind, tail.Size, tail.Cut, tail.Records, tail.Closed)
+			if tail.Kind == TailTorn {
+				fmt.Fprintf(&out, "torn: %s (%d bytes would be cut)\n", tail.Reason, tail.Dropped())
+			}
+		}
+		out.WriteString(s.compare(t, before))
 	case "append":
 		tag := 1
 		td.MaybeScanArgs(t, "tag", &tag)
@@ -154,6 +187,44 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		return "ok\n"
 	}
 	return out.String()
+}
+
+// refusing makes replay refuse the record with the LSN of the command's refuse argument, as
+// the runner refuses a record it cannot decode.
+func refusing(t *testing.T, td *datadriven.TestData, replay func(Record) error) func(Record) error {
+	var lsn int
+	if !td.MaybeScanArgs(t, "refuse", &lsn) {
+		return replay
+	}
+	return func(r Record) error {
+		if r.LSN == LSN(lsn) {
+			return errors.New("runner: record does not decode (the scenario refuses it)")
+		}
+		return replay(r)
+	}
+}
+
+// files returns the directory listing and every file's bytes, what must not change.
+func (s *scenario) files(t *testing.T) map[string]string {
+	names, err := s.d.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, name := range names {
+		m[name] = string(readFile(t, s.d, name))
+	}
+	return m
+}
+
+// compare says whether the files are as they were, byte for byte.
+func (s *scenario) compare(t *testing.T, before map[string]string) string {
+	after := s.files(t)
+	names := slices.Sorted(maps.Keys(before))
+	if !maps.Equal(before, after) {
+		return fmt.Sprintf("files CHANGED: %v, now %v\n", names, slices.Sorted(maps.Keys(after)))
+	}
+	return fmt.Sprintf("files unchanged: %v\n", names)
 }
 
 func (s *scenario) journal(t *testing.T) *Journal {

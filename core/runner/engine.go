@@ -153,21 +153,20 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 }
 
 // Replay returns the state the journal name on fsys replays to, without requeueing orphans
-// and without writing (beyond the journal's own torn-tail cut). For checkers: run it on a copy.
+// and without writing anything (journal.Read: a torn tail is left in place, not cut).
 func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return Snapshot{}, err
 	}
 	m := NewMachine(cfg.machine())
-	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
+	if _, err := journal.Read(fsys, name, cfg.journal(), func(r journal.Record) error {
 		return m.Replay(r.Tag, r.Snapshot, r.Data)
-	})
-	if err != nil {
+	}); err != nil {
 		return Snapshot{}, fmt.Errorf("runner: replaying %q: %w", name, err)
 	}
 	s, _ := m.Snapshot(math.MaxInt)
-	return s, j.Close()
+	return s, nil
 }
 
 func (e *Engine) usable() error {

@@ -35,6 +35,7 @@ func Run(t *testing.T, newFS func(t *testing.T) core.FS) {
 	}{
 		{"CreateIsEmpty", testCreateIsEmpty},
 		{"WriteAppendsReadAt", testWriteAppendsReadAt},
+		{"WriteAtOverwritesInPlace", testWriteAtOverwritesInPlace},
 		{"ReadAtShortIsEOF", testReadAtShortIsEOF},
 		{"SyncKeepsContents", testSyncKeepsContents},
 		{"TruncateThenAppend", testTruncateThenAppend},
@@ -137,6 +138,34 @@ func testWriteAppendsReadAt(t *testing.T, fsys core.FS) {
 	// Reading an exact tail is not short: nil or io.EOF are both allowed by io.ReaderAt.
 	if n, err := f.ReadAt(b, 8); n != 3 || (err != nil && err != io.EOF) || string(b) != "rld" {
 		t.Errorf("ReadAt(3 bytes, 8) = %d, %v, %q; want 3, nil|EOF, \"rld\"", n, err, b)
+	}
+}
+
+// testWriteAtOverwritesInPlace: WriteAt replaces bytes inside the file without changing its
+// size, a later Write still appends at the end, both survive a reopen after Sync, and a
+// WriteAt past the end is refused.
+func testWriteAtOverwritesInPlace(t *testing.T, fsys core.FS) {
+	f := create(t, fsys, "a")
+	write(t, f, "hello world")
+	if n, err := f.WriteAt([]byte("HELLO"), 0); n != 5 || err != nil {
+		t.Fatalf("WriteAt(5 bytes, 0) = %d, %v", n, err)
+	}
+	write(t, f, "!")
+	if n, err := f.WriteAt([]byte("W"), 6); n != 1 || err != nil {
+		t.Fatalf("WriteAt(1 byte, 6) = %d, %v", n, err)
+	}
+	if diff := cmp.Diff("HELLO World!", all(t, f)); diff != "" {
+		t.Errorf("contents (-want +got):\n%s", diff)
+	}
+	if n, err := f.WriteAt([]byte("xy"), 11); err == nil {
+		t.Errorf("WriteAt(2 bytes, 11) past the end of 12 = %d, nil; want an error", n)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if diff := cmp.Diff("HELLO World!", fileOf(t, fsys, "a")); diff != "" {
+		t.Errorf("after reopen (-want +got):\n%s", diff)
 	}
 }
 

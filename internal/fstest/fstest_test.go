@@ -70,6 +70,14 @@ func (f *brokenFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// WriteAt appends, as pwrite does on a file opened with O_APPEND on Linux.
+func (f *brokenFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.how == "writeat-appends" {
+		return f.File.Write(p)
+	}
+	return f.File.WriteAt(p, off)
+}
+
 func (f *brokenFile) Close() error {
 	if f.how == "close-is-noop" {
 		return nil
@@ -83,13 +91,14 @@ var brokenWays = map[string]string{ // how -> a subtest that must fail
 	"list-unsorted":         "ListSorted",
 	"short-read-no-eof":     "ReadAtShortIsEOF",
 	"close-is-noop":         "ClosedFile",
+	"writeat-appends":       "WriteAtOverwritesInPlace",
 }
 
 func TestBrokenFS(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		t.Skip("run by TestSuiteCatchesBrokenFS only")
 	}
-	for _, how := range []string{"create-keeps-contents", "missing-not-notexist", "list-unsorted", "short-read-no-eof", "close-is-noop"} {
+	for _, how := range []string{"create-keeps-contents", "missing-not-notexist", "list-unsorted", "short-read-no-eof", "close-is-noop", "writeat-appends"} {
 		t.Run(how, func(t *testing.T) {
 			fstest.Run(t, func(t *testing.T) core.FS { return brokenFS{FS: disk.New(1), how: how} })
 		})

@@ -125,7 +125,7 @@ func (d *Disk) crashImage(name string, ino *inode, report *[]string) []byte {
 			k := int64(d.rng.Intn(len(c.data)))
 			cut := c.off + k
 			bound := (cut/SectorSize + 1) * SectorSize
-			if i < lastSynced {
+			if i < lastSynced || c.at {
 				bound = min(bound, end)
 			}
 			var garbage []byte

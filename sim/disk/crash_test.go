@@ -144,6 +144,54 @@ func TestTornGarbageStaysInItsSector(t *testing.T) {
 	}
 }
 
+// TestUnsyncedWriteAtStaysInItsRange: an unsynced WriteAt over synced bytes is lost, kept,
+// torn, zeroed or scattered inside its own range only: the size and every byte outside it
+// survive a crash, and a synced WriteAt survives whole.
+func TestUnsyncedWriteAtStaysInItsRange(t *testing.T) {
+	const from, n = 500, 40 // spans the sector boundary at 512, so it may scatter
+	base := pattern(0, 1000)
+	fates := map[string]bool{}
+	for seed := int64(1); seed <= seedsMax; seed++ {
+		d := New(seed)
+		f := durableFile(t, d, "a", base)
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'Z'}, n), from); err != nil {
+			t.Fatal(err)
+		}
+		d.Crash()
+		img, _ := contents(t, d, "a")
+		if len(img) != len(base) || !bytes.Equal(img[:from], base[:from]) || !bytes.Equal(img[from+n:], base[from+n:]) {
+			t.Fatalf("seed %d: a crash after an unsynced WriteAt changed bytes outside [%d, %d): %s",
+				seed, from, from+n, d.LastCrash())
+		}
+		var k int
+		fate := d.LastCrash()
+		if _, err := fmt.Sscanf(fate, "a: write 500+40 torn after %d", &k); err == nil {
+			fate = "torn"
+		}
+		fates[fate[:min(len(fate), 24)]] = true
+	}
+	if len(fates) < 4 {
+		t.Errorf("only %d crash fates for an unsynced WriteAt: %v", len(fates), fates)
+	}
+	d := New(1)
+	f := durableFile(t, d, "a", base)
+	if _, err := f.WriteAt([]byte("ZZ"), 3); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, f)
+	d.Crash()
+	if img, _ := contents(t, d, "a"); string(img[:6]) != "abcZZf" || len(img) != len(base) {
+		t.Fatalf("a synced WriteAt: %q..., %d bytes", img[:6], len(img))
+	}
+	if _, err := f.WriteAt([]byte("x"), 0); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("WriteAt on a file opened before the crash: %v", err)
+	}
+	f = durableFile(t, New(1), "b", base)
+	if _, err := f.WriteAt([]byte("xy"), 999); err == nil {
+		t.Fatal("WriteAt past the end succeeded")
+	}
+}
+
 // TestUnsyncedTruncate: an unsynced truncate is applied or not; a synced one survives.
 func TestUnsyncedTruncate(t *testing.T) {
 	seen := map[int]int{}

@@ -107,6 +107,7 @@ type inode struct {
 type change struct {
 	truncate bool
 	off      int64 // write: where it landed; truncate: the new size
+	at       bool  // a WriteAt: it overwrote bytes inside the file
 	data     []byte
 	// synced: covered by a successful Sync, survives every crash.
 	synced bool

@@ -18,7 +18,8 @@
 //  3. At Crash each write not yet made durable is, independently and by the seeded stream,
 //     lost, kept, torn (a strict prefix persists, followed by 0 or more garbage bytes that
 //     never pass the end of the 512-byte sector the prefix ends in, nor the write's own end
-//     when a later change of the file was synced, fixing its size), zeroed (the size reached
+//     when a later change of the file was synced, fixing its size, or when it was a WriteAt
+//     over bytes inside the file), zeroed (the size reached
 //     the disk, the data did not: the range reads as zeros) or, when it spans more than one
 //     sector, scattered (each sector-aligned piece kept or lost on its own). So a
 //     later write or sector can persist while an earlier one does not; holes read as zeros.

@@ -62,6 +62,38 @@ func (f *file) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteAt overwrites p at off inside the file; it is a pending change like a write (rule 3),
+// whose torn garbage never passes its own end.
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	d := f.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := f.check("write"); err != nil {
+		return 0, err
+	}
+	ino := f.ino
+	if off < 0 || off+int64(len(p)) > int64(len(ino.data)) {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrInvalid}
+	}
+	if err := d.begin(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	n := len(p)
+	var err error
+	if d.chance(d.faults.WriteErr) {
+		n = 0
+		if len(p) > 0 {
+			n = d.rng.Intn(len(p))
+		}
+		err = fmt.Errorf("disk: write %s at %d: short write of %d of %d bytes: %w", f.name, off, n, len(p), ErrInjected)
+	}
+	if n > 0 {
+		copy(ino.data[off:], p[:n])
+		ino.pending = append(ino.pending, change{off: off, at: true, data: append([]byte(nil), p[:n]...)})
+	}
+	return n, err
+}
+
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	d := f.d
 	d.mu.Lock()
