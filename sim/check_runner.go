@@ -345,6 +345,19 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 	}
 }
 
+// JobSettled: a commit's result reported job id's terminal state as durable (what the production
+// driver hands to OnSettled). The state committed with it must agree (unless a compaction in
+// the same commit pruned the job).
+func (c *Checker) JobSettled(node int, id uint64, state string) {
+	for _, v := range c.node(node).live {
+		if v.ID == id {
+			c.check(InvMachine, v.State == state, "node %d settled job %d as %s, but it is %v", node, id, state, v)
+			return
+		}
+	}
+	// Not in the state: a compaction in the same commit pruned it (retention).
+}
+
 // Compacted: node's runner compacted after the commit whose state was just reported, pruning
 // terminal jobs beyond its retention. An acknowledged job may vanish from the live state only
 // if it could have become terminal: it was terminal, cancelled, its outcome was fed at this

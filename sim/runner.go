@@ -676,6 +676,9 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 		w.chk.Committed(n.id, views)
 		n.views, n.durable = views, st.Durable
 	}
+	for _, st := range res.Settled {
+		w.chk.JobSettled(n.id, st.ID, st.State.String())
+	}
 	return views
 }
 

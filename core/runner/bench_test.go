@@ -23,7 +23,7 @@ func machineWith(n, capacity int) *Machine {
 	for i := 0; i < n; i++ {
 		m.Step(Enqueue{Due: epoch.Add(time.Hour + time.Duration(i)), Target: "a"})
 	}
-	m.Step(Synced{Through: m.Seq()})
+	m.Step(Synced{Through: m.seq})
 	m.Ready()
 	return m
 }
@@ -50,7 +50,7 @@ func cancelAndComplete(b *testing.B, n int) {
 		m.Step(AttemptDone{Now: now, Token: tok, Outcome: Success()})
 		m.Step(Enqueue{Due: now, Target: "a"}) // keep the queue's size steady
 		m.Step(Tick{Now: now, Admit: true})
-		m.Step(Synced{Through: m.Seq()})
+		m.Step(Synced{Through: m.seq})
 		for _, a := range m.Ready().Starts {
 			running = append(running, a.Token)
 		}

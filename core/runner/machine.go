@@ -935,13 +935,6 @@ func (m *Machine) Prune(ids []uint64) {
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
 func (m *Machine) Idle() bool { return len(m.queue) == 0 && m.pool.Status().Used == 0 }
 
-// Counts returns the number of jobs in state s (O(1)).
-func (m *Machine) Counts(s JobState) int { return m.counts[s] }
-
-// Seq is the last record number handed out; Synced is the last one known durable.
-func (m *Machine) Seq() uint64    { return m.seq }
-func (m *Machine) Synced() uint64 { return m.synced }
-
 // Get returns a copy of job id.
 func (m *Machine) Get(id uint64) (Job, bool) {
 	j, ok := m.jobs[id]
