@@ -424,3 +424,32 @@ func TestZeroDueIsNowAndUndecodablePayloadFailsPermanently(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCancelEffectOnlyNamesARunningHandler: an outcome fed between a Cancel and the commit
+// that makes it durable ends the attempt, so that commit names no handler to cancel (a driver
+// would find none).
+func TestCancelEffectOnlyNamesARunningHandler(t *testing.T) {
+	e, err := Open(disk.New(1), journalName, Config{Capacity: 1}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Dispatch(epoch, true)
+	_, id, _ := e.Enqueue(epoch, epoch, "a", nil)
+	res, err := e.Commit(epoch)
+	if err != nil || len(res.Starts) != 1 {
+		t.Fatalf("commit: %+v %v", res, err)
+	}
+	if _, err := e.Cancel(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AttemptDone(epoch, res.Starts[0].Token, Success()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.Commit(epoch)
+	if err != nil || len(res.Cancels) != 0 {
+		t.Fatalf("commit after cancel and outcome: cancels %v, err %v; want none", res.Cancels, err)
+	}
+	if j, _ := e.Get(id); j.State != Cancelled {
+		t.Fatalf("job %+v, want cancelled", j)
+	}
+}

@@ -520,7 +520,10 @@ func (m *Machine) becomeSynced(through uint64) {
 	m.starting = m.starting[i:]
 	i = 0
 	for ; i < len(m.cancelling) && m.cancelling[i].seq <= through; i++ {
-		m.cancels = append(m.cancels, m.cancelling[i].c)
+		// Only a handler still running is cancelled: its outcome may have arrived meanwhile.
+		if c := m.cancelling[i].c; m.inflight[c.Token] != nil {
+			m.cancels = append(m.cancels, c)
+		}
 	}
 	m.cancelling = m.cancelling[i:]
 	i = 0
