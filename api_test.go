@@ -105,7 +105,7 @@ func TestRunHandlerRecoversPanicsAndBadOutcomes(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := Config{}.withDefaults()
+	c, _, err := Config{}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,14 +139,34 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		{Config{RecordMax: -1}, "RecordMax"},
 	}
 	for _, tt := range tests {
-		_, err := tt.cfg.withDefaults()
+		_, _, err := tt.cfg.withDefaults()
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != tt.field {
 			t.Errorf("%+v: err = %v, want a ConfigError naming %s", tt.cfg, err, tt.field)
 			continue
 		}
-		if !strings.Contains(err.Error(), tt.field) {
+		msg := err.Error()
+		if !strings.Contains(msg, tt.field) {
 			t.Errorf("error %q does not name %s", err, tt.field)
+		}
+		if strings.Count(msg, "sluice:") != 1 || strings.Contains(msg, "runner:") || strings.Contains(msg, "retry:") || strings.Contains(msg, "breaker:") {
+			t.Errorf("error %q: want one sluice: prefix and no internal package names", msg)
+		}
+	}
+}
+
+// TestConfigNeverBlamesAnUnsetField: a field the user did not set takes its default before
+// any check, so a set field that is valid on its own never fails against an unset one.
+func TestConfigNeverBlamesAnUnsetField(t *testing.T) {
+	for _, cfg := range []Config{
+		{Policy: Policy{Base: 10 * time.Minute}},    // above the default Cap: Cap follows Base
+		{Policy: Policy{Cap: 2 * time.Second}},      // above the default Base
+		{Circuit: Circuit{Window: time.Hour}},       // any Window with the other defaults
+		{RecordMax: 64 << 20},                       // above the default... nothing else depends on it
+		{Grace: time.Nanosecond, Capacity: 1 << 20}, // extremes that are valid
+	} {
+		if _, _, err := cfg.withDefaults(); err != nil {
+			t.Errorf("%+v: %v, want the unset fields defaulted and no error", cfg, err)
 		}
 	}
 }

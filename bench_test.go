@@ -19,11 +19,12 @@ func endToEnd(b *testing.B, syncEvery bool, jobs, producers int) (time.Duration,
 	b.Helper()
 	var settled atomic.Int64
 	all := make(chan struct{})
-	cfg := Config{Logger: quiet, Capacity: 8, SyncEveryRecord: syncEvery, OnSettled: func(Settled) {
+	cfg := Config{Logger: quiet, Capacity: 8, OnSettled: func(Settled) {
 		if settled.Add(1) == int64(jobs) {
 			close(all)
 		}
 	}}
+	cfg.opts.SyncEveryRecord = syncEvery
 	r, err := Open(b.TempDir(), cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
 	if err != nil {
 		b.Fatal(err)
@@ -99,7 +100,7 @@ func BenchmarkReplay(b *testing.B) {
 	later := now.Add(24 * time.Hour)
 	for i := 0; i < records; i += batch {
 		for j := 0; j < batch; j++ {
-			if _, _, err := e.Enqueue(later, fmt.Sprint("t", j%16), payload); err != nil {
+			if _, _, err := e.Enqueue(now, later, fmt.Sprint("t", j%16), payload); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,64 +1,83 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand"
 	"runtime"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/runneropt"
 )
 
-// Policy is the retry policy of SPEC 2.2. Zero fields take the defaults.
+// Policy is the retry policy: at most Attempts attempts in total; the n-th retry waits a
+// jittered min(Base·2^n, Cap) (a server's Retry-After replaces it, capped at Cap); no attempt
+// starts at or after first due + Deadline. Zero fields take DefaultPolicy's.
 type Policy struct {
-	Attempts int           // attempts in total, the first included; default 5
-	Base     time.Duration // backoff of the first retry; default 1s
-	Cap      time.Duration // the largest backoff (and the largest server-requested wait); default 5m
+	Attempts int           // attempts in total, the first included
+	Base     time.Duration // backoff of the first retry
+	Cap      time.Duration // the largest backoff (and the largest server-requested wait); at least Base
 	Deadline time.Duration // counted from the job's first due time; 0 means none
 }
 
-// Circuit configures the per-target breaker of SPEC 2.3. Zero fields take the defaults.
+// Circuit configures the breaker every target gets: Threshold counted failures within Window
+// open it for Cooldown; then it admits Probes attempts at once, and a probe's outcome closes or
+// reopens it. Zero fields take DefaultCircuit's.
 type Circuit struct {
-	Threshold int           // failures within Window that open the breaker; default 5
-	Window    time.Duration // default 30s
-	Cooldown  time.Duration // how long an open breaker refuses; default 30s
-	Probes    int           // attempts a half-open breaker admits at once; default 1
+	Threshold int
+	Window    time.Duration
+	Cooldown  time.Duration
+	Probes    int
 }
 
-// Config configures a Runner. The zero Config is valid: every zero field takes its default.
+// Config configures a Runner. The zero Config is valid: every zero field takes its default
+// (the table below Config), and an error names only a field that was set.
 type Config struct {
 	// Capacity bounds the attempts running at once; default runtime.NumCPU(), at least 1.
 	Capacity int
-	// Grace is how long Run waits for running attempts after its context ends before it
-	// cancels their contexts; default 10s.
+	// Grace is how long a stop (Run's context ending, Drain's context ending, Close) waits for
+	// running attempts before cancelling their contexts, and again for the cancelled ones to
+	// return before abandoning them. An attempt the stop cancelled that does not succeed is
+	// released: the job waits again at its due time and the attempt does not count.
 	Grace time.Duration
 	// Policy is the retry policy; Circuit the breaker every target gets.
 	Policy  Policy
 	Circuit Circuit
 	// CompactBytes: compact when the journal has grown by more than this since open or the
-	// last compaction; default 64 MiB.
+	// last compaction.
 	CompactBytes int64
 	// CompactOnClose writes a snapshot at Close (a small journal for the next Open).
 	CompactOnClose bool
-	// Retention is how many terminal jobs compaction keeps for inspection; default 10,000.
+	// Retention is how many terminal jobs compaction keeps for inspection.
 	Retention int
-	// RecordMax caps one journal record (an enqueue with a bigger payload is refused before
-	// anything is written); default 1 MiB.
+	// RecordMax caps one journal record, at least 1 KiB: an enqueue whose record would be
+	// bigger is refused (ErrTooLarge) before anything is written.
 	RecordMax int
 	// Logger receives the runner's logs; default slog.Default().
 	Logger *slog.Logger
-	// Clock supplies time and timers; default clock.New(). Tests pass a *clock.Mock.
+	// Clock supplies time and timers; default clock.New().
 	Clock clock.Clock
 	// Seed seeds the backoff jitter; 0 picks one from the clock at Open.
 	Seed int64
-	// SyncEveryRecord turns group commit off: every command and every outcome gets its own
-	// commit, and the Started records of the attempts it admits another one: about one
-	// fsync per record. For benchmarks that measure what group commit saves.
-	SyncEveryRecord bool
 	// OnSettled, when set, is called after a job's terminal state (succeeded, dead, cancelled)
 	// is durable. It runs on the runner's owner goroutine: it must be quick and must not call
 	// the Runner.
 	OnSettled func(Settled)
+
+	// opts are the internal seams (internal/runneropt): a core.FS instead of the directory,
+	// and the benchmark's one-commit-per-record baseline.
+	opts runneropt.Options
+}
+
+func init() {
+	runneropt.Set = func(cfg any, o runneropt.Options) { cfg.(*Config).opts = o }
 }
 
 // Settled reports a job whose terminal state is durable (see Config.OnSettled).
@@ -70,87 +89,69 @@ type Settled struct {
 	Err      error  // dead: the last failure
 }
 
-// Defaults of Config (SPEC 2).
+// The defaults of Config: the one table (core/runner's, which the simulator runs too).
+//
+//	Capacity      runtime.NumCPU()
+//	Grace         10s
+//	Policy        Attempts 5, Base 1s, Cap 5m (at least Base), Deadline none
+//	Circuit       Threshold 5, Window 30s, Cooldown 30s, Probes 1
+//	CompactBytes  64 MiB
+//	Retention     10,000 terminal jobs
+//	RecordMax     1 MiB
 const (
-	DefaultGrace        = 10 * time.Second
-	DefaultCompactBytes = 64 << 20
-	DefaultRetention    = 10_000
-	DefaultRecordMax    = 1 << 20
+	DefaultGrace        = runner.GraceDefault
+	DefaultCompactBytes = runner.CompactBytesDefault
+	DefaultRetention    = runner.RetentionDefault
+	DefaultRecordMax    = journal.RecordMaxDefault
 )
 
 // DefaultPolicy is the retry policy a zero Config.Policy gets.
-var DefaultPolicy = Policy{Attempts: 5, Base: time.Second, Cap: 5 * time.Minute}
+var DefaultPolicy = Policy(retry.DefaultPolicy())
 
 // DefaultCircuit is the breaker a zero Config.Circuit gets.
-var DefaultCircuit = Circuit{Threshold: 5, Window: 30 * time.Second, Cooldown: 30 * time.Second, Probes: 1}
+var DefaultCircuit = Circuit(breaker.DefaultCircuit())
 
-// withDefaults fills zero fields and validates the rest; errors name the field.
-func (c Config) withDefaults() (Config, error) {
-	if err := orDefault("Capacity", &c.Capacity, max(1, runtime.NumCPU()), "must be ≥ 0 (0 means runtime.NumCPU())"); err != nil {
-		return c, err
+// withDefaults fills the fields only the driver knows (capacity from the CPU count, logger,
+// clock, seed) and hands the rest to the engine's one table of defaults and checks. It returns
+// the filled Config and the engine's; errors name the field the user set.
+func (c Config) withDefaults() (Config, runner.Config, error) {
+	if c.Capacity < 0 {
+		return c, runner.Config{}, fieldErr("Capacity", c.Capacity, "must be ≥ 0 (0 means runtime.NumCPU())")
 	}
-	if err := orDefault("Grace", &c.Grace, DefaultGrace, "must be ≥ 0"); err != nil {
-		return c, err
-	}
-	var err error
-	if c.Policy, err = c.Policy.withDefaults(); err != nil {
-		return c, err
-	}
-	if c.Circuit, err = c.Circuit.withDefaults(); err != nil {
-		return c, err
-	}
-	if err := orDefault("CompactBytes", &c.CompactBytes, DefaultCompactBytes, "must be ≥ 0"); err != nil {
-		return c, err
-	}
-	if err := orDefault("Retention", &c.Retention, DefaultRetention, "must be ≥ 0"); err != nil {
-		return c, err
-	}
-	if c.RecordMax < 0 || (c.RecordMax > 0 && c.RecordMax < 1024) {
-		return c, fieldErr("RecordMax", c.RecordMax, "must be ≥ 1024 (0 means 1 MiB)")
-	}
-	setDefault(&c.RecordMax, DefaultRecordMax)
+	setDefault(&c.Capacity, max(1, runtime.NumCPU()))
 	envDefaults(&c.Logger, &c.Clock, &c.Seed)
-	return c, nil
+	ec, err := runner.Config{
+		Policy:       retry.Policy(c.Policy),
+		Circuit:      breaker.Circuit(c.Circuit),
+		Capacity:     c.Capacity,
+		CompactBytes: c.CompactBytes,
+		Retention:    c.Retention,
+		RecordMax:    c.RecordMax,
+		Grace:        c.Grace,
+		Logger:       c.Logger,
+		Rand:         rand.New(rand.NewSource(c.Seed)),
+	}.WithDefaults()
+	var fe *runner.ConfigError
+	if errors.As(err, &fe) {
+		return c, ec, fieldErr(fe.Field, fe.Value, fe.Rule)
+	}
+	if err != nil {
+		return c, ec, err
+	}
+	c.Policy, c.Circuit = Policy(ec.Policy), Circuit(ec.Circuit)
+	c.CompactBytes, c.Retention, c.RecordMax, c.Grace = ec.CompactBytes, ec.Retention, ec.RecordMax, ec.Grace
+	return c, ec, nil
 }
 
+// withDefaults fills p's zero fields from core/retry's defaults and checks it there, for
+// configs other than the runner's (the worker's), naming the field as Policy.X.
 func (p Policy) withDefaults() (Policy, error) {
-	d := DefaultPolicy
-	switch {
-	case p.Attempts < 0:
-		return p, fieldErr("Policy.Attempts", p.Attempts, "must be ≥ 1 (0 means 5)")
-	case p.Base < 0:
-		return p, fieldErr("Policy.Base", p.Base, "must be > 0 (0 means 1s)")
-	case p.Cap < 0:
-		return p, fieldErr("Policy.Cap", p.Cap, "must be > 0 (0 means 5m)")
-	case p.Deadline < 0:
-		return p, fieldErr("Policy.Deadline", p.Deadline, "must be ≥ 0 (0 means none)")
+	rp := retry.Policy(p).WithDefaults()
+	var fe *retry.FieldError
+	if err := rp.Validate(); errors.As(err, &fe) {
+		return p, fieldErr("Policy."+fe.Field, fe.Value, fe.Rule)
 	}
-	setDefault(&p.Attempts, d.Attempts)
-	setDefault(&p.Base, d.Base)
-	setDefault(&p.Cap, max(d.Cap, p.Base))
-	if p.Cap < p.Base {
-		return p, fieldErr("Policy.Cap", p.Cap, fmt.Sprintf("must be ≥ Policy.Base (%v)", p.Base))
-	}
-	return p, nil
-}
-
-func (c Circuit) withDefaults() (Circuit, error) {
-	d := DefaultCircuit
-	switch {
-	case c.Threshold < 0:
-		return c, fieldErr("Circuit.Threshold", c.Threshold, "must be ≥ 1 (0 means 5)")
-	case c.Window < 0:
-		return c, fieldErr("Circuit.Window", c.Window, "must be > 0 (0 means 30s)")
-	case c.Cooldown < 0:
-		return c, fieldErr("Circuit.Cooldown", c.Cooldown, "must be > 0 (0 means 30s)")
-	case c.Probes < 0:
-		return c, fieldErr("Circuit.Probes", c.Probes, "must be ≥ 1 (0 means 1)")
-	}
-	setDefault(&c.Threshold, d.Threshold)
-	setDefault(&c.Window, d.Window)
-	setDefault(&c.Cooldown, d.Cooldown)
-	setDefault(&c.Probes, d.Probes)
-	return c, nil
+	return Policy(rp), nil
 }
 
 // setDefault sets *v to def when it is zero.
@@ -159,15 +160,6 @@ func setDefault[T comparable](v *T, def T) {
 	if *v == zero {
 		*v = def
 	}
-}
-
-// orDefault refuses a negative *v (a *ConfigError naming field) and sets a zero one to def.
-func orDefault[T ~int | ~int64](field string, v *T, def T, rule string) error {
-	if *v < 0 {
-		return fieldErr(field, *v, rule)
-	}
-	setDefault(v, def)
-	return nil
 }
 
 // envDefaults fills the logger, clock and jitter seed that Config and WorkerConfig share; the

@@ -4,34 +4,38 @@
 // machines and synchronous engines in core/: the only layer with goroutines, channels, select,
 // context and a clock (github.com/benbjohnson/clock; clock.New() unless a test injects one).
 //
-// Runner contract (SPEC 2):
+// Runner contract:
 //
-//  1. One owner goroutine per Runner makes every engine call. Enqueue, Cancel and Retry send a
-//     command to it and return only when the engine's commit that covers the command's record
-//     has returned from fsync (durability is an event), or with the error that refused it.
+//  1. One owner goroutine per Runner drives core/runner's Engine, and decides nothing: it
+//     submits commands and outcomes, commits, and performs what the commit's result says
+//     (acknowledge, start, cancel, wake; at a stop: flush, compact, close). Enqueue, Cancel and
+//     Retry return only when the commit that covers the command's record has returned from
+//     fsync (durability is an event), or with the error that refused it. Zero due times, the
+//     record size limit, undecodable payloads (the engine's decode-check port, fed by the
+//     Codec) and which handlers to cancel are all the engine's decisions, which the simulator
+//     runs too.
 //  2. Group commit: the owner blocks for one command, outcome or timer, then takes everything
 //     else already waiting (up to gatherMax) into the same commit: one journal batch, one fsync.
-//     SyncEveryRecord turns the gathering off (one commit per command or outcome, and one for
-//     the Started records it admits: about one fsync per record).
 //  3. Attempts start only while Run or Drain is active, and only as the engine returns them
 //     (their Started record durable). Each runs its handler on its own goroutine with a context
-//     that Cancel, the end of shutdown's grace, and Close cancel. Panics become Panicked.
-//  4. An outcome goes back to the owner and into the next commit; the engine ignores a stale
-//     token (cancelled job). Nothing an attempt reports after Close is recorded: the next Open
-//     requeues that attempt as interrupted.
+//     that the engine's cancels end: context.Cause is ErrJobCancelled (Cancel) or ErrShutdown
+//     (a stop's grace passed). Panics become Panicked.
+//  4. A stop (Run's context ends, Drain's context ends, Close) turns admission off; the engine
+//     waits Grace for running attempts, cancels those left, and waits Grace again. An attempt
+//     the stop cancelled that does not succeed is released: journaled as such, the job waits
+//     again at its due time, the attempt is not counted, the breaker records nothing. One
+//     still running after that is abandoned (its outcome ignored; the next Open counts it as
+//     interrupted, as after a crash). Close then flushes, compacts if CompactOnClose, and
+//     closes the journal.
 //  5. A failed commit (a poisoned journal), or a durable one after which the engine is
 //     poisoned (a compaction lost after its rename), fails every waiting and later command
 //     with the first failure, cancels running handlers and stops dispatch at once; Run and
-//     Drain return it.
-//     Recovery is Close and Open again (the disk is the truth).
+//     Drain return it. Recovery is Close and Open again (the disk is the truth).
 //  6. Time comes only from Config.Clock: one timer, set to the engine's next wake time.
-//  7. Run: dispatch until ctx ends, then stop starting attempts, wait up to Grace for running
-//     ones, cancel the rest, Close (which waits up to Grace again for their outcomes). Drain:
-//     dispatch until the engine is idle (nothing waiting, deferred or running).
-//  8. Open takes an flock on dir/LOCK, so two processes never append to one journal.
+//  7. Open takes an flock on dir/LOCK, so two processes never append to one journal. Inspect
+//     takes no lock and writes nothing (see docs/journal.md for the journal's clean-close mark).
+//  8. Stats after Close returns the values at close.
 //
 // Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
-// run; no read is left unanswered after a commit; and, in tests only (O(running + pending),
-// kept off the commit path): every running attempt is filed under its job id with a cancel
-// func, and every pending command has a reply channel.
+// run; no read is left unanswered after a commit.
 package sluice

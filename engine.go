@@ -1,69 +1,218 @@
 package sluice
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
-// engine is the narrow view of the runner engine (core/runner) that the driver drives. It is
-// synchronous and single-owner: only the owner goroutine calls it. Commands are buffered by
-// Enqueue, Cancel, Retry and Done and take effect, durably, in the next Commit.
-type engine interface {
-	Enqueue(now, due time.Time, target string, payload []byte) (ticket, error)
-	Cancel(now time.Time, id uint64) (ticket, error)
-	Retry(now time.Time, id uint64) (ticket, error)
-	// Done reports an attempt's outcome; a stale token is ignored by the engine.
-	Done(now time.Time, tok token, out Outcome)
-	// Commit makes everything buffered durable with one journal commit, then (when dispatch
-	// is true) admits due jobs up to the free capacity, making their Started records durable
-	// before returning them.
-	Commit(now time.Time, dispatch bool) (ready, error)
-	Get(id uint64) (jobView, bool)
-	Stats() Stats
-	// Idle reports that nothing is due, waiting, deferred or running.
-	Idle() bool
-	// Compact writes a snapshot now; everything buffered must have been committed.
-	Compact() error
-	// Poisoned is non-nil once the engine refuses all work until reopened, also after a
-	// Commit that returned nil (a compaction lost after its batch was durable).
-	Poisoned() error
-	Close() error
+	"github.com/sluicehq/sluice/adapters/osfs"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/core/runner"
+)
+
+// The driver runs core/runner's Engine itself: this file opens it (over the directory, or over
+// any core.FS through the internal option) and translates between the engine's types and the
+// public ones. It decides nothing.
+
+// journalName is the runner's journal file in its directory.
+const journalName = "jobs.journal"
+
+// Re-exported sentinels of the engine, so callers can use errors.Is with the sluice names.
+var (
+	// ErrTerminal: Cancel of a job that already succeeded, died or was cancelled.
+	ErrTerminal = runner.ErrTerminal
+	// ErrNotDead: Retry of a job that is not dead.
+	ErrNotDead = runner.ErrNotDead
+	// ErrPoisoned: a journal write, sync or compaction failed; reopen the runner.
+	ErrPoisoned = runner.ErrPoisoned
+	// ErrCorrupt: Open found synced journal data damaged and refused; the error names the
+	// file, the offset and the LSNs around it, and nothing was changed.
+	ErrCorrupt = journal.ErrCorrupt
+)
+
+// Why a handler's context was cancelled, as context.Cause reports it.
+var (
+	// ErrJobCancelled: Cancel was called for the job; the attempt's outcome is ignored.
+	ErrJobCancelled = errors.New("sluice: job cancelled")
+	// ErrShutdown: the runner is stopping (Run's or Drain's context ended, or Close) and the
+	// grace has passed; unless the attempt succeeds, it is released (not counted).
+	ErrShutdown = errors.New("sluice: runner stopping")
+)
+
+// opened is an engine and what closes it.
+type opened struct {
+	eng   *runner.Engine
+	close func() error // the FS and the directory lock
 }
 
-// ticket names a buffered command until its commit acknowledges it.
-type ticket uint64
-
-// token names one attempt: an outcome is applied only to the job's current attempt.
-type token struct {
-	ID      uint64
-	Attempt int
+// openEngine opens the engine: on cfg's internal FS if one is set (no lock), else on dir
+// through adapters/osfs, holding dir's lock.
+func openEngine(dir string, cfg Config, ecfg runner.Config, syncs *counter) (opened, error) {
+	if cfg.opts.FS != nil {
+		e, err := runner.Open(countFS{FS: cfg.opts.FS, syncs: syncs}, journalName, ecfg, cfg.Clock.Now())
+		return opened{eng: e, close: func() error { return nil }}, err
+	}
+	fsys, err := osfs.New(dir)
+	if err != nil {
+		return opened{}, err
+	}
+	lock, err := lockDir(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		_ = fsys.Close()
+		return opened{}, err
+	}
+	e, err := runner.Open(countFS{FS: fsys, syncs: syncs}, journalName, ecfg, cfg.Clock.Now())
+	closeAll := func() error {
+		err := fsys.Close()
+		if lerr := unlockDir(lock); err == nil {
+			err = lerr
+		}
+		return err
+	}
+	if err != nil {
+		_ = closeAll()
+		return opened{}, err
+	}
+	return opened{eng: e, close: closeAll}, nil
 }
 
-type ack struct {
-	Ticket ticket
-	ID     uint64
-	Err    error
+// mapErr gives the engine's refusals their sluice sentinels.
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, runner.ErrNotFound):
+		return fmt.Errorf("%w (%w)", ErrNotFound, err)
+	case errors.Is(err, runner.ErrTooLarge):
+		return fmt.Errorf("%w (%w)", ErrTooLarge, err)
+	}
+	return err
 }
 
-type start struct {
-	Token    token
-	Target   string
-	FirstDue time.Time
-	Payload  []byte
+// coreOutcome is out in the engine's terms.
+func coreOutcome(out Outcome) runner.Outcome {
+	switch out.Kind {
+	case KindSucceeded:
+		return runner.Success()
+	case KindPanicked:
+		var pe *PanicError
+		if errors.As(out.Err, &pe) {
+			return runner.Panicked(fmt.Sprint(pe.Value))
+		}
+		return runner.Panicked(fmt.Sprint(out.Err))
+	}
+	o := runner.Failure(fmt.Sprint(out.Err), out.Retryable)
+	o.After = out.After
+	return o
 }
 
-type ready struct {
-	Acks    []ack
-	Starts  []start
-	Settled []Settled
-	Wake    time.Time // zero: nothing scheduled
+// causeOf is the context cause for an engine's cancel.
+func causeOf(w runner.Why) error {
+	if w == runner.ByStop {
+		return ErrShutdown
+	}
+	return ErrJobCancelled
 }
 
-type jobView struct {
-	ID       uint64
-	Target   string
-	State    State
-	Attempts int
-	FirstDue time.Time
-	Due      time.Time
-	Reason   string
-	LastErr  string
-	Payload  []byte
+func settledOf(s runner.Settled) Settled {
+	var err error
+	if s.LastErr != "" && s.State == runner.Dead {
+		err = errors.New(s.LastErr)
+	}
+	return Settled{ID: s.ID, State: stateOf(s.State, false, s.Attempts), Attempts: s.Attempts,
+		Reason: reasonOf(s.Reason), Err: err}
+}
+
+func stateOf(s runner.JobState, deferred bool, attempts int) State {
+	switch s {
+	case runner.Waiting:
+		switch {
+		case deferred:
+			return StateDeferred
+		case attempts == 0:
+			return StatePending
+		}
+		return StateWaiting
+	case runner.Running:
+		return StateRunning
+	case runner.Succeeded:
+		return StateSucceeded
+	case runner.Dead:
+		return StateDead
+	case runner.Cancelled:
+		return StateCancelled
+	}
+	panic(fmt.Sprintf("sluice: unknown engine job state %v", s))
+}
+
+func reasonOf(r runner.Reason) string {
+	if r == runner.NoReason {
+		return ""
+	}
+	return r.String()
+}
+
+func statsOf(st runner.Status, syncs int64) Stats {
+	return Stats{Waiting: st.Waiting - st.Deferred, Deferred: st.Deferred, Running: st.Running,
+		Succeeded: st.Succeeded, Dead: st.Dead, Cancelled: st.Cancelled, LastID: st.NextID - 1,
+		Commits: st.Commits, Records: st.Records, Compactions: st.Compactions, Syncs: syncs}
+}
+
+// infoOf is a job in public terms, its payload still encoded.
+func infoOf(j runner.Job) JobInfo[[]byte] {
+	return JobInfo[[]byte]{ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
+		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
+		LastErr: j.LastErr, Payload: j.Payload}
+}
+
+// Inspection is what Inspect found in a runner's directory.
+type Inspection struct {
+	// Jobs are every job the journal holds (terminal ones until compaction prunes them),
+	// ascending by id, payloads as journaled (decode them with the runner's codec).
+	Jobs []JobInfo[[]byte]
+	// LastID is the highest id issued so far (0: none).
+	LastID uint64
+	// Interrupted are the ids of jobs whose attempt was running when the journal was last
+	// written: the next Open records each as a failed `interrupted` attempt (Inspect does not).
+	Interrupted []uint64
+}
+
+// Inspect reads the runner journal in dir and reports its jobs, without writing anything and
+// without taking the directory's lock, so it may run beside a live runner (it then sees the
+// journal as of its last sync). A directory without a journal holds no jobs. Opening a
+// directory to look at it never changes what happens to its jobs: attempts a crash
+// interrupted are reported in Interrupted, not recorded.
+func Inspect(dir string) (Inspection, error) {
+	if _, err := os.Stat(filepath.Join(dir, journalName)); errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(dir); derr != nil {
+			return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, derr)
+		}
+		return Inspection{}, nil
+	}
+	fsys, err := osfs.New(dir)
+	if err != nil {
+		return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, err)
+	}
+	defer fsys.Close()
+	return inspectFS(fsys)
+}
+
+// inspectFS is Inspect on any core.FS.
+func inspectFS(fsys core.FS) (Inspection, error) {
+	ec, err := runner.Config{Capacity: 1}.WithDefaults()
+	if err != nil {
+		return Inspection{}, err
+	}
+	s, err := runner.Replay(fsys, journalName, ec)
+	if err != nil {
+		return Inspection{}, fmt.Errorf("sluice: inspecting: %w", err)
+	}
+	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs))}
+	for _, j := range s.Jobs {
+		in.Jobs = append(in.Jobs, infoOf(j))
+		if j.State == runner.Running {
+			in.Interrupted = append(in.Interrupted, j.ID)
+		}
+	}
+	return in, nil
 }

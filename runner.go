@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 // gatherMax bounds the commands and outcomes one commit gathers, so one batch cannot grow
@@ -38,6 +40,8 @@ type Runner[A any] struct {
 	hardStop context.CancelFunc
 
 	syncs *counter
+	// last is Stats at close (written by the owner before it closes exit).
+	last Stats
 
 	mu      sync.Mutex
 	active  bool  // Run or Drain in progress
@@ -53,10 +57,9 @@ const (
 	cmdRetry
 	cmdGet
 	cmdStats
-	cmdDispatch       // on = dispatch flag
-	cmdWaitIdle       // reply.wait closes once the engine is idle and nothing runs
-	cmdWaitQuiet      // reply.wait closes once no attempt runs
-	cmdCancelAttempts // cancel the context of every running attempt
+	cmdDispatch    // on: admission on, or off to begin a graceful stop
+	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
+	cmdWaitStopped // reply.wait closes once the engine says a stop is done
 )
 
 type command struct {
@@ -72,20 +75,20 @@ type command struct {
 type reply struct {
 	id    uint64
 	err   error
-	job   jobView
+	job   JobInfo[[]byte]
 	found bool
 	stats Stats
 	wait  <-chan struct{}
 }
 
 type doneMsg struct {
-	tok token
+	tok runner.Token
 	out Outcome
 }
 
 // Open opens (or creates) the runner journal in dir, replaying it, and starts the owner
-// goroutine. Jobs that were running when the last process stopped are recorded as failed
-// (interrupted, retryable) attempts.
+// goroutine. Jobs that were running when the last process crashed are recorded as failed
+// (interrupted, retryable) attempts; after a graceful stop there are none (see Run).
 func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*Runner[A], error) {
 	if codec == nil {
 		panic("sluice: Open with a nil codec")
@@ -93,19 +96,20 @@ func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*R
 	if handler == nil {
 		panic("sluice: Open with a nil handler")
 	}
-	cfg, err := cfg.withDefaults()
+	cfg, ecfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	ecfg.Decode = func(b []byte) (any, error) { return codec.Decode(b) }
 	syncs := &counter{}
-	eng, err := openEngine(dir, cfg, syncs)
+	op, err := openEngine(dir, cfg, ecfg, syncs)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: opening runner in %s: %w", dir, err)
 	}
-	return newRunner(eng, cfg, codec, handler, syncs), nil
+	return newRunner(op, cfg, codec, handler, syncs), nil
 }
 
-func newRunner[A any](eng engine, cfg Config, codec Codec[A], handler Handler[A], syncs *counter) *Runner[A] {
+func newRunner[A any](op opened, cfg Config, codec Codec[A], handler Handler[A], syncs *counter) *Runner[A] {
 	base, hardStop := context.WithCancel(context.Background())
 	r := &Runner[A]{
 		cfg:      cfg,
@@ -122,20 +126,20 @@ func newRunner[A any](eng engine, cfg Config, codec Codec[A], handler Handler[A]
 		syncs:    syncs,
 		failC:    make(chan struct{}),
 	}
-	o := &owner[A]{r: r, eng: eng, running: map[uint64]*attempt{}}
+	o := &owner[A]{r: r, eng: op.eng, closeFS: op.close, quit: r.quit,
+		running: map[runner.Token]context.CancelCauseFunc{}, pending: map[runner.Ticket]command{}}
 	go o.loop()
 	return r
 }
 
 // Enqueue adds a job due at due (the zero time means now) and returns its id once the record is
-// durable. If ctx ends first, Enqueue returns ctx.Err() and the job may or may not exist.
+// durable. A payload whose record would exceed Config.RecordMax is refused with ErrTooLarge
+// before anything is written. If ctx ends first, Enqueue returns ctx.Err() and the job may or
+// may not exist.
 func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A) (uint64, error) {
 	b, err := r.codec.Encode(payload)
 	if err != nil {
 		return 0, fmt.Errorf("sluice: enqueue: %w", err)
-	}
-	if len(b) > r.cfg.RecordMax {
-		return 0, fmt.Errorf("sluice: enqueue: payload of %d bytes exceeds RecordMax (%d): %w", len(b), r.cfg.RecordMax, ErrTooLarge)
 	}
 	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b})
 	if err != nil {
@@ -172,6 +176,9 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	if !rep.found {
 		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
 	}
+	if rep.err != nil {
+		return JobInfo[A]{}, rep.err
+	}
 	v := rep.job
 	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,
 		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr}
@@ -181,18 +188,26 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	return info, nil
 }
 
-// Stats returns counts by state and the disk work done since Open.
+// Stats returns counts by state and the disk work done since Open. After Close it returns the
+// values at close (never zeros).
 func (r *Runner[A]) Stats() Stats {
 	rep, err := r.call(context.Background(), command{kind: cmdStats})
-	if err != nil {
-		return Stats{Syncs: r.syncs.load()}
+	if err != nil || rep.err != nil {
+		<-r.exit // only a closed runner fails a read
+		return r.last
 	}
 	return rep.stats
 }
 
-// Run starts attempts until ctx ends; then it stops starting attempts, waits up to
-// Config.Grace for running ones, cancels the rest, and closes the runner. It returns nil after
-// a clean shutdown, or the error that stopped the runner (a poisoned journal).
+// Run starts attempts until ctx ends; then it stops gracefully and closes the runner: it
+// starts nothing more, waits up to Config.Grace for running attempts, then cancels the
+// contexts of those still running (context.Cause is ErrShutdown) and waits up to Grace again.
+// An attempt the stop cancelled that does not succeed is released: journaled as such, its job
+// waits again at its due time, the attempt is not counted and the breaker records nothing
+// (with Policy.Attempts 1, a deploy never spends the job). A handler still running after the
+// second grace is abandoned: its outcome is ignored and the next Open counts the attempt as
+// interrupted, as after a crash. Run returns nil after a clean shutdown, or the error that
+// stopped the runner (a poisoned journal).
 func (r *Runner[A]) Run(ctx context.Context) error {
 	if err := r.begin(); err != nil {
 		return err
@@ -214,8 +229,8 @@ func (r *Runner[A]) Run(ctx context.Context) error {
 }
 
 // Drain starts attempts until nothing is due, waiting, deferred or running, then returns nil
-// (the runner stays open). If ctx ends first, it stops starting attempts, waits up to
-// Config.Grace for running ones, cancels the rest and returns ctx.Err().
+// (the runner stays open). If ctx ends first, it stops as Run does (grace, cancel, release)
+// without closing, and returns ctx.Err().
 func (r *Runner[A]) Drain(ctx context.Context) error {
 	if err := r.begin(); err != nil {
 		return err
@@ -229,10 +244,7 @@ func (r *Runner[A]) Drain(ctx context.Context) error {
 	select {
 	case <-rep.wait:
 		r.stopDispatch()
-		if err := r.failureErr(); err != nil {
-			return err
-		}
-		return nil
+		return r.failureErr()
 	case <-r.failed():
 		r.stopDispatch()
 		return r.failureErr()
@@ -244,9 +256,10 @@ func (r *Runner[A]) Drain(ctx context.Context) error {
 	}
 }
 
-// Close stops the runner: it stops starting attempts, cancels running attempts' contexts,
-// waits up to Config.Grace for them to return, records their outcomes and closes the journal.
-// Close returns the journal's close error, if any; later calls return nil.
+// Close stops the runner as Run does when its context ends (no attempt starts; running ones
+// get the grace, then are cancelled and released or abandoned), flushes, compacts if
+// Config.CompactOnClose, and closes the journal, which Close waits for. It returns the
+// journal's close error, if any; later calls return nil.
 func (r *Runner[A]) Close() error {
 	first := false
 	r.closeOnce.Do(func() {
@@ -282,28 +295,21 @@ func (r *Runner[A]) end() {
 	r.mu.Unlock()
 }
 
-// stopDispatch stops starting attempts, waits up to Grace for running ones, then cancels the
-// contexts of those still running.
+// stopDispatch turns admission off, which begins the engine's graceful stop, and waits until
+// the engine says it is done (its grace timers run on the owner's clock).
 func (r *Runner[A]) stopDispatch() {
 	ctx := context.Background()
 	if _, err := r.call(ctx, command{kind: cmdDispatch, on: false}); err != nil {
 		return
 	}
-	rep, err := r.call(ctx, command{kind: cmdWaitQuiet})
+	rep, err := r.call(ctx, command{kind: cmdWaitStopped})
 	if err != nil {
 		return
 	}
-	t := r.clk.Timer(r.cfg.Grace)
-	defer t.Stop()
 	select {
 	case <-rep.wait:
-		return
 	case <-r.exit:
-		return
-	case <-t.C:
 	}
-	r.log.Warn("sluice: grace period over; cancelling running attempts", "grace", r.cfg.Grace)
-	_, _ = r.call(ctx, command{kind: cmdCancelAttempts})
 }
 
 // failed returns a channel closed once the runner has failed (a poisoned journal).
@@ -352,5 +358,5 @@ func (r *Runner[A]) call(ctx context.Context, c command) (reply, error) {
 	}
 }
 
-// ErrTooLarge is returned by Enqueue for a payload over Config.RecordMax.
+// ErrTooLarge is returned by Enqueue for a payload whose record would exceed Config.RecordMax.
 var ErrTooLarge = errors.New("sluice: payload too large")

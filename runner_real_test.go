@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/benbjohnson/clock"
 )
 
 func succeed(context.Context, Job[string]) Outcome { return Succeeded() }
@@ -217,52 +215,6 @@ func TestRetryRevivesADeadJob(t *testing.T) {
 	}
 }
 
-func TestRunnerBackoffFollowsAMockClock(t *testing.T) {
-	mock := clock.NewMock()
-	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	attempts := make(chan int, 2)
-	r, err := Open(t.TempDir(), Config{Logger: quiet, Clock: mock, Capacity: 1,
-		Policy: Policy{Attempts: 2, Base: time.Minute, Cap: time.Minute}},
-		JSON[string](), func(_ context.Context, j Job[string]) Outcome {
-			attempts <- j.Attempt
-			if j.Attempt == 1 {
-				return Failed(errors.New("flaky"), true)
-			}
-			return Succeeded()
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	id, drained := drainOne(t, r)
-	if a := <-attempts; a != 1 {
-		t.Fatalf("first attempt number %d", a)
-	}
-	// Wait until the failure is recorded (the owner sets its timer before answering reads).
-	for {
-		if j, _ := r.Get(id); j.State == StateWaiting {
-			if wait := j.Due.Sub(mock.Now()); wait < 30*time.Second || wait > time.Minute {
-				t.Errorf("retry due in %v, want within [30s, 1m] (equal jitter of 1m)", wait)
-			}
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case <-attempts:
-		t.Fatal("the retry started before the mock clock moved")
-	case <-time.After(50 * time.Millisecond):
-	}
-	mock.Add(time.Minute)
-	if a := <-attempts; a != 2 {
-		t.Fatalf("second attempt number %d", a)
-	}
-	drained()
-	if j, _ := r.Get(id); j.State != StateSucceeded || j.Attempts != 2 {
-		t.Errorf("job %+v, want succeeded after 2 attempts", j)
-	}
-}
-
 func TestCompactOnCloseShrinksTheJournal(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -294,5 +246,44 @@ func TestCompactOnCloseShrinksTheJournal(t *testing.T) {
 	defer r.Close()
 	if st := r.Stats(); st.LastID != 200 || st.Succeeded != 10 {
 		t.Errorf("after reopen: %+v, want last id 200 and the 10 retained succeeded jobs", st)
+	}
+}
+
+// TestInspectBesideALiveRunner: Inspect reads the directory of an open runner without taking
+// its lock (the runner keeps it: a second Open is still refused) and without writing a byte; a
+// directory without a journal holds no jobs and stays without one.
+func TestInspectBesideALiveRunner(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Open(dir, Config{Logger: quiet}, JSON[string](), succeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Enqueue(context.Background(), time.Now().Add(time.Hour), "t", "x"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Inspect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Jobs) != 1 || in.Jobs[0].State != StatePending || in.LastID != 1 {
+		t.Errorf("Inspect = %+v, want the one pending job", in)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, journalName)); !bytes.Equal(before, after) {
+		t.Error("Inspect changed the journal")
+	}
+	if _, err := Open(dir, Config{Logger: quiet}, JSON[string](), succeed); !errors.Is(err, ErrLocked) {
+		t.Errorf("Open beside the live runner after Inspect = %v, want ErrLocked", err)
+	}
+	empty := t.TempDir()
+	if in, err := Inspect(empty); err != nil || len(in.Jobs) != 0 {
+		t.Errorf("Inspect of an empty directory = %+v, %v; want no jobs", in, err)
+	}
+	if names, _ := os.ReadDir(empty); len(names) != 0 {
+		t.Errorf("Inspect created %d files in an empty directory", len(names))
 	}
 }

@@ -69,6 +69,15 @@ type jobModel struct {
 	due       time.Duration
 	endedAt   time.Duration // when the outcome of its last attempt was fed
 	fail      *failFact     // a retryable failure fed and not yet seen committed
+	stopCut   bool          // the running attempt was cancelled by a graceful stop
+	released  *releaseFact  // a stop-cut attempt ended without success, not yet seen committed
+}
+
+// releaseFact is an attempt a graceful stop gave back: the next commit must show the job
+// waiting at its old due with the attempt uncounted.
+type releaseFact struct {
+	attempt int
+	due     time.Duration
 }
 
 // failFact is a retryable failure whose requeue the next commit must show.
@@ -156,11 +165,11 @@ func (c *Checker) CancelAcked(node int, id uint64) {
 	}
 }
 
-// RetryAcked: node's runner acknowledged a manual retry of dead job id at now: it runs again
-// with a fresh budget and a new first due.
-func (c *Checker) RetryAcked(node int, id uint64) {
+// RetryAcked: node's runner acknowledged a manual retry of dead job id submitted at at (the
+// engine's now for it, before the sync delay): it runs again with a fresh budget, first due at.
+func (c *Checker) RetryAcked(node int, id uint64, at time.Duration) {
 	if j := c.jobs[jobKey{node, id}]; j != nil {
-		j.terminal, j.firstDue, j.attempts, j.due = "", c.now, 0, c.now
+		j.terminal, j.firstDue, j.attempts, j.due = "", at, 0, at
 	}
 }
 
@@ -205,7 +214,7 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	}
 	c.check(InvBreakerRespected, ok, "node %d started job %d attempt %d on target %s while its breaker is %s", node, id, attempt, j.target, why)
 
-	j.running, j.attempt, j.probe = true, attempt, probe
+	j.running, j.attempt, j.probe, j.stopCut = true, attempt, probe, false
 	if attempt > j.attempts {
 		j.attempts = attempt
 	}
@@ -227,9 +236,16 @@ func (c *Checker) AttemptFailed(node int, id uint64, attempt int, after *time.Du
 	}
 }
 
+// AttemptStopCut: node's graceful stop cancelled attempt of id (its grace had passed).
+func (c *Checker) AttemptStopCut(node int, id uint64, attempt int) {
+	if j := c.jobs[jobKey{node, id}]; j != nil && j.running && j.attempt == attempt {
+		j.stopCut = true
+	}
+}
+
 // AttemptEnded: the outcome of attempt of id reached node's runner. failure says whether it
-// counts as a breaker failure (retryable failure or panic).
-func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure bool) {
+// counts as a breaker failure (retryable failure or panic); success whether it succeeded.
+func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure, success bool) {
 	n := c.node(node)
 	j := c.jobs[jobKey{node, id}]
 	if j == nil || !j.running || j.attempt != attempt {
@@ -238,6 +254,17 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure bool) {
 	j.running = false
 	j.endedAt = c.now
 	n.running--
+	if j.stopCut && !success {
+		// Given back: the breaker records no outcome (a probe of this phase is returned).
+		j.fail = nil
+		if !j.cancelled && j.terminal == "" {
+			j.released = &releaseFact{attempt: attempt, due: j.due}
+		}
+		if b := n.breaker(j.target); b.half && j.probe != 0 && j.probe == b.phase {
+			b.inFlight--
+		}
+		return
+	}
 	// Every dispatched attempt's outcome reaches the breaker, also a cancelled job's (the
 	// runner's choice; SPEC 2.3 counts outcomes, not jobs).
 	b := n.breaker(j.target)
@@ -292,6 +319,12 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 		if Terminal(v.State) && j.terminal == "" {
 			j.terminal = v.State
 		}
+		if r := j.released; r != nil {
+			j.released = nil
+			c.check(InvStopSpendsNothing, v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due,
+				"node %d: attempt %d of job %d was cut by a graceful stop, but the job is %v (want waiting, attempts=%d, due=%s)",
+				node, r.attempt, v.ID, v, r.attempt-1, Offset(r.due))
+		}
 		if v.State == "waiting" {
 			j.due = v.Due
 		}
@@ -310,6 +343,19 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 			}
 		}
 	}
+}
+
+// JobSettled: a commit's result reported job id's terminal state as durable (what the production
+// driver hands to OnSettled). The state committed with it must agree (unless a compaction in
+// the same commit pruned the job).
+func (c *Checker) JobSettled(node int, id uint64, state string) {
+	for _, v := range c.node(node).live {
+		if v.ID == id {
+			c.check(InvMachine, v.State == state, "node %d settled job %d as %s, but it is %v", node, id, state, v)
+			return
+		}
+	}
+	// Not in the state: a compaction in the same commit pruned it (retention).
 }
 
 // Compacted: node's runner compacted after the commit whose state was just reported, pruning
@@ -357,7 +403,7 @@ func (c *Checker) NodeCrashed(node int) {
 	n.breakers = make(map[string]*breakerModel)
 	for k, j := range c.jobs { // order does not matter: each job is reset alike
 		if k.node == node {
-			j.running, j.probe, j.fail = false, 0, nil
+			j.running, j.probe, j.fail, j.stopCut, j.released = false, 0, nil, false, nil
 		}
 	}
 }

@@ -70,7 +70,7 @@ func TestInvariantFires(t *testing.T) {
 			enqueue(c, 1, "a")
 			for n := 1; n <= 4; n++ {
 				c.AttemptStarted(1, 1, n)
-				c.AttemptEnded(1, 1, n, false)
+				c.AttemptEnded(1, 1, n, false, true)
 			}
 		}},
 		{InvNoStartAfterLate, func(c *Checker) {
@@ -83,9 +83,9 @@ func TestInvariantFires(t *testing.T) {
 				enqueue(c, id, "t")
 			}
 			c.AttemptStarted(1, 1, 1)
-			c.AttemptEnded(1, 1, 1, true)
+			c.AttemptEnded(1, 1, 1, true, false)
 			c.AttemptStarted(1, 2, 1)
-			c.AttemptEnded(1, 2, 1, true) // threshold 2: open until 5s
+			c.AttemptEnded(1, 2, 1, true, false) // threshold 2: open until 5s
 			c.SetTime(sec(4.999))
 			c.AttemptStarted(1, 3, 1)
 		}},
@@ -94,9 +94,9 @@ func TestInvariantFires(t *testing.T) {
 				enqueue(c, id, "t")
 			}
 			c.AttemptStarted(1, 1, 1)
-			c.AttemptEnded(1, 1, 1, true)
+			c.AttemptEnded(1, 1, 1, true, false)
 			c.AttemptStarted(1, 2, 1)
-			c.AttemptEnded(1, 2, 1, true)
+			c.AttemptEnded(1, 2, 1, true, false)
 			c.SetTime(sec(5))
 			c.AttemptStarted(1, 3, 1) // the one probe
 			c.AttemptStarted(1, 4, 1) // a second one: refused by Probes=1
@@ -106,7 +106,7 @@ func TestInvariantFires(t *testing.T) {
 			c.AttemptStarted(1, 1, 1)
 			c.SetTime(sec(2))
 			c.AttemptFailed(1, 1, 1, nil)
-			c.AttemptEnded(1, 1, 1, true)
+			c.AttemptEnded(1, 1, 1, true, false)
 			c.Committed(1, []JobView{view(1, "waiting", 1, sec(2.4), "a")}) // wait 0.4s < delay(0)/2
 		}},
 		{InvBackoff + "/retry-after", func(c *Checker) {
@@ -114,7 +114,7 @@ func TestInvariantFires(t *testing.T) {
 			c.AttemptStarted(1, 1, 1)
 			after := 20 * time.Second
 			c.AttemptFailed(1, 1, 1, &after)
-			c.AttemptEnded(1, 1, 1, true)
+			c.AttemptEnded(1, 1, 1, true, false)
 			c.Committed(1, []JobView{view(1, "waiting", 1, sec(1), "a")}) // server wait capped at 8s, not 1s
 		}},
 		{InvBackoff + "/interrupted", func(c *Checker) {
@@ -134,9 +134,25 @@ func TestInvariantFires(t *testing.T) {
 		{InvNoRestartTerminal, func(c *Checker) {
 			enqueue(c, 1, "a")
 			c.AttemptStarted(1, 1, 1)
-			c.AttemptEnded(1, 1, 1, false)
+			c.AttemptEnded(1, 1, 1, false, true)
 			c.Committed(1, []JobView{view(1, "succeeded", 1, 0, "a")})
 			c.AttemptStarted(1, 1, 2)
+		}},
+		{InvStopSpendsNothing, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.SetTime(sec(10))
+			c.AttemptStopCut(1, 1, 1)
+			c.AttemptEnded(1, 1, 1, true, false)
+			c.Committed(1, []JobView{view(1, "dead", 1, 0, "a")}) // spent by the stop
+		}},
+		{InvStopSpendsNothing + "/counted", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.SetTime(sec(10))
+			c.AttemptStopCut(1, 1, 1)
+			c.AttemptEnded(1, 1, 1, true, false)
+			c.Committed(1, []JobView{view(1, "waiting", 1, 0, "a")}) // attempt counted
 		}},
 		{InvNoRestartTerminal + "/cancelled", func(c *Checker) {
 			enqueue(c, 1, "a")
@@ -248,18 +264,18 @@ func TestInvariantsHoldOnValidHistory(t *testing.T) {
 	enqueue(c, 3, "t")
 	c.AttemptStarted(1, 1, 1)
 	c.AttemptStarted(1, 2, 1)
-	c.AttemptEnded(1, 1, 1, true)
-	c.AttemptEnded(1, 2, 1, true) // opens until 5s
+	c.AttemptEnded(1, 1, 1, true, false)
+	c.AttemptEnded(1, 2, 1, true, false) // opens until 5s
 	c.SetTime(sec(5))
 	c.AttemptStarted(1, 3, 1) // probe
-	c.AttemptEnded(1, 3, 1, false)
+	c.AttemptEnded(1, 3, 1, false, true)
 	c.AttemptStarted(1, 1, 2) // closed again
-	c.AttemptEnded(1, 1, 2, false)
+	c.AttemptEnded(1, 1, 2, false, true)
 	c.SetTime(sec(5.5))
 	c.AttemptStarted(1, 2, 2)
 	after := 3 * time.Second
 	c.AttemptFailed(1, 2, 2, &after)
-	c.AttemptEnded(1, 2, 2, false) // not a breaker failure here, to keep it closed
+	c.AttemptEnded(1, 2, 2, false, true) // not a breaker failure here, to keep it closed
 	c.Committed(1, []JobView{view(1, "succeeded", 2, 0, "t"), view(2, "waiting", 2, sec(8.5), "t"), view(3, "succeeded", 1, 0, "t")})
 	c.SetTime(sec(6))
 	live := []JobView{view(1, "succeeded", 2, 0, "t"), view(2, "waiting", 2, sec(8.5), "t"), view(3, "succeeded", 1, 0, "t")}

@@ -21,9 +21,23 @@ import (
 // outcomes, one Commit per instant = group commit), an executor that draws handler durations
 // and outcomes, and a producer per node. Nodes crash at random steps (disk.Crash, the engine
 // dropped without Close, reopened after a restart delay), inside commits and compactions
-// (disk.CrashAfter), and when a handler takes the process down.
+// (disk.CrashAfter), and when a handler takes the process down; or they stop gracefully, with
+// the production driver's calls: admission off, commits at each outcome and wake until the
+// result says the stop is done, cancelling handlers when the engine says so, then a Flush, a
+// compaction at close when drawn, and Close.
 
 const journalName = "jobs.journal"
+
+// undecodable prefixes a payload the world's codec refuses (decodePayload).
+const undecodable = "!"
+
+// decodePayload is the world's codec behind the engine's decode-check port.
+func decodePayload(p []byte) (any, error) {
+	if strings.HasPrefix(string(p), undecodable) {
+		return nil, errors.New("simulated undecodable payload")
+	}
+	return string(p), nil
+}
 
 // recordMax is the runner's record limit in the world: small, so that large payloads span
 // several disk sectors and oversize ones are tried.
@@ -40,6 +54,7 @@ const (
 type pendingCmd struct {
 	kind cmdKind
 	id   uint64
+	at   time.Duration // when it was submitted
 }
 
 type runnerNode struct {
@@ -58,7 +73,9 @@ type runnerNode struct {
 	commitPending bool
 	wakeAt        time.Duration
 	executing     int
-	open          int // non-terminal jobs at the last commit
+	stopping      bool                        // a graceful stop is under way
+	execs         map[runner.Token]*execution // attempts whose handler has not returned
+	open          int                         // non-terminal jobs at the last commit
 	pending       map[runner.Ticket]pendingCmd
 	acked         []uint64 // acknowledged ids, for cancels
 	boundaries    []int64  // journal sizes after each acknowledged batch since the last compaction
@@ -164,6 +181,10 @@ func (w *World) setupRunner() {
 			Retention:    c.Retention,
 			RecordMax:    recordMax,
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
+			// A grace about as long as the handlers, so graceful stops cut attempts (and some
+			// handlers ignore the cut past the second grace).
+			Grace:  drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
+			Decode: decodePayload,
 		}
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
@@ -182,9 +203,12 @@ func (n *runnerNode) alive(fn func()) func() {
 		}
 		w := n.w
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.NodeCrash) {
-			if w.rFaults.Intn(4) == 0 {
-				w.fault("node-restart")
-				n.restart()
+			if w.rFaults.Intn(2) == 0 {
+				if !n.stopping {
+					w.fault("node-stop")
+					n.stop()
+				}
+				fn()
 				return
 			}
 			w.fault("node-crash")
@@ -228,10 +252,15 @@ func (n *runnerNode) start() {
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
+	if err := e.Dispatch(w.now(), true); err != nil {
+		w.chk.Fail(InvRecoveryOpens, "%s: dispatch after open: %v", n.name, err)
+		return
+	}
 	n.e, n.up = e, true
 	n.gen++
 	n.pending = make(map[runner.Ticket]pendingCmd)
-	n.commitPending, n.wakeAt, n.executing = false, 0, 0
+	n.execs = make(map[runner.Token]*execution)
+	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
 	st := e.State()
 	w.tracef(n.name, "open: %d jobs, next id %d, %d interrupted attempts requeued", len(st.Jobs), st.NextID, e.Orphans())
 	views := jobViews(st)
@@ -295,20 +324,62 @@ func (n *runnerNode) crash(why string) {
 	n.scheduleRestart()
 }
 
-// restart is a clean stop (Close, no disk crash) and a start after the restart delay, as an
-// operator's restart: attempts still running are abandoned with the process and come back as
-// interrupted.
-func (n *runnerNode) restart() {
+// stop begins a graceful stop, as the production driver's does when Run's context ends:
+// admission off; the commits that follow (at outcomes and wakes) carry the engine's cancels
+// and, once it is done, Result.Stopped, at which finishStop flushes, compacts and closes.
+func (n *runnerNode) stop() {
 	w := n.w
+	n.stopping = true
+	w.trace(n.name, "STOP (graceful): admission off")
+	if err := n.e.Dispatch(w.now(), false); err != nil {
+		n.crash("stopping a poisoned engine: " + err.Error())
+		return
+	}
+	n.scheduleCommit()
+}
+
+// finishStop ends a graceful stop: Flush, a compaction at close when drawn (sometimes with a
+// crash armed inside it), Close, and a start after the restart delay. Attempts still running
+// are abandoned with the process and come back as interrupted.
+func (n *runnerNode) finishStop() {
+	w := n.w
+	res, err := n.e.Flush(w.now())
+	if err != nil {
+		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+		n.crash("flushing at stop: " + err.Error())
+		return
+	}
+	n.absorb(res)
+	if w.rFaults.Intn(2) == 0 {
+		armed := false
+		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
+			k := 1 + w.rFaults.Intn(6)
+			n.disk.CrashAfter(k)
+			armed = true
+			w.fault("close-compaction-crash")
+			w.trace(n.name, "crash armed after "+strconv.Itoa(k)+" disk ops of the compaction at close")
+		}
+		if err := n.e.Compact(); err != nil {
+			w.fault("compaction-failed")
+			w.trace(n.name, "compaction at close failed: "+err.Error())
+		} else {
+			w.chk.Compacted(n.id, jobViews(n.e.State()))
+			w.trace(n.name, "compacted at close")
+		}
+		if armed {
+			n.crash("inside the compaction at close")
+			return
+		}
+	}
 	if err := n.e.Close(); err != nil {
 		w.trace(n.name, "close: "+err.Error())
 	}
 	n.up = false
 	n.gen++
 	n.e = nil
-	w.st.Crashes.Add("node-restart", 1)
+	w.st.Crashes.Add("node-stop", 1)
 	w.chk.NodeCrashed(n.id)
-	w.trace(n.name, "RESTART (clean close)")
+	w.trace(n.name, "STOPPED (flushed, closed)")
 	n.scheduleRestart()
 }
 
@@ -382,6 +453,10 @@ func (n *runnerNode) produce() {
 			// Over the record limit: Enqueue must refuse it before anything is written.
 			payload += strings.Repeat("x", recordMax+1)
 			oversize = true
+		case u < 0.02:
+			// A payload the handler's codec cannot decode: the engine fails the job
+			// permanently before any handler sees it.
+			payload = undecodable + payload
 		case u < 0.1:
 			// A large record: its frame spans sectors, so a crash can persist it in pieces.
 			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
@@ -404,7 +479,7 @@ func (n *runnerNode) produce() {
 		if j, ok := n.e.Get(id); ok && j.State == runner.Dead {
 			t, err := n.e.Retry(w.now(), id)
 			if err == nil {
-				n.pending[t] = pendingCmd{kind: cmdRetry, id: id}
+				n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
 				w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
 			}
 		}
@@ -424,7 +499,7 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
-	t, id, err := n.e.Enqueue(Epoch.Add(due), target, []byte(payload))
+	t, id, err := n.e.Enqueue(w.now(), Epoch.Add(due), target, []byte(payload))
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -516,34 +591,8 @@ func (n *runnerNode) commit() {
 			}
 		}()
 	}
-	for _, a := range res.Acks {
-		p, ok := n.pending[a.Ticket]
-		if !ok {
-			continue
-		}
-		delete(n.pending, a.Ticket)
-		switch p.kind {
-		case cmdEnqueue:
-			w.chk.JobAcked(n.id, a.ID)
-			n.acked = append(n.acked, a.ID)
-		case cmdCancel:
-			w.chk.CancelAcked(n.id, p.id)
-		case cmdRetry:
-			w.chk.RetryAcked(n.id, p.id)
-		}
-	}
-	for _, s := range res.Starts {
-		w.chk.AttemptStarted(n.id, s.Token.ID, s.Token.Attempt)
-		n.execute(s)
-	}
-	// The state only changes when records were written: skip the O(jobs) copy otherwise.
+	views := n.absorb(res)
 	st := n.e.Status()
-	views := n.views
-	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
-		views = jobViews(n.e.State())
-		w.chk.Committed(n.id, views)
-		n.views, n.durable = views, st.Durable
-	}
 	n.open = st.Waiting + st.Running
 	n.commits++
 	if cut && res.CompactErr != nil {
@@ -572,6 +621,13 @@ func (n *runnerNode) commit() {
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
 	}
+	if res.Stopped {
+		if cut {
+			return // the armed crash lands first
+		}
+		n.finishStop()
+		return
+	}
 	if !res.Wake.IsZero() {
 		at := res.Wake.Sub(Epoch)
 		if n.wakeAt <= w.loop.Now() || at < n.wakeAt {
@@ -585,6 +641,48 @@ func (n *runnerNode) commit() {
 			}))
 		}
 	}
+}
+
+// absorb acts on a commit's or flush's result as the production driver does: answer the
+// acknowledged commands, dispatch the starts, cancel the handlers the engine names, and report
+// the state to the checker when records were written. It returns the live state then.
+func (n *runnerNode) absorb(res runner.Result) []JobView {
+	w := n.w
+	for _, a := range res.Acks {
+		p, ok := n.pending[a.Ticket]
+		if !ok {
+			continue
+		}
+		delete(n.pending, a.Ticket)
+		switch p.kind {
+		case cmdEnqueue:
+			w.chk.JobAcked(n.id, a.ID)
+			n.acked = append(n.acked, a.ID)
+		case cmdCancel:
+			w.chk.CancelAcked(n.id, p.id)
+		case cmdRetry:
+			w.chk.RetryAcked(n.id, p.id, p.at)
+		}
+	}
+	for _, s := range res.Starts {
+		w.chk.AttemptStarted(n.id, s.Token.ID, s.Token.Attempt)
+		n.execute(s)
+	}
+	for _, c := range res.Cancels {
+		n.cancelHandler(c)
+	}
+	// The state only changes when records were written: skip the O(jobs) copy otherwise.
+	st := n.e.Status()
+	views := n.views
+	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
+		views = jobViews(n.e.State())
+		w.chk.Committed(n.id, views)
+		n.views, n.durable = views, st.Durable
+	}
+	for _, st := range res.Settled {
+		w.chk.JobSettled(n.id, st.ID, st.State.String())
+	}
+	return views
 }
 
 func (n *runnerNode) noteState(views []JobView) {
@@ -604,50 +702,97 @@ func (n *runnerNode) noteBoundary(compacted bool) {
 	}
 }
 
+// execution is one attempt's simulated handler until it returns.
+type execution struct {
+	a       runner.Attempt
+	out     runner.Outcome
+	crash   bool // the handler takes the process down
+	what    string
+	version int // bumped when a cancellation changes how and when it returns
+}
+
+// cancelCheckMax bounds how long a handler that heeds cancellation takes to return.
+const cancelCheckMax = 50 * time.Millisecond
+
 // execute runs one attempt: the executor stream draws its duration and outcome.
 func (n *runnerNode) execute(a runner.Attempt) {
 	w := n.w
 	c := w.cfg
 	d := drawBetween(w.rExec, c.HandlerMin, c.HandlerMax)
 	u := w.rExec.Float64()
-	var out runner.Outcome
-	crash := false
+	ex := &execution{a: a}
 	switch {
 	case w.faultsOn && u < c.PCrashHandle:
-		crash = true
+		ex.crash = true
 	case u < c.PCrashHandle+c.PRetryable:
-		out = runner.Failure("simulated retryable failure", true)
+		ex.out = runner.Failure("simulated retryable failure", true)
 		if w.rExec.Float64() < c.PRetryAfter {
 			after := drawBetween(w.rExec, 0, 2*c.Cap)
-			out.After = &after
+			ex.out.After = &after
 		}
 	case u < c.PCrashHandle+c.PRetryable+c.PPermanent:
-		out = runner.Failure("simulated permanent failure", false)
+		ex.out = runner.Failure("simulated permanent failure", false)
 	case u < c.PCrashHandle+c.PRetryable+c.PPermanent+c.PPanic:
-		out = runner.Panicked("simulated panic")
+		ex.out = runner.Panicked("simulated panic")
 	default:
-		out = runner.Success()
+		ex.out = runner.Success()
 	}
 	n.executing++
-	what := out.Kind.String()
-	if crash {
-		what = "crash the process"
+	n.execs[a.Token] = ex
+	ex.what = ex.out.Kind.String()
+	if ex.crash {
+		ex.what = "crash the process"
 	}
-	w.trace(n.name, "start "+a.Token.String()+" "+a.Target+" for "+d.String()+" -> "+what)
+	w.trace(n.name, "start "+a.Token.String()+" "+a.Target+" for "+d.String()+" -> "+ex.what)
+	n.returnAfter(ex, d)
+}
+
+// cancelHandler cancels a running handler's context, as the engine said. Most handlers heed it
+// and return the context's error within cancelCheckMax; one in four ignores it and returns
+// when it would have (possibly after the stop abandoned it, when the outcome goes nowhere).
+func (n *runnerNode) cancelHandler(c runner.CancelAttempt) {
+	w := n.w
+	ex := n.execs[c.Token]
+	if ex == nil {
+		return
+	}
+	if c.Why == runner.ByStop {
+		w.chk.AttemptStopCut(n.id, c.Token.ID, c.Token.Attempt)
+	}
+	if w.rExec.Intn(4) == 0 {
+		w.trace(n.name, "cancel "+c.Token.String()+" ("+c.Why.String()+"): the handler ignores it")
+		return
+	}
+	ex.out, ex.crash, ex.what = runner.Failure("context canceled", true), false, "context canceled"
+	ex.version++
+	w.trace(n.name, "cancel "+c.Token.String()+" ("+c.Why.String()+")")
+	n.returnAfter(ex, drawBetween(w.rExec, 0, cancelCheckMax))
+}
+
+// returnAfter delivers ex's outcome d from now, unless a cancellation changed it meanwhile.
+func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
+	w := n.w
+	v := ex.version
+	tok := ex.a.Token
 	w.loop.After(d, n.alive(func() {
-		n.executing--
-		if crash {
-			w.fault("handler-crash")
-			n.crash("in handler " + a.Token.String())
+		if ex.version != v || n.execs[tok] != ex {
 			return
 		}
+		delete(n.execs, tok)
+		n.executing--
+		if ex.crash {
+			w.fault("handler-crash")
+			n.crash("in handler " + tok.String())
+			return
+		}
+		out := ex.out
 		failure := out.Kind == runner.OutcomePanicked || (out.Kind == runner.OutcomeFailed && out.Retryable)
 		if out.Kind == runner.OutcomeFailed && out.Retryable {
-			w.chk.AttemptFailed(n.id, a.Token.ID, a.Token.Attempt, out.After)
+			w.chk.AttemptFailed(n.id, tok.ID, tok.Attempt, out.After)
 		}
-		w.chk.AttemptEnded(n.id, a.Token.ID, a.Token.Attempt, failure)
-		w.trace(n.name, "done "+a.Token.String()+" "+what)
-		if err := n.e.AttemptDone(w.now(), a.Token, out); err != nil {
+		w.chk.AttemptEnded(n.id, tok.ID, tok.Attempt, failure, out.Kind == runner.OutcomeSucceeded)
+		w.trace(n.name, "done "+tok.String()+" "+ex.what)
+		if err := n.e.AttemptDone(w.now(), tok, out); err != nil {
 			w.trace(n.name, "outcome refused: "+err.Error())
 		}
 		n.scheduleCommit()

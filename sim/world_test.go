@@ -28,7 +28,7 @@ func runnerWorld(t *testing.T, profile string) (*World, *runnerNode) {
 	}
 	for i := 0; i < 6; i++ {
 		due := w.loop.Now() + time.Hour // nothing starts: the state stays put
-		tk, id, err := n.e.Enqueue(Epoch.Add(due), "t1", []byte("p"))
+		tk, id, err := n.e.Enqueue(w.now(), Epoch.Add(due), "t1", []byte("p"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ func runnerCfg(capacity int) runner.Config {
 func fillPending(e *runner.Engine, n, batch int, now time.Time) error {
 	payload := make([]byte, 64)
 	for i := 0; i < n; i++ {
-		if _, _, err := e.Enqueue(now, "bench", payload); err != nil {
+		if _, _, err := e.Enqueue(now, now, "bench", payload); err != nil {
 			return err
 		}
 		if (i+1)%batch == 0 || i == n-1 {
@@ -34,10 +34,13 @@ func fillPending(e *runner.Engine, n, batch int, now time.Time) error {
 // fillDone enqueues n jobs and runs each to success with a wide pool, so
 // the journal holds Enqueued, Started and Finished for every job.
 func fillDone(e *runner.Engine, n, batch int, now time.Time) error {
+	if err := e.Dispatch(now, true); err != nil {
+		return err
+	}
 	payload := make([]byte, 64)
 	for done := 0; done < n; {
 		for i := done; i < min(n, done+batch); i++ {
-			if _, _, err := e.Enqueue(now, "bench", payload); err != nil {
+			if _, _, err := e.Enqueue(now, now, "bench", payload); err != nil {
 				return err
 			}
 		}

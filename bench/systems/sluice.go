@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/runneropt"
 
 	"github.com/sluicehq/sluice/bench/harness"
 )
 
 // Sluice is the root package's durable runner. GroupCommit=false sets
-// Config.SyncEveryRecord (one commit, so one fsync, per command and outcome).
+// the internal SyncEveryRecord option (one commit, so one fsync, per command and outcome).
 type Sluice struct {
 	GroupCommit bool
 }
@@ -36,7 +37,7 @@ var sluiceCircuit = sluice.Circuit{Threshold: 1 << 30, Window: time.Millisecond,
 func (s Sluice) Settings() []string {
 	mode := "group commit (records arriving during a sync share the next one)"
 	if !s.GroupCommit {
-		mode = "Config.SyncEveryRecord=true (one commit and fsync per command and per outcome)"
+		mode = "the internal SyncEveryRecord option (one commit and fsync per command and per outcome)"
 	}
 	return []string{
 		"sluice root package, journal on the scratch disk via adapters for os; " + mode,
@@ -72,17 +73,18 @@ type sluiceInst struct {
 func (s Sluice) Open(ctx context.Context, dir string, workers int, h harness.Handler) (harness.Instance, error) {
 	si := &sluiceInst{}
 	cfg := sluice.Config{
-		Capacity:        workers,
-		Policy:          sluicePolicy,
-		Circuit:         sluiceCircuit,
-		Logger:          slog.New(slog.DiscardHandler),
-		SyncEveryRecord: !s.GroupCommit,
+		Capacity: workers,
+		Policy:   sluicePolicy,
+		Circuit:  sluiceCircuit,
+		Logger:   slog.New(slog.DiscardHandler),
 		OnSettled: func(st sluice.Settled) {
 			if st.State == sluice.StateSucceeded {
 				si.succeeded.Add(1)
 			}
 		},
 	}
+	// The baseline without group commit is an internal option, not part of sluice.Config.
+	runneropt.Set(&cfg, runneropt.Options{SyncEveryRecord: !s.GroupCommit})
 	r, err := sluice.Open(dir, cfg, sluice.Codec[harness.Payload](payloadCodec{}),
 		func(ctx context.Context, j sluice.Job[harness.Payload]) sluice.Outcome {
 			if err := h(ctx, j.Payload); err != nil {

@@ -22,17 +22,48 @@ func DefaultCircuit() Circuit {
 	return Circuit{Threshold: 5, Window: 30 * time.Second, Cooldown: 30 * time.Second, Probes: 1}
 }
 
-// Validate reports the first field out of range, naming it.
+// WithDefaults returns c with each zero field set to DefaultCircuit's.
+func (c Circuit) WithDefaults() Circuit {
+	d := DefaultCircuit()
+	if c.Threshold == 0 {
+		c.Threshold = d.Threshold
+	}
+	if c.Window == 0 {
+		c.Window = d.Window
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = d.Cooldown
+	}
+	if c.Probes == 0 {
+		c.Probes = d.Probes
+	}
+	return c
+}
+
+// FieldError names the field Validate refused, for callers that report it in their own terms.
+type FieldError struct {
+	Field string
+	Value any
+	Rule  string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalid, e.Field, e.Value, e.Rule)
+}
+
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Validate reports the first field out of range, naming it (a *FieldError).
 func (c Circuit) Validate() error {
 	switch {
 	case c.Threshold < 1:
-		return fmt.Errorf("%w: Threshold must be ≥ 1, got %d", ErrInvalid, c.Threshold)
+		return &FieldError{"Threshold", c.Threshold, "must be ≥ 1"}
 	case c.Window <= 0:
-		return fmt.Errorf("%w: Window must be > 0, got %v", ErrInvalid, c.Window)
+		return &FieldError{"Window", c.Window, "must be > 0"}
 	case c.Cooldown <= 0:
-		return fmt.Errorf("%w: Cooldown must be > 0, got %v", ErrInvalid, c.Cooldown)
+		return &FieldError{"Cooldown", c.Cooldown, "must be > 0"}
 	case c.Probes < 1:
-		return fmt.Errorf("%w: Probes must be ≥ 1, got %d", ErrInvalid, c.Probes)
+		return &FieldError{"Probes", c.Probes, "must be ≥ 1"}
 	}
 	return nil
 }
@@ -102,6 +133,49 @@ type Decision struct {
 	Probe   Probe     // AsProbe: pass back to Record or Release
 }
 
+// Config configures a Breaker.
+type Config struct {
+	Circuit Circuit
+	// PhaseAfter numbers the breaker's half-open phases after it, so that no probe admitted by
+	// a breaker its owner forgot (see Idle) is ever current in this one. 0 for a first breaker.
+	PhaseAfter uint64
+}
+
+// Event is the sealed set of inputs to Breaker.Step.
+type Event interface{ isEvent() }
+
+// Admit asks whether an attempt may start at Now; Ready().Decision answers.
+type Admit struct{ Now time.Time }
+
+// Record feeds the outcome of an admitted attempt that ended at Now.
+type Record struct {
+	Now    time.Time
+	Result Result
+	Probe  Probe
+}
+
+// Release gives back a probe that ended without an outcome (rule 6).
+type Release struct{ Probe Probe }
+
+func (Admit) isEvent()   {}
+func (Record) isEvent()  {}
+func (Release) isEvent() {}
+
+// Ready is the answer to the last Admit (nil if none since the last Ready); it counts as done
+// once read.
+type Ready struct {
+	Decision *Decision
+}
+
+// Status is a read-only copy of the breaker's state.
+type Status struct {
+	State    State
+	Until    time.Time // Open: when it may half-open; zero otherwise
+	InFlight int       // HalfOpen: probes in flight
+	Phase    uint64    // the latest half-open phase (0 before the first)
+	Failures int       // Closed: failures remembered within the Window
+}
+
 // Breaker is one target's circuit.
 type Breaker struct {
 	c     Circuit
@@ -114,24 +188,56 @@ type Breaker struct {
 	inFlight int
 	// phase numbers half-open phases; a probe is current only when its Probe equals it.
 	phase uint64
+	ready Ready
 }
 
-// New returns a closed breaker. It panics on an invalid circuit (validate configs first).
-func New(c Circuit) *Breaker { return NewAfter(c, 0) }
-
-// NewAfter returns a closed breaker whose half-open phases are numbered after phase, so that
-// no probe admitted by a breaker its owner forgot (see Idle) is ever current in this one.
-func NewAfter(c Circuit, phase uint64) *Breaker {
-	if err := c.Validate(); err != nil {
-		panic(err)
+// New returns a closed breaker, or an error naming the first bad field of the circuit.
+func New(cfg Config) (*Breaker, error) {
+	if err := cfg.Circuit.Validate(); err != nil {
+		return nil, err
 	}
-	return &Breaker{c: c, phase: phase}
+	return &Breaker{c: cfg.Circuit, phase: cfg.PhaseAfter}, nil
+}
+
+// Step applies one event.
+func (b *Breaker) Step(ev Event) {
+	switch ev := ev.(type) {
+	case Admit:
+		d := b.admit(ev.Now)
+		b.ready.Decision = &d
+	case Record:
+		b.record(ev.Now, ev.Result, ev.Probe)
+	case Release:
+		b.release(ev.Probe)
+	default:
+		panic(fmt.Sprintf("breaker: unknown event %T", ev))
+	}
+}
+
+// Ready returns the answer to the last Admit and resets it.
+func (b *Breaker) Ready() Ready {
+	rd := b.ready
+	b.ready = Ready{}
+	return rd
+}
+
+// WakeAt is when an open circuit may half-open; zero unless Open.
+func (b *Breaker) WakeAt() time.Time {
+	if b.state != Open {
+		return time.Time{}
+	}
+	return b.until
+}
+
+// Status returns a copy of the state without advancing it.
+func (b *Breaker) Status() Status {
+	return Status{State: b.state, Until: b.WakeAt(), InFlight: b.inFlight, Phase: b.phase, Failures: len(b.failures)}
 }
 
 // Idle reports whether the breaker would decide everything from now on exactly as a new one:
 // it is Closed and every failure it remembers is older than the Window. Its owner may then
-// forget it, and later make a new one with NewAfter(c, Phase()), which keeps memory bounded by
-// the targets that failed recently rather than every target ever seen.
+// forget it, and later make a new one with PhaseAfter: Status().Phase, which keeps memory
+// bounded by the targets that failed recently rather than every target ever seen.
 func (b *Breaker) Idle(now time.Time) bool {
 	if b.state != Closed {
 		return false
@@ -140,25 +246,7 @@ func (b *Breaker) Idle(now time.Time) bool {
 	return n == 0 || b.failures[n-1].Before(now.Add(-b.c.Window))
 }
 
-// Phase returns the number of the latest half-open phase (0 before the first).
-func (b *Breaker) Phase() uint64 { return b.phase }
-
-// State returns the current state without advancing it.
-func (b *Breaker) State() State { return b.state }
-
-// Until returns when an open circuit may half-open (zero unless Open).
-func (b *Breaker) Until() time.Time {
-	if b.state != Open {
-		return time.Time{}
-	}
-	return b.until
-}
-
-// InFlight returns the probes in flight (HalfOpen only).
-func (b *Breaker) InFlight() int { return b.inFlight }
-
-// Admit asks whether an attempt may start at now.
-func (b *Breaker) Admit(now time.Time) Decision {
+func (b *Breaker) admit(now time.Time) Decision {
 	switch b.state {
 	case Closed:
 		return Decision{Verdict: Normal}
@@ -175,8 +263,7 @@ func (b *Breaker) Admit(now time.Time) Decision {
 	return Decision{Verdict: Refused, Until: now.Add(b.c.Cooldown)}
 }
 
-// Record feeds the outcome of an admitted attempt that ended at now.
-func (b *Breaker) Record(now time.Time, r Result, p Probe) {
+func (b *Breaker) record(now time.Time, r Result, p Probe) {
 	switch b.state {
 	case Closed:
 		if !r.Counts() {
@@ -206,8 +293,7 @@ func (b *Breaker) Record(now time.Time, r Result, p Probe) {
 	}
 }
 
-// Release gives back a probe that ended without an outcome.
-func (b *Breaker) Release(p Probe) {
+func (b *Breaker) release(p Probe) {
 	if b.state == HalfOpen && b.current(p) {
 		b.inFlight--
 	}

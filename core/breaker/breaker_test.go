@@ -59,26 +59,26 @@ type step struct {
 
 func run(t *testing.T, c Circuit, steps []step) []string {
 	t.Helper()
-	b := New(c)
+	b := mustNew(t, c, 0)
 	probes := map[string]Probe{}
 	var out []string
 	for _, s := range steps {
 		now := t0.Add(s.at)
 		switch {
 		case s.admit != "":
-			d := b.Admit(now)
+			d := admit(b, now)
 			probes[s.admit] = d.Probe
 			line := fmt.Sprintf("%v admit %s: %v", s.at, s.admit, d.Verdict)
 			if d.Verdict == Refused {
 				line += fmt.Sprintf(" until %v", d.Until.Sub(t0))
 			}
-			out = append(out, line+" -> "+b.State().String())
+			out = append(out, line+" -> "+b.Status().State.String())
 		case s.release:
-			b.Release(probes[s.record])
-			out = append(out, fmt.Sprintf("%v release %s -> %v", s.at, s.record, b.State()))
+			release(b, probes[s.record])
+			out = append(out, fmt.Sprintf("%v release %s -> %v", s.at, s.record, b.Status().State))
 		default:
-			b.Record(now, s.result, probes[s.record])
-			out = append(out, fmt.Sprintf("%v record %s -> %v", s.at, s.record, b.State()))
+			record(b, now, s.result, probes[s.record])
+			out = append(out, fmt.Sprintf("%v record %s -> %v", s.at, s.record, b.Status().State))
 		}
 		if err := b.checkInvariants(); err != nil {
 			t.Fatalf("after %q: %v", out[len(out)-1], err)
@@ -231,15 +231,15 @@ func TestTransitions(t *testing.T) {
 // Window; open and half-open ones never are.
 func TestIdleMeansDecidesAsNew(t *testing.T) {
 	c := Circuit{Threshold: 2, Window: 10 * time.Second, Cooldown: 5 * time.Second, Probes: 1}
-	b := New(c)
+	b := mustNew(t, c, 0)
 	got := []bool{b.Idle(t0)}
-	b.Record(t0, RetryableFailure, 0)
+	record(b, t0, RetryableFailure, 0)
 	got = append(got, b.Idle(t0.Add(10*time.Second)), b.Idle(t0.Add(10*time.Second+1)))
-	b.Record(t0.Add(time.Second), RetryableFailure, 0) // opens
+	record(b, t0.Add(time.Second), RetryableFailure, 0) // opens
 	got = append(got, b.Idle(t0.Add(time.Hour)))
-	d := b.Admit(t0.Add(time.Hour)) // half-open probe
+	d := admit(b, t0.Add(time.Hour)) // half-open probe
 	got = append(got, b.Idle(t0.Add(time.Hour)))
-	b.Record(t0.Add(time.Hour), Success, d.Probe) // closes
+	record(b, t0.Add(time.Hour), Success, d.Probe) // closes
 	got = append(got, b.Idle(t0.Add(time.Hour)))
 	want := []bool{true, false, true, false, false, true}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -251,21 +251,41 @@ func TestIdleMeansDecidesAsNew(t *testing.T) {
 // forgotten does not decide the half-open phase of the breaker made after it.
 func TestNewAfterNeverTakesAForgottenProbe(t *testing.T) {
 	c := Circuit{Threshold: 1, Window: time.Minute, Cooldown: time.Second, Probes: 2}
-	old := New(c)
-	old.Record(t0, RetryableFailure, 0)
-	stale := old.Admit(t0.Add(time.Second)) // probe of phase 1
-	fresh := old.Admit(t0.Add(time.Second))
-	old.Record(t0.Add(time.Second), Success, fresh.Probe) // closes; the stale probe is still out
+	old := mustNew(t, c, 0)
+	record(old, t0, RetryableFailure, 0)
+	stale := admit(old, t0.Add(time.Second)) // probe of phase 1
+	fresh := admit(old, t0.Add(time.Second))
+	record(old, t0.Add(time.Second), Success, fresh.Probe) // closes; the stale probe is still out
 	if !old.Idle(t0.Add(2 * time.Second)) {
 		t.Fatal("closed breaker with no failures is not idle")
 	}
-	b := NewAfter(c, old.Phase())
-	b.Record(t0.Add(2*time.Second), RetryableFailure, 0) // opens
-	if d := b.Admit(t0.Add(3 * time.Second)); d.Verdict != AsProbe {
+	b := mustNew(t, c, old.Status().Phase)
+	record(b, t0.Add(2*time.Second), RetryableFailure, 0) // opens
+	if d := admit(b, t0.Add(3*time.Second)); d.Verdict != AsProbe {
 		t.Fatalf("after the cooldown: %+v, want a probe", d)
 	}
-	b.Record(t0.Add(3*time.Second), Success, stale.Probe) // the forgotten probe's outcome
-	if got := b.State(); got != HalfOpen {
+	record(b, t0.Add(3*time.Second), Success, stale.Probe) // the forgotten probe's outcome
+	if got := b.Status().State; got != HalfOpen {
 		t.Fatalf("a forgotten breaker's probe decided the new one: state %v, want half-open", got)
 	}
 }
+
+func mustNew(t *testing.T, c Circuit, after uint64) *Breaker {
+	t.Helper()
+	b, err := New(Config{Circuit: c, PhaseAfter: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func admit(b *Breaker, now time.Time) Decision {
+	b.Step(Admit{Now: now})
+	return *b.Ready().Decision
+}
+
+func record(b *Breaker, now time.Time, r Result, p Probe) {
+	b.Step(Record{Now: now, Result: r, Probe: p})
+}
+
+func release(b *Breaker, p Probe) { b.Step(Release{Probe: p}) }

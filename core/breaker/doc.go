@@ -14,8 +14,11 @@
 //     before the circuit opened, or of probes of an earlier phase, are ignored there and in Open.
 //  5. Counted failures (Result.Counts): a retryable failure and a panic. A permanent
 //     (non-retryable) failure is the job's fault, not the target's, and counts as a success.
-//  6. A probe that ends without an outcome (its job was cancelled before it was dispatched)
+//  6. A probe that ends without an outcome (its job was cancelled before it was dispatched,
+//     its payload could not be decoded, or a graceful stop released it)
 //     is given back with Release, so the phase can admit another.
+//  7. The one machine surface: New(Config) (*Breaker, error), Step(Admit/Record/Release),
+//     Ready() (the last Admit's Decision), WakeAt() (until, when Open), Status().
 //
 // Invariants: Closed holds < Threshold failure times, ascending, none older than Window
 // before the latest; Open has a non-zero until; HalfOpen has 0 ≤ inFlight ≤ Probes.

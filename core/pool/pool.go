@@ -1,47 +1,92 @@
 package pool
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidConfig is wrapped by New's errors; the message names the field.
+var ErrInvalidConfig = errors.New("pool: invalid config")
+
+// Config configures a Pool.
+type Config struct {
+	Capacity int // units; ≥ 1
+}
+
+// Event is the sealed set of inputs to Pool.Step.
+type Event interface{ isEvent() }
+
+// Acquire asks for a unit; Ready().Granted is the answer and decides whether the caller may
+// start anything.
+type Acquire struct{}
+
+// Release gives a unit back.
+type Release struct{}
+
+func (Acquire) isEvent() {}
+func (Release) isEvent() {}
+
+// Ready is the answer to the last Acquire; it counts as done once read (Ready resets it).
+type Ready struct {
+	Granted bool
+}
+
+// Status is a read-only summary.
+type Status struct {
+	Capacity int
+	Used     int
+	Free     int
+}
 
 // Pool counts units in use.
 type Pool struct {
 	capacity int
 	// Invariant: 0 ≤ used ≤ capacity.
-	used int
+	used  int
+	ready Ready
 }
 
-// New returns a pool of capacity units; capacity < 1 is misuse and panics.
-func New(capacity int) *Pool {
-	if capacity < 1 {
-		panic(fmt.Sprintf("pool: capacity must be ≥ 1, got %d", capacity))
+// New returns a pool, or an error naming Capacity when it is < 1.
+func New(cfg Config) (*Pool, error) {
+	if cfg.Capacity < 1 {
+		return nil, fmt.Errorf("%w: Capacity must be ≥ 1, got %d", ErrInvalidConfig, cfg.Capacity)
 	}
-	return &Pool{capacity: capacity}
+	return &Pool{capacity: cfg.Capacity}, nil
 }
 
-// Acquire takes a unit if one is free.
-func (p *Pool) Acquire() bool {
-	if p.used >= p.capacity {
-		return false
+// Step applies one event. Releasing a unit not in use is misuse and panics.
+func (p *Pool) Step(ev Event) {
+	switch ev.(type) {
+	case Acquire:
+		p.ready.Granted = p.used < p.capacity
+		if p.ready.Granted {
+			p.used++
+		}
+	case Release:
+		if p.used == 0 {
+			panic("pool: Release without a unit in use")
+		}
+		p.used--
+	default:
+		panic(fmt.Sprintf("pool: unknown event %T", ev))
 	}
-	p.used++
-	return true
 }
 
-// Release gives a unit back.
-func (p *Pool) Release() {
-	if p.used == 0 {
-		panic("pool: Release without a unit in use")
-	}
-	p.used--
+// Ready returns the answer to the last Acquire and resets it.
+func (p *Pool) Ready() Ready {
+	rd := p.ready
+	p.ready = Ready{}
+	return rd
 }
 
-// Free is the number of free units.
-func (p *Pool) Free() int { return p.capacity - p.used }
+// WakeAt is always zero: a pool has no timers (it is here for the one machine surface).
+func (p *Pool) WakeAt() time.Time { return time.Time{} }
 
-// Used is the number of units in use.
-func (p *Pool) Used() int { return p.used }
-
-// Capacity is the number of units.
-func (p *Pool) Capacity() int { return p.capacity }
+// Status summarises the pool.
+func (p *Pool) Status() Status {
+	return Status{Capacity: p.capacity, Used: p.used, Free: p.capacity - p.used}
+}
 
 // CheckInvariants reports a broken invariant (for other packages' checkers).
 func (p *Pool) CheckInvariants() error { return p.checkInvariants() }

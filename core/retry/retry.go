@@ -27,17 +27,46 @@ func DefaultPolicy() Policy {
 	return Policy{Attempts: 5, Base: time.Second, Cap: 5 * time.Minute}
 }
 
-// Validate reports the first field out of range, naming it.
+// WithDefaults returns p with each zero field set to DefaultPolicy's (Cap to at least Base, so
+// a Base set above the default Cap is not blamed on the Cap nobody set).
+func (p Policy) WithDefaults() Policy {
+	d := DefaultPolicy()
+	if p.Attempts == 0 {
+		p.Attempts = d.Attempts
+	}
+	if p.Base == 0 {
+		p.Base = d.Base
+	}
+	if p.Cap == 0 {
+		p.Cap = max(d.Cap, p.Base)
+	}
+	return p
+}
+
+// FieldError names the field Validate refused, for callers that report it in their own terms.
+type FieldError struct {
+	Field string
+	Value any
+	Rule  string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalid, e.Field, e.Value, e.Rule)
+}
+
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Validate reports the first field out of range, naming it (a *FieldError).
 func (p Policy) Validate() error {
 	switch {
 	case p.Attempts < 1:
-		return fmt.Errorf("%w: Attempts must be ≥ 1, got %d", ErrInvalid, p.Attempts)
+		return &FieldError{"Attempts", p.Attempts, "must be ≥ 1"}
 	case p.Base <= 0:
-		return fmt.Errorf("%w: Base must be > 0, got %v", ErrInvalid, p.Base)
+		return &FieldError{"Base", p.Base, "must be > 0"}
 	case p.Cap < p.Base:
-		return fmt.Errorf("%w: Cap must be ≥ Base (%v), got %v", ErrInvalid, p.Base, p.Cap)
+		return &FieldError{"Cap", p.Cap, fmt.Sprintf("must be ≥ Base (%v)", p.Base)}
 	case p.Deadline < 0:
-		return fmt.Errorf("%w: Deadline must be ≥ 0 (0 = none), got %v", ErrInvalid, p.Deadline)
+		return &FieldError{"Deadline", p.Deadline, "must be ≥ 0 (0 means none)"}
 	}
 	return nil
 }
@@ -88,7 +117,7 @@ func (p Policy) Late(firstDue, t time.Time) bool {
 func (p Policy) Spent(attempts int) bool { return attempts >= p.Attempts }
 
 // Next decides what follows a retryable failure of attempt number attempt (1-based) at now:
-// the next due time, or a dead verdict (DeadSpent when the budget is used up, DeadLate when
+// Retry with the next due time, or a dead verdict (DeadSpent when the budget is used up, DeadLate when
 // the retry would land at or past the deadline).
 func (p Policy) Next(firstDue, now time.Time, attempt int, r uint32, after *time.Duration) (time.Time, Verdict) {
 	if attempt < 1 {
@@ -101,7 +130,7 @@ func (p Policy) Next(firstDue, now time.Time, attempt int, r uint32, after *time
 	if p.Late(firstDue, due) {
 		return time.Time{}, DeadLate
 	}
-	return due, Start
+	return due, Retry
 }
 
 // Verdict is the admission decision for one due job.
@@ -116,8 +145,10 @@ const (
 	DeadSpent
 	// Defer: the breaker refused; no attempt is counted and the unit goes back.
 	Defer
-	// Start: run the next attempt (from Next: the retry is scheduled at the returned due).
+	// Start: run the next attempt (Admit only).
 	Start
+	// Retry: the retry is scheduled at the returned due (Next only).
+	Retry
 )
 
 func (v Verdict) String() string {
@@ -132,6 +163,8 @@ func (v Verdict) String() string {
 		return "defer"
 	case Start:
 		return "start"
+	case Retry:
+		return "retry"
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }

@@ -137,14 +137,14 @@ func TestDeadline(t *testing.T) {
 		r       uint32
 		want    next
 	}{
-		{"first retry scheduled", 0, 1, 0, next{500 * time.Millisecond, Start}},
-		{"retry landing just before deadline", 9*time.Second - 1, 1, 500_000_000, next{10*time.Second - 1, Start}},
+		{"first retry scheduled", 0, 1, 0, next{500 * time.Millisecond, Retry}},
+		{"retry landing just before deadline", 9*time.Second - 1, 1, 500_000_000, next{10*time.Second - 1, Retry}},
 		{"retry landing exactly at deadline is late", 9 * time.Second, 1, 500_000_000, next{-1, DeadLate}},
 		{"budget spent beats lateness", 20 * time.Second, 3, 0, next{-1, DeadSpent}},
 	} {
 		due, v := p.Next(t0, t0.Add(tc.now), tc.attempt, tc.r, nil)
 		got := next{-1, v}
-		if v == Start {
+		if v == Retry {
 			got.Due = due.Sub(t0)
 		}
 		if diff := cmp.Diff(tc.want, got); diff != "" {

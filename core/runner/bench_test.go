@@ -14,16 +14,16 @@ import (
 // machineWith returns a machine holding n waiting jobs (due in an hour) and up to capacity
 // running ones, all synced.
 func machineWith(n, capacity int) *Machine {
-	m := NewMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: capacity,
+	m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: capacity,
 		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
 	for i := 0; i < capacity; i++ {
 		m.Step(Enqueue{Due: epoch, Target: "a"})
 	}
-	m.Step(Tick{Now: epoch})
+	m.Step(Tick{Now: epoch, Admit: true})
 	for i := 0; i < n; i++ {
 		m.Step(Enqueue{Due: epoch.Add(time.Hour + time.Duration(i)), Target: "a"})
 	}
-	m.Step(Synced{Through: m.Seq()})
+	m.Step(Synced{Through: m.seq})
 	m.Ready()
 	return m
 }
@@ -49,8 +49,8 @@ func cancelAndComplete(b *testing.B, n int) {
 		running = running[1:]
 		m.Step(AttemptDone{Now: now, Token: tok, Outcome: Success()})
 		m.Step(Enqueue{Due: now, Target: "a"}) // keep the queue's size steady
-		m.Step(Tick{Now: now})
-		m.Step(Synced{Through: m.Seq()})
+		m.Step(Tick{Now: now, Admit: true})
+		m.Step(Synced{Through: m.seq})
 		for _, a := range m.Ready().Starts {
 			running = append(running, a.Token)
 		}

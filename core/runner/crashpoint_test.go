@@ -43,7 +43,7 @@ func runWorkload(w *world) (crashRun, error) {
 	}
 	for round := 0; round < 6; round++ {
 		for i := 0; i < 3; i++ {
-			if _, _, err := e.Enqueue(w.now, fmt.Sprintf("t%d", i), []byte("job")); err != nil {
+			if _, _, err := e.Enqueue(epoch, w.now, fmt.Sprintf("t%d", i), []byte("job")); err != nil {
 				return r, err
 			}
 		}

@@ -59,6 +59,9 @@ func DescribeResult(r Result, epoch time.Time) string {
 		}
 		b.WriteByte('\n')
 	}
+	for _, c := range r.Cancels {
+		fmt.Fprintf(&b, "cancel %v (%v)\n", c.Token, c.Why)
+	}
 	if !r.Wake.IsZero() {
 		fmt.Fprintf(&b, "wake %s\n", offset(r.Wake, epoch))
 	}

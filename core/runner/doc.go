@@ -1,10 +1,14 @@
-// Package runner is the durable job runner of SPEC 2: a pure state machine (Machine) and a
-// synchronous engine (Engine) that drives it over core/journal and the core.FS port.
+// Package runner is the durable job runner: a pure state machine (Machine) and a synchronous
+// engine (Engine), the I/O layer that drives it over core/journal and the core.FS port. Every
+// runner decision is made here (the production driver and the simulator only execute what a
+// Commit returns). The Machine has the one machine surface: New(MachineConfig) (*Machine,
+// error), Step(Event), Ready() Ready (its ordering contract on the type), WakeAt() time.Time,
+// Status() Status.
 //
 // Contract (numbered rules):
 //
 //  1. Every durable transition is one journal record (Enqueued, Started, Finished, Deferred,
-//     Cancelled, Retried, Expired, Snapshot; see record.go). The machine applies a record to its
+//     Cancelled, Retried, Expired, Released, Snapshot; see record.go). The machine applies a record to its
 //     state through one function, apply, both live and in replay, so replaying the journal gives
 //     exactly the live state after the last synced record.
 //  2. An enqueue, cancel or retry is acknowledged, and an attempt dispatched, only after a Synced
@@ -17,10 +21,16 @@
 //     pool unit is free (continuous scheduling). Admission follows retry.Admit: unit, late,
 //     spent, breaker. A breaker refusal journals Deferred{due = until} and counts no attempt;
 //     a half-open breaker with its probes taken defers to now+Cooldown (it cannot know when
-//     the probes end); a probe's success that closes the breaker does not re-due them. Enqueue's due must lie in UnixNano's range (a zero time is ErrTime).
+//     the probes end); a probe's success that closes the breaker does not re-due them. Enqueue's
+//     due must lie in UnixNano's range; a zero due is the enqueue's now. An enqueue whose
+//     record would exceed RecordMax is refused (ErrTooLarge) before anything is appended: the
+//     one size check. Pool.Acquire's answer decides admission.
 //  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
 //     running attempt is ignored and logged. Its pool unit and breaker probe are still released.
-//     A cancelled attempt not yet dispatched never starts; a dispatched one finishes, ignored.
+//     A cancelled attempt not yet dispatched never starts; a dispatched one is cancelled by an
+//     effect (Ready.Cancels, why ByUser) once the Cancelled record is durable, and its outcome
+//     is ignored. A payload the decode-check port (MachineConfig.Decode) refuses is never
+//     dispatched: the job is dead(permanent), and its breaker records nothing.
 //  6. Outcomes: success → succeeded; a permanent failure → dead(permanent); a panic →
 //     dead(panic); a retryable failure → waiting at now+retry.Wait, or dead(spent) when the
 //     budget is used, or dead(late) when the retry would land at or past the deadline.
@@ -37,16 +47,27 @@
 //     Lost failure: the engine is poisoned until reopened.
 //  10. A failed journal write or sync poisons the engine: every later call returns ErrPoisoned
 //     wrapping the first failure; nothing of the failed batch is acknowledged or started.
+//  11. Graceful stop (Dispatch off): nothing is admitted; at stop+Grace every attempt still
+//     running is cancelled (Ready.Cancels, why ByStop), and one that then ends other than in
+//     success is released (a Released record): the job waits again at the due it started at,
+//     its attempt count is unchanged, its breaker records no outcome. At stop+2·Grace those
+//     still running are abandoned: Status().Stopped (and Result.Stopped) tells the driver to
+//     Flush, optionally Compact, and Close; their Started records stand, so the next Open
+//     counts them as interrupted. A crash (no stop) counts the attempt, per rule 7.
 //
 // Driving the engine (production driver and simulator alike):
 //
 //	e, err := runner.Open(fsys, "jobs.journal", cfg, now)
+//	e.Dispatch(now, true)           // Run or Drain
 //	loop:
 //	    submit commands:  e.Enqueue(due, target, payload) / e.Cancel(id) / e.Retry(now, id)
 //	    feed outcomes:    e.AttemptDone(now, token, outcome)
 //	    res, err := e.Commit(now)   // one journal batch, one fsync for everything above
-//	    answer callers from res.Acks (by ticket); dispatch res.Starts; sleep until res.Wake,
-//	    the next command or the next outcome.
+//	    answer callers from res.Acks (by ticket); dispatch res.Starts (Attempt.Value is the
+//	    decoded payload); cancel res.Cancels; sleep until res.Wake, the next command or the
+//	    next outcome.
+//	stop: e.Dispatch(now, false); go on committing at outcomes and wakes until res.Stopped;
+//	    then e.Flush(now), e.Compact() if wanted, e.Close().
 //	crash: drop e without Close; reopen with Open on the same FS.
 //
 // Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs in heap

@@ -14,10 +14,11 @@ import (
 	"github.com/sluicehq/sluice/core/retry"
 )
 
-// Defaults of Config.
+// Defaults of Config: the one table (the root package's defaults are these).
 const (
 	CompactBytesDefault = 64 << 20
 	RetentionDefault    = 10_000
+	GraceDefault        = 10 * time.Second
 	// errMax bounds the error text journaled per outcome, so a Finished record always fits.
 	errMax = 4 << 10
 	// recordOverheadMax bounds a Finished record's bytes besides its error text.
@@ -33,26 +34,46 @@ var ErrPoisoned = errors.New("runner: poisoned, reopen")
 
 // Config configures an Engine. Zero fields take their defaults except Capacity.
 type Config struct {
-	Policy  retry.Policy    // zero value: retry.DefaultPolicy()
-	Circuit breaker.Circuit // zero value: breaker.DefaultCircuit()
+	Policy  retry.Policy    // zero fields: retry.DefaultPolicy()'s (Deadline 0 means none)
+	Circuit breaker.Circuit // zero fields: breaker.DefaultCircuit()'s
 	// Capacity is the pool size, required (≥ 1). core may not read the CPU count: the
 	// production driver defaults it to runtime.NumCPU().
 	Capacity     int
-	CompactBytes int64        // compact when the journal grew by more; 0: 64 MiB
-	Retention    int          // terminal jobs kept at compaction; 0: 10,000
-	RecordMax    int          // largest record; 0: 1 MiB (journal's default)
-	SnapshotMax  int          // largest snapshot; 0: 256 MiB
-	Logger       *slog.Logger // nil: discard
-	Rand         *rand.Rand   // jitter draws; nil: rand.New(rand.NewSource(1))
+	CompactBytes int64 // compact when the journal grew by more; 0: 64 MiB
+	Retention    int   // terminal jobs kept at compaction; 0: 10,000
+	RecordMax    int   // largest record; 0: 1 MiB (journal's default)
+	SnapshotMax  int   // largest snapshot; 0: 256 MiB
+	// Grace is how long a graceful stop waits for running attempts before cancelling them,
+	// and again for the cancelled ones before abandoning them; 0: 10s.
+	Grace  time.Duration
+	Logger *slog.Logger // nil: discard
+	Rand   *rand.Rand   // jitter draws; nil: rand.New(rand.NewSource(1))
+	// Decode is the decode-check port (MachineConfig.Decode); nil: none.
+	Decode func(payload []byte) (any, error)
 }
 
-// WithDefaults returns c with zero fields defaulted, and an error naming the first bad field.
+// ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
+// as "Policy.Base", "Circuit.Probes"); it wraps ErrInvalidConfig.
+type ConfigError struct {
+	Field string
+	Value any
+	Rule  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalidConfig, e.Field, e.Value, e.Rule)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// WithDefaults returns c with zero fields defaulted (the one table: the constants above,
+// retry.DefaultPolicy, breaker.DefaultCircuit, journal's limits), and a *ConfigError naming
+// the first bad field. A zero field is never blamed: it takes its default first.
 func (c Config) WithDefaults() (Config, error) {
-	if c.Policy == (retry.Policy{}) {
-		c.Policy = retry.DefaultPolicy()
-	}
-	if c.Circuit == (breaker.Circuit{}) {
-		c.Circuit = breaker.DefaultCircuit()
+	c.Policy = c.Policy.WithDefaults()
+	c.Circuit = c.Circuit.WithDefaults()
+	if c.Grace == 0 {
+		c.Grace = GraceDefault
 	}
 	if c.CompactBytes == 0 {
 		c.CompactBytes = CompactBytesDefault
@@ -64,7 +85,7 @@ func (c Config) WithDefaults() (Config, error) {
 		c.RecordMax = journal.RecordMaxDefault
 	}
 	if c.SnapshotMax == 0 {
-		c.SnapshotMax = journal.SnapshotMaxDefault
+		c.SnapshotMax = max(journal.SnapshotMaxDefault, c.RecordMax)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -72,31 +93,35 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewSource(1))
 	}
-	if err := c.Policy.Validate(); err != nil {
-		return c, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
+	var rf *retry.FieldError
+	if err := c.Policy.Validate(); errors.As(err, &rf) {
+		return c, &ConfigError{"Policy." + rf.Field, rf.Value, rf.Rule}
 	}
-	if err := c.Circuit.Validate(); err != nil {
-		return c, fmt.Errorf("%w: Circuit: %w", ErrInvalidConfig, err)
+	var bf *breaker.FieldError
+	if err := c.Circuit.Validate(); errors.As(err, &bf) {
+		return c, &ConfigError{"Circuit." + bf.Field, bf.Value, bf.Rule}
 	}
 	const formatMax = math.MaxUint32 / 2
 	switch {
+	case c.Grace < 0:
+		return c, &ConfigError{"Grace", c.Grace, "must be ≥ 0 (0 means 10s)"}
 	case c.Capacity < 1:
-		return c, fmt.Errorf("%w: Capacity must be ≥ 1, got %d (the driver defaults it to runtime.NumCPU())", ErrInvalidConfig, c.Capacity)
+		return c, &ConfigError{"Capacity", c.Capacity, "must be ≥ 1"}
 	case c.CompactBytes < 0:
-		return c, fmt.Errorf("%w: CompactBytes must be ≥ 0, got %d", ErrInvalidConfig, c.CompactBytes)
+		return c, &ConfigError{"CompactBytes", c.CompactBytes, "must be ≥ 0 (0 means 64 MiB)"}
 	case c.Retention < 0:
-		return c, fmt.Errorf("%w: Retention must be ≥ 0, got %d", ErrInvalidConfig, c.Retention)
+		return c, &ConfigError{"Retention", c.Retention, "must be ≥ 0 (0 means 10,000)"}
 	case c.RecordMax < 1024 || c.RecordMax > formatMax:
-		return c, fmt.Errorf("%w: RecordMax must be in [1 KiB, %d], got %d", ErrInvalidConfig, formatMax, c.RecordMax)
+		return c, &ConfigError{"RecordMax", c.RecordMax, fmt.Sprintf("must be in [1024, %d] (0 means 1 MiB)", formatMax)}
 	case c.SnapshotMax < c.RecordMax || c.SnapshotMax > formatMax:
-		return c, fmt.Errorf("%w: SnapshotMax must be in [RecordMax, %d], got %d", ErrInvalidConfig, formatMax, c.SnapshotMax)
+		return c, &ConfigError{"SnapshotMax", c.SnapshotMax, fmt.Sprintf("must be in [RecordMax, %d]", formatMax)}
 	}
 	return c, nil
 }
 
 func (c Config) machine() MachineConfig {
 	return MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity,
-		RecordMax: c.RecordMax, Logger: c.Logger, Rand: c.Rand}
+		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode}
 }
 
 func (c Config) journal() journal.Config {
@@ -119,17 +144,23 @@ type Engine struct {
 	compactAt int64
 	// Orphans is how many running jobs Open requeued as interrupted.
 	orphans int
+	// Journal work since open, for Status.
+	commits, records, compactions int64
 }
 
 // Open opens (or creates) the journal name on fsys, replays it, requeues the attempts that were
 // running at the crash as failed `interrupted` attempts at now, and makes that durable. No
-// attempt starts until the first Commit.
+// attempt starts until Dispatch(now, true) and a Commit.
 func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error) {
 	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m := NewMachine(cfg.machine())
+	m, err := New(cfg.machine())
+	if err != nil {
+		return nil, err
+	}
+	m.at(now)
 	m.replaying = true
 	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
 		return m.Replay(r.Tag, r.Snapshot, r.Data)
@@ -143,7 +174,7 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	if e.orphans > 0 {
 		cfg.Logger.Info("runner: requeued attempts interrupted by a crash", "jobs", e.orphans)
 	}
-	rd, err := e.flush()
+	rd, err := e.writeBatch()
 	if err != nil {
 		_ = j.Close()
 		return nil, fmt.Errorf("runner: opening %q: requeueing orphans: %w", name, err)
@@ -159,7 +190,10 @@ func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	m := NewMachine(cfg.machine())
+	m, err := New(cfg.machine())
+	if err != nil {
+		return Snapshot{}, err
+	}
 	if _, err := journal.Read(fsys, name, cfg.journal(), func(r journal.Record) error {
 		return m.Replay(r.Tag, r.Snapshot, r.Data)
 	}); err != nil {
@@ -167,6 +201,14 @@ func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 	}
 	s, _ := m.Snapshot(math.MaxInt)
 	return s, nil
+}
+
+// becomePoisoned records the first failure that poisons the engine and logs it, once: the
+// engine refuses all work until reopened.
+func (e *Engine) becomePoisoned(err error) error {
+	e.poison = err
+	e.cfg.Logger.Error("runner: journal failed; refusing all work until reopened", "err", err)
+	return e.usable()
 }
 
 func (e *Engine) usable() error {
@@ -199,11 +241,13 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	return t, nil
 }
 
-// Enqueue submits a job due at due; the id is assigned now, and the job is acknowledged (durable)
-// by the Commit whose Result.Acks holds the ticket. Errors: ErrTooLarge, ErrTime, ErrPoisoned.
-func (e *Engine) Enqueue(due time.Time, target string, payload []byte) (Ticket, uint64, error) {
+// Enqueue submits a job due at due (zero: now); the id is assigned now, and the job is
+// acknowledged (durable) by the Commit whose Result.Acks holds the ticket. The one size check:
+// an enqueue whose record would exceed RecordMax is refused with ErrTooLarge, before anything
+// is written. Errors: ErrTooLarge, ErrTime, ErrPoisoned.
+func (e *Engine) Enqueue(now, due time.Time, target string, payload []byte) (Ticket, uint64, error) {
 	id := e.m.nextID
-	t, err := e.step(Enqueue{Due: due, Target: target, Payload: payload})
+	t, err := e.step(Enqueue{Now: now, Due: due, Target: target, Payload: payload})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -211,7 +255,8 @@ func (e *Engine) Enqueue(due time.Time, target string, payload []byte) (Ticket, 
 }
 
 // Cancel submits the cancellation of a non-terminal job. Errors: ErrNotFound, ErrTerminal,
-// ErrPoisoned. A running attempt finishes; its outcome is ignored.
+// ErrPoisoned. A running attempt's handler is cancelled (Result.Cancels, why ByUser) once the
+// record is durable; its outcome is ignored.
 func (e *Engine) Cancel(id uint64) (Ticket, error) { return e.step(Cancel{ID: id}) }
 
 // Retry submits the manual retry of a dead job, due at now with a fresh attempt budget.
@@ -233,12 +278,27 @@ func (e *Engine) AttemptDone(now time.Time, tok Token, out Outcome) error {
 	return e.m.Step(AttemptDone{Now: now, Token: tok, Outcome: out})
 }
 
+// Dispatch turns admission on (Run, Drain) or off at now. Off begins a graceful stop (see the
+// Dispatch event): drive it with Flush at each outcome and at Result.Wake until
+// Status().Stopped, then Flush, optionally Compact, and Close.
+func (e *Engine) Dispatch(now time.Time, on bool) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	return e.m.Step(Dispatch{Now: now, On: on})
+}
+
 // Result is what one Commit made happen.
 type Result struct {
 	// Acks answer every command submitted before the Commit: their records are durable.
 	Acks []Ack
 	// Starts are attempts to dispatch now; their Started records are durable.
 	Starts []Attempt
+	// Cancels are running handlers to cancel now, and why.
+	Cancels []CancelAttempt
+	// Stopped: a graceful stop is done (admission off, nothing running or the rest abandoned):
+	// Flush, Compact if wanted, and Close.
+	Stopped bool
 	// Settled are jobs whose terminal state became durable in this commit (or, for the first
 	// Commit, in Open's orphan requeue).
 	Settled []Settled
@@ -254,28 +314,25 @@ type Result struct {
 // Commit schedules due jobs at now, writes every record produced since the last Commit as one
 // journal batch, syncs it, and returns what became durable. On an error nothing in the batch
 // was acknowledged or started and the engine is poisoned.
-func (e *Engine) Commit(now time.Time) (Result, error) { return e.commit(now, true) }
+func (e *Engine) Commit(now time.Time) (Result, error) { return e.tickAndWrite(now, true) }
 
-// Flush is Commit without starting anything: commands and outcomes become durable and are
-// acknowledged, no due job is admitted (for a graceful shutdown that stops starting attempts).
-func (e *Engine) Flush(now time.Time) (Result, error) { return e.commit(now, false) }
+// Flush is Commit without admitting anything: commands and outcomes become durable and are
+// acknowledged, a graceful stop moves on, no due job is admitted.
+func (e *Engine) Flush(now time.Time) (Result, error) { return e.tickAndWrite(now, false) }
 
-func (e *Engine) commit(now time.Time, dispatch bool) (Result, error) {
+func (e *Engine) tickAndWrite(now time.Time, admit bool) (Result, error) {
 	if err := e.usable(); err != nil {
 		return Result{}, err
 	}
-	if dispatch {
-		e.m.Step(Tick{Now: now})
-	}
-	rd, err := e.flush()
+	e.m.Step(Tick{Now: now, Admit: admit})
+	rd, err := e.writeBatch()
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Acks: rd.Acks, Starts: rd.Starts, Settled: append(e.carry, rd.Settled...)}
+	res := Result{Acks: rd.Acks, Starts: rd.Starts, Cancels: rd.Cancels, Settled: append(e.carry, rd.Settled...)}
 	e.carry = nil
-	if w, ok := e.m.WakeAt(); ok {
-		res.Wake = w
-	}
+	res.Wake = e.m.WakeAt()
+	res.Stopped = e.m.Status().Stopped
 	if e.j.GrownBytes() > e.compactAt {
 		res.CompactErr = e.compact()
 		res.Compacted = res.CompactErr == nil
@@ -283,27 +340,28 @@ func (e *Engine) commit(now time.Time, dispatch bool) (Result, error) {
 	return res, nil
 }
 
-// flush writes the machine's pending appends as one batch and steps Synced.
-func (e *Engine) flush() (Ready, error) {
+// writeBatch writes the machine's pending appends as one batch and steps Synced.
+func (e *Engine) writeBatch() (Ready, error) {
 	rd := e.m.Ready()
 	if len(rd.Appends) == 0 {
 		return rd, nil
 	}
 	for _, a := range rd.Appends {
 		if _, err := e.j.Append(a.Tag, a.Data); err != nil {
-			e.poison = fmt.Errorf("appending record %d: %w", a.Seq, err)
-			return Ready{}, e.usable()
+			return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
 		}
 	}
 	if _, err := e.j.Commit(); err != nil {
-		e.poison = fmt.Errorf("committing records through %d: %w", rd.Appends[len(rd.Appends)-1].Seq, err)
-		return Ready{}, e.usable()
+		return Ready{}, e.becomePoisoned(fmt.Errorf("committing records through %d: %w", rd.Appends[len(rd.Appends)-1].Seq, err))
 	}
+	e.commits++
+	e.records += int64(len(rd.Appends))
 	e.m.Step(Synced{Through: rd.Appends[len(rd.Appends)-1].Seq})
 	more := e.m.Ready()
 	rd.Acks = append(rd.Acks, more.Acks...)
 	rd.Starts = append(rd.Starts, more.Starts...)
 	rd.Settled = append(rd.Settled, more.Settled...)
+	rd.Cancels = append(rd.Cancels, more.Cancels...)
 	return rd, nil
 }
 
@@ -325,15 +383,14 @@ func (e *Engine) compact() error {
 	err := e.j.Compact(TagSnapshot, EncodeSnapshot(s))
 	if err != nil {
 		if errors.Is(err, journal.ErrPoisoned) || errors.Is(err, journal.ErrClosed) {
-			e.poison = fmt.Errorf("compaction lost: %w", err)
-			e.cfg.Logger.Error("runner: compaction failed after the rename; reopen", "err", err)
-			return e.usable()
+			return e.becomePoisoned(fmt.Errorf("compaction lost after the rename: %w", err))
 		}
 		e.compactAt = e.j.GrownBytes() + e.cfg.CompactBytes
 		e.cfg.Logger.Warn("runner: compaction failed; the old journal stands", "err", err)
 		return fmt.Errorf("runner: compaction kept the old journal: %w", err)
 	}
 	e.compactAt = e.cfg.CompactBytes
+	e.compactions++
 	e.m.Prune(drop)
 	return nil
 }
@@ -361,32 +418,11 @@ func (e *Engine) State() Snapshot {
 // Breaker returns the state of target's breaker.
 func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(target) }
 
-// Status is a summary for Stats and checkers.
-type Status struct {
-	Waiting   int // in the queue, including deferred ones
-	Deferred  int // waiting after a breaker refusal
-	Running   int // jobs whose current attempt is running
-	Succeeded int
-	Dead      int
-	Cancelled int
-	InFlight  int // attempts holding a pool unit (dispatched, or awaiting their sync)
-	Capacity  int
-	NextID    uint64
-	Durable   journal.LSN
-	Grown     int64 // journal bytes since open or the last compaction
-	Poisoned  error
-	WakeAt    time.Time // zero when only a command or an outcome can make progress
-	Orphans   int       // running jobs requeued as interrupted at open
-}
-
-// Status summarises the engine in O(1).
+// Status summarises the engine in O(1): the machine's Status with the journal's fields.
 func (e *Engine) Status() Status {
-	m := e.m
-	s := Status{InFlight: m.pool.Used(), Capacity: m.pool.Capacity(), NextID: m.nextID,
-		Durable: e.j.Durable(), Grown: e.j.GrownBytes(), Poisoned: e.poison, Orphans: e.orphans,
-		Waiting: m.counts[Waiting], Deferred: m.deferred, Running: m.counts[Running],
-		Succeeded: m.counts[Succeeded], Dead: m.counts[Dead], Cancelled: m.counts[Cancelled]}
-	s.WakeAt, _ = m.WakeAt()
+	s := e.m.Status()
+	s.Durable, s.Grown, s.Poisoned, s.Orphans = e.j.Durable(), e.j.GrownBytes(), e.poison, e.orphans
+	s.Commits, s.Records, s.Compactions = e.commits, e.records, e.compactions
 	return s
 }
 

@@ -23,12 +23,13 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		field string
 	}{
 		{Config{}, "Capacity"},
-		{Config{Capacity: 1, Policy: retry.Policy{Attempts: 0, Base: 1, Cap: 1}}, "Attempts"},
-		{Config{Capacity: 1, Circuit: breaker.Circuit{Threshold: 1, Window: 1, Cooldown: 1, Probes: 0}}, "Probes"},
+		{Config{Capacity: 1, Policy: retry.Policy{Attempts: -1, Base: 1, Cap: 1}}, "Attempts"},
+		{Config{Capacity: 1, Circuit: breaker.Circuit{Threshold: 1, Window: 1, Cooldown: 1, Probes: -1}}, "Probes"},
 		{Config{Capacity: 1, CompactBytes: -1}, "CompactBytes"},
 		{Config{Capacity: 1, Retention: -1}, "Retention"},
 		{Config{Capacity: 1, RecordMax: 10}, "RecordMax"},
 		{Config{Capacity: 1, RecordMax: 4096, SnapshotMax: 2048}, "SnapshotMax"},
+		{Config{Capacity: 1, Grace: -1}, "Grace"},
 	} {
 		_, err := tc.cfg.WithDefaults()
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
@@ -61,8 +62,9 @@ func TestEnqueueTooLargeWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Dispatch(epoch, true)
 	ops := d.Ops()
-	if _, _, err := e.Enqueue(epoch, "a", make([]byte, 1024)); !errors.Is(err, ErrTooLarge) {
+	if _, _, err := e.Enqueue(epoch, epoch, "a", make([]byte, 1024)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("enqueue: %v, want ErrTooLarge", err)
 	}
 	res, err := e.Commit(epoch)
@@ -74,7 +76,7 @@ func TestEnqueueTooLargeWritesNothing(t *testing.T) {
 // TestCancelBeforeDispatchNeverStarts drives the machine directly: an attempt admitted but not
 // yet synced is dropped by a cancel, frees its unit and never appears in Starts.
 func TestCancelBeforeDispatchNeverStarts(t *testing.T) {
-	m := NewMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
+	m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
 		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
 	step := func(ev Event) {
 		t.Helper()
@@ -87,9 +89,9 @@ func TestCancelBeforeDispatchNeverStarts(t *testing.T) {
 	}
 	step(Enqueue{Ticket: 1, Due: epoch, Target: "a"})
 	step(Enqueue{Ticket: 2, Due: epoch, Target: "a"})
-	step(Tick{Now: epoch}) // job 1 admitted: Started appended, not synced
+	step(Tick{Now: epoch, Admit: true}) // job 1 admitted: Started appended, not synced
 	step(Cancel{Ticket: 3, ID: 1})
-	step(Tick{Now: epoch}) // the unit is free again: job 2 admitted
+	step(Tick{Now: epoch, Admit: true}) // the unit is free again: job 2 admitted
 	rd := m.Ready()
 	step(Synced{Through: rd.Appends[len(rd.Appends)-1].Seq})
 	rd = m.Ready()
@@ -112,7 +114,8 @@ func TestStaleOutcomeIsIgnoredAndLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, id, _ := e.Enqueue(epoch, "a", nil)
+	e.Dispatch(epoch, true)
+	_, id, _ := e.Enqueue(epoch, epoch, "a", nil)
 	res, err := e.Commit(epoch)
 	if err != nil || len(res.Starts) != 1 {
 		t.Fatalf("commit: %+v %v", res, err)
@@ -151,7 +154,7 @@ func TestRetentionAndIdsAcrossCompaction(t *testing.T) {
 	}
 	e := w.e
 	for i := 0; i < 5; i++ {
-		e.Enqueue(epoch, "a", nil)
+		e.Enqueue(epoch, epoch, "a", nil)
 	}
 	res, err := e.Commit(epoch)
 	if err != nil || len(res.Starts) != 4 {
@@ -180,7 +183,7 @@ func TestRetentionAndIdsAcrossCompaction(t *testing.T) {
 	if err := w.open(); err != nil {
 		t.Fatal(err)
 	}
-	_, id, err := w.e.Enqueue(epoch, "a", nil)
+	_, id, err := w.e.Enqueue(w.now, epoch, "a", nil)
 	if err != nil || id != 6 {
 		t.Fatalf("enqueue after compaction and restart got id %d (%v), want 6", id, err)
 	}
@@ -195,7 +198,7 @@ func TestAutoCompactionPastCompactBytes(t *testing.T) {
 	}
 	compactions := 0
 	for i := 0; i < 100; i++ {
-		w.e.Enqueue(epoch.Add(time.Hour), "a", []byte("payload"))
+		w.e.Enqueue(w.now, epoch.Add(time.Hour), "a", []byte("payload"))
 		res, err := w.e.Commit(epoch)
 		if err != nil || res.CompactErr != nil {
 			t.Fatalf("commit %d: %v %v", i, err, res.CompactErr)
@@ -223,7 +226,8 @@ func TestHugeErrorTextStillFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Enqueue(epoch, "a", nil)
+	e.Dispatch(epoch, true)
+	e.Enqueue(epoch, epoch, "a", nil)
 	res, err := e.Commit(epoch)
 	if err != nil || len(res.Starts) != 1 {
 		t.Fatalf("%+v %v", res, err)
@@ -246,10 +250,11 @@ func TestDeferredJobSpendsNoAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Enqueue(epoch, "a", nil)
+	e.Dispatch(epoch, true)
+	e.Enqueue(epoch, epoch, "a", nil)
 	res, _ := e.Commit(epoch)
 	e.AttemptDone(epoch, res.Starts[0].Token, Failure("503", true)) // opens "a" until +10s
-	e.Enqueue(epoch, "a", nil)
+	e.Enqueue(epoch, epoch, "a", nil)
 	if _, err := e.Commit(epoch); err != nil {
 		t.Fatal(err)
 	}
@@ -322,8 +327,9 @@ func TestBreakersKeptOnlyForRecentlyFailingTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Dispatch(epoch, true)
 	for i := 0; i < 100; i++ {
-		if _, _, err := e.Enqueue(epoch, fmt.Sprintf("t%03d", i), nil); err != nil {
+		if _, _, err := e.Enqueue(epoch, epoch, fmt.Sprintf("t%03d", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -369,5 +375,81 @@ func TestBreakersKeptOnlyForRecentlyFailingTargets(t *testing.T) {
 		if later.Sub(now) > time.Hour {
 			t.Fatal("t007's breaker never forgotten")
 		}
+	}
+}
+
+// TestZeroDueIsNowAndUndecodablePayloadFailsPermanently: the engine, not the driver, makes a
+// zero due the enqueue's now, and a payload the decode check refuses is never dispatched: the
+// job is dead(permanent) and its target's breaker records nothing.
+func TestZeroDueIsNowAndUndecodablePayloadFailsPermanently(t *testing.T) {
+	cfg := Config{Capacity: 1, Circuit: breaker.Circuit{Threshold: 1, Window: time.Minute, Cooldown: time.Minute, Probes: 1},
+		Decode: func(p []byte) (any, error) {
+			if string(p) == "bad" {
+				return nil, errors.New("not json")
+			}
+			return string(p), nil
+		}}
+	e, err := Open(disk.New(1), journalName, cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Dispatch(epoch, true)
+	now := epoch.Add(time.Hour)
+	_, bad, _ := e.Enqueue(now, time.Time{}, "a", []byte("bad"))
+	_, good, _ := e.Enqueue(now, time.Time{}, "a", []byte("good"))
+	if j, _ := e.Get(bad); !j.Due.Equal(now) {
+		t.Fatalf("zero due became %v, want now %v", j.Due, now)
+	}
+	var got []string
+	for range 2 { // the refused attempt's unit is free again at the next commit
+		res, err := e.Commit(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Starts {
+			got = append(got, fmt.Sprintf("%v %v", s.Token, s.Value))
+		}
+	}
+	if diff := cmp.Diff([]string{fmt.Sprintf("%d#1 good", good)}, got); diff != "" {
+		t.Fatalf("starts (-want +got)\n%s", diff)
+	}
+	j, _ := e.Get(bad)
+	if j.State != Dead || j.Reason != Permanent || !strings.Contains(j.LastErr, "not json") {
+		t.Fatalf("undecodable job: %+v", j)
+	}
+	if s := e.Breaker("a"); s != breaker.Closed {
+		t.Fatalf("breaker %v after a decode refusal, want closed", s)
+	}
+	if err := e.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCancelEffectOnlyNamesARunningHandler: an outcome fed between a Cancel and the commit
+// that makes it durable ends the attempt, so that commit names no handler to cancel (a driver
+// would find none).
+func TestCancelEffectOnlyNamesARunningHandler(t *testing.T) {
+	e, err := Open(disk.New(1), journalName, Config{Capacity: 1}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Dispatch(epoch, true)
+	_, id, _ := e.Enqueue(epoch, epoch, "a", nil)
+	res, err := e.Commit(epoch)
+	if err != nil || len(res.Starts) != 1 {
+		t.Fatalf("commit: %+v %v", res, err)
+	}
+	if _, err := e.Cancel(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AttemptDone(epoch, res.Starts[0].Token, Success()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.Commit(epoch)
+	if err != nil || len(res.Cancels) != 0 {
+		t.Fatalf("commit after cancel and outcome: cancels %v, err %v; want none", res.Cancels, err)
+	}
+	if j, _ := e.Get(id); j.State != Cancelled {
+		t.Fatalf("job %+v, want cancelled", j)
 	}
 }

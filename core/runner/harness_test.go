@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand"
 	"strings"
@@ -81,7 +82,19 @@ func (w *world) open() error {
 	}
 	w.e = e
 	w.starts = nil
-	return nil
+	return e.Dispatch(w.now, true)
+}
+
+// mustMachine is New for tests, which pass valid configs.
+func mustMachine(cfg MachineConfig) *Machine {
+	m, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	if err := m.Step(Dispatch{Now: epoch, On: true}); err != nil {
+		panic(err)
+	}
+	return m
 }
 
 // crash drops the engine without Close and crashes the disk.
@@ -97,6 +110,32 @@ func (w *world) replay() (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("copying the disk: %w", err)
 	}
 	return Replay(c, journalName, w.cfg)
+}
+
+// digest renders every file's name, size and CRC-32 of its bytes as the live process sees them.
+func (w *world) digest() string {
+	names, err := w.d.List()
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, n := range names {
+		f, err := w.d.Open(n)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", n, err)
+			continue
+		}
+		size, _ := f.Size()
+		buf := make([]byte, size)
+		_, rerr := f.ReadAt(buf, 0)
+		_ = f.Close()
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			fmt.Fprintf(&b, "%s: %v\n", n, rerr)
+			continue
+		}
+		fmt.Fprintf(&b, "%s %d bytes crc %08x\n", n, size, crc32.ChecksumIEEE(buf))
+	}
+	return b.String()
 }
 
 // files renders the directory.

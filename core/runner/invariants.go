@@ -17,8 +17,8 @@ func (m *Machine) checkInvariants() error {
 	if err := m.pool.CheckInvariants(); err != nil {
 		return err
 	}
-	if len(m.inflight) != m.pool.Used() {
-		return fmt.Errorf("runner: %d attempts in flight, %d units used", len(m.inflight), m.pool.Used())
+	if len(m.inflight) != m.pool.Status().Used {
+		return fmt.Errorf("runner: %d attempts in flight, %d units used", len(m.inflight), m.pool.Status().Used)
 	}
 	ids := make([]uint64, 0, len(m.jobs))
 	for id := range m.jobs {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/pool"
 	"github.com/sluicehq/sluice/core/retry"
 )
@@ -29,10 +30,12 @@ type Ticket uint64
 // Event is the sealed set of inputs to Machine.Step.
 type Event interface{ isEvent() }
 
-// Enqueue adds a job; Due is normalised (a zero or past due stays as given; the queue starts
-// anything due at or before the tick's now).
+// Enqueue adds a job due at Due; a zero Due means Now (the machine decides, so the driver and
+// the simulator need not). A past due stays as given: the queue starts anything due at or
+// before the tick's now.
 type Enqueue struct {
 	Ticket  Ticket
+	Now     time.Time
 	Due     time.Time
 	Target  string
 	Payload []byte
@@ -61,9 +64,23 @@ type AttemptDone struct {
 	Outcome Outcome
 }
 
-// Tick runs scheduling at Now: due jobs start while pool units are free.
-type Tick struct{ Now time.Time }
+// Tick runs scheduling at Now: due jobs start while pool units are free (only with Admit and
+// while dispatching), and a graceful stop moves on when its grace has passed.
+type Tick struct {
+	Now   time.Time
+	Admit bool
+}
 
+// Dispatch turns admission on or off at Now. Off begins a graceful stop: nothing more is
+// admitted; attempts still running when Grace has passed are cancelled (Ready.Cancels, why
+// Stop), and each of those that then ends other than in success is released, not counted.
+// Status().Stopped says when the driver may flush and close.
+type Dispatch struct {
+	Now time.Time
+	On  bool
+}
+
+func (Dispatch) isEvent()    {}
 func (Enqueue) isEvent()     {}
 func (Cancel) isEvent()      {}
 func (Retry) isEvent()       {}
@@ -91,6 +108,7 @@ type Attempt struct {
 	Payload  []byte
 	FirstDue time.Time // the job's first due (start of its retry deadline)
 	Probe    bool      // admitted as a half-open probe
+	Value    any       // what MachineConfig.Decode made of Payload (nil without Decode)
 }
 
 // Settled reports a job whose terminal state (succeeded, dead, cancelled) is durable.
@@ -102,16 +120,45 @@ type Settled struct {
 	LastErr  string
 }
 
+// Why says why the machine cancels a running attempt's handler.
+type Why uint8
+
+const (
+	// ByUser: the job was cancelled (its Cancelled record is durable); the outcome is ignored.
+	ByUser Why = iota + 1
+	// ByStop: a graceful stop's grace has passed; the attempt is released unless it succeeds.
+	ByStop
+)
+
+func (w Why) String() string {
+	switch w {
+	case ByUser:
+		return "cancelled"
+	case ByStop:
+		return "stop"
+	}
+	return fmt.Sprintf("why(%d)", uint8(w))
+}
+
+// CancelAttempt tells the driver to cancel a running handler's context.
+type CancelAttempt struct {
+	Token Token
+	Why   Why
+}
+
 // Ready is the effects to perform, drained by Machine.Ready.
 //
 // Ordering contract: Appends must be written and made durable, in order, before Synced{Through:
-// the last Seq} is stepped. Acks and Starts only ever name records already covered by a Synced
-// event: perform them as soon as they appear.
+// the last Seq} is stepped. Acks, Starts, Settled and Cancels only ever name records already
+// covered by a Synced event (or, for a stop's cancels, no record): perform them as soon as they
+// appear. An effect counts as done once the driver has performed it; the machine does not wait
+// for a confirmation, except that an attempt it started stays in flight until AttemptDone.
 type Ready struct {
 	Appends []Append
 	Acks    []Ack
 	Starts  []Attempt
 	Settled []Settled
+	Cancels []CancelAttempt
 }
 
 // job is the machine's job; fields mirror Job.
@@ -130,6 +177,8 @@ type attempt struct {
 	seq        uint64 // its Started record
 	dispatched bool
 	dropped    bool // cancelled before dispatch; skipped at Synced
+	stopped    bool // cancelled by a graceful stop: released unless it succeeds
+	value      any  // the decoded payload (MachineConfig.Decode)
 }
 
 // pending is an Ack waiting for its record to be durable.
@@ -144,14 +193,28 @@ type pendingSettled struct {
 	s   Settled
 }
 
-// MachineConfig configures a Machine. Every field is required (Engine's Config fills defaults).
+// pendingCancel is a user cancel of a dispatched attempt waiting for its record to be durable.
+type pendingCancel struct {
+	seq uint64
+	c   CancelAttempt
+}
+
+// MachineConfig configures a Machine. Every field is required except Decode (Engine's Config
+// fills defaults).
 type MachineConfig struct {
 	Policy    retry.Policy
 	Circuit   breaker.Circuit
 	Capacity  int
 	RecordMax int // an Enqueue whose record is larger is refused with ErrTooLarge
-	Logger    *slog.Logger
-	Rand      *rand.Rand // jitter draws
+	// Grace is how long a graceful stop waits for running attempts before cancelling them, and
+	// again for the cancelled ones to return before they are abandoned.
+	Grace  time.Duration
+	Logger *slog.Logger
+	Rand   *rand.Rand // jitter draws
+	// Decode is the decode-check port: it turns a payload into the handler's value. A payload
+	// it refuses is never dispatched: that attempt is a permanent failure. nil: no check, and
+	// Attempt.Value stays nil.
+	Decode func(payload []byte) (any, error)
 }
 
 // Machine is the runner's pure state machine (SPEC 2.1-2.4).
@@ -176,14 +239,23 @@ type Machine struct {
 	seq    uint64 // last record Seq handed out
 	synced uint64 // Invariant: synced ≤ seq
 	// Effects waiting for Synced, in Seq order.
-	starting []*attempt
-	acking   []pending
-	settling []pendingSettled
+	starting   []*attempt
+	acking     []pending
+	settling   []pendingSettled
+	cancelling []pendingCancel
 	// Effects ready to drain.
 	appends []Append
 	acks    []Ack
 	starts  []Attempt
 	settled []Settled
+	cancels []CancelAttempt
+
+	now time.Time // the latest time an event carried
+	// dispatching: admission is on. Off, a graceful stop runs: graceAt is when the running
+	// attempts get cancelled (zero once done), abandonAt when those ignoring it are abandoned.
+	dispatching bool
+	graceAt     time.Time
+	abandonAt   time.Time
 
 	// counts[s] is the number of jobs in state s; deferred the waiting ones deferred.
 	// Invariant: they match the jobs (checkInvariants recounts).
@@ -194,22 +266,36 @@ type Machine struct {
 	snapshots int  // records applied so far (a snapshot must come first)
 }
 
-// NewMachine returns an empty machine. cfg must be valid (misuse panics).
-func NewMachine(cfg MachineConfig) *Machine {
+// New returns an empty machine, not dispatching, or an error naming the first bad field.
+func New(cfg MachineConfig) (*Machine, error) {
 	if err := cfg.Policy.Validate(); err != nil {
-		panic(err)
+		return nil, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
 	}
-	if cfg.Logger == nil || cfg.Rand == nil || cfg.RecordMax < 1 {
-		panic("runner: MachineConfig needs Logger, Rand and RecordMax")
+	if err := cfg.Circuit.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: Circuit: %w", ErrInvalidConfig, err)
+	}
+	switch {
+	case cfg.Logger == nil:
+		return nil, fmt.Errorf("%w: Logger is nil", ErrInvalidConfig)
+	case cfg.Rand == nil:
+		return nil, fmt.Errorf("%w: Rand is nil", ErrInvalidConfig)
+	case cfg.RecordMax < 1:
+		return nil, fmt.Errorf("%w: RecordMax must be ≥ 1, got %d", ErrInvalidConfig, cfg.RecordMax)
+	case cfg.Grace < 0:
+		return nil, fmt.Errorf("%w: Grace must be ≥ 0, got %v", ErrInvalidConfig, cfg.Grace)
+	}
+	p, err := pool.New(pool.Config{Capacity: cfg.Capacity})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return &Machine{
 		cfg:      cfg,
 		jobs:     map[uint64]*job{},
 		nextID:   1,
-		pool:     pool.New(cfg.Capacity),
+		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
 		inflight: map[Token]*attempt{},
-	}
+	}, nil
 }
 
 // Step applies one event. It returns an error only for a command that cannot apply (ErrNotFound,
@@ -225,9 +311,17 @@ func (m *Machine) Step(ev Event) error {
 	case Synced:
 		m.becomeSynced(ev.Through)
 	case AttemptDone:
+		m.at(ev.Now)
 		m.attemptDone(ev)
 	case Tick:
-		m.schedule(norm(ev.Now))
+		m.at(ev.Now)
+		m.maybeStopMoves()
+		if ev.Admit && m.dispatching {
+			m.schedule(m.now)
+		}
+	case Dispatch:
+		m.at(ev.Now)
+		m.becomeDispatching(ev.On)
 	default:
 		panic(fmt.Sprintf("runner: unknown event %T", ev))
 	}
@@ -236,30 +330,114 @@ func (m *Machine) Step(ev Event) error {
 
 // Ready drains the effects produced so far.
 func (m *Machine) Ready() Ready {
-	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled}
-	m.appends, m.acks, m.starts, m.settled = nil, nil, nil, nil
+	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled, Cancels: m.cancels}
+	m.appends, m.acks, m.starts, m.settled, m.cancels = nil, nil, nil, nil, nil
 	return rd
 }
 
-// WakeAt is when the next waiting job falls due, if a unit is free to start it; false means
-// nothing is to do until a command or an outcome arrives.
-func (m *Machine) WakeAt() (time.Time, bool) {
-	if len(m.queue) == 0 || m.pool.Free() == 0 {
-		return time.Time{}, false
+// WakeAt is when to Tick next if nothing else happens: the next due job while dispatching with
+// a unit free, or the next step of a graceful stop. Zero: nothing until a command or an
+// outcome arrives.
+func (m *Machine) WakeAt() time.Time {
+	if !m.dispatching {
+		switch {
+		case m.running() == 0:
+			return time.Time{}
+		case !m.graceAt.IsZero():
+			return m.graceAt
+		case !m.abandonAt.IsZero() && m.now.Before(m.abandonAt):
+			return m.abandonAt
+		}
+		return time.Time{}
 	}
-	return m.queue[0].Due, true
+	if len(m.queue) == 0 || m.pool.Status().Free == 0 {
+		return time.Time{}
+	}
+	return m.queue[0].Due
+}
+
+// at moves the machine's clock; time never goes back.
+func (m *Machine) at(now time.Time) {
+	if now = norm(now); now.After(m.now) {
+		m.now = now
+	}
+}
+
+// running counts dispatched attempts in flight.
+func (m *Machine) running() int {
+	n := 0
+	for _, a := range m.inflight {
+		if a.dispatched {
+			n++
+		}
+	}
+	return n
+}
+
+// becomeDispatching turns admission on, or off to begin a graceful stop.
+func (m *Machine) becomeDispatching(on bool) {
+	if on == m.dispatching {
+		return
+	}
+	m.dispatching = on
+	m.graceAt, m.abandonAt = time.Time{}, time.Time{}
+	if !on {
+		m.graceAt = m.now.Add(m.cfg.Grace)
+		m.maybeStopMoves()
+	}
+}
+
+// maybeStopMoves cancels, once the grace has passed, every attempt still running (why ByStop),
+// and starts the second grace after which those ignoring it are abandoned.
+func (m *Machine) maybeStopMoves() {
+	if m.dispatching || m.graceAt.IsZero() || m.now.Before(m.graceAt) {
+		return
+	}
+	m.graceAt = time.Time{}
+	m.abandonAt = m.now.Add(m.cfg.Grace)
+	toks := make([]Token, 0, len(m.inflight))
+	for t, a := range m.inflight {
+		if a.dispatched && !a.stopped {
+			toks = append(toks, t)
+		}
+	}
+	slices.SortFunc(toks, func(a, b Token) int {
+		if a.ID != b.ID {
+			return cmpU64(a.ID, b.ID)
+		}
+		return a.Attempt - b.Attempt
+	})
+	for _, t := range toks {
+		m.inflight[t].stopped = true
+		m.cancels = append(m.cancels, CancelAttempt{Token: t, Why: ByStop})
+	}
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func (m *Machine) enqueue(ev Enqueue) error {
-	if !inRange(ev.Due) {
-		return fmt.Errorf("%w: enqueue due %v", ErrTime, ev.Due)
+	m.at(ev.Now)
+	due := ev.Due
+	if due.IsZero() {
+		due = ev.Now
 	}
-	r := Record{Tag: TagEnqueued, ID: m.nextID, Due: norm(ev.Due), Target: ev.Target, Payload: ev.Payload}
+	if !inRange(due) {
+		return fmt.Errorf("%w: enqueue due %v", ErrTime, due)
+	}
+	r := Record{Tag: TagEnqueued, ID: m.nextID, Due: norm(due), Target: ev.Target, Payload: ev.Payload}
 	data := EncodeRecord(r)
 	if len(data) > m.cfg.RecordMax {
 		return fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
 	}
-	m.commit(r, data)
+	m.applyAndAppend(r, data)
 	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, r.ID}})
 	return nil
 }
@@ -276,11 +454,17 @@ func (m *Machine) cancel(ev Cancel) error {
 	wasRunning := j.State == Running
 	m.record(Record{Tag: TagCancelled, ID: j.ID})
 	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, j.ID}})
-	// An attempt not yet dispatched never starts; a dispatched one finishes, ignored.
-	if a := m.inflight[tok]; wasRunning && a != nil && !a.dispatched {
+	// An attempt not yet dispatched never starts; a dispatched one is cancelled once the
+	// Cancelled record is durable, and finishes, ignored.
+	a := m.inflight[tok]
+	switch {
+	case !wasRunning || a == nil:
+	case !a.dispatched:
 		a.dropped = true
 		m.releaseAttempt(a)
-		m.breakerFor(a.target).Release(a.probe) // a released probe leaves it half-open, not idle
+		m.breakerFor(a.target).Step(breaker.Release{Probe: a.probe}) // a released probe leaves it half-open, not idle
+	default:
+		m.cancelling = append(m.cancelling, pendingCancel{m.seq, CancelAttempt{Token: tok, Why: ByUser}})
 	}
 	return nil
 }
@@ -296,6 +480,7 @@ func (m *Machine) retry(ev Retry) error {
 	if !inRange(ev.Now) {
 		return fmt.Errorf("%w: retry at %v", ErrTime, ev.Now)
 	}
+	m.at(ev.Now)
 	m.record(Record{Tag: TagRetried, ID: j.ID, Due: norm(ev.Now)})
 	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, j.ID}})
 	return nil
@@ -330,9 +515,17 @@ func (m *Machine) becomeSynced(through uint64) {
 		}
 		a.dispatched = true
 		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload,
-			FirstDue: a.firstDue, Probe: a.probe != 0})
+			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value})
 	}
 	m.starting = m.starting[i:]
+	i = 0
+	for ; i < len(m.cancelling) && m.cancelling[i].seq <= through; i++ {
+		// Only a handler still running is cancelled: its outcome may have arrived meanwhile.
+		if c := m.cancelling[i].c; m.inflight[c.Token] != nil {
+			m.cancels = append(m.cancels, c)
+		}
+	}
+	m.cancelling = m.cancelling[i:]
 	i = 0
 	for ; i < len(m.settling) && m.settling[i].seq <= through; i++ {
 		m.settled = append(m.settled, m.settling[i].s)
@@ -351,10 +544,19 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		panic(fmt.Sprintf("runner: AttemptDone for %v before it was dispatched", ev.Token))
 	}
 	m.releaseAttempt(a)
-	m.breakerFor(a.target).Record(now, breakerResult(ev.Outcome), a.probe)
-	m.maybeForgetBreaker(a.target, now)
 	j := m.jobs[ev.Token.ID]
-	if j == nil || j.State != Running || j.Attempts != ev.Token.Attempt {
+	current := j != nil && j.State == Running && j.Attempts == ev.Token.Attempt
+	if a.stopped && ev.Outcome.Kind != OutcomeSucceeded {
+		// The runner's own stop cut it: the attempt is given back, the target not judged.
+		m.breakerFor(a.target).Step(breaker.Release{Probe: a.probe})
+		if current {
+			m.record(Record{Tag: TagReleased, ID: j.ID, Attempt: j.Attempts})
+		}
+		return
+	}
+	m.breakerFor(a.target).Step(breaker.Record{Now: now, Result: breakerResult(ev.Outcome), Probe: a.probe})
+	m.maybeForgetBreaker(a.target, now)
+	if !current {
 		m.cfg.Logger.Info("runner: stale outcome ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
 		return
 	}
@@ -408,13 +610,16 @@ func breakerResult(o Outcome) breaker.Result {
 
 func (m *Machine) releaseAttempt(a *attempt) {
 	delete(m.inflight, a.token)
-	m.pool.Release()
+	m.pool.Step(pool.Release{})
 }
 
 func (m *Machine) breakerFor(target string) *breaker.Breaker {
 	b := m.breakers[target]
 	if b == nil {
-		b = breaker.NewAfter(m.cfg.Circuit, m.phaseFloor)
+		var err error
+		if b, err = breaker.New(breaker.Config{Circuit: m.cfg.Circuit, PhaseAfter: m.phaseFloor}); err != nil {
+			panic(err) // New validated the circuit
+		}
 		m.breakers[target] = b
 	}
 	return b
@@ -425,7 +630,7 @@ func (m *Machine) breakerFor(target string) *breaker.Breaker {
 // floor keeps probes of a forgotten breaker from ever being current in its successor.
 func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 	if b := m.breakers[target]; b != nil && b.Idle(now) {
-		m.phaseFloor = max(m.phaseFloor, b.Phase())
+		m.phaseFloor = max(m.phaseFloor, b.Status().Phase)
 		delete(m.breakers, target)
 	}
 }
@@ -435,14 +640,21 @@ func (m *Machine) schedule(now time.Time) {
 	for len(m.queue) > 0 && !m.queue[0].Due.After(now) {
 		j := m.queue[0]
 		var d breaker.Decision
+		m.pool.Step(pool.Acquire{})
+		unit := m.pool.Ready().Granted
 		v := retry.Admit(retry.Candidate{
-			UnitFree: m.pool.Free() > 0,
+			UnitFree: unit,
 			Late:     m.cfg.Policy.Late(j.FirstDue, now),
 			Spent:    m.cfg.Policy.Spent(j.Attempts),
 		}, func() bool {
-			d = m.breakerFor(j.Target).Admit(now)
+			b := m.breakerFor(j.Target)
+			b.Step(breaker.Admit{Now: now})
+			d = *b.Ready().Decision
 			return d.Verdict != breaker.Refused
 		})
+		if unit && v != retry.Start {
+			m.pool.Step(pool.Release{})
+		}
 		switch v {
 		case retry.NoUnit:
 			return
@@ -454,14 +666,31 @@ func (m *Machine) schedule(now time.Time) {
 			m.record(Record{Tag: TagDeferred, ID: j.ID, Due: norm(d.Until)})
 		case retry.Start:
 			m.maybeForgetBreaker(j.Target, now)
-			m.pool.Acquire()
 			tok := Token{j.ID, j.Attempts + 1}
 			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt})
-			a := &attempt{token: tok, target: j.Target, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq}
+			v, err := m.decode(j.Payload)
+			if err != nil {
+				// Never dispatched: the attempt ends in the same batch as a permanent failure
+				// of the job; the target was never called, so its breaker records nothing.
+				m.pool.Step(pool.Release{})
+				m.breakerFor(j.Target).Step(breaker.Release{Probe: d.Probe})
+				m.cfg.Logger.Error("runner: cannot decode payload; the job fails permanently", "token", tok.String(), "err", err)
+				m.finish(j, now, Failure("decoding payload: "+err.Error(), false))
+				continue
+			}
+			a := &attempt{token: tok, target: j.Target, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq, value: v}
 			m.inflight[tok] = a
 			m.starting = append(m.starting, a)
 		}
 	}
+}
+
+// decode runs the decode-check port on payload (nil value, no error without one).
+func (m *Machine) decode(payload []byte) (any, error) {
+	if m.cfg.Decode == nil {
+		return nil, nil
+	}
+	return m.cfg.Decode(payload)
 }
 
 // requeueOrphans records every Running job as a failed, retryable `interrupted` attempt at now
@@ -481,9 +710,9 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 }
 
 // record applies r and appends it.
-func (m *Machine) record(r Record) { m.commit(r, EncodeRecord(r)) }
+func (m *Machine) record(r Record) { m.applyAndAppend(r, EncodeRecord(r)) }
 
-func (m *Machine) commit(r Record, data []byte) {
+func (m *Machine) applyAndAppend(r Record, data []byte) {
 	var was JobState
 	if j := m.jobs[r.ID]; j != nil {
 		was = j.State
@@ -545,7 +774,7 @@ func (m *Machine) applyRecord(r Record) error {
 	}
 	want := Waiting
 	switch r.Tag {
-	case TagFinished:
+	case TagFinished, TagReleased:
 		want = Running
 	case TagRetried:
 		want = Dead
@@ -578,6 +807,13 @@ func (m *Machine) applyRecord(r Record) error {
 		default:
 			m.becomeTerminal(j, r.Next, r.Reason)
 		}
+	case TagReleased:
+		if r.Attempt != j.Attempts {
+			return fmt.Errorf("job %d: released attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
+		}
+		// The attempt is given back: not counted, the job waits again at the due it started at.
+		j.State, j.Attempts = Waiting, j.Attempts-1
+		m.queue.push(j)
 	case TagExpired:
 		m.queue.remove(j)
 		j.Deferred = false
@@ -700,14 +936,7 @@ func (m *Machine) Prune(ids []uint64) {
 }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
-func (m *Machine) Idle() bool { return len(m.queue) == 0 && m.pool.Used() == 0 }
-
-// Counts returns the number of jobs in state s (O(1)).
-func (m *Machine) Counts(s JobState) int { return m.counts[s] }
-
-// Seq is the last record number handed out; Synced is the last one known durable.
-func (m *Machine) Seq() uint64    { return m.seq }
-func (m *Machine) Synced() uint64 { return m.synced }
+func (m *Machine) Idle() bool { return len(m.queue) == 0 && m.pool.Status().Used == 0 }
 
 // Get returns a copy of job id.
 func (m *Machine) Get(id uint64) (Job, bool) {
@@ -723,7 +952,47 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 // Breaker returns the state of target's breaker (Closed when it has none).
 func (m *Machine) Breaker(target string) breaker.State {
 	if b := m.breakers[target]; b != nil {
-		return b.State()
+		return b.Status().State
 	}
 	return breaker.Closed
+}
+
+// Status is a summary for Stats and checkers. The journal fields (Durable to Compactions) are
+// the Engine's; a bare Machine leaves them zero.
+type Status struct {
+	Waiting   int // in the queue, including deferred ones
+	Deferred  int // waiting after a breaker refusal
+	Running   int // jobs whose current attempt is running
+	Succeeded int
+	Dead      int
+	Cancelled int
+	InFlight  int // attempts holding a pool unit (dispatched, or awaiting their sync)
+	Capacity  int
+	NextID    uint64
+	WakeAt    time.Time // zero when only a command or an outcome can make progress
+	// Dispatching: admission is on. Stopped: admission is off and no attempt is running, or
+	// the stop's second grace has passed (those still running are abandoned): the driver may
+	// flush, compact and close.
+	Dispatching bool
+	Stopped     bool
+
+	Durable     journal.LSN
+	Grown       int64 // journal bytes since open or the last compaction
+	Poisoned    error
+	Orphans     int   // running jobs requeued as interrupted at open
+	Commits     int64 // journal batches synced since open
+	Records     int64 // records in them
+	Compactions int64 // snapshots written since open
+}
+
+// Status summarises the machine in O(inflight).
+func (m *Machine) Status() Status {
+	ps := m.pool.Status()
+	s := Status{InFlight: ps.Used, Capacity: ps.Capacity, NextID: m.nextID,
+		Waiting: m.counts[Waiting], Deferred: m.deferred, Running: m.counts[Running],
+		Succeeded: m.counts[Succeeded], Dead: m.counts[Dead], Cancelled: m.counts[Cancelled],
+		WakeAt: m.WakeAt(), Dispatching: m.dispatching}
+	s.Stopped = !m.dispatching && (m.running() == 0 ||
+		(m.graceAt.IsZero() && !m.abandonAt.IsZero() && !m.now.Before(m.abandonAt)))
+	return s
 }

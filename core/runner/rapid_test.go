@@ -148,7 +148,7 @@ func (rm *runnerMachine) Enqueue(t *rapid.T) {
 	due := w.now.Add(time.Duration(rapid.IntRange(-2, 8).Draw(t, "dueSeconds")) * time.Second)
 	target := rapid.SampledFrom([]string{"a", "a", "b"}).Draw(t, "target")
 	payload := []byte(rapid.StringN(0, 4, -1).Draw(t, "payload"))
-	tk, id, err := w.e.Enqueue(due, target, payload)
+	tk, id, err := w.e.Enqueue(w.now, due, target, payload)
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
@@ -558,7 +558,7 @@ func (rm *runnerMachine) CommitWithFault(t *rapid.T) {
 	if !errors.Is(err, ErrPoisoned) {
 		t.Fatalf("failed commit: %v, want ErrPoisoned", err)
 	}
-	if _, _, err := w.e.Enqueue(w.now, "a", nil); !errors.Is(err, ErrPoisoned) {
+	if _, _, err := w.e.Enqueue(w.now, w.now, "a", nil); !errors.Is(err, ErrPoisoned) {
 		t.Fatalf("enqueue on a poisoned engine: %v", err)
 	}
 	maybe := w.e.State()

@@ -18,6 +18,7 @@ const (
 	TagRetried   uint8 = 6
 	TagExpired   uint8 = 7 // dead at admission (late or spent), no attempt ran
 	TagSnapshot  uint8 = 8
+	TagReleased  uint8 = 9 // a graceful stop gave the running attempt back: not counted
 )
 
 // codecVersion is the first byte of every record and snapshot payload.
@@ -36,6 +37,7 @@ var ErrDecode = errors.New("runner: bad record")
 //	Cancelled  | ver | id |
 //	Retried    | ver | id | due time |
 //	Expired    | ver | id | reason u8 |
+//	Released   | ver | id | attempt u32 |
 //	Snapshot   | ver | next id u64 | terminal seq u64 | count u32 | count × job |
 //	  job      | id u64 | state u8 | reason u8 | deferred u8 | attempts u32 | first due | due |
 //	           | terminal seq u64 | target str | payload bytes | last err str |
@@ -45,7 +47,7 @@ var ErrDecode = errors.New("runner: bad record")
 type Record struct {
 	Tag       uint8
 	ID        uint64
-	Attempt   int         // Started, Finished
+	Attempt   int         // Started, Finished, Released
 	Due       time.Time   // Enqueued, Deferred, Retried; Finished when Next is Waiting
 	Target    string      // Enqueued
 	Payload   []byte      // Enqueued
@@ -66,7 +68,7 @@ func (r *Record) validate() error {
 	}
 	switch r.Tag {
 	case TagEnqueued, TagDeferred, TagRetried, TagCancelled:
-	case TagStarted:
+	case TagStarted, TagReleased:
 		if r.Attempt < 1 || r.Attempt > math.MaxUint32 {
 			return bad("attempt %d out of range", r.Attempt)
 		}
@@ -113,7 +115,7 @@ func EncodeRecord(r Record) []byte {
 		w.time(r.Due)
 		w.str(r.Target)
 		w.bytes(r.Payload)
-	case TagStarted:
+	case TagStarted, TagReleased:
 		w.u32(uint32(r.Attempt))
 	case TagFinished:
 		w.u32(uint32(r.Attempt))
@@ -136,7 +138,7 @@ func EncodeRecord(r Record) []byte {
 // DecodeRecord parses a payload written by EncodeRecord for tag.
 func DecodeRecord(tag uint8, data []byte) (Record, error) {
 	r := Record{Tag: tag}
-	if tag == TagSnapshot || tag == 0 || tag > TagSnapshot {
+	if tag == TagSnapshot || tag == 0 || tag > TagReleased {
 		return r, fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
 	rd := reader{b: data}
@@ -149,7 +151,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 		r.Due = rd.time()
 		r.Target = rd.str()
 		r.Payload = rd.bytes()
-	case TagStarted:
+	case TagStarted, TagReleased:
 		r.Attempt = int(rd.u32())
 	case TagFinished:
 		r.Attempt = int(rd.u32())

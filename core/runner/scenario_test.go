@@ -22,7 +22,12 @@ import (
 //	enqueue target=T [due=D] [payload=S]   submit (D: offset from the epoch)
 //	cancel id=N | retry id=N
 //	done id=N attempt=K outcome=success|retry|permanent|panic [after=D] [err=S]
-//	commit                    one batch; prints acks, starts, wake
+//	commit                    one batch; prints acks, starts, cancels, wake
+//	flush                     a batch that admits nothing (the stop path)
+//	dispatch on=true|false    admission on, or off to begin a graceful stop
+//	close                     close the engine cleanly (after a stop)
+//	inspect                   Replay the live disk (not a copy): state, running attempts it
+//	                          would requeue, and whether any file changed
 //	advance by=D              move the clock
 //	crash                     drop the engine, crash the disk
 //	crash-after n=K           the K-th mutating disk op from now and all later ones fail
@@ -101,6 +106,7 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			Capacity:     argInt(t, d, "capacity", 2),
 			CompactBytes: int64(argInt(t, d, "compact-bytes", 1<<30)),
 			Retention:    argInt(t, d, "retention", 0),
+			Grace:        argDur(t, d, "grace", 10*time.Second),
 		}
 		*wp = newWorld(int64(argInt(t, d, "seed", 1)), cfg)
 		return "ok\n", nil
@@ -112,7 +118,7 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 	case "enqueue":
 		needEngine()
 		due := epoch.Add(argDur(t, d, "due", w.now.Sub(epoch)))
-		tk, id, err := w.e.Enqueue(due, argStr(t, d, "target", "a"), []byte(argStr(t, d, "payload", "")))
+		tk, id, err := w.e.Enqueue(w.now, due, argStr(t, d, "target", "a"), []byte(argStr(t, d, "payload", "")))
 		if err != nil {
 			return "", err
 		}
@@ -162,6 +168,31 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			return s, nil
 		}
 		return "nothing\n", nil
+	case "flush":
+		needEngine()
+		res, err := w.e.Flush(w.now)
+		if err != nil {
+			return "", err
+		}
+		if s := DescribeResult(res, epoch); s != "" {
+			return s, nil
+		}
+		return "nothing\n", nil
+	case "dispatch":
+		needEngine()
+		on := argStr(t, d, "on", "true") == "true"
+		if err := w.e.Dispatch(w.now, on); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("dispatching=%v stopped=%v\n", on, w.e.Status().Stopped), nil
+	case "close":
+		needEngine()
+		err := w.e.Close()
+		w.e = nil
+		if err != nil {
+			return "", err
+		}
+		return "closed\n" + w.files(), nil
 	case "advance":
 		w.now = w.now.Add(argDur(t, d, "by", 0))
 		return fmt.Sprintf("now %s\n", offset(w.now, epoch)), nil
@@ -198,10 +229,33 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 	case "status":
 		needEngine()
 		s := w.e.Status()
-		return fmt.Sprintf("waiting=%d deferred=%d running=%d succeeded=%d dead=%d cancelled=%d inflight=%d/%d poisoned=%v\n",
-			s.Waiting, s.Deferred, s.Running, s.Succeeded, s.Dead, s.Cancelled, s.InFlight, s.Capacity, s.Poisoned != nil), nil
+		out := fmt.Sprintf("waiting=%d deferred=%d running=%d succeeded=%d dead=%d cancelled=%d inflight=%d/%d poisoned=%v",
+			s.Waiting, s.Deferred, s.Running, s.Succeeded, s.Dead, s.Cancelled, s.InFlight, s.Capacity, s.Poisoned != nil)
+		if !s.Dispatching {
+			out += fmt.Sprintf(" stopped=%v", s.Stopped)
+		}
+		return out + "\n", nil
 	case "files":
 		return w.files(), nil
+	case "inspect":
+		before := w.digest()
+		s, err := Replay(w.d, journalName, w.cfg)
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		b.WriteString(Describe(s, epoch))
+		for _, j := range s.Jobs {
+			if j.State == Running {
+				fmt.Fprintf(&b, "would requeue %v as interrupted\n", Token{j.ID, j.Attempts})
+			}
+		}
+		if after := w.digest(); after != before {
+			fmt.Fprintf(&b, "files changed:\n%s----\n%s", before, after)
+		} else {
+			b.WriteString("files unchanged\n")
+		}
+		return b.String(), nil
 	case "breaker":
 		needEngine()
 		return w.e.Breaker(argStr(t, d, "target", "a")).String() + "\n", nil

@@ -51,7 +51,6 @@ type options struct {
 	compact      int64
 	retention    int
 	dieAfter     int
-	syncEvery    bool
 	verbose      bool
 }
 
@@ -71,7 +70,6 @@ func run() error {
 	flag.Int64Var(&o.compact, "compact-bytes", 0, "compact after the journal grew this much (0: default)")
 	flag.IntVar(&o.retention, "retention", 0, "terminal jobs kept at compaction (0: default 10,000)")
 	flag.IntVar(&o.dieAfter, "die-after", 0, "SIGKILL this process right after printing this many lines (crash tests)")
-	flag.BoolVar(&o.syncEvery, "sync-every-record", false, "one fsync per record (no group commit)")
 	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
 	flag.Parse()
 	if o.dir == "" {
@@ -98,14 +96,13 @@ func run() error {
 	defer runLog.Close()
 
 	cfg := sluice.Config{
-		Capacity:        o.capacity,
-		Grace:           time.Second,
-		Policy:          sluice.Policy{Attempts: o.attempts, Base: o.base, Cap: 20 * o.base},
-		Circuit:         sluice.Circuit{Threshold: 1000, Window: time.Second, Cooldown: 10 * time.Millisecond},
-		CompactBytes:    o.compact,
-		Retention:       o.retention,
-		Logger:          logger,
-		SyncEveryRecord: o.syncEvery,
+		Capacity:     o.capacity,
+		Grace:        time.Second,
+		Policy:       sluice.Policy{Attempts: o.attempts, Base: o.base, Cap: 20 * o.base},
+		Circuit:      sluice.Circuit{Threshold: 1000, Window: time.Second, Cooldown: 10 * time.Millisecond},
+		CompactBytes: o.compact,
+		Retention:    o.retention,
+		Logger:       logger,
 		OnSettled: func(s sluice.Settled) {
 			out.printf("settled %d %s %d\n", s.ID, s.State, s.Attempts)
 		},

@@ -1,0 +1,19 @@
+// Package runneropt holds the runner's internal seams, kept out of the public sluice.Config:
+// the root package's tests and the benchmark module set them, users cannot.
+package runneropt
+
+import "github.com/sluicehq/sluice/core"
+
+// Options are the seams.
+type Options struct {
+	// FS, when set, is where the runner opens its journal instead of the directory (no lock
+	// file is taken): tests pass sim/disk with faults.
+	FS core.FS
+	// SyncEveryRecord turns group commit off: every command and every outcome is committed
+	// on its own, and the Started records of the attempts it admits in another commit: about
+	// one fsync per record. The benchmark's baseline for what group commit saves.
+	SyncEveryRecord bool
+}
+
+// Set attaches o to the *sluice.Config that cfg points to; package sluice installs it.
+var Set func(cfg any, o Options)
