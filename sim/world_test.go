@@ -105,7 +105,7 @@ func TestNoLostAckFiresOnRealRecovery(t *testing.T) {
 	}
 }
 
-// A worker engine fed a reply to a call it never made refuses it: machine-invariants fires.
+// A worker machine fed a reply to a call it never made refuses it: machine-invariants fires.
 func TestMachineInvariantsFires(t *testing.T) {
 	cfg, err := NewConfig(1, "calm")
 	if err != nil {
@@ -115,7 +115,7 @@ func TestMachineInvariantsFires(t *testing.T) {
 	w := newWorld(cfg, nil)
 	w.setupQueue()
 	p := w.workers[0]
-	p.step(worker.CallDone{Call: 999, At: w.now()})
+	p.step(worker.CallDone{Call: 999, Now: w.now()})
 	v := w.chk.Violation()
 	if v == nil || v.Invariant != InvMachine {
 		t.Fatalf("violation %v, want %s", v, InvMachine)

@@ -201,7 +201,7 @@ func TestLongHandlerIsNotRedeliveredWhileRunning(t *testing.T) {
 	spy := e.transport(e.url)
 	var stolen []core.Message
 	for !finished.Load() {
-		ms, err := spy.Receive(core.BatchMax, 0, window)
+		ms, err := spy.Receive(context.Background(), core.BatchMax, 0, window)
 		if err != nil {
 			t.Fatalf("spy receive: %v", err)
 		}
@@ -224,7 +224,7 @@ func TestLongHandlerIsNotRedeliveredWhileRunning(t *testing.T) {
 	}
 	// Deleted: nothing comes back after a window.
 	time.Sleep(window + 500*time.Millisecond)
-	if ms, err := spy.Receive(core.BatchMax, 0, window); err != nil || len(ms) != 0 {
+	if ms, err := spy.Receive(context.Background(), core.BatchMax, 0, window); err != nil || len(ms) != 0 {
 		t.Fatalf("after the ack: %+v, %v", ms, err)
 	}
 }
@@ -279,7 +279,7 @@ func TestPoisonMessagesReachTheDeadLetterQueue(t *testing.T) {
 	dlq := e.transport(e.dlq)
 	got := map[string]bool{}
 	eventually(t, 20*time.Second, "both poison messages in the dead-letter queue", func() bool {
-		ms, err := dlq.Receive(core.BatchMax, 0, time.Minute)
+		ms, err := dlq.Receive(context.Background(), core.BatchMax, 0, time.Minute)
 		if err != nil {
 			t.Fatalf("dead-letter receive: %v", err)
 		}
@@ -348,7 +348,7 @@ func TestGracefulShutdownReleasesUnstartedMessagesAtOnce(t *testing.T) {
 	other := e.transport(e.url)
 	var got []core.Message
 	for range 3 {
-		ms, err := other.Receive(core.BatchMax, time.Second, 30*time.Second)
+		ms, err := other.Receive(context.Background(), core.BatchMax, time.Second, 30*time.Second)
 		if err != nil {
 			t.Fatalf("receive after shutdown: %v", err)
 		}

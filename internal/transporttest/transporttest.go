@@ -16,6 +16,7 @@
 package transporttest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -116,7 +117,7 @@ func receive(t *testing.T, tr core.Transport, want int, visibility time.Duration
 	t.Helper()
 	var out []core.Message
 	for range 5 {
-		ms, err := tr.Receive(core.BatchMax, poll, visibility)
+		ms, err := tr.Receive(context.Background(), core.BatchMax, poll, visibility)
 		mustTyped(t, "receive", err)
 		if err != nil {
 			t.Fatalf("receive: %v", err)
@@ -140,7 +141,7 @@ func receive(t *testing.T, tr core.Transport, want int, visibility time.Duration
 // receiveNone asserts that nothing is delivered now (a short poll).
 func receiveNone(t *testing.T, tr core.Transport, why string) {
 	t.Helper()
-	ms, err := tr.Receive(core.BatchMax, 0, 30*time.Second)
+	ms, err := tr.Receive(context.Background(), core.BatchMax, 0, 30*time.Second)
 	mustTyped(t, "receive", err)
 	if err != nil {
 		t.Fatalf("receive: %v", err)
@@ -222,7 +223,7 @@ func testRedelivery(t *testing.T, e env) {
 func testExtension(t *testing.T, e env) {
 	q := e.q
 	id, m := one(t, q, "b", e.window)
-	if err := q.Transport.ChangeVisibility(m.Receipt, e.d(4*time.Second)); err != nil {
+	if err := q.Transport.ChangeVisibility(context.Background(), m.Receipt, e.d(4*time.Second)); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
 	q.Wait(e.d(2 * time.Second))
@@ -237,7 +238,7 @@ func testExtension(t *testing.T, e env) {
 func testRelease(t *testing.T, e env) {
 	q := e.q
 	id, m := one(t, q, "c", 30*time.Second)
-	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
+	if err := q.Transport.ChangeVisibility(context.Background(), m.Receipt, 0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	again := receive(t, q.Transport, 1, 30*time.Second)[0]
@@ -249,7 +250,7 @@ func testRelease(t *testing.T, e env) {
 func testDelete(t *testing.T, e env) {
 	q := e.q
 	_, m := one(t, q, "d", e.window)
-	if err := q.Transport.Delete(m.Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), m.Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	q.Wait(e.lapse)
@@ -259,11 +260,11 @@ func testDelete(t *testing.T, e env) {
 func testGoneAfterDelete(t *testing.T, e env) {
 	q := e.q
 	_, m := one(t, q, "e", 30*time.Second)
-	if err := q.Transport.Delete(m.Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), m.Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	mustClass(t, "change-visibility of a deleted receipt", q.Transport.ChangeVisibility(m.Receipt, 10*time.Second), core.Gone)
-	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{{Receipt: m.Receipt, Timeout: 10 * time.Second}})
+	mustClass(t, "change-visibility of a deleted receipt", q.Transport.ChangeVisibility(context.Background(), m.Receipt, 10*time.Second), core.Gone)
+	errs, err := q.Transport.ChangeVisibilityBatch(context.Background(), []core.VisibilityChange{{Receipt: m.Receipt, Timeout: 10 * time.Second}})
 	if err != nil || len(errs) != 1 {
 		t.Fatalf("change-visibility batch: %v, %v", errs, err)
 	}
@@ -279,13 +280,13 @@ func testStaleReceipt(t *testing.T, e env) {
 		t.Fatalf("redelivery %+v", cur)
 	}
 	// SQS answers Gone, or may answer success doing nothing; never Retryable or Fatal.
-	mustLenient(t, "change-visibility of a stale receipt", q.Transport.ChangeVisibility(old.Receipt, 0), false)
-	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(old.Receipt), e.h.Strict)
+	mustLenient(t, "change-visibility of a stale receipt", q.Transport.ChangeVisibility(context.Background(), old.Receipt, 0), false)
+	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(context.Background(), old.Receipt), e.h.Strict)
 	// The current delivery is still governed by its own receipt.
-	if err := q.Transport.ChangeVisibility(cur.Receipt, 30*time.Second); err != nil {
+	if err := q.Transport.ChangeVisibility(context.Background(), cur.Receipt, 30*time.Second); err != nil {
 		t.Fatalf("extend the current receipt: %v", err)
 	}
-	if err := q.Transport.Delete(cur.Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), cur.Receipt); err != nil {
 		t.Fatalf("delete the current receipt: %v", err)
 	}
 }
@@ -296,10 +297,10 @@ func testBatchChange(t *testing.T, e env) {
 		q.Send(t, b)
 	}
 	ms := receive(t, q.Transport, 3, e.window)
-	if err := q.Transport.Delete(ms[1].Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), ms[1].Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
+	errs, err := q.Transport.ChangeVisibilityBatch(context.Background(), []core.VisibilityChange{
 		{Receipt: ms[0].Receipt, Timeout: e.d(4 * time.Second)},
 		{Receipt: ms[1].Receipt, Timeout: e.d(4 * time.Second)},
 		{Receipt: ms[2].Receipt, Timeout: e.d(4 * time.Second)},
@@ -316,7 +317,7 @@ func testBatchChange(t *testing.T, e env) {
 	mustClass(t, "batch entry naming a deleted message", errs[1], core.Gone)
 	q.Wait(e.d(2 * time.Second))
 	receiveNone(t, q.Transport, "both live messages were extended to 4 windows and 2 passed")
-	errs, err = q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
+	errs, err = q.Transport.ChangeVisibilityBatch(context.Background(), []core.VisibilityChange{
 		{Receipt: ms[0].Receipt, Timeout: 0},
 		{Receipt: ms[2].Receipt, Timeout: 0},
 	})
@@ -338,7 +339,7 @@ func testBatchDelete(t *testing.T, e env) {
 	q.Send(t, "h0")
 	q.Send(t, "h1")
 	ms := receive(t, q.Transport, 2, e.window)
-	errs, err := q.Transport.DeleteBatch([]string{ms[0].Receipt, "not-a-receipt", ms[1].Receipt})
+	errs, err := q.Transport.DeleteBatch(context.Background(), []string{ms[0].Receipt, "not-a-receipt", ms[1].Receipt})
 	if err != nil {
 		t.Fatalf("delete batch failed as a whole: %v", err)
 	}
@@ -374,8 +375,8 @@ func testRedrive(t *testing.T, e env) {
 func testCeiling(t *testing.T, e env) {
 	q := e.q
 	_, m := one(t, q, "i", 30*time.Second)
-	mustClass(t, "change-visibility past 12 h", q.Transport.ChangeVisibility(m.Receipt, 12*time.Hour+time.Second), core.Fatal)
-	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
+	mustClass(t, "change-visibility past 12 h", q.Transport.ChangeVisibility(context.Background(), m.Receipt, 12*time.Hour+time.Second), core.Fatal)
+	if err := q.Transport.ChangeVisibility(context.Background(), m.Receipt, 0); err != nil {
 		t.Fatalf("release after a refused extension: %v", err)
 	}
 	receive(t, q.Transport, 1, 30*time.Second)
@@ -386,7 +387,7 @@ func testReceiveMax(t *testing.T, e env) {
 	for _, b := range []string{"j0", "j1", "j2"} {
 		q.Send(t, b)
 	}
-	ms, err := q.Transport.Receive(2, poll, 30*time.Second)
+	ms, err := q.Transport.Receive(context.Background(), 2, poll, 30*time.Second)
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
@@ -404,16 +405,16 @@ func testReceiveMax(t *testing.T, e env) {
 
 func testBatchSize(t *testing.T, e env) {
 	tr := e.q.Transport
-	_, err := tr.DeleteBatch(nil)
+	_, err := tr.DeleteBatch(context.Background(), nil)
 	mustClass(t, "empty delete batch", err, core.Fatal)
-	_, err = tr.ChangeVisibilityBatch(nil)
+	_, err = tr.ChangeVisibilityBatch(context.Background(), nil)
 	mustClass(t, "empty change-visibility batch", err, core.Fatal)
-	_, err = tr.DeleteBatch(make([]string, core.BatchMax+1))
+	_, err = tr.DeleteBatch(context.Background(), make([]string, core.BatchMax+1))
 	mustClass(t, "oversized delete batch", err, core.Fatal)
 	changes := make([]core.VisibilityChange, core.BatchMax+1)
 	for i := range changes {
 		changes[i] = core.VisibilityChange{Receipt: "r", Timeout: time.Second}
 	}
-	_, err = tr.ChangeVisibilityBatch(changes)
+	_, err = tr.ChangeVisibilityBatch(context.Background(), changes)
 	mustClass(t, "oversized change-visibility batch", err, core.Fatal)
 }
