@@ -1,8 +1,10 @@
 package sluice
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -504,4 +506,52 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 		wait()
 		settle()
 	})
+}
+
+// TestWorkerGracefulShutdownLogsNoLeaseLost: a handler cancelled because shutdown's grace
+// ended had its receipt released on purpose: nothing is logged as a lost lease, and the
+// handler's context.Cause says shutdown.
+func TestWorkerGracefulShutdownLogsNoLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		mq.send("long")
+		var logs syncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		started := make(chan struct{})
+		cause := make(chan error, 1)
+		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Grace: time.Second, Logger: logger},
+			func(ctx context.Context, m Message) Result {
+				close(started)
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return Retry(ctx.Err())
+			})
+		<-started
+		cancel()
+		wait()
+		if c := <-cause; !errors.Is(c, ErrShutdown) {
+			t.Errorf("handler's cause %v, want ErrShutdown", c)
+		}
+		if out := logs.String(); strings.Contains(out, "lease lost") || !strings.Contains(out, "grace period over") {
+			t.Errorf("logs say a lease was lost, or not that the grace ended:\n%s", out)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
