@@ -299,7 +299,7 @@ func (p *workerProc) step(ev worker.Event) {
 			}
 		})
 	}
-	if p.stopping && p.up && st.Done {
+	if p.stopping && p.up && st.Done && (st.Err == nil || w.mutation != mutIgnoreFatal) {
 		if st.HandlersAbandoned > 0 {
 			w.trace(p.name, "stopped, abandoning "+strconv.Itoa(st.HandlersAbandoned)+" handlers that ignore cancellation")
 		} else {
@@ -335,6 +335,8 @@ func (p *workerProc) closeOpen(receipt string) {
 	}
 }
 
+// perform carries out rd in the production driver's order (worker.go's perform): cancels,
+// the abandoned receive, calls, the new receive, handler starts; then the timer.
 func (p *workerProc) perform(rd worker.Ready) {
 	w := p.w
 	for _, c := range rd.Cancel {
@@ -359,6 +361,9 @@ func (p *workerProc) perform(rd worker.Ready) {
 				p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: worker.Result{Outcome: worker.Success}})
 			}))
 		}
+	}
+	if rd.AbandonReceive != 0 {
+		p.abandonReceive(rd.AbandonReceive)
 	}
 	for _, c := range rd.Changes {
 		op := "renew"
@@ -394,9 +399,6 @@ func (p *workerProc) perform(rd worker.Ready) {
 	}
 	for _, s := range rd.Start {
 		p.startHandler(s.Message)
-	}
-	if rd.AbandonReceive != 0 {
-		p.abandonReceive(rd.AbandonReceive)
 	}
 	if wake := p.e.WakeAt(); !wake.IsZero() {
 		at := wake.Sub(Epoch)

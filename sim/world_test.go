@@ -178,6 +178,15 @@ func TestMutationKeepDroppedIsCaught(t *testing.T) {
 	}
 }
 
+// A worker process that stays up after a fatal receive error (as Run did before it returned
+// the error) is caught by the bound on the shutdown that error starts.
+func TestMutationIgnoreFatalIsCaught(t *testing.T) {
+	v := runMutated(t, "network", mutIgnoreFatal, 200)
+	if v == nil || v.Invariant != InvMachine || !strings.Contains(v.Detail, "fatal receive") {
+		t.Fatalf("violation %v, want %s about a fatal receive", v, InvMachine)
+	}
+}
+
 // A violation's report names the invariant, shows the last events and the repro command, and
 // still ends with the digest.
 func TestViolationReport(t *testing.T) {

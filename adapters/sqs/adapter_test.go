@@ -2,7 +2,9 @@ package sqs_test
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,10 +26,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	s := &fauxqs.Server{URL: "http://127.0.0.1:1"}
 	c := newClient(t, s)
-	for _, cfg := range []sqs.Config{{}, {QueueURL: "u", CallTimeout: -time.Second}} {
-		if _, err := sqs.New(c, cfg); err == nil {
-			t.Fatalf("config %+v accepted", cfg)
+	for _, cfg := range []sqs.Config{
+		{},
+		{QueueURL: "http://127.0.0.1:1/000000000000/q", CallTimeout: -time.Second},
+		{QueueURL: "my-queue"}, // a name, not a URL
+		{QueueURL: "arn:aws:sqs:us-east-1:000000000000:q"},
+		{QueueURL: "http:///000000000000/q"}, // no host
+	} {
+		_, err := sqs.New(c, cfg)
+		if !errors.Is(err, sqs.ErrConfig) {
+			t.Errorf("config %+v: err = %v, want ErrConfig", cfg, err)
 		}
+		if cfg.QueueURL != "" && cfg.CallTimeout == 0 && (err == nil || !strings.Contains(err.Error(), "QueueURL")) {
+			t.Errorf("config %+v: err = %v, want it to name QueueURL", cfg, err)
+		}
+	}
+	if _, err := sqs.New(c, sqs.Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/q"}); err != nil {
+		t.Errorf("a queue URL refused: %v", err)
 	}
 }
 
