@@ -174,30 +174,10 @@ const (
 	DefaultBudget      = worker.BudgetDefault
 )
 
-// withDefaults refuses what is wrong whatever the defaults (negative values) and fills the
-// logger, clock, seed and policy. The queue worker's own fields keep their zeros: core/worker
-// defaults and validates them, in one place, and NewWorker names the field it refused.
+// withDefaults fills the logger, clock, seed and policy. The queue worker's own fields keep
+// their zeros: core/worker defaults and validates them, in one place, and NewWorker names the
+// WorkerConfig field it refused.
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
-	switch {
-	case c.Window < 0:
-		return c, fieldErr("WorkerConfig.Window", c.Window, "must be ≥ 1s (0 means 30s)")
-	case c.Window > 0 && c.Window < time.Second:
-		return c, fieldErr("WorkerConfig.Window", c.Window, "must be ≥ 1s: the queue counts whole seconds")
-	case c.Ceiling < 0:
-		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, "must be > 0 (0 means 12h)")
-	case c.Wait < 0:
-		return c, fieldErr("WorkerConfig.Wait", c.Wait, "must be ≥ 0 (0 means min(20s, 2·Window/3))")
-	case c.Concurrency < 0:
-		return c, fieldErr("WorkerConfig.Concurrency", c.Concurrency, "must be ≥ 1 (0 means 10)")
-	case c.Prefetch < 0:
-		return c, fieldErr("WorkerConfig.Prefetch", c.Prefetch, "must be ≥ 0")
-	case c.Budget < 0:
-		return c, fieldErr("WorkerConfig.Budget", c.Budget, "must be ≥ 0 (0 means 5)")
-	case c.RedriveMax < 0:
-		return c, fieldErr("WorkerConfig.RedriveMax", c.RedriveMax, "must be ≥ 0 (0 means no redrive policy)")
-	case c.Grace < 0:
-		return c, fieldErr("WorkerConfig.Grace", c.Grace, "must be ≥ 0 (0 means 30s)")
-	}
 	var err error
 	if c.Policy, err = c.Policy.withDefaults(); err != nil {
 		var ce *ConfigError

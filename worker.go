@@ -78,6 +78,9 @@ type WorkerStats struct {
 	// ReleasedAtEnd counts messages made visible at once because the worker was stopping:
 	// those waiting for a handler, and those a receive returned during the shutdown.
 	ReleasedAtEnd int
+	// ReleasedExtra counts messages a receive returned beyond what it asked for (a transport
+	// breaking its contract), made visible again at once.
+	ReleasedExtra int
 	Running       int // handlers running now (cancelled ones included until they return)
 	Waiting       int // received messages waiting for a free handler now
 	Held          int // leases held now
@@ -344,7 +347,7 @@ func (w *Worker) publish(st worker.Status) {
 	defer w.mu.Unlock()
 	w.stats = WorkerStats{Received: st.Received, Started: st.Started, Succeeded: st.Succeeded,
 		Released: st.Released, Permanent: st.Permanent, Terminal: st.Terminal, Retired: st.Retired,
-		Poison: st.Poison, Dropped: st.Dropped, Cancelled: st.Cancelled, ReleasedAtEnd: st.ReleasedAtEnd + st.ReleasedExtra,
+		Poison: st.Poison, Dropped: st.Dropped, Cancelled: st.Cancelled, ReleasedAtEnd: st.ReleasedAtEnd, ReleasedExtra: st.ReleasedExtra,
 		Running: st.Running, Waiting: st.Waiting, Held: st.Lease.Held,
 		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors}
 }
