@@ -352,7 +352,7 @@ func (w *Worker) publish(st worker.Status) {
 		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors}
 }
 
-// runWorkerHandler calls h, mapping its Result to the engine's; a panic or an invalid Result
+// runWorkerHandler calls h, mapping its Result to the machine's; a panic or an invalid Result
 // is a permanent failure.
 func runWorkerHandler(ctx context.Context, h WorkerHandler, msg Message) (res worker.Result) {
 	defer func() {

@@ -256,7 +256,7 @@ func (p *workerProc) scheduleRestart() {
 }
 
 // shutdown begins a graceful stop (SPEC 3.2): no more receives, waiting deliveries released,
-// running handlers renewed for Grace then cancelled. The process exits when the engine says
+// running handlers renewed for Grace then cancelled. The process exits when the machine says
 // it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {
 	w := p.w
@@ -268,11 +268,11 @@ func (p *workerProc) shutdown() {
 
 func (p *workerProc) calm() {}
 
-// step feeds ev to the engine and performs its effects.
+// step feeds ev to the machine and performs its effects.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
 	if err := p.e.Step(ev); err != nil {
-		w.chk.Fail(InvMachine, "%s: worker engine refused %T: %v", p.name, ev, err)
+		w.chk.Fail(InvMachine, "%s: worker machine refused %T: %v", p.name, ev, err)
 		return
 	}
 	p.perform(p.e.Ready())
@@ -415,7 +415,7 @@ func (p *workerProc) perform(rd worker.Ready) {
 	}
 }
 
-// receive sends the engine's receive call across the network to the queue.
+// receive sends the machine's receive call across the network to the queue.
 func (p *workerProc) receive(r worker.Receive) {
 	w := p.w
 	lo, _ := w.cfg.Faults.Transport.Latency(w.rNet)

@@ -26,14 +26,14 @@ type wEvent struct {
 }
 
 type world struct {
-	t       *testing.T
-	rng     *rand.Rand
-	now     time.Time
-	events  []wEvent
-	seq     int
-	q       *queue.Queue
-	engines []*Machine
-	// handlers: receipt → engine index and message id, for the running, uncancelled ones
+	t        *testing.T
+	rng      *rand.Rand
+	now      time.Time
+	events   []wEvent
+	seq      int
+	q        *queue.Queue
+	machines []*Machine
+	// handlers: receipt → machine index and message id, for the running, uncancelled ones
 	running map[string]runningOn
 	faults  bool
 	down    time.Time // a partition: every call fails before taking effect until then
@@ -41,8 +41,8 @@ type world struct {
 }
 
 type runningOn struct {
-	engine int
-	msg    string
+	machine int
+	msg     string
 }
 
 func (w *world) at(t time.Time, fn func()) {
@@ -83,9 +83,9 @@ func (w *world) call(apply func(now time.Time) ([]error, error), reply func(at t
 }
 
 func (w *world) step(i int, ev Event) {
-	e := w.engines[i]
+	e := w.machines[i]
 	if err := e.Step(ev); err != nil {
-		w.t.Fatalf("engine %d step %T: %v", i, ev, err)
+		w.t.Fatalf("machine %d step %T: %v", i, ev, err)
 	}
 	rd := e.Ready()
 	for _, c := range rd.Cancel {
@@ -96,11 +96,11 @@ func (w *world) step(i int, ev Event) {
 	}
 	for _, s := range rd.Start {
 		if j, ok := w.running[s.Receipt]; ok {
-			w.t.Fatalf("%s started on engine %d while running on %d", s.Receipt, i, j.engine)
+			w.t.Fatalf("%s started on machine %d while running on %d", s.Receipt, i, j.machine)
 		}
 		for r, j := range w.running {
 			if j.msg == s.Message.ID && w.q.HiddenAt(w.now, r) {
-				w.t.Fatalf("message %s started on engine %d while engine %d runs it (%s)", s.Message.ID, i, j.engine, r)
+				w.t.Fatalf("message %s started on machine %d while machine %d runs it (%s)", s.Message.ID, i, j.machine, r)
 			}
 		}
 		w.running[s.Receipt] = runningOn{i, s.Message.ID}
@@ -162,12 +162,12 @@ func (w *world) check() {
 	w.steps++
 	for r, on := range w.running {
 		if !w.q.HiddenAt(w.now, r) {
-			w.t.Fatalf("handler for %s on engine %d runs while the queue shows it visible or deleted", r, on.engine)
+			w.t.Fatalf("handler for %s on machine %d runs while the queue shows it visible or deleted", r, on.machine)
 		}
 	}
-	for i, e := range w.engines {
+	for i, e := range w.machines {
 		if err := e.checkInvariants(); err != nil {
-			w.t.Fatalf("engine %d: %v", i, err)
+			w.t.Fatalf("machine %d: %v", i, err)
 		}
 	}
 }
@@ -192,10 +192,10 @@ func (w *world) run(until time.Time) {
 	}
 }
 
-// TestWorkerWorldHidesWhileWorking runs two engines against one strict queue with latency,
+// TestWorkerWorldHidesWhileWorking runs two machines against one strict queue with latency,
 // call faults (before and after taking effect) and handlers longer than the window: no
 // handler ever runs while the queue shows its message visible, no message runs on two
-// engines at once, and once faults stop every message is deleted.
+// machines at once, and once faults stop every message is deleted.
 func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 	drops, cancels := 0, 0
 	defer func() {
@@ -216,7 +216,7 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w.engines = append(w.engines, e)
+				w.machines = append(w.machines, e)
 				w.at(start, func() { w.step(i, Tick{Now: w.now}) })
 			}
 			for range 4 {
@@ -225,7 +225,7 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 				})
 			}
 			if seed%2 == 0 {
-				// Engine 1 shuts down mid-run; engine 0 must finish the work.
+				// Machine 1 shuts down mid-run; machine 0 must finish the work.
 				w.at(start.Add(time.Duration(60+w.rng.Intn(400))*time.Second), func() { w.step(1, Shutdown{Now: w.now}) })
 			}
 			w.run(start.Add(10 * time.Minute))
@@ -235,15 +235,15 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 				t.Fatalf("after %d steps, %d messages never deleted:\n%s", w.steps, live, w.q.Describe(w.now))
 			}
 			var st [2]Status
-			for i, e := range w.engines {
+			for i, e := range w.machines {
 				st[i] = e.Status()
 			}
-			t.Logf("steps=%d engine0: %s lease: renewals=%d retries=%d drops=%v; engine1: %s", w.steps, DescribeStatus(st[0]), st[0].Lease.RenewalsSent, st[0].Lease.Retries, st[0].Lease.Drops, DescribeStatus(st[1]))
+			t.Logf("steps=%d machine0: %s lease: renewals=%d retries=%d drops=%v; machine1: %s", w.steps, DescribeStatus(st[0]), st[0].Lease.RenewalsSent, st[0].Lease.Retries, st[0].Lease.Drops, DescribeStatus(st[1]))
 			if st[0].Lease.RenewalsSent+st[1].Lease.RenewalsSent == 0 {
 				t.Fatalf("no renewal was ever sent; the handlers were too short to test anything")
 			}
 			if seed%2 == 0 && !st[1].Done {
-				t.Fatalf("engine 1 shut down but never reported done: %s", DescribeStatus(st[1]))
+				t.Fatalf("machine 1 shut down but never reported done: %s", DescribeStatus(st[1]))
 			}
 			drops += st[0].Dropped + st[1].Dropped
 			cancels += st[0].Cancelled + st[1].Cancelled

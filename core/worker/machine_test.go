@@ -50,7 +50,7 @@ func TestDispositionTable(t *testing.T) {
 	}
 }
 
-// newTicked makes an engine from cfg and steps its first Tick, at epoch, which it returns.
+// newTicked makes an machine from cfg and steps its first Tick, at epoch, which it returns.
 func newTicked(t *testing.T, cfg Config) (*Machine, time.Time) {
 	t.Helper()
 	e, err := New(cfg)
@@ -152,7 +152,7 @@ func TestDefaultWaitStaysInsideTwoThirdsOfTheWindow(t *testing.T) {
 	}
 }
 
-// wModel is what the property test knows of the engine from its effects.
+// wModel is what the property test knows of the machine from its effects.
 type wModel struct {
 	e         *Machine
 	cfg       Config
