@@ -13,6 +13,9 @@
 //  3. Timing uses windows of Scale seconds and waits with at least Scale/2 seconds of margin on
 //     both sides of every deadline, so a loaded machine does not flip an assertion.
 //  4. Every failed call or batch entry must be a *core.TransportError with a class.
+//  5. A call's context rules it: a receive whose context has ended fails Retryable at once,
+//     and one cancelled during its long poll returns well before the wait ends (the worker
+//     cancels a long poll that way at shutdown).
 package transporttest
 
 import (
@@ -83,6 +86,7 @@ var cases = []suiteCase{
 	{"VisibilityPastTwelveHoursIsFatal", 0, testCeiling},
 	{"ReceiveHonoursMax", 0, testReceiveMax},
 	{"EmptyOrOversizedBatchIsFatal", 0, testBatchSize},
+	{"CancelledContextEndsReceiveRetryable", 0, testCancelledReceive},
 }
 
 // Run runs every case as a subtest of t.
@@ -417,4 +421,37 @@ func testBatchSize(t *testing.T, e env) {
 	}
 	_, err = tr.ChangeVisibilityBatch(context.Background(), changes)
 	mustClass(t, "oversized change-visibility batch", err, core.Fatal)
+}
+
+// testCancelledReceive: a receive whose context already ended fails Retryable and takes
+// nothing; one whose context ends during a long poll returns long before its wait; the
+// message sent afterwards is received as usual.
+func testCancelledReceive(t *testing.T, e env) {
+	tr := e.q.Transport
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ms, err := tr.Receive(ctx, core.BatchMax, 0, e.window)
+	mustClass(t, "receive with an ended context", err, core.Retryable)
+	if len(ms) != 0 {
+		t.Fatalf("receive with an ended context returned %s", describe(ms))
+	}
+	wait := 10 * time.Second
+	ctx, cancel = context.WithTimeout(context.Background(), e.d(300*time.Millisecond))
+	defer cancel()
+	start := time.Now()
+	ms, err = tr.Receive(ctx, core.BatchMax, wait, e.window)
+	if took := time.Since(start); took >= wait/2 {
+		t.Fatalf("a long poll of %v cancelled after %v returned only after %v", wait, e.d(300*time.Millisecond), took)
+	}
+	if err == nil && len(ms) != 0 {
+		t.Fatalf("a cancelled long poll on an empty queue returned %s", describe(ms))
+	}
+	if err != nil {
+		mustClass(t, "a long poll cancelled midway", err, core.Retryable)
+	}
+	id := e.q.Send(t, "after")
+	got := receive(t, tr, 1, e.window)
+	if got[0].ID != id {
+		t.Fatalf("received %s, want %s", describe(got), id)
+	}
 }

@@ -212,7 +212,8 @@ var _ heap.Interface = (*msgHeap)(nil)
 
 // Transport returns a synchronous core.Transport over the queue that reads the time from now.
 // Receive ignores wait: it answers at once with what is visible (long polls belong to the
-// world, which has NextVisibleAt). Misuse that the queue would panic on comes back as a
+// world, which has NextVisibleAt); with its context already ended it receives nothing and
+// fails Retryable. Misuse that the queue would panic on comes back as a
 // Fatal error, as SQS would answer it.
 func (q *Queue) Transport(now func() time.Time) core.Transport {
 	return &transport{q: q, now: now}
@@ -229,7 +230,8 @@ func (t *transport) Receive(ctx context.Context, max int, wait, visibility time.
 			"queue %s: receive max %d, wait %v, visibility %v out of range", t.q.cfg.Name, max, wait, visibility)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		// As a real client answers a call whose context ended: retryable, nothing received.
+		return nil, &core.TransportError{Class: core.Retryable, Op: "receive", Code: "RequestCanceled", Err: err}
 	}
 	return t.q.Receive(t.now(), max, visibility), nil
 }
