@@ -48,13 +48,16 @@
 //     more Grace, then abandoned (Status.HandlersAbandoned). Messages from a receive still in
 //     flight are released at once when it returns; once that receive is all that is left (no
 //     lease held, waiting or being disposed) the machine abandons it (Ready.AbandonReceive:
-//     the driver cancels its context) and still takes its ReceiveDone. Dispositions decided
-//     in a burst of steps reach the lease machine together at Ready, so they share batches.
-//     Status.Done reports when nothing is left: no delivery, no call in flight, no handler
-//     waited for.
+//     the driver cancels its context) and still takes its ReceiveDone. Status.Done reports
+//     when nothing is left: no delivery, no call in flight, no handler waited for.
 //  8. Status.Heartbeat is the time of the last event processed: a liveness signal.
+//  9. Ready takes the lease machine's effects (its one channel) once, so the calls of
+//     dispositions decided in a burst of steps share batches; the drops it hands out then
+//     cancel or forget their deliveries, and the decisions of every step run again (a drop
+//     may free room). Between a Step and Ready a decision about a delivery asks the lease
+//     machine whether it is still held.
 //
-// Invariants (checkInvariants): the running and waiting counters match the deliveries;
+// Invariants (checkInvariants, which hold after every Ready): the running and waiting counters match the deliveries;
 // running ≤ Concurrency; every waiting or running delivery's lease is held and every
 // cancelled one's is not; each waiting delivery is queued once; the lease machine's own.
 package worker

@@ -390,7 +390,6 @@ type Machine struct {
 	recvAfter     time.Time
 
 	leaseCalls map[lease.CallID]leaseCall // in flight
-	pending    []pendingDisposal          // decided, handed to the lease machine by Ready
 
 	stopping  bool
 	fatal     error
@@ -477,16 +476,21 @@ func (e *Machine) Step(ev Event) error {
 		panic(fmt.Sprintf("worker: unknown event %T", ev))
 	}
 	if err != nil {
-		e.drain()
 		return err
 	}
+	e.decide()
+	return nil
+}
+
+// decide makes the decisions that follow any change: the end of the grace period, giving up
+// on handlers and on the receive in flight, starting handlers, the next receive. Step and
+// Ready both run it (Ready after taking the lease machine's drops, which may free room).
+func (e *Machine) decide() {
 	e.maybeFinishGrace()
-	e.drain()
 	e.maybeAbandonHandlers()
 	e.pump()
 	e.maybeReceive()
 	e.maybeAbandonReceive()
-	return nil
 }
 
 func (e *Machine) advance(t time.Time) {
@@ -496,7 +500,7 @@ func (e *Machine) advance(t time.Time) {
 	e.stats.Heartbeat = e.now
 }
 
-// stepLease feeds the lease machine; drain takes its effects at the end of the step.
+// stepLease feeds the lease machine; Ready takes its effects (drain).
 func (e *Machine) stepLease(ev lease.Event) error {
 	if err := e.lease.Step(ev); err != nil {
 		return fmt.Errorf("worker: lease step: %w", err)
@@ -504,10 +508,11 @@ func (e *Machine) stepLease(ev lease.Event) error {
 	return nil
 }
 
-// drain takes the lease machine's effects at the end of each step (after the grace decision,
-// so a renewal decided in a step whose Shutdown drops its receipt never leaves): drops
-// cancel or skip their handlers, ended leases forget their deliveries, and the calls join
-// this machine's Ready.
+// drain takes the lease machine's effects, once per Ready (its one channel), so the calls of
+// dispositions decided in a burst of steps share batches: drops cancel or skip their
+// handlers, ended leases forget their deliveries, and the calls join this machine's Ready.
+// Until then a delivery whose lease was dropped keeps its state here; every decision in
+// between asks the lease machine whether it is held (pump, onHandlerDone, dispose).
 func (e *Machine) drain() {
 	lr := e.lease.Ready()
 	for _, c := range lr.Cancel {
@@ -672,30 +677,7 @@ func (e *Machine) dispose(receipt string, disp lease.Disposition) error {
 		e.waiting--
 		d.state = finished
 	}
-	e.pending = append(e.pending, pendingDisposal{receipt, disp})
-	return nil
-}
-
-// pendingDisposal is a disposition decided but not yet handed to the lease machine: Ready
-// hands over all of them at once, so dispositions decided in a burst of steps (handlers
-// finishing together) share batch calls.
-type pendingDisposal struct {
-	receipt string
-	disp    lease.Disposition
-}
-
-// flush hands the pending dispositions to the lease machine. One whose lease was dropped
-// since it was decided is skipped: the drop already forgot its delivery.
-func (e *Machine) flush() {
-	for _, p := range e.pending {
-		if !e.lease.Held(p.receipt) {
-			continue
-		}
-		if err := e.stepLease(lease.Dispose{Now: e.now, Receipt: p.receipt, Disposition: p.disp}); err != nil {
-			panic(fmt.Sprintf("worker: disposing %s: %v", p.receipt, err)) // machine bug
-		}
-	}
-	e.pending = e.pending[:0]
+	return e.stepLease(lease.Dispose{Now: e.now, Receipt: receipt, Disposition: disp})
 }
 
 // errBadBatchReply marks a batch reply that broke the Transport contract.
@@ -734,6 +716,11 @@ func (e *Machine) onHandlerDone(ev HandlerDone) error {
 		return fmt.Errorf("%w: %v for %q", ErrBadResult, ev.Result.Outcome, ev.Receipt)
 	}
 	e.advance(ev.Now)
+	if d.state == running && !e.lease.Held(ev.Receipt) {
+		// The lease machine dropped it earlier in this burst; Ready has not told us yet.
+		d.state = cancelled
+		e.stats.Dropped++
+	}
 	if d.state == cancelled {
 		e.stats.IgnoredDone++
 		e.log.Debug("worker: cancelled handler returned; result ignored", "message", d.msg.ID, "outcome", ev.Result.Outcome.String())
@@ -746,9 +733,7 @@ func (e *Machine) onHandlerDone(ev HandlerDone) error {
 	}
 	e.running--
 	d.state = finished
-	// Not a lease Tick: it could renew this receipt before Ready hands the disposition over.
-	e.pending = append(e.pending, pendingDisposal{ev.Receipt, disp})
-	return nil
+	return e.stepLease(lease.Dispose{Now: ev.Now, Receipt: ev.Receipt, Disposition: disp})
 }
 
 // disposition is the table of SPEC 3.3.
@@ -822,7 +807,6 @@ func (e *Machine) maybeFinishGrace() {
 	if e.running > 0 {
 		e.log.Warn("worker: grace period over; cancelling running handlers", "running", e.running)
 	}
-	e.flush() // dispositions already decided complete; the lease's Shutdown drops only the rest
 	if err := e.stepLease(lease.Shutdown{Now: e.now}); err != nil {
 		panic(fmt.Sprintf("worker: lease shutdown: %v", err)) // machine bug
 	}
@@ -862,8 +846,8 @@ func (e *Machine) pump() {
 		r := e.queue[0]
 		e.queue = e.queue[1:]
 		d := e.deliveries[r]
-		if d == nil || d.state != waiting {
-			continue
+		if d == nil || d.state != waiting || !e.lease.Held(r) {
+			continue // gone, or dropped by the lease machine (Ready's drain forgets it)
 		}
 		d.state = running
 		e.waiting--
@@ -895,8 +879,8 @@ func (e *Machine) maybeReceive() {
 
 // Ready returns the effects produced since the last call and forgets them.
 func (e *Machine) Ready() Ready {
-	e.flush()
 	e.drain()
+	e.decide()
 	rd := e.out
 	e.out = Ready{}
 	return rd
