@@ -171,25 +171,27 @@ func TestConfigNeverBlamesAnUnsetField(t *testing.T) {
 	}
 }
 
-func TestWorkerConfigValidation(t *testing.T) {
-	c, err := WorkerConfig{RedriveMax: 7}.withDefaults()
-	if err != nil {
+// TestWorkerConfigErrorsNameTheFieldSet: NewWorker's errors name the WorkerConfig field the
+// user set (a 13h Window is a bad Window, not a bad default Ceiling).
+func TestWorkerConfigErrorsNameTheFieldSet(t *testing.T) {
+	h := func(context.Context, Message) Result { return Ack() }
+	if _, err := NewWorker(newMemQueue(), WorkerConfig{RedriveMax: 7, Logger: quiet}, h); err != nil {
 		t.Fatal(err)
-	}
-	if c.Window != DefaultWindow || c.Ceiling != DefaultCeiling || c.Budget != 8 || c.Concurrency != DefaultConcurrency {
-		t.Errorf("defaults: %+v, want window 30s, ceiling 12h, budget 8 (redrive 7 + 1), concurrency 10", c)
 	}
 	for _, tt := range []struct {
 		cfg   WorkerConfig
 		field string
 	}{
 		{WorkerConfig{Window: 500 * time.Millisecond}, "WorkerConfig.Window"},
+		{WorkerConfig{Window: 13 * time.Hour}, "WorkerConfig.Window"},
 		{WorkerConfig{Window: time.Hour, Ceiling: time.Minute}, "WorkerConfig.Ceiling"},
 		{WorkerConfig{Concurrency: -1}, "WorkerConfig.Concurrency"},
 		{WorkerConfig{Window: 10 * time.Second, Wait: 7 * time.Second}, "WorkerConfig.Wait"},
 		{WorkerConfig{Policy: Policy{Base: -1}}, "WorkerConfig.Policy.Base"},
+		{WorkerConfig{RedriveMax: -1}, "WorkerConfig.RedriveMax"},
 	} {
-		_, err := tt.cfg.withDefaults()
+		tt.cfg.Logger = quiet
+		_, err := NewWorker(newMemQueue(), tt.cfg, h)
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != tt.field {
 			t.Errorf("%+v: err = %v, want a ConfigError naming %s", tt.cfg, err, tt.field)

@@ -36,9 +36,6 @@ var (
 var (
 	// ErrJobCancelled: Cancel was called for the job; the attempt's outcome is ignored.
 	ErrJobCancelled = errors.New("sluice: job cancelled")
-	// ErrShutdown: the runner is stopping (Run's or Drain's context ended, or Close) and the
-	// grace has passed; unless the attempt succeeds, it is released (not counted).
-	ErrShutdown = errors.New("sluice: runner stopping")
 )
 
 // opened is an engine and what closes it.

@@ -13,5 +13,11 @@ var (
 	// ErrRunning is returned by Run or Drain when another Run or Drain is in progress.
 	ErrRunning = errors.New("sluice: already running")
 
+	// ErrShutdown is the cause (context.Cause) of a handler's cancelled context when its runner
+	// or worker is stopping: a runner's Run or Drain context ended (or Close) and the grace
+	// passed, after which the attempt is released, not counted, unless it succeeds; a worker's
+	// shutdown grace ended, after which the message's receipt is left to lapse.
+	ErrShutdown = errors.New("sluice: shutting down")
+
 	errNilFailure = errors.New("sluice: handler reported a failure without an error")
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/worker"
 )
 
 // The queue port a Worker runs on, and its typed errors (SPEC 3.2, 4). adapters/sqs implements
@@ -47,7 +48,8 @@ type Message struct {
 
 // WorkerHandler processes one message. Its context is cancelled when the message's lease is
 // lost (the message may then be redelivered to someone else) and when shutdown's grace period
-// ends. A panic is recovered and treated as a permanent failure (Reject).
+// ends; context.Cause(ctx) says which: ErrShutdown, ErrMessageGone, or an error wrapping
+// ErrLeaseLost. A panic is recovered and treated as a permanent failure (Reject).
 type WorkerHandler func(ctx context.Context, msg Message) Result
 
 // ResultKind is a handler's verdict on a message (SPEC 3.3).
@@ -87,26 +89,34 @@ type Result struct {
 	After *time.Duration // ResultRetry: the visibility to set instead of the policy's backoff
 }
 
-// Ack deletes the message.
+// Ack reports success: the message is deleted (DeleteMessageBatch with others ready at once).
 func Ack() Result { return Result{Kind: ResultAck} }
 
-// Retry releases the message for redelivery after the worker policy's backoff.
+// Retry reports a failure worth another try: the message is made visible again after the
+// worker policy's backoff for its receive count (ChangeMessageVisibility), and is redelivered
+// until its receive count reaches the budget.
 func Retry(err error) Result { return Result{Kind: ResultRetry, Err: err} }
 
-// RetryAfter releases the message for redelivery after d (0: at once).
+// RetryAfter is Retry with the wait given: the message is made visible again after d
+// (rounded up to whole seconds; 0: at once) instead of the policy's backoff.
 func RetryAfter(err error, d time.Duration) Result {
 	d = max(d, 0)
 	return Result{Kind: ResultRetry, Err: err, After: &d}
 }
 
-// Reject reports a permanent failure (SPEC 3.3).
+// Reject reports a failure no retry can fix: without a redrive policy (RedriveMax 0) the
+// message is deleted and the error logged at Error; with one, it is hidden for 300 s like
+// DeadLetter so the queue moves it to the dead-letter queue once its receive count allows.
 func Reject(err error) Result { return Result{Kind: ResultPermanent, Err: err} }
 
-// DeadLetter hides the message until the queue's redrive policy dead-letters it.
+// DeadLetter hides the message for 300 s (ChangeMessageVisibility) so that the queue's redrive
+// policy moves it to the dead-letter queue on a later receive; without a redrive policy it
+// simply reappears after 300 s.
 func DeadLetter(err error) Result { return Result{Kind: ResultTerminal, Err: err} }
 
-// ResultOf maps an error: nil acks, an error wrapping a *PermanentError rejects, anything else
-// retries with the policy's backoff.
+// ResultOf maps an error: nil is Ack (deleted), an error wrapping a *PermanentError is Reject
+// (deleted, or dead-lettered with a redrive policy), anything else is Retry (visible again
+// after the policy's backoff).
 func ResultOf(err error) Result {
 	if err == nil {
 		return Ack()
@@ -132,13 +142,16 @@ type WorkerConfig struct {
 	// Prefetch is how many received messages may wait for a free handler; default 0.
 	Prefetch int
 	// Budget: a delivery whose receive count reaches max(2, Budget) is retired without running
-	// (acked, logged at Error); default 5.
+	// (acked, logged at Error); default 5. With a redrive policy (RedriveMax N) the budget is
+	// raised to at least N+1, so the queue dead-letters first (logged once at Info).
 	Budget int
 	// RedriveMax is the queue's redrive maxReceiveCount, 0 when it has none.
 	RedriveMax int
-	// Policy gives the backoff of Retry results (its Attempts is unused).
+	// Policy gives the backoff of Retry results: Base and Cap (and its jitter). Attempts and
+	// Deadline are unused here: the receive Budget and the redrive policy bound redeliveries.
 	Policy Policy
-	// Grace is how long shutdown waits for running handlers before cancelling them; default 10s.
+	// Grace is how long shutdown keeps renewing running handlers' leases before cancelling
+	// them, and then how long it waits for cancelled handlers to return; default 30s.
 	Grace time.Duration
 	// Logger receives the worker's logs; default slog.Default().
 	Logger *slog.Logger
@@ -154,48 +167,17 @@ type WorkerConfig struct {
 
 // Worker defaults (SPEC 3).
 const (
-	DefaultWindow      = 30 * time.Second
-	DefaultCeiling     = 12 * time.Hour
-	DefaultWait        = 20 * time.Second
-	DefaultConcurrency = 10
-	DefaultBudget      = 5
+	DefaultWindow      = worker.WindowDefault
+	DefaultCeiling     = worker.CeilingDefault
+	DefaultWait        = worker.WaitDefault
+	DefaultConcurrency = worker.ConcurrencyDefault
+	DefaultBudget      = worker.BudgetDefault
 )
 
+// withDefaults fills the logger, clock, seed and policy. The queue worker's own fields keep
+// their zeros: core/worker defaults and validates them, in one place, and NewWorker names the
+// WorkerConfig field it refused.
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
-	switch {
-	case c.Window < 0:
-		return c, fieldErr("WorkerConfig.Window", c.Window, "must be ≥ 1s (0 means 30s)")
-	case c.Window > 0 && c.Window < time.Second:
-		return c, fieldErr("WorkerConfig.Window", c.Window, "must be ≥ 1s: the queue counts whole seconds")
-	case c.Ceiling < 0:
-		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, "must be > 0 (0 means 12h)")
-	case c.Wait < 0:
-		return c, fieldErr("WorkerConfig.Wait", c.Wait, "must be ≥ 0 (0 means min(20s, 2·Window/3))")
-	case c.Concurrency < 0:
-		return c, fieldErr("WorkerConfig.Concurrency", c.Concurrency, "must be ≥ 1 (0 means 10)")
-	case c.Prefetch < 0:
-		return c, fieldErr("WorkerConfig.Prefetch", c.Prefetch, "must be ≥ 0")
-	case c.Budget < 0:
-		return c, fieldErr("WorkerConfig.Budget", c.Budget, "must be ≥ 0 (0 means 5)")
-	case c.RedriveMax < 0:
-		return c, fieldErr("WorkerConfig.RedriveMax", c.RedriveMax, "must be ≥ 0 (0 means no redrive policy)")
-	case c.Grace < 0:
-		return c, fieldErr("WorkerConfig.Grace", c.Grace, "must be ≥ 0 (0 means 10s)")
-	}
-	setDefault(&c.Window, DefaultWindow)
-	setDefault(&c.Ceiling, DefaultCeiling)
-	if c.Ceiling < c.Window {
-		return c, fieldErr("WorkerConfig.Ceiling", c.Ceiling, fmt.Sprintf("must be ≥ Window (%v)", c.Window))
-	}
-	setDefault(&c.Wait, min(DefaultWait, (c.Window*2/3).Truncate(time.Second)))
-	if c.Wait > c.Window*2/3 {
-		return c, fieldErr("WorkerConfig.Wait", c.Wait, fmt.Sprintf("must be at most two thirds of Window (%v): a message's window counts from before the receive call", c.Window))
-	}
-	setDefault(&c.Concurrency, DefaultConcurrency)
-	setDefault(&c.Budget, DefaultBudget)
-	if c.RedriveMax > 0 {
-		c.Budget = max(c.Budget, c.RedriveMax+1)
-	}
 	var err error
 	if c.Policy, err = c.Policy.withDefaults(); err != nil {
 		var ce *ConfigError
@@ -204,7 +186,6 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		}
 		return c, err
 	}
-	setDefault(&c.Grace, DefaultGrace)
 	envDefaults(&c.Logger, &c.Clock, &c.Seed)
 	return c, nil
 }

@@ -1,8 +1,11 @@
 package sluice
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +36,8 @@ type memQueue struct {
 	// error; receiveMore extra messages come back on each receive beyond the max asked for.
 	shortReplies int
 	receiveMore  int
+	// fatalReceive makes every receive fail as if the queue did not exist.
+	fatalReceive bool
 }
 
 func newMemQueue() *memQueue {
@@ -60,12 +65,16 @@ func (m *memQueue) count(kind string) int {
 	return m.calls[kind]
 }
 
-func (m *memQueue) Receive(max int, wait, visibility time.Duration) ([]core.Message, error) {
+func (m *memQueue) Receive(ctx context.Context, max int, wait, visibility time.Duration) ([]core.Message, error) {
 	end := time.Now().Add(wait)
 	for {
 		m.mu.Lock()
 		m.calls["receive"]++
-		msgs, err := m.t.Receive(min(max+m.receiveMore, core.BatchMax), wait, visibility)
+		if m.fatalReceive {
+			m.mu.Unlock()
+			return nil, &core.TransportError{Class: core.Fatal, Op: "receive", Code: "AWS.SimpleQueueService.NonExistentQueue", Err: errors.New("injected")}
+		}
+		msgs, err := m.t.Receive(ctx, min(max+m.receiveMore, core.BatchMax), wait, visibility)
 		for _, msg := range msgs {
 			if !m.seen[msg.ID] {
 				m.seen[msg.ID] = true
@@ -76,19 +85,23 @@ func (m *memQueue) Receive(max int, wait, visibility time.Duration) ([]core.Mess
 		if err != nil || len(msgs) > 0 || !time.Now().Before(end) {
 			return msgs, err
 		}
-		time.Sleep(min(100*time.Millisecond, time.Until(end)))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(100*time.Millisecond, time.Until(end))):
+		}
 	}
 }
 
-func (m *memQueue) ChangeVisibility(receipt string, timeout time.Duration) error {
-	errs, err := m.ChangeVisibilityBatch([]core.VisibilityChange{{Receipt: receipt, Timeout: timeout}})
+func (m *memQueue) ChangeVisibility(ctx context.Context, receipt string, timeout time.Duration) error {
+	errs, err := m.ChangeVisibilityBatch(ctx, []core.VisibilityChange{{Receipt: receipt, Timeout: timeout}})
 	if err != nil {
 		return err
 	}
 	return errs[0]
 }
 
-func (m *memQueue) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]error, error) {
+func (m *memQueue) ChangeVisibilityBatch(ctx context.Context, entries []core.VisibilityChange) ([]error, error) {
 	time.Sleep(m.latency)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -104,7 +117,7 @@ func (m *memQueue) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]err
 		}
 		m.failed = 0
 	}
-	errs, err := m.t.ChangeVisibilityBatch(entries)
+	errs, err := m.t.ChangeVisibilityBatch(ctx, entries)
 	if err != nil {
 		return nil, err
 	}
@@ -116,20 +129,20 @@ func (m *memQueue) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]err
 	return errs, nil
 }
 
-func (m *memQueue) Delete(receipt string) error {
-	errs, err := m.DeleteBatch([]string{receipt})
+func (m *memQueue) Delete(ctx context.Context, receipt string) error {
+	errs, err := m.DeleteBatch(ctx, []string{receipt})
 	if err != nil {
 		return err
 	}
 	return errs[0]
 }
 
-func (m *memQueue) DeleteBatch(receipts []string) ([]error, error) {
+func (m *memQueue) DeleteBatch(ctx context.Context, receipts []string) ([]error, error) {
 	time.Sleep(m.latency)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls["delete"]++
-	return m.t.DeleteBatch(receipts)
+	return m.t.DeleteBatch(ctx, receipts)
 }
 
 // settle lets the goroutines that may outlive Run (an abandoned long poll, at most Wait
@@ -220,6 +233,9 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 			t0 := time.Now()
 			select {
 			case <-ctx.Done():
+				if !errors.Is(context.Cause(ctx), ErrMessageGone) {
+					t.Errorf("cause %v, want ErrMessageGone", context.Cause(ctx))
+				}
 				cancelledAfter <- time.Since(t0)
 				return Ack() // ignored: the lease is gone
 			case <-time.After(20 * time.Second):
@@ -390,10 +406,10 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 	})
 }
 
-// TestWorkerShutdownDoesNotWaitForALongPoll: Transport.Receive takes no context, so a long
-// poll in flight at shutdown cannot be cut short. Run returns at once anyway, and a message
-// the abandoned poll returns later is released (visible again at once), never handled.
-func TestWorkerShutdownDoesNotWaitForALongPoll(t *testing.T) {
+// TestWorkerShutdownCancelsALongPoll: a long poll in flight at shutdown is cancelled through
+// its context once nothing else is left, so Run returns at once and no receive outlives it:
+// a message sent afterwards is received by no one.
+func TestWorkerShutdownCancelsALongPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
 		var runs atomic.Int64
@@ -409,19 +425,53 @@ func TestWorkerShutdownDoesNotWaitForALongPoll(t *testing.T) {
 		if d := time.Since(t0); d > time.Second {
 			t.Errorf("Run returned %v after shutdown began, want at once (not after the 18 s left of the poll)", d)
 		}
-		id := mq.send("late") // the abandoned poll, still waiting, receives it
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if s := mq.status(id); s.State != queue.Visible || s.ReceiveCount != 1 {
-			t.Errorf("message returned by the abandoned poll: %+v, want visible again after one delivery", s)
+		synctest.Wait() // every goroutine Run started has ended, or is blocked for good
+		receives := mq.count("receive")
+		id := mq.send("late")
+		time.Sleep(time.Minute)
+		if s := mq.status(id); s.State != queue.Visible || s.ReceiveCount != 0 {
+			t.Errorf("message sent after Run returned: %+v, want never received", s)
 		}
-		if runs.Load() != 0 {
-			t.Errorf("handler ran %d times after shutdown, want 0", runs.Load())
+		if n := mq.count("receive"); n != receives || runs.Load() != 0 {
+			t.Errorf("receive calls went from %d to %d and the handler ran %d times after Run returned", receives, n, runs.Load())
 		}
-		if st := w.Stats(); st.ReleasedAtEnd != 1 {
-			t.Errorf("stats %+v, want the late message counted as released at the end", st)
+		if err := w.Run(context.Background()); !errors.Is(err, ErrStopped) {
+			t.Errorf("second Run = %v, want ErrStopped", err)
 		}
-		settle()
+	})
+}
+
+// TestWorkerFatalReceiveEndsRun: a queue that answers receives with a fatal error (here: it
+// does not exist) ends Run without its context ending, after the running handler's grace;
+// the error wraps ErrFatal and names the code. The handler's cancellation says shutdown.
+func TestWorkerFatalReceiveEndsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		mq.send("one")
+		cause := make(chan error, 1)
+		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Grace: 2 * time.Second, Logger: quiet},
+			func(ctx context.Context, m Message) Result {
+				mq.mu.Lock()
+				mq.fatalReceive = true // the queue is deleted while the handler runs
+				mq.mu.Unlock()
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return Retry(ctx.Err())
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		err = w.Run(context.Background())
+		if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), "NonExistentQueue") {
+			t.Errorf("Run = %v, want ErrFatal naming the code", err)
+		}
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Errorf("Run returned after %v, want within the grace periods", d)
+		}
+		if c := <-cause; !errors.Is(c, ErrShutdown) {
+			t.Errorf("handler's cause %v, want ErrShutdown", c)
+		}
 	})
 }
 
@@ -449,11 +499,59 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 				t.Errorf("message %s: %+v, want deleted", id, s)
 			}
 		}
-		if st := w.Stats(); visible.Load() != 0 || st.Dropped != 0 || st.RenewalRetries < 2 || st.Succeeded != 3 {
-			t.Errorf("visible %d times; stats %+v; want never visible, no drop, ≥ 2 renewal retries, 3 successes", visible.Load(), st)
+		if st := w.Stats(); visible.Load() != 0 || st.Dropped != 0 || st.RenewalRetries < 2 || st.Succeeded != 3 || st.ReleasedExtra == 0 {
+			t.Errorf("visible %d times; stats %+v; want never visible, no drop, ≥ 2 renewal retries, 3 successes, extra messages released", visible.Load(), st)
 		}
 		cancel()
 		wait()
 		settle()
 	})
+}
+
+// TestWorkerGracefulShutdownLogsNoLeaseLost: a handler cancelled because shutdown's grace
+// ended had its receipt released on purpose: nothing is logged as a lost lease, and the
+// handler's context.Cause says shutdown.
+func TestWorkerGracefulShutdownLogsNoLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		mq.send("long")
+		var logs syncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		started := make(chan struct{})
+		cause := make(chan error, 1)
+		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Grace: time.Second, Logger: logger},
+			func(ctx context.Context, m Message) Result {
+				close(started)
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return Retry(ctx.Err())
+			})
+		<-started
+		cancel()
+		wait()
+		if c := <-cause; !errors.Is(c, ErrShutdown) {
+			t.Errorf("handler's cause %v, want ErrShutdown", c)
+		}
+		if out := logs.String(); strings.Contains(out, "lease lost") || !strings.Contains(out, "grace period over") {
+			t.Errorf("logs say a lease was lost, or not that the grace ended:\n%s", out)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

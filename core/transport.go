@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -78,15 +79,21 @@ type VisibilityChange struct {
 	Timeout time.Duration
 }
 
-// Transport is the queue port (SPEC 4). Batch calls take at most 10 entries and return one
+// Transport is the queue port. Batch calls take at most 10 entries and return one
 // error per entry (nil for success, a *TransportError otherwise), in entry order; their second
 // result is for a failure of the whole call, in which case the per-entry slice is nil.
+//
+// Every method takes a context first: the driver ends a long poll it no longer wants (at
+// shutdown) by cancelling it, so no call outlives the worker's Run. A call whose context
+// ended returns promptly; a Receive cut short may lose messages the queue already handed
+// out (they reappear when their window lapses). Machines never see the context: this file is
+// a port definition, the one place under core/ allowed to import package context.
 type Transport interface {
-	Receive(max int, wait, visibility time.Duration) ([]Message, error)
-	ChangeVisibility(receipt string, timeout time.Duration) error
-	ChangeVisibilityBatch(entries []VisibilityChange) ([]error, error)
-	Delete(receipt string) error
-	DeleteBatch(receipts []string) ([]error, error)
+	Receive(ctx context.Context, max int, wait, visibility time.Duration) ([]Message, error)
+	ChangeVisibility(ctx context.Context, receipt string, timeout time.Duration) error
+	ChangeVisibilityBatch(ctx context.Context, entries []VisibilityChange) ([]error, error)
+	Delete(ctx context.Context, receipt string) error
+	DeleteBatch(ctx context.Context, receipts []string) ([]error, error)
 }
 
 // BatchMax is the most entries one batch call (and one receive) may carry.

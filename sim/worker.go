@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"strconv"
@@ -17,8 +18,9 @@ import (
 
 // The queue side of the world: one simulated SQS queue (with a dead-letter queue when the
 // configuration redrives), producers, and worker processes. Each worker process holds a
-// lease.Machine (the same code as production) and runs handlers whose durations and outcomes
-// the executor stream draws. Calls cross a simulated network: latency each way, and faults
+// worker.Machine (the same code as production: receive loop, lease, dispositions, and every
+// shutdown decision) and performs its effects exactly as the production driver does; only
+// the durations, outcomes and faults are drawn here. Calls cross a simulated network: latency each way, and faults
 // that fail a call before it takes effect or after (the caller cannot tell which).
 
 const (
@@ -109,7 +111,7 @@ func (m *msgProducer) unsettled(w *World) string {
 	return strconv.Itoa(st.Visible+st.InFlight) + " messages live: " + strings.Join(ids, " ")
 }
 
-// workerProc is one worker process driving a worker.Engine (the production engine: receive
+// workerProc is one worker process driving a worker.Machine (the production machine: receive
 // loop, budget, poison, dispositions, shutdown; the lease machine inside it). gen counts
 // incarnations: replies and timers of an earlier incarnation (before a crash) find gen changed
 // and do nothing.
@@ -119,7 +121,7 @@ type workerProc struct {
 	name string
 	up   bool
 	gen  int
-	e    *worker.Engine
+	e    *worker.Machine
 
 	stopping bool
 	recv     *longPoll // the receive call in flight, if any
@@ -132,6 +134,7 @@ type msgHandler struct {
 	receipt   string
 	running   bool
 	cancelled bool
+	end       time.Duration // when its work is done, cancelled or not
 }
 
 func (p *workerProc) config() worker.Config {
@@ -253,7 +256,7 @@ func (p *workerProc) scheduleRestart() {
 }
 
 // shutdown begins a graceful stop (SPEC 3.2): no more receives, waiting deliveries released,
-// running handlers renewed for Grace then cancelled. The process exits when the engine says
+// running handlers renewed for Grace then cancelled. The process exits when the machine says
 // it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {
 	w := p.w
@@ -261,33 +264,47 @@ func (p *workerProc) shutdown() {
 	w.st.Crashes.Add("worker-shutdown", 1)
 	w.trace(p.name, "SHUTDOWN")
 	p.step(worker.Shutdown{Now: w.now()})
-	if lp := p.recv; lp != nil && !lp.done && p.up && w.rFaults.Intn(2) == 0 {
-		// Stop waiting for the long poll in flight (the driver cannot cancel it).
-		lp.abandoned = true
-		p.recv = nil
-		w.trace(p.name, "abandon receive call="+strconv.FormatUint(uint64(lp.r.Call), 10))
-		p.step(worker.ReceiveAbandoned{Call: lp.r.Call, At: w.now()})
-	}
 }
 
 func (p *workerProc) calm() {}
 
-// step feeds ev to the engine and performs its effects.
+// step feeds ev to the machine and performs its effects.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
 	if err := p.e.Step(ev); err != nil {
-		w.chk.Fail(InvMachine, "%s: worker engine refused %T: %v", p.name, ev, err)
+		w.chk.Fail(InvMachine, "%s: worker machine refused %T: %v", p.name, ev, err)
 		return
 	}
 	p.perform(p.e.Ready())
+	if !p.up {
+		return
+	}
 	p.noticeEnded()
 	if err := p.e.CheckInvariants(); err != nil {
 		w.chk.Fail(InvMachine, "%s: worker: %v", p.name, err)
 	} else {
 		w.chk.Pass(InvMachine)
 	}
-	if p.stopping && p.up && p.e.Status().Done {
-		w.trace(p.name, "stopped")
+	st := p.e.Status()
+	if st.Err != nil && !p.stopping {
+		// A fatal receive error ends Run (the production driver returns it): the process must
+		// stop by itself, within the grace periods and the calls they leave in flight.
+		p.stopping = true
+		w.trace(p.name, "FATAL "+st.Err.Error())
+		w.st.Crashes.Add("worker-fatal", 1)
+		gen, bound := p.gen, 2*w.cfg.Grace+2*w.cfg.Visibility+time.Minute
+		w.loop.After(bound, func() {
+			if p.up && p.gen == gen {
+				w.chk.Fail(InvMachine, "%s: Run did not end %v after a fatal receive error", p.name, bound)
+			}
+		})
+	}
+	if p.stopping && p.up && st.Done && (st.Err == nil || w.mutation != mutIgnoreFatal) {
+		if st.HandlersAbandoned > 0 {
+			w.trace(p.name, "stopped, abandoning "+strconv.Itoa(st.HandlersAbandoned)+" handlers that ignore cancellation")
+		} else {
+			w.trace(p.name, "stopped")
+		}
 		p.up = false
 		w.chk.WorkerCrashed(p.id)
 		p.account()
@@ -318,23 +335,35 @@ func (p *workerProc) closeOpen(receipt string) {
 	}
 }
 
+// perform carries out rd in the production driver's order (worker.go's perform): cancels,
+// the abandoned receive, calls, the new receive, handler starts; then the timer.
 func (p *workerProc) perform(rd worker.Ready) {
 	w := p.w
 	for _, c := range rd.Cancel {
 		w.chk.Dropped(c.Receipt)
 		p.closeOpen(c.Receipt)
-		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason)
+		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason.String())
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
 			h.running, h.cancelled = false, true
 			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
 			w.chk.HandlerEnded(c.Receipt)
-			// A cancelled handler returns promptly; its result is ignored.
+			// A cancelled handler returns promptly, or (a fault) ignores its cancellation and
+			// returns only when its work is done, perhaps long after the grace periods; its
+			// result is ignored either way.
 			back := drawBetween(w.rExec, 0, 50*time.Millisecond)
+			if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.LongHandler) {
+				back = max(back, h.end-w.loop.Now())
+				w.fault("handler-ignores-cancel")
+				w.trace(p.name, "handler "+c.Receipt+" ignores its cancellation until "+Offset(w.loop.Now()+back))
+			}
 			w.loop.After(back, p.alive(func() {
 				delete(p.handlers, h.receipt)
-				p.step(worker.HandlerDone{Receipt: h.receipt, At: w.now(), Result: worker.Result{Outcome: worker.Success}})
+				p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: worker.Result{Outcome: worker.Success}})
 			}))
 		}
+	}
+	if rd.AbandonReceive != 0 {
+		p.abandonReceive(rd.AbandonReceive)
 	}
 	for _, c := range rd.Changes {
 		op := "renew"
@@ -371,8 +400,8 @@ func (p *workerProc) perform(rd worker.Ready) {
 	for _, s := range rd.Start {
 		p.startHandler(s.Message)
 	}
-	if !rd.WakeAt.IsZero() {
-		at := rd.WakeAt.Sub(Epoch)
+	if wake := p.e.WakeAt(); !wake.IsZero() {
+		at := wake.Sub(Epoch)
 		if p.wakeAt == 0 || at < p.wakeAt || p.wakeAt < w.loop.Now() {
 			p.wakeAt = at
 			w.loop.At(at, p.alive(func() {
@@ -386,7 +415,7 @@ func (p *workerProc) perform(rd worker.Ready) {
 	}
 }
 
-// receive sends the engine's receive call across the network to the queue.
+// receive sends the machine's receive call across the network to the queue.
 func (p *workerProc) receive(r worker.Receive) {
 	w := p.w
 	lo, _ := w.cfg.Faults.Transport.Latency(w.rNet)
@@ -412,11 +441,31 @@ type longPoll struct {
 	r     worker.Receive
 	call  faults.Call
 	until time.Duration
-	seq   int // re-checks scheduled before the latest are stale
-	done  bool
-	// abandoned: the worker gave up waiting at shutdown (worker.ReceiveAbandoned); whatever the
-	// call returns is released by the world, never fed to the engine.
-	abandoned bool
+	seq   int  // re-checks scheduled before the latest are stale
+	done  bool // answered at the queue (its reply may still be on its way back)
+}
+
+// abandonReceive performs Ready.AbandonReceive as the production driver does, by cancelling
+// the call's context: a poll still waiting at the queue ends at once with the context's
+// error (it took no message); a reply already on its way back wins the race and arrives as
+// usual, and the machine releases what it carries.
+func (p *workerProc) abandonReceive(call worker.CallID) {
+	w := p.w
+	lp := p.recv
+	if lp == nil || lp.r.Call != call {
+		w.chk.Fail(InvMachine, "%s: abandon of receive %d, which is not in flight", p.name, call)
+		return
+	}
+	w.trace(p.name, "abandon receive call="+strconv.FormatUint(uint64(call), 10))
+	if lp.done {
+		return
+	}
+	lp.done = true
+	w.loop.After(0, p.alive(func() {
+		p.recv = nil
+		w.trace(p.name, "receive call="+strconv.FormatUint(uint64(call), 10)+" cancelled")
+		p.step(worker.ReceiveDone{Call: call, Now: w.now(), Err: context.Canceled})
+	}))
 }
 
 func (lp *longPoll) schedule(at time.Duration) {
@@ -431,6 +480,9 @@ func (lp *longPoll) schedule(at time.Duration) {
 
 func (lp *longPoll) check() {
 	p, w := lp.p, lp.p.w
+	if lp.done {
+		return // cancelled before it reached the queue
+	}
 	var msgs []core.Message
 	var err error
 	switch lp.call {
@@ -465,34 +517,11 @@ func (lp *longPoll) check() {
 		if !p.up || p.gen != gen {
 			return // the process died: received messages lapse at the queue
 		}
-		if lp.abandoned {
-			p.releaseAbandoned(msgs)
-			return
-		}
 		p.alive(func() {
 			p.recv = nil
 			p.received(lp.t0, lp.r, msgs, err)
 		})()
 	})
-}
-
-// releaseAbandoned releases what an abandoned receive returned, as the production driver's
-// poll goroutine does (ChangeVisibility 0): those receipts never reached the engine.
-func (p *workerProc) releaseAbandoned(msgs []core.Message) {
-	w := p.w
-	if len(msgs) == 0 {
-		return
-	}
-	entries := make([]core.VisibilityChange, len(msgs))
-	var b strings.Builder
-	b.WriteString("release abandoned receive:")
-	for i, m := range msgs {
-		entries[i] = core.VisibilityChange{Receipt: m.Receipt}
-		b.WriteString(" " + m.Receipt)
-	}
-	w.trace(p.name, b.String())
-	w.queue.ChangeVisibilityBatch(w.now(), entries)
-	w.checkQueue()
 }
 
 // addPoller registers a waiting long poll to be woken by the next send.
@@ -520,7 +549,7 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 	w := p.w
 	if err != nil {
 		w.trace(p.name, "receive failed: "+err.Error())
-		p.step(worker.ReceiveDone{Call: r.Call, At: w.now(), Err: err})
+		p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Err: err})
 		return
 	}
 	if len(msgs) == 0 {
@@ -536,7 +565,7 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 		}
 		w.trace(p.name, b.String())
 	}
-	p.step(worker.ReceiveDone{Call: r.Call, At: w.now(), Messages: msgs})
+	p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Messages: msgs})
 }
 
 func (p *workerProc) startHandler(m core.Message) {
@@ -554,6 +583,7 @@ func (p *workerProc) startHandler(m core.Message) {
 		d = drawBetween(w.rFaults, ceiling, ceiling+time.Hour)
 		w.fault("marathon-handler")
 	}
+	h.end = w.loop.Now() + d
 	u := w.rExec.Float64()
 	var res worker.Result
 	switch {
@@ -581,7 +611,7 @@ func (p *workerProc) startHandler(m core.Message) {
 		w.chk.HandlerEnded(h.receipt)
 		w.chk.DispositionBegan(h.receipt)
 		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
-		p.step(worker.HandlerDone{Receipt: h.receipt, At: w.now(), Result: res})
+		p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 	}))
 }
 
@@ -620,7 +650,7 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 			} else {
 				w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
 			}
-			p.step(worker.CallDone{Call: c.Call, At: at, Entries: entries, Err: whole})
+			p.step(worker.CallDone{Call: c.Call, Now: at, Entries: entries, Err: whole})
 		})
 }
 
@@ -629,7 +659,7 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 		func() []error { return p.w.queue.DeleteBatch(p.w.now(), d.Receipts) },
 		func(entries []error, whole error) {
 			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
-			p.step(worker.CallDone{Call: d.Call, At: p.w.now(), Entries: entries, Err: whole})
+			p.step(worker.CallDone{Call: d.Call, Now: p.w.now(), Entries: entries, Err: whole})
 		})
 }
 

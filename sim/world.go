@@ -55,6 +55,7 @@ const (
 	mutNone        mutation = iota
 	mutAckEarly             // acknowledge enqueues before their commit
 	mutKeepDropped          // keep running a handler after its receipt was dropped
+	mutIgnoreFatal          // keep a worker process up after a fatal receive error ended its Run
 )
 
 // Stats counts what a run did.

@@ -105,7 +105,7 @@ func TestNoLostAckFiresOnRealRecovery(t *testing.T) {
 	}
 }
 
-// A worker engine fed a reply to a call it never made refuses it: machine-invariants fires.
+// A worker machine fed a reply to a call it never made refuses it: machine-invariants fires.
 func TestMachineInvariantsFires(t *testing.T) {
 	cfg, err := NewConfig(1, "calm")
 	if err != nil {
@@ -115,7 +115,7 @@ func TestMachineInvariantsFires(t *testing.T) {
 	w := newWorld(cfg, nil)
 	w.setupQueue()
 	p := w.workers[0]
-	p.step(worker.CallDone{Call: 999, At: w.now()})
+	p.step(worker.CallDone{Call: 999, Now: w.now()})
 	v := w.chk.Violation()
 	if v == nil || v.Invariant != InvMachine {
 		t.Fatalf("violation %v, want %s", v, InvMachine)
@@ -175,6 +175,15 @@ func TestMutationKeepDroppedIsCaught(t *testing.T) {
 	v := runMutated(t, "network", mutKeepDropped, 100)
 	if v == nil || (v.Invariant != InvHiddenWhileWork && v.Invariant != InvNoConcurrent) {
 		t.Fatalf("violation %v, want %s or %s", v, InvHiddenWhileWork, InvNoConcurrent)
+	}
+}
+
+// A worker process that stays up after a fatal receive error (as Run did before it returned
+// the error) is caught by the bound on the shutdown that error starts.
+func TestMutationIgnoreFatalIsCaught(t *testing.T) {
+	v := runMutated(t, "network", mutIgnoreFatal, 200)
+	if v == nil || v.Invariant != InvMachine || !strings.Contains(v.Detail, "fatal receive") {
+		t.Fatalf("violation %v, want %s about a fatal receive", v, InvMachine)
 	}
 }
 

@@ -2,7 +2,9 @@ package sqs_test
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,10 +26,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	s := &fauxqs.Server{URL: "http://127.0.0.1:1"}
 	c := newClient(t, s)
-	for _, cfg := range []sqs.Config{{}, {QueueURL: "u", CallTimeout: -time.Second}} {
-		if _, err := sqs.New(c, cfg); err == nil {
-			t.Fatalf("config %+v accepted", cfg)
+	for _, cfg := range []sqs.Config{
+		{},
+		{QueueURL: "http://127.0.0.1:1/000000000000/q", CallTimeout: -time.Second},
+		{QueueURL: "my-queue"}, // a name, not a URL
+		{QueueURL: "arn:aws:sqs:us-east-1:000000000000:q"},
+		{QueueURL: "http:///000000000000/q"}, // no host
+	} {
+		_, err := sqs.New(c, cfg)
+		if !errors.Is(err, sqs.ErrConfig) {
+			t.Errorf("config %+v: err = %v, want ErrConfig", cfg, err)
 		}
+		if cfg.QueueURL != "" && cfg.CallTimeout == 0 && (err == nil || !strings.Contains(err.Error(), "QueueURL")) {
+			t.Errorf("config %+v: err = %v, want it to name QueueURL", cfg, err)
+		}
+	}
+	if _, err := sqs.New(c, sqs.Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/q"}); err != nil {
+		t.Errorf("a queue URL refused: %v", err)
 	}
 }
 
@@ -46,7 +61,7 @@ func TestLongPollGetsWaitOnTopOfCallTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	ms, err := tr.Receive(10, 2*time.Second, time.Second)
+	ms, err := tr.Receive(context.Background(), 10, 2*time.Second, time.Second)
 	if err != nil || len(ms) != 0 {
 		t.Fatalf("empty long poll: %v, %v", ms, err)
 	}
@@ -58,7 +73,7 @@ func TestLongPollGetsWaitOnTopOfCallTimeout(t *testing.T) {
 		sqs.Send(ctx, c, url, "late")
 	}()
 	start = time.Now()
-	ms, err = tr.Receive(10, 5*time.Second, time.Second)
+	ms, err = tr.Receive(context.Background(), 10, 5*time.Second, time.Second)
 	if err != nil || len(ms) != 1 || string(ms[0].Body) != "late" || ms[0].ReceiveCount != 1 {
 		t.Fatalf("long poll with a late message: %+v, %v", ms, err)
 	}
@@ -71,9 +86,9 @@ func TestMissingQueueIsFatal(t *testing.T) {
 	s := fauxqs.Start(t)
 	c := newClient(t, s)
 	tr := newTransport(t, c, s.URL+"/000000000000/no-such-queue")
-	_, err := tr.Receive(1, 0, time.Second)
+	_, err := tr.Receive(context.Background(), 1, 0, time.Second)
 	mustClass(t, "receive from a missing queue", err, core.Fatal)
-	_, err = tr.DeleteBatch([]string{"r"})
+	_, err = tr.DeleteBatch(context.Background(), []string{"r"})
 	mustClass(t, "delete batch on a missing queue", err, core.Fatal)
 }
 
@@ -86,8 +101,8 @@ func TestConnectionRefusedIsRetryable(t *testing.T) {
 	}
 	tr := newTransport(t, c, url)
 	s.Stop()
-	mustClass(t, "change visibility with the server gone", tr.ChangeVisibility("r", time.Second), core.Retryable)
-	_, err = tr.Receive(1, 0, time.Second)
+	mustClass(t, "change visibility with the server gone", tr.ChangeVisibility(context.Background(), "r", time.Second), core.Retryable)
+	_, err = tr.Receive(context.Background(), 1, 0, time.Second)
 	mustClass(t, "receive with the server gone", err, core.Retryable)
 }
 
@@ -118,18 +133,14 @@ func TestCallTimeoutAndCancelledContextAreRetryable(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	mustClass(t, "delete against a silent server", tr.Delete("r"), core.Retryable)
+	mustClass(t, "delete against a silent server", tr.Delete(context.Background(), "r"), core.Retryable)
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("the call timeout did not bound the call: %v", took)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	tr, err = sqs.New(c, sqs.Config{QueueURL: s.URL + "/000000000000/q", Context: ctx})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = tr.ChangeVisibilityBatch([]core.VisibilityChange{{Receipt: "r", Timeout: time.Second}})
-	mustClass(t, "batch with a cancelled base context", err, core.Retryable)
+	_, err = tr.ChangeVisibilityBatch(ctx, []core.VisibilityChange{{Receipt: "r", Timeout: time.Second}})
+	mustClass(t, "batch with a cancelled context", err, core.Retryable)
 }
 
 func TestFullBatchesRoundTrip(t *testing.T) {
@@ -148,7 +159,7 @@ func TestFullBatchesRoundTrip(t *testing.T) {
 	}
 	var ms []core.Message
 	for len(ms) < core.BatchMax {
-		got, err := tr.Receive(core.BatchMax, time.Second, 30*time.Second)
+		got, err := tr.Receive(context.Background(), core.BatchMax, time.Second, 30*time.Second)
 		if err != nil || len(got) == 0 {
 			t.Fatalf("receive: %v, %v (have %d)", got, err, len(ms))
 		}
@@ -160,7 +171,7 @@ func TestFullBatchesRoundTrip(t *testing.T) {
 		changes[i] = core.VisibilityChange{Receipt: m.Receipt, Timeout: time.Minute}
 		receipts[i] = m.Receipt
 	}
-	errs, err := tr.ChangeVisibilityBatch(changes)
+	errs, err := tr.ChangeVisibilityBatch(context.Background(), changes)
 	if err != nil || len(errs) != core.BatchMax {
 		t.Fatalf("change batch: %v, %v", errs, err)
 	}
@@ -169,7 +180,7 @@ func TestFullBatchesRoundTrip(t *testing.T) {
 			t.Fatalf("entry %d: %v", i, e)
 		}
 	}
-	errs, err = tr.DeleteBatch(receipts)
+	errs, err = tr.DeleteBatch(context.Background(), receipts)
 	if err != nil || len(errs) != core.BatchMax {
 		t.Fatalf("delete batch: %v, %v", errs, err)
 	}
@@ -179,7 +190,7 @@ func TestFullBatchesRoundTrip(t *testing.T) {
 		}
 	}
 	for _, m := range ms {
-		mustClass(t, "change after the batch delete", tr.ChangeVisibility(m.Receipt, time.Second), core.Gone)
+		mustClass(t, "change after the batch delete", tr.ChangeVisibility(context.Background(), m.Receipt, time.Second), core.Gone)
 	}
 }
 
@@ -187,7 +198,7 @@ func TestReceiveRejectsOutOfRangeArgumentsWithoutACall(t *testing.T) {
 	s := &fauxqs.Server{URL: "http://127.0.0.1:1"} // nothing listens: a call would be Retryable
 	tr := newTransport(t, newClient(t, s), s.URL+"/000000000000/q")
 	for _, args := range [][3]time.Duration{{0, 0, 0}, {11, 0, 0}, {1, -1, 0}, {1, 0, -1}} {
-		_, err := tr.Receive(int(args[0]), args[1], args[2])
+		_, err := tr.Receive(context.Background(), int(args[0]), args[1], args[2])
 		mustClass(t, "receive with bad arguments", err, core.Fatal)
 	}
 }
@@ -195,12 +206,12 @@ func TestReceiveRejectsOutOfRangeArgumentsWithoutACall(t *testing.T) {
 func TestBatchSizeOutOfRangeIsFatalWithoutACall(t *testing.T) {
 	s := &fauxqs.Server{URL: "http://127.0.0.1:1"} // nothing listens: a call would be Retryable
 	tr := newTransport(t, newClient(t, s), s.URL+"/000000000000/q")
-	_, err := tr.DeleteBatch(nil)
+	_, err := tr.DeleteBatch(context.Background(), nil)
 	mustClass(t, "empty delete batch", err, core.Fatal)
-	_, err = tr.DeleteBatch(make([]string, 11))
+	_, err = tr.DeleteBatch(context.Background(), make([]string, 11))
 	mustClass(t, "delete batch of 11", err, core.Fatal)
-	_, err = tr.ChangeVisibilityBatch(nil)
+	_, err = tr.ChangeVisibilityBatch(context.Background(), nil)
 	mustClass(t, "empty change batch", err, core.Fatal)
-	_, err = tr.ChangeVisibilityBatch(make([]core.VisibilityChange, 11))
+	_, err = tr.ChangeVisibilityBatch(context.Background(), make([]core.VisibilityChange, 11))
 	mustClass(t, "change batch of 11", err, core.Fatal)
 }

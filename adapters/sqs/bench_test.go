@@ -39,7 +39,7 @@ func drain(b *testing.B, tr *sqs.Transport, n int, batch bool) time.Duration {
 	handler := func(core.Message) error { return nil }
 	start := time.Now()
 	for done := 0; done < n; {
-		ms, err := tr.Receive(core.BatchMax, time.Second, 30*time.Second)
+		ms, err := tr.Receive(context.Background(), core.BatchMax, time.Second, 30*time.Second)
 		if err != nil {
 			b.Fatalf("receive: %v", err)
 		}
@@ -54,7 +54,7 @@ func drain(b *testing.B, tr *sqs.Transport, n int, batch bool) time.Duration {
 			receipts = append(receipts, m.Receipt)
 		}
 		if batch {
-			errs, err := tr.DeleteBatch(receipts)
+			errs, err := tr.DeleteBatch(context.Background(), receipts)
 			if err != nil {
 				b.Fatalf("delete batch: %v", err)
 			}
@@ -65,7 +65,7 @@ func drain(b *testing.B, tr *sqs.Transport, n int, batch bool) time.Duration {
 			}
 		} else {
 			for _, r := range receipts {
-				if err := tr.Delete(r); err != nil {
+				if err := tr.Delete(context.Background(), r); err != nil {
 					b.Fatalf("delete: %v", err)
 				}
 			}

@@ -7,9 +7,11 @@
 //     fails Fatal (code MissingReceiveCount) if a message comes back without it: the worker's
 //     poison budget depends on it. wait is a long poll in whole seconds, capped at SQS's 20 s;
 //     visibility is whole seconds, 0 meaning the queue's default.
-//  2. Every call runs under Config.Context with Config.CallTimeout (a long poll gets its wait on
-//     top), because core.Transport carries no context. Cancelling Config.Context fails every
-//     later call as Retryable.
+//  2. Every call runs under the context it is given, bounded by Config.CallTimeout (a long
+//     poll gets its wait on top). A cancelled context ends the call at once as Retryable: the
+//     worker cuts a long poll short that way at shutdown. The transport stores no context.
+//  6. New refuses a QueueURL that is not an absolute http(s) URL (a queue name or an ARN is a
+//     common mistake that would otherwise fail only at the first call).
 //  3. Batch calls take 1..10 entries (an empty or larger batch fails Fatal without a call, as
 //     SQS would answer it and as sim/queue's Transport does). They send entry ids "0".."9"
 //     and map SQS's per-entry results back to one error per entry, in entry order; an entry

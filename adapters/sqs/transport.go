@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -33,9 +34,7 @@ const CallTimeoutDefault = 10 * time.Second
 
 // Config configures a Transport.
 type Config struct {
-	QueueURL string
-	// Context is the base of every call's context; default context.Background().
-	Context context.Context
+	QueueURL string // an absolute http(s) URL, as GetQueueUrl returns it
 	// CallTimeout bounds each call (a long poll gets its wait on top); default 10 s.
 	CallTimeout time.Duration
 }
@@ -58,13 +57,13 @@ func New(c Client, cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("%w: nil client", ErrConfig)
 	}
 	if cfg.QueueURL == "" {
-		return nil, fmt.Errorf("%w: empty queue URL", ErrConfig)
+		return nil, fmt.Errorf("%w: empty QueueURL", ErrConfig)
+	}
+	if u, err := url.Parse(cfg.QueueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: QueueURL %q is not an http(s) URL (pass the queue's URL, not its name or ARN)", ErrConfig, cfg.QueueURL)
 	}
 	if cfg.CallTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative call timeout %v", ErrConfig, cfg.CallTimeout)
-	}
-	if cfg.Context == nil {
-		cfg.Context = context.Background()
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = CallTimeoutDefault
@@ -75,14 +74,14 @@ func New(c Client, cfg Config) (*Transport, error) {
 // QueueURL is the queue the transport talks to.
 func (t *Transport) QueueURL() string { return t.cfg.QueueURL }
 
-func (t *Transport) callContext(extra time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(t.cfg.Context, t.cfg.CallTimeout+extra)
+func (t *Transport) callContext(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, t.cfg.CallTimeout+extra)
 }
 
 func seconds(d time.Duration) int32 { return int32(d / time.Second) }
 
 // Receive long-polls for up to max messages, hiding them for visibility.
-func (t *Transport) Receive(max int, wait, visibility time.Duration) ([]core.Message, error) {
+func (t *Transport) Receive(ctx context.Context, max int, wait, visibility time.Duration) ([]core.Message, error) {
 	const op = "receive"
 	if max < 1 || max > core.BatchMax || wait < 0 || visibility < 0 {
 		return nil, &core.TransportError{Class: core.Fatal, Op: op, Code: "InvalidParameterValue",
@@ -96,7 +95,7 @@ func (t *Transport) Receive(max int, wait, visibility time.Duration) ([]core.Mes
 		VisibilityTimeout:           seconds(visibility),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
 	}
-	ctx, cancel := t.callContext(wait)
+	ctx, cancel := t.callContext(ctx, wait)
 	defer cancel()
 	out, err := t.c.ReceiveMessage(ctx, in)
 	if err != nil {
@@ -121,9 +120,9 @@ func (t *Transport) Receive(max int, wait, visibility time.Duration) ([]core.Mes
 }
 
 // ChangeVisibility hides the receipt's message for timeout (whole seconds) from now.
-func (t *Transport) ChangeVisibility(receipt string, timeout time.Duration) error {
+func (t *Transport) ChangeVisibility(ctx context.Context, receipt string, timeout time.Duration) error {
 	const op = "change-visibility"
-	ctx, cancel := t.callContext(0)
+	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
 	_, err := t.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
 		QueueUrl: t.url, ReceiptHandle: aws.String(receipt), VisibilityTimeout: seconds(timeout),
@@ -135,9 +134,9 @@ func (t *Transport) ChangeVisibility(receipt string, timeout time.Duration) erro
 }
 
 // Delete deletes the receipt's message.
-func (t *Transport) Delete(receipt string) error {
+func (t *Transport) Delete(ctx context.Context, receipt string) error {
 	const op = "delete"
-	ctx, cancel := t.callContext(0)
+	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
 	_, err := t.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: t.url, ReceiptHandle: aws.String(receipt)})
 	if err != nil {
@@ -161,7 +160,7 @@ func batchErr(op string, n int) error {
 }
 
 // ChangeVisibilityBatch sends one ChangeMessageVisibilityBatch; one error per entry.
-func (t *Transport) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]error, error) {
+func (t *Transport) ChangeVisibilityBatch(ctx context.Context, entries []core.VisibilityChange) ([]error, error) {
 	const op = "change-visibility"
 	if err := batchErr(op, len(entries)); err != nil {
 		return nil, err
@@ -173,7 +172,7 @@ func (t *Transport) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]er
 			Id: aws.String(entryIDs[i]), ReceiptHandle: aws.String(e.Receipt), VisibilityTimeout: seconds(e.Timeout),
 		}
 	}
-	ctx, cancel := t.callContext(0)
+	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
 	out, err := t.c.ChangeMessageVisibilityBatch(ctx, in)
 	if err != nil {
@@ -187,7 +186,7 @@ func (t *Transport) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]er
 }
 
 // DeleteBatch sends one DeleteMessageBatch; one error per entry.
-func (t *Transport) DeleteBatch(receipts []string) ([]error, error) {
+func (t *Transport) DeleteBatch(ctx context.Context, receipts []string) ([]error, error) {
 	const op = "delete"
 	if err := batchErr(op, len(receipts)); err != nil {
 		return nil, err
@@ -197,7 +196,7 @@ func (t *Transport) DeleteBatch(receipts []string) ([]error, error) {
 	for i, r := range receipts {
 		in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(entryIDs[i]), ReceiptHandle: aws.String(r)}
 	}
-	ctx, cancel := t.callContext(0)
+	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
 	out, err := t.c.DeleteMessageBatch(ctx, in)
 	if err != nil {

@@ -28,12 +28,12 @@ func (r *leaseRig) pump(now time.Time) (wake time.Time, err error) {
 			return wake, fmt.Errorf("lease: %d receipts dropped (first: %s, %s)", len(rd.Cancel), rd.Cancel[0].Receipt, rd.Cancel[0].Reason)
 		}
 		if len(rd.Changes) == 0 && len(rd.Deletes) == 0 {
-			return rd.WakeAt, nil
+			return r.m.WakeAt(), nil
 		}
 		for _, c := range rd.Changes {
-			ev := lease.RenewResult{Call: c.Call, At: now, Entries: make([]error, len(c.Entries))}
+			ev := lease.RenewResult{Call: c.Call, Now: now, Entries: make([]error, len(c.Entries))}
 			if c.Purpose == lease.Disposal {
-				if err := r.m.Step(lease.DisposeResult{Call: c.Call, At: now, Entries: ev.Entries}); err != nil {
+				if err := r.m.Step(lease.DisposeResult{Call: c.Call, Now: now, Entries: ev.Entries}); err != nil {
 					return wake, err
 				}
 				continue
@@ -45,7 +45,7 @@ func (r *leaseRig) pump(now time.Time) (wake time.Time, err error) {
 		}
 		for _, d := range rd.Deletes {
 			r.deleted += len(d.Receipts)
-			if err := r.m.Step(lease.DisposeResult{Call: d.Call, At: now, Entries: make([]error, len(d.Receipts))}); err != nil {
+			if err := r.m.Step(lease.DisposeResult{Call: d.Call, Now: now, Entries: make([]error, len(d.Receipts))}); err != nil {
 				return wake, err
 			}
 		}
@@ -71,7 +71,11 @@ func LeaseCost(sizes []int) (Table, error) {
 	const window = 30 * time.Second
 	for _, n := range sizes {
 		before := heapAlloc()
-		rig := &leaseRig{m: lease.New(lease.Config{ReceiptsMax: n})}
+		m, err := lease.New(lease.Config{ReceiptsMax: n})
+		if err != nil {
+			return t, err
+		}
+		rig := &leaseRig{m: m}
 		batches := (n + 9) / 10
 		spread := 9 * time.Second
 		t0 := time.Now()
@@ -99,7 +103,8 @@ func LeaseCost(sizes []int) (Table, error) {
 		end := now.Add(window)
 		limit := epoch.Add(11 * time.Hour)
 		t1 := time.Now()
-		wake := rig.m.Ready().WakeAt
+		rig.m.Ready()
+		wake := rig.m.WakeAt()
 		for !wake.IsZero() && (wake.Before(end) || rig.renewed-renewedBefore < 30_000) && wake.Before(limit) {
 			now = wake
 			if err := rig.m.Step(lease.Tick{Now: now}); err != nil {

@@ -24,7 +24,7 @@ func heldMachine(n int) (*Machine, float64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	m := New(Config{})
+	m := mustNew(Config{})
 	spread := 10 * time.Second / time.Duration(n)
 	for i := 0; i < n; i += core.BatchMax {
 		at := epoch.Add(time.Duration(i) * spread)
@@ -46,7 +46,7 @@ func renewSome(m *Machine, k int) int {
 	done := 0
 	rd := m.Ready()
 	for done < k {
-		now := rd.WakeAt
+		now := m.WakeAt()
 		if now.IsZero() {
 			panic("lease benchmark: no receipt left to renew")
 		}
@@ -56,7 +56,7 @@ func renewSome(m *Machine, k int) int {
 		rd = m.Ready()
 		for _, c := range rd.Changes {
 			done += len(c.Entries)
-			if err := m.Step(RenewResult{Call: c.Call, At: now, Entries: make([]error, len(c.Entries))}); err != nil {
+			if err := m.Step(RenewResult{Call: c.Call, Now: now, Entries: make([]error, len(c.Entries))}); err != nil {
 				panic(err)
 			}
 		}

@@ -37,7 +37,7 @@ func TestFaultClassification(t *testing.T) {
 		{"a TransportError without a class is not a success", te(0, ""), got{0, "", "+10.3s"}},
 		{"an unknown class counts as retryable", te(core.Class(9), ""), got{core.Class(9), "", "+10.3s"}},
 	} {
-		m := New(Config{})
+		m := mustNew(Config{})
 		if err := m.Step(Received{Now: sec(0), Stamp: sec(0), Window: 30 * time.Second, Ceiling: 12 * time.Hour,
 			Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
 			t.Fatal(err)
@@ -47,7 +47,7 @@ func TestFaultClassification(t *testing.T) {
 			t.Fatal(err)
 		}
 		call := m.Ready().Changes[0].Call
-		if err := m.Step(RenewResult{Call: call, At: sec(10.1), Entries: []error{tc.err}}); err != nil {
+		if err := m.Step(RenewResult{Call: call, Now: sec(10.1), Entries: []error{tc.err}}); err != nil {
 			t.Fatal(err)
 		}
 		g := got{Class: core.ClassOf(tc.err)}

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Describe renders r deterministically, with times as offsets from epoch, one effect a line.
-func Describe(r Ready, epoch time.Time) string {
+// Describe renders r and the machine's next wake (zero: none) deterministically, with times
+// as offsets from epoch, one effect a line.
+func Describe(r Ready, wake, epoch time.Time) string {
 	var b strings.Builder
 	for _, c := range r.Cancel {
 		fmt.Fprintf(&b, "cancel %s (%s)\n", c.Receipt, c.Reason)
@@ -29,8 +30,8 @@ func Describe(r Ready, epoch time.Time) string {
 			fmt.Fprintf(&b, "ended %s %s\n", e.Receipt, e.Kind)
 		}
 	}
-	if !r.WakeAt.IsZero() {
-		fmt.Fprintf(&b, "wake %s\n", Offset(r.WakeAt, epoch))
+	if !wake.IsZero() {
+		fmt.Fprintf(&b, "wake %s\n", Offset(wake, epoch))
 	}
 	return b.String()
 }

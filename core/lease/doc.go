@@ -2,7 +2,8 @@
 // receipt's visibility window renewed from receipt until its disposition, over any number of
 // receipts with one timer heap. It performs no I/O: calls leave as effects (ChangeVisibility,
 // Delete) carrying a CallID, replies come back as events (RenewResult, DisposeResult) stamped
-// with the time they arrived, and the driver re-arms one timer at Ready.WakeAt.
+// with the time they arrived (Now), and the driver re-arms one timer at WakeAt. It has the
+// machine surface of package core: New, Step, Ready, WakeAt, Status.
 //
 // Arithmetic (SPEC 3.1; t0 the stamp read before the receive call, W the window, C the
 // ceiling, d the local deadline, initially t0+W):
@@ -44,9 +45,9 @@
 //     reported in Ended.Err.
 //  11. Shutdown drops every receipt without a disposition; dispositions under way (also one
 //     waiting on a renewal) complete. The machine stays usable for receipts received later.
-//  12. Ready builds the calls from everything decided since the last Ready, so a caller that
-//     steps a burst of events before one Ready gets shared batches; TakeNotices hands out the
-//     drops and ended leases early for such a caller.
+//  12. Ready is the one channel for effects: it builds the calls from everything decided
+//     since the last Ready, so a caller that steps a burst of events before one Ready gets
+//     shared batches, and hands out the drops (Cancel) and ended leases (Ended) with them.
 //
 // Limits: ReceiptsMax receipts (default 2^20; Received beyond it is refused with ErrFull);
 // batch calls carry at most core.BatchMax entries; Step, Ready's bookkeeping and Status are

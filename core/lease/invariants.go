@@ -82,6 +82,6 @@ func (m *Machine) checkInvariants() error {
 	return errors.Join(errs...)
 }
 
-// CheckInvariants is checkInvariants for checkers outside the package (the worker engine,
+// CheckInvariants is checkInvariants for checkers outside the package (the worker machine,
 // the simulator).
 func (m *Machine) CheckInvariants() error { return m.checkInvariants() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -36,6 +37,8 @@ var (
 	ErrDuplicate      = errors.New("lease: receipt already held")
 	ErrFull           = errors.New("lease: receipts limit reached")
 	ErrBadEvent       = errors.New("lease: malformed event")
+	// ErrConfig is wrapped by every New error.
+	ErrConfig = errors.New("lease: invalid config")
 )
 
 // Config configures a Machine. Zero fields take their defaults.
@@ -82,12 +85,12 @@ type Received struct {
 // Tick: time has passed; perform what is due.
 type Tick struct{ Now time.Time }
 
-// RenewResult is the reply to a ChangeVisibility effect with Purpose Renewal. At is when the
+// RenewResult is the reply to a ChangeVisibility effect with Purpose Renewal. Now is when the
 // reply arrived. Err is a failure of the whole call (every entry gets its class); otherwise
 // Entries holds one error per entry, in the effect's entry order (nil for success).
 type RenewResult struct {
 	Call    CallID
-	At      time.Time
+	Now     time.Time
 	Entries []error
 	Err     error
 }
@@ -96,7 +99,7 @@ type RenewResult struct {
 // Disposal, shaped like RenewResult.
 type DisposeResult struct {
 	Call    CallID
-	At      time.Time
+	Now     time.Time
 	Entries []error
 	Err     error
 }
@@ -235,9 +238,11 @@ type Ended struct {
 	Err     error
 }
 
-// Ready holds the effects produced since the last call to Ready. Perform Cancel first (a
-// dropped receipt's handler must stop as soon as possible), then issue the calls in any
-// order, each reply fed back with its CallID; re-arm one timer for WakeAt (zero: none).
+// Ready holds the effects produced since the last call to Ready: the machine's one channel
+// for them. Perform Cancel first (a dropped receipt's handler must stop as soon as possible),
+// then issue the calls in any order, each reply fed back with its CallID; Ended needs no
+// action beyond forgetting the receipt. The effects count as done once handed out: the
+// machine expects a reply event for every call, and re-arming one timer for WakeAt.
 // Call Ready after a Step, or after a burst of Steps for events already waiting, before time
 // moves on: a renewal's request was computed at the step's time and should leave at once.
 type Ready struct {
@@ -245,12 +250,6 @@ type Ready struct {
 	Changes []ChangeVisibility
 	Deletes []Delete
 	Ended   []Ended
-	WakeAt  time.Time
-}
-
-// Empty reports whether r holds nothing to do apart from the timer.
-func (r Ready) Empty() bool {
-	return len(r.Cancel) == 0 && len(r.Changes) == 0 && len(r.Deletes) == 0 && len(r.Ended) == 0
 }
 
 type phase uint8
@@ -305,8 +304,8 @@ type call struct {
 	receipts []*receipt
 }
 
-// Stats counts what the machine did.
-type Stats struct {
+// Status counts what the machine did and what it holds.
+type Status struct {
 	Received      int
 	RenewalsSent  int // entries sent, retries included
 	Retries       int
@@ -320,7 +319,6 @@ type Stats struct {
 	Disposing     int
 	InFlightCalls int
 	HeapLen       int
-	NextWake      time.Time
 }
 
 // Machine is the lease controller: it keeps every held receipt's visibility window renewed
@@ -346,27 +344,30 @@ type Machine struct {
 	cancels  []CancelHandler
 	ended    []Ended
 
-	stats Stats
+	stats Status
 }
 
-// New returns a machine for cfg. It panics on a malformed config (programmer misuse).
-func New(cfg Config) *Machine {
+// New returns a machine for cfg, or an error wrapping ErrConfig naming the field at fault.
+func New(cfg Config) (*Machine, error) {
 	cfg = cfg.withDefaults()
 	for _, p := range cfg.Pacing {
 		if p <= 0 {
-			panic("lease: pacing delays must be positive")
+			return nil, fmt.Errorf("%w: Pacing delays must be positive, got %v", ErrConfig, p)
 		}
 	}
-	if cfg.Coalesce < 0 || cfg.ReceiptsMax < 0 {
-		panic("lease: negative Coalesce or ReceiptsMax")
+	if cfg.Coalesce < 0 {
+		return nil, fmt.Errorf("%w: negative Coalesce %v", ErrConfig, cfg.Coalesce)
+	}
+	if cfg.ReceiptsMax < 0 {
+		return nil, fmt.Errorf("%w: negative ReceiptsMax %d", ErrConfig, cfg.ReceiptsMax)
 	}
 	return &Machine{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		receipts: make(map[string]*receipt),
 		calls:    make(map[CallID]*call),
-		stats:    Stats{Drops: map[DropReason]int{}, Disposed: map[Kind]int{}},
-	}
+		stats:    Status{Drops: map[DropReason]int{}, Disposed: map[Kind]int{}},
+	}, nil
 }
 
 // at converts t to an offset from the machine's base instant.
@@ -414,9 +415,9 @@ func eventTime(ev Event) time.Time {
 	case Tick:
 		return ev.Now
 	case RenewResult:
-		return ev.At
+		return ev.Now
 	case DisposeResult:
-		return ev.At
+		return ev.Now
 	case Dispose:
 		return ev.Now
 	case Shutdown:
@@ -474,7 +475,7 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 	if err != nil {
 		return err
 	}
-	at := m.at(ev.At)
+	at := m.at(ev.Now)
 	for i, r := range c.receipts {
 		e := entryErr(ev.Err, ev.Entries, i)
 		if r.removed || r.call != ev.Call {
@@ -544,7 +545,7 @@ func (m *Machine) onDisposeResult(ev DisposeResult) error {
 	if err != nil {
 		return err
 	}
-	at := m.at(ev.At)
+	at := m.at(ev.Now)
 	for i, r := range c.receipts {
 		e := entryErr(ev.Err, ev.Entries, i)
 		if e != nil {
@@ -731,15 +732,6 @@ func (m *Machine) remove(r *receipt) {
 	delete(m.receipts, r.key)
 }
 
-// TakeNotices returns and forgets the drops and ended leases produced so far, leaving the
-// calls to Ready. A caller that steps several events before Ready (so dispositions decided
-// in between share batch calls) uses it to learn of drops at once.
-func (m *Machine) TakeNotices() ([]CancelHandler, []Ended) {
-	c, e := m.cancels, m.ended
-	m.cancels, m.ended = nil, nil
-	return c, e
-}
-
 // Ready returns the effects produced since the last call and forgets them.
 func (m *Machine) Ready() Ready {
 	rd := Ready{Cancel: m.cancels, Ended: m.ended}
@@ -807,9 +799,6 @@ func (m *Machine) Ready() Ready {
 		flush(Disposal, del)
 	}
 	m.disposeQ = m.disposeQ[:0]
-	if m.heap.len() > 0 {
-		rd.WakeAt = m.time(m.heap.top().next)
-	}
 	return rd
 }
 
@@ -844,50 +833,23 @@ func (m *Machine) Held(receipt string) bool {
 	return r != nil && r.phase != phaseDisposing
 }
 
-// Receipts returns every receipt the machine knows, in order of receipt.
-func (m *Machine) Receipts() []string {
-	rs := make([]*receipt, 0, len(m.receipts))
-	for _, r := range m.receipts {
-		rs = append(rs, r)
-	}
-	slices.SortFunc(rs, func(a, b *receipt) int { return cmp.Compare(a.seq, b.seq) })
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.key
-	}
-	return out
-}
-
 // Status returns a copy of the counters. O(1) in the receipts held.
-func (m *Machine) Status() Stats {
+func (m *Machine) Status() Status {
 	s := m.stats
-	s.Drops = maps(m.stats.Drops)
-	s.Disposed = maps(m.stats.Disposed)
+	s.Drops = maps.Clone(m.stats.Drops)
+	s.Disposed = maps.Clone(m.stats.Disposed)
 	s.Disposing = m.disposing
 	s.Held = len(m.receipts) - m.disposing
 	s.InFlightCalls = len(m.calls)
 	s.HeapLen = m.heap.len()
-	if m.heap.len() > 0 {
-		s.NextWake = m.time(m.heap.top().next)
-	}
 	return s
 }
 
-func maps[K comparable](in map[K]int) map[K]int {
-	out := make(map[K]int, len(in))
-	for k, v := range in {
-		out[k] = v
-	}
-	return out
-}
-
-// NextWake returns the time of the next timed action, or zero when none is scheduled. O(1).
-func (m *Machine) NextWake() time.Time {
+// WakeAt returns when the machine next needs a Tick (a renewal to send, or a deadline to
+// hold a renewal in flight to), or zero when nothing is scheduled. O(1).
+func (m *Machine) WakeAt() time.Time {
 	if m.heap.len() == 0 {
 		return time.Time{}
 	}
 	return m.time(m.heap.top().next)
 }
-
-// Now returns the machine's current time (the latest event time seen).
-func (m *Machine) Now() time.Time { return m.time(m.now) }

@@ -111,7 +111,7 @@ func (lm *leaseModel) step(t *rapid.T, ev Event, now time.Time) {
 
 func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 	now := lm.now
-	if got := lm.m.Now(); !got.Equal(now) {
+	if got := machineNow(lm.m); !got.Equal(now) {
 		t.Fatalf("machine time %v, model %v", got, now)
 	}
 	// Drops: each justified by a rule, each predicted one present, in this same step.
@@ -269,7 +269,7 @@ func (lm *leaseModel) justified(k string, r *mReceipt, why DropReason) bool {
 func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		lm := &leaseModel{
-			m:     New(Config{}),
+			m:     mustNew(Config{}),
 			now:   epoch,
 			rs:    map[string]*mReceipt{},
 			calls: map[CallID]mCall{},
@@ -306,7 +306,7 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 				lm.step(t, Tick{Now: now}, now)
 			},
 			"wake": func(t *rapid.T) {
-				wake := lm.m.Status().NextWake
+				wake := lm.m.WakeAt()
 				if wake.IsZero() || wake.Before(lm.now) {
 					t.Skip("no timer")
 				}
@@ -320,7 +320,7 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 				id := rapid.SampledFrom(ids).Draw(t, "call")
 				c := lm.calls[id]
 				at := lm.now.Add(drawLatency(t, "replyLatency"))
-				ev := RenewResult{Call: id, At: at}
+				ev := RenewResult{Call: id, Now: at}
 				cls := make([]string, len(c.receipts))
 				if rapid.IntRange(0, 4).Draw(t, "wholeCall") == 0 {
 					cl := rapid.SampledFrom(classes[1:]).Draw(t, "wholeClass")
@@ -420,7 +420,7 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 				c := lm.calls[id]
 				delete(lm.calls, id)
 				at := lm.now.Add(drawLatency(t, "disposeLatency"))
-				ev := DisposeResult{Call: id, At: at}
+				ev := DisposeResult{Call: id, Now: at}
 				for range c.receipts {
 					ev.Entries = append(ev.Entries, errOf(rapid.SampledFrom(classes).Draw(t, "class")))
 				}

@@ -73,7 +73,7 @@ func classErr(t *testing.T, c string) error {
 }
 
 func (h *harness) out(rd Ready) string {
-	return scenariotest.Output(Describe(rd, epoch), &h.logs, h.m.checkInvariants())
+	return scenariotest.Output(Describe(rd, h.m.WakeAt(), epoch), &h.logs, h.m.checkInvariants())
 }
 
 func (h *harness) step(t *testing.T, ev Event) string {
@@ -109,7 +109,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if a, ok := d.Arg("coalesce"); ok {
 			cfg.Coalesce = dur(t, a.Vals[0]+"s")
 		}
-		h.m = New(cfg)
+		h.m = mustNew(cfg)
 		return "ok\n"
 	case "receive":
 		a, _ := d.Arg("receipts")
@@ -136,9 +136,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		errs, whole := replyErrs(t, d, keys)
 		at := secs(t, arg(t, d, "at", ""))
 		if d.Cmd == "reply" {
-			return h.step(t, RenewResult{Call: CallID(id), At: at, Entries: errs, Err: whole})
+			return h.step(t, RenewResult{Call: CallID(id), Now: at, Entries: errs, Err: whole})
 		}
-		return h.step(t, DisposeResult{Call: CallID(id), At: at, Entries: errs, Err: whole})
+		return h.step(t, DisposeResult{Call: CallID(id), Now: at, Entries: errs, Err: whole})
 	case "dispose":
 		kinds := map[string]Kind{"ack": Ack, "release": Release, "terminal": TerminalBackoff, "abandon": Abandon}
 		k, ok := kinds[arg(t, d, "kind", "")]
@@ -213,8 +213,8 @@ func (h *harness) drive(t *testing.T, until time.Time, latency time.Duration, d 
 	}
 	for step := 0; step < 1_000_000; step++ {
 		wake := h.m.Ready()
-		handle(wake, h.m.Now())
-		next := wake.WakeAt
+		handle(wake, machineNow(h.m))
+		next := h.m.WakeAt()
 		if len(queue) > 0 && (next.IsZero() || !queue[0].at.After(next)) {
 			p := queue[0]
 			queue = queue[1:]
@@ -227,7 +227,7 @@ func (h *harness) drive(t *testing.T, until time.Time, latency time.Duration, d 
 				whole = classErr(t, "retryable")
 			}
 			calls++
-			if err := h.m.Step(RenewResult{Call: p.c.Call, At: p.at, Entries: errs, Err: whole}); err != nil {
+			if err := h.m.Step(RenewResult{Call: p.c.Call, Now: p.at, Entries: errs, Err: whole}); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -239,7 +239,7 @@ func (h *harness) drive(t *testing.T, until time.Time, latency time.Duration, d 
 			t.Fatal(err)
 		}
 	}
-	handle(h.m.Ready(), h.m.Now())
+	handle(h.m.Ready(), machineNow(h.m))
 	out.WriteString(scenariotest.TakeLogs(&h.logs))
 	fmt.Fprintf(&out, "renewal calls: %d, entries: %d\n", calls, entries)
 	fmt.Fprintf(&out, "r1 renewals sent: %d\n", len(sends))
@@ -255,7 +255,7 @@ func (h *harness) drive(t *testing.T, until time.Time, latency time.Duration, d 
 		}
 		fmt.Fprintf(&out, "spacing min=%v max=%v\n", lo, hi)
 	}
-	for _, r := range h.m.Receipts() {
+	for _, r := range receipts(h.m) {
 		l, _ := h.m.Lease(r)
 		out.WriteString(DescribeLease(l, epoch) + "\n")
 	}

@@ -1,23 +1,28 @@
 // Package worker is the queue worker of SPEC 3: it receives batches of messages, runs a
 // handler per message under the lease that package lease keeps, and gives each delivery its
-// disposition. Engine is both the machine and the engine of the layering in STYLE.md: every
-// transport call (receive, change visibility, delete) and every handler start or cancel
-// leaves as an effect in Ready, and every reply comes back as an event stamped with the time
-// it arrived, so it never blocks and the simulator drives it from its event loop while the
-// production driver (package sluice) runs the calls and handlers on goroutines.
+// disposition. Machine has the machine surface of package core (New, Step, Ready, WakeAt,
+// Status): every transport call (receive, change visibility, delete), every handler start or
+// cancel and every shutdown decision leaves as an effect in Ready, and every reply comes back
+// as an event stamped with the time it arrived (Now), so it never blocks and the simulator
+// drives it from its event loop exactly as the production driver (package sluice) does with
+// goroutines: the drivers decide nothing.
 //
 // Rules:
 //
 //  1. Receive loop: while not shutting down, one Receive (at most BatchMax ≤ 10 messages,
 //     long poll Wait, visibility Window) is in flight whenever fewer than
 //     Concurrency+Prefetch deliveries are waiting or running; Max is the room left. Its stamp
-//     t0 is the engine's time when the effect was produced, before the call is issued, so
+//     t0 is the machine's time when the effect was produced, before the call is issued, so
 //     Wait is at most two thirds of Window (default min(20 s, 2W/3)): a message delivered
 //     late in a longer poll would arrive with its lease spent and be dropped every time. After
 //     a receive that returned nothing the next waits until IdleDelay (1 s) after it was
 //     issued, so a short poll on an empty queue does not spin. A
 //     failed receive is retried after ReceiveBackoff (200 ms, 500 ms, 1 s, 2 s, 5 s, ...),
-//     logged at Warn (Error when fatal).
+//     logged at Warn. A fatal receive error (the queue does not exist, access denied) ends
+//     the worker: logged at Error, it starts the shutdown of rule 7, and Status.Err holds it.
+//     A receive that returns more than Max: the extra deliveries are leased and released at
+//     once like any disposition (Status.ReleasedExtra). A batch reply with the wrong number
+//     of entries is a retryable failure of each entry (Status.BadReplies).
 //  2. Each received delivery is leased (package lease) from t0. In order: an undecodable
 //     delivery (Config.Decode fails) is poison: counted, logged with its message id, and acked
 //     once ReceiveCount ≥ budget, else abandoned (no call; it reappears when its window
@@ -39,13 +44,20 @@
 //     follows when that renewal's reply arrives); running handlers keep their
 //     leases renewed for Grace, after which (or as soon as none runs) the lease machine drops
 //     every receipt without a disposition, cancelling the handlers and leaving their windows to
-//     lapse. Messages from a receive still in flight are released at once when it returns;
-//     or the driver, which cannot cancel a long poll, steps ReceiveAbandoned and releases
-//     whatever that call returns itself (ChangeVisibility 0), outside the engine.
-//     Stats.Done reports when nothing is left: no delivery, no call in flight.
-//  8. Stats.Heartbeat is the time of the last event processed: a liveness signal.
+//     lapse. Handlers still running then (they ignore their cancellation) are waited for one
+//     more Grace, then abandoned (Status.HandlersAbandoned). Messages from a receive still in
+//     flight are released at once when it returns; once that receive is all that is left (no
+//     lease held, waiting or being disposed) the machine abandons it (Ready.AbandonReceive:
+//     the driver cancels its context) and still takes its ReceiveDone. Status.Done reports
+//     when nothing is left: no delivery, no call in flight, no handler waited for.
+//  8. Status.Heartbeat is the time of the last event processed: a liveness signal.
+//  9. Ready takes the lease machine's effects (its one channel) once, so the calls of
+//     dispositions decided in a burst of steps share batches; the drops it hands out then
+//     cancel or forget their deliveries, and the decisions of every step run again (a drop
+//     may free room). Between a Step and Ready a decision about a delivery asks the lease
+//     machine whether it is still held.
 //
-// Invariants (checkInvariants): the running and waiting counters match the deliveries;
+// Invariants (checkInvariants, which hold after every Ready): the running and waiting counters match the deliveries;
 // running ≤ Concurrency; every waiting or running delivery's lease is held and every
 // cancelled one's is not; each waiting delivery is queued once; the lease machine's own.
 package worker

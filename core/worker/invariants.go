@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// checkInvariants states the engine's invariants in code; tests call it after every step.
-func (e *Engine) checkInvariants() error {
+// checkInvariants states the machine's invariants in code; tests call it after every step.
+func (e *Machine) checkInvariants() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	nRunning, nWaiting := 0, 0
@@ -58,4 +58,4 @@ func (e *Engine) checkInvariants() error {
 
 // CheckInvariants is checkInvariants for checkers outside the package (the simulator runs it
 // after every step). It is O(receipts held).
-func (e *Engine) CheckInvariants() error { return e.checkInvariants() }
+func (e *Machine) CheckInvariants() error { return e.checkInvariants() }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -24,12 +25,15 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	new [budget=N] [redrive=N] [concurrency=N] [prefetch=N] [grace=D] [poison=(m1,...)]
 //	tick at=T
 //	received call=N at=T msgs=(m1:1,m2:5) | err=CLASS   message id:receive count; the
-//	                                                    receipt is id/count (m1/1)
+//	                                                    receipt is id/count (m1/1); CLASS
+//	                                                    may be cancelled (the context's error)
 //	handler receipt=R at=T outcome=success|retryable|permanent|terminal [after=D]
 //	handlers at=T R=OUTCOME ...                        several results, then one Ready
-//	reply call=N at=T [all=CLASS | R=CLASS ...]        a lease call's reply (CallDone)
+//	reply call=N at=T [all=CLASS | R=CLASS ... | results=K]
+//	                                                   a lease call's reply (CallDone);
+//	                                                   results=K: K successes, whatever the
+//	                                                   call's size (a broken transport)
 //	shutdown at=T
-//	abandon call=N at=T                                ReceiveAbandoned for receive N
 //	stats
 //
 // Each command prints the effects of its step (Describe) and the log lines it produced.
@@ -41,7 +45,7 @@ func TestScenarios(t *testing.T) {
 }
 
 type harness struct {
-	e     *Engine
+	e     *Machine
 	logs  bytes.Buffer
 	calls map[lease.CallID][]string
 }
@@ -68,6 +72,8 @@ func classErr(t *testing.T, c string) error {
 		return &core.TransportError{Class: core.Gone, Op: "call", Code: "MessageNotInflight", Err: errors.New("not in flight")}
 	case "fatal":
 		return &core.TransportError{Class: core.Fatal, Op: "call", Code: "AccessDenied", Err: errors.New("denied")}
+	case "cancelled":
+		return context.Canceled
 	}
 	t.Fatalf("unknown class %q", c)
 	return nil
@@ -82,7 +88,7 @@ func (h *harness) out(rd Ready) string {
 	for _, d := range rd.Deletes {
 		h.calls[d.Call] = d.Receipts
 	}
-	return scenariotest.Output(Describe(rd, epoch), &h.logs, h.e.checkInvariants())
+	return scenariotest.Output(Describe(rd, h.e.WakeAt(), epoch), &h.logs, h.e.checkInvariants())
 }
 
 func (h *harness) step(ev Event) string {
@@ -125,7 +131,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "tick":
 		return h.step(Tick{Now: secs(t, arg(t, d, "at", ""))})
 	case "received":
-		ev := ReceiveDone{Call: CallID(intArg(t, d, "call")), At: secs(t, arg(t, d, "at", ""))}
+		ev := ReceiveDone{Call: CallID(intArg(t, d, "call")), Now: secs(t, arg(t, d, "at", ""))}
 		if a, ok := d.Arg("err"); ok {
 			ev.Err = classErr(t, a.Vals[0])
 		}
@@ -157,7 +163,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			r.After = &after
 		}
-		return h.step(HandlerDone{Receipt: arg(t, d, "receipt", ""), At: secs(t, arg(t, d, "at", "")), Result: r})
+		return h.step(HandlerDone{Receipt: arg(t, d, "receipt", ""), Now: secs(t, arg(t, d, "at", "")), Result: r})
 	case "handlers":
 		// Several handler results stepped before one Ready, as a driver draining its queue does.
 		outcomes := map[string]Outcome{"success": Success, "retryable": Retryable, "permanent": Permanent, "terminal": Terminal}
@@ -175,16 +181,18 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			if o != Success {
 				r.Err = errors.New("handler says " + o.String())
 			}
-			if err := h.e.Step(HandlerDone{Receipt: a.Key, At: at, Result: r}); err != nil {
+			if err := h.e.Step(HandlerDone{Receipt: a.Key, Now: at, Result: r}); err != nil {
 				errs += "error: " + err.Error() + "\n"
 			}
 		}
 		return errs + h.out(h.e.Ready())
 	case "reply":
 		id := lease.CallID(intArg(t, d, "call"))
-		ev := CallDone{Call: id, At: secs(t, arg(t, d, "at", ""))}
+		ev := CallDone{Call: id, Now: secs(t, arg(t, d, "at", ""))}
 		if a, ok := d.Arg("all"); ok && a.Vals[0] != "ok" {
 			ev.Err = classErr(t, a.Vals[0])
+		} else if _, ok := d.Arg("results"); ok {
+			ev.Entries = make([]error, intArg(t, d, "results"))
 		} else {
 			for _, r := range h.calls[id] {
 				var err error
@@ -197,11 +205,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.step(ev)
 	case "shutdown":
 		return h.step(Shutdown{Now: secs(t, arg(t, d, "at", ""))})
-	case "abandon":
-		return h.step(ReceiveAbandoned{Call: CallID(intArg(t, d, "call")), At: secs(t, arg(t, d, "at", ""))})
 	case "stats":
 		st := h.e.Status()
-		return DescribeStats(st) + "heartbeat " + lease.Offset(st.Heartbeat, epoch) + "\n"
+		return DescribeStatus(st) + "heartbeat " + lease.Offset(st.Heartbeat, epoch) + "\n"
 	}
 	t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	return ""

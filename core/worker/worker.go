@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,13 +39,11 @@ var (
 	ErrUnknownCall = errors.New("worker: unknown call")
 	// ErrUnknownHandler is returned for HandlerDone naming no running handler (driver misuse).
 	ErrUnknownHandler = errors.New("worker: unknown handler")
-	// ErrNotStopping is returned for ReceiveAbandoned before Shutdown (driver misuse).
-	ErrNotStopping = errors.New("worker: receive abandoned before shutdown")
 	// ErrBadResult is returned for HandlerDone with an outcome outside the table (driver misuse).
 	ErrBadResult = errors.New("worker: invalid handler outcome")
 )
 
-// Config configures an Engine. Zero fields take their defaults.
+// Config configures a Machine. Zero fields take their defaults.
 type Config struct {
 	Window      time.Duration // visibility timeout asked on receive; whole seconds
 	Ceiling     time.Duration // the queue's limit on hiding a delivery (SQS: 12 h)
@@ -122,39 +119,69 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// ConfigError names the Config field at fault; it wraps ErrConfig.
+type ConfigError struct {
+	Field string // e.g. "Window"
+	Value any
+	Rule  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s %v %s", ErrConfig, e.Field, e.Value, e.Rule)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+func bad(field string, value any, rule string) error {
+	return &ConfigError{Field: field, Value: value, Rule: rule}
+}
+
+// validateSet checks what only the fields as given can tell: which of Window and Ceiling is
+// at fault when the window is longer than the default ceiling.
+func (c Config) validateSet() error {
+	if c.Ceiling == 0 && c.Window > CeilingDefault {
+		return bad("Window", c.Window, fmt.Sprintf("must be at most the Ceiling (default %v)", CeilingDefault))
+	}
+	return nil
+}
+
 func (c Config) validate() error {
 	switch {
 	case c.Window < time.Second || c.Window%time.Second != 0:
-		return fmt.Errorf("%w: Window must be whole seconds ≥ 1s, got %v", ErrConfig, c.Window)
+		return bad("Window", c.Window, "must be whole seconds ≥ 1s")
 	case c.Ceiling < c.Window:
-		return fmt.Errorf("%w: Ceiling %v below Window %v", ErrConfig, c.Ceiling, c.Window)
+		return bad("Ceiling", c.Ceiling, fmt.Sprintf("must be at least the Window (%v)", c.Window))
 	case c.Wait < 0:
-		return fmt.Errorf("%w: negative Wait", ErrConfig)
+		return bad("Wait", c.Wait, "must be ≥ 0")
 	case c.Wait > c.Window*2/3:
 		// Otherwise a message delivered late in the poll arrives with its lease (counted from
 		// the stamp before the call) mostly or wholly spent, and is dropped on every delivery.
-		return fmt.Errorf("%w: Wait %v must be at most two thirds of the Window %v", ErrConfig, c.Wait, c.Window)
+		return bad("Wait", c.Wait, fmt.Sprintf("must be at most two thirds of the Window (%v): a message's window counts from before the receive call", c.Window))
 	case c.BatchMax < 1 || c.BatchMax > core.BatchMax:
-		return fmt.Errorf("%w: BatchMax must be 1..%d, got %d", ErrConfig, core.BatchMax, c.BatchMax)
-	case c.Concurrency < 1 || c.Prefetch < 0:
-		return fmt.Errorf("%w: Concurrency must be ≥ 1 and Prefetch ≥ 0", ErrConfig)
-	case c.Budget < 1 || c.RedriveMaxReceives < 0:
-		return fmt.Errorf("%w: Budget must be ≥ 1 and RedriveMaxReceives ≥ 0", ErrConfig)
+		return bad("BatchMax", c.BatchMax, fmt.Sprintf("must be 1..%d", core.BatchMax))
+	case c.Concurrency < 1:
+		return bad("Concurrency", c.Concurrency, "must be ≥ 1")
+	case c.Prefetch < 0:
+		return bad("Prefetch", c.Prefetch, "must be ≥ 0")
+	case c.Budget < 1:
+		return bad("Budget", c.Budget, "must be ≥ 1")
+	case c.RedriveMaxReceives < 0:
+		return bad("RedriveMaxReceives", c.RedriveMaxReceives, "must be ≥ 0")
 	case c.Grace < 0:
-		return fmt.Errorf("%w: negative Grace", ErrConfig)
+		return bad("Grace", c.Grace, "must be ≥ 0")
 	case c.IdleDelay < 0:
-		return fmt.Errorf("%w: negative IdleDelay", ErrConfig)
+		return bad("IdleDelay", c.IdleDelay, "must be ≥ 0")
 	case c.Lease.ReceiptsMax != 0 && c.Lease.ReceiptsMax < c.Concurrency+c.Prefetch+c.BatchMax:
-		return fmt.Errorf("%w: Lease.ReceiptsMax %d cannot hold Concurrency+Prefetch+BatchMax = %d",
-			ErrConfig, c.Lease.ReceiptsMax, c.Concurrency+c.Prefetch+c.BatchMax)
+		return bad("Lease.ReceiptsMax", c.Lease.ReceiptsMax,
+			fmt.Sprintf("cannot hold Concurrency+Prefetch+BatchMax = %d", c.Concurrency+c.Prefetch+c.BatchMax))
 	}
 	for _, d := range c.ReceiveBackoff {
 		if d <= 0 {
-			return fmt.Errorf("%w: ReceiveBackoff delays must be positive", ErrConfig)
+			return bad("ReceiveBackoff", d, "delays must be positive")
 		}
 	}
 	if err := c.Retry.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return fmt.Errorf("%w: Retry: %w", ErrConfig, err)
 	}
 	return nil
 }
@@ -199,25 +226,28 @@ type Result struct {
 	After   *time.Duration // Retryable: a server-requested wait, replacing the backoff
 }
 
-// Event is the sealed set of inputs to Step.
+// Event is the sealed set of inputs to Step. Every event carries the time it happened as
+// Now (for a reply: when it arrived).
 type Event interface{ isEvent() }
 
 // Tick: time has passed; do what is due. Also the first event, which starts the receive loop.
 type Tick struct{ Now time.Time }
 
-// ReceiveDone is the reply to a Receive effect; At is when it arrived.
+// ReceiveDone is the reply to a Receive effect, also after AbandonReceive cancelled it (Err
+// is then the context's error, or the call returned messages first: they are released).
 type ReceiveDone struct {
 	Call     CallID
-	At       time.Time
+	Now      time.Time
 	Messages []core.Message
 	Err      error
 }
 
 // CallDone is the reply to a ChangeVisibility or Delete effect (lease.ChangeVisibility,
 // lease.Delete): the batch call's per-entry errors in entry order, or Err for the whole call.
+// A reply with the wrong number of entries is taken as a retryable failure of every entry.
 type CallDone struct {
 	Call    lease.CallID
-	At      time.Time
+	Now     time.Time
 	Entries []error
 	Err     error
 }
@@ -226,7 +256,7 @@ type CallDone struct {
 // result of a cancelled handler is ignored). Every StartHandler gets exactly one.
 type HandlerDone struct {
 	Receipt string
-	At      time.Time
+	Now     time.Time
 	Result  Result
 }
 
@@ -234,21 +264,11 @@ type HandlerDone struct {
 // Grace before cancelling them.
 type Shutdown struct{ Now time.Time }
 
-// ReceiveAbandoned: after Shutdown, the driver stops waiting for the receive call in flight
-// (a long poll it cannot cancel) so the engine can finish. The driver then owns whatever that
-// call returns: it releases those messages itself with ChangeVisibility 0, and never feeds
-// the call's ReceiveDone. Their receipts never reach the lease machine.
-type ReceiveAbandoned struct {
-	Call CallID
-	At   time.Time
-}
-
-func (Tick) isEvent()             {}
-func (ReceiveDone) isEvent()      {}
-func (CallDone) isEvent()         {}
-func (HandlerDone) isEvent()      {}
-func (Shutdown) isEvent()         {}
-func (ReceiveAbandoned) isEvent() {}
+func (Tick) isEvent()        {}
+func (ReceiveDone) isEvent() {}
+func (CallDone) isEvent()    {}
+func (HandlerDone) isEvent() {}
+func (Shutdown) isEvent()    {}
 
 // CallID names a receive call.
 type CallID uint64
@@ -270,24 +290,29 @@ type StartHandler struct {
 	Message core.Message
 }
 
-// CancelHandler asks the driver to cancel a running handler (its lease is gone). The
-// handler still reports HandlerDone when it returns.
+// CancelHandler asks the driver to cancel a running handler: its lease is gone, for Reason
+// (lease.DropShutdown when the grace period ended). The handler still reports HandlerDone
+// when it returns.
 type CancelHandler struct {
 	Receipt string
-	Reason  string
+	Reason  lease.DropReason
 }
 
-// Ready holds the effects produced since the last call to Ready. Perform Cancel first, then
-// the calls (Changes, Deletes, Receive) and Start in any order; re-arm one timer for WakeAt
-// (zero: none). Call Ready after a Step, or after a burst of Steps for events already
-// waiting (their dispositions then share batch calls), before time moves on.
+// Ready holds the effects produced since the last call to Ready, and forgets them as it
+// hands them out. Perform Cancel first, then AbandonReceive, the calls (Changes, Deletes,
+// Receive) and Start in any order, then re-arm one timer for WakeAt (zero: none). An effect
+// counts as done once handed out: the machine then waits for its reply event (ReceiveDone,
+// CallDone, HandlerDone), which every call and handler must produce exactly once. Call Ready
+// after a Step, or after a burst of Steps for events already waiting, before time moves on.
 type Ready struct {
-	Cancel  []CancelHandler
-	Start   []StartHandler
-	Changes []lease.ChangeVisibility
-	Deletes []lease.Delete
-	Receive *Receive
-	WakeAt  time.Time
+	Cancel []CancelHandler
+	// AbandonReceive names the receive call in flight that is no longer wanted (shutdown,
+	// with nothing else left): cancel its context. Its ReceiveDone still follows.
+	AbandonReceive CallID
+	Start          []StartHandler
+	Changes        []lease.ChangeVisibility
+	Deletes        []lease.Delete
+	Receive        *Receive
 }
 
 type state uint8
@@ -304,41 +329,49 @@ type delivery struct {
 	state state
 }
 
-// Stats counts what the engine did.
-type Stats struct {
-	Received      int // deliveries received
-	Started       int
-	Succeeded     int
+// Status counts what the machine did and reports where it is.
+type Status struct {
+	Received      int // deliveries received and held (extra ones from an over-full reply too)
+	Started       int // handlers started
+	Succeeded     int // handlers that succeeded: acked
 	Released      int // retryable failures released with backoff
 	Permanent     int // permanent failures acked (no redrive policy)
 	Terminal      int // terminal backoffs (explicit, or permanent with a redrive policy)
 	Retired       int // over budget, acked without running
 	Poison        int // undecodable deliveries
-	PoisonAcked   int
+	PoisonAcked   int // undecodable deliveries acked at the budget
 	Dropped       int // leases dropped (handler cancelled or skipped)
 	Cancelled     int // running handlers cancelled
 	IgnoredDone   int // results of cancelled handlers
-	ReleasedAtEnd int // waiting messages released at shutdown
-	ReceiveErrors int
-	// ReceivesAbandoned counts receive calls given up at shutdown (ReceiveAbandoned).
+	ReleasedAtEnd int // messages released at once because the worker was stopping
+	ReleasedExtra int // messages beyond the receive's Max, released at once
+	ReceiveErrors int // failed receive calls (retried with backoff unless fatal)
+	BadReplies    int // batch replies with the wrong number of entries
+	// ReceivesAbandoned counts receive calls cancelled at shutdown (AbandonReceive).
 	ReceivesAbandoned int
+	// HandlersAbandoned counts cancelled handlers still running when the second grace ended:
+	// the machine is Done without them.
+	HandlersAbandoned int
 	Running           int
 	Waiting           int
 	Budget            int
-	Heartbeat         time.Time // the last time the engine processed an event: a liveness signal
+	Heartbeat         time.Time // the last time the machine processed an event: a liveness signal
 	Stopping          bool
-	Done              bool // stopping, and no handler, delivery or call is left
-	Lease             lease.Stats
+	// Err is the fatal receive error that stopped the worker (nil after a requested Shutdown).
+	Err   error
+	Done  bool // stopping, and nothing is left: no delivery, no call, no handler waited for
+	Lease lease.Status
 }
 
-// Engine is the queue worker: a receive loop, a handler per message under its lease, and a
+// Machine is the queue worker: a receive loop, a handler per message under its lease, and a
 // disposition for each. It is single-owner and performs no I/O: every transport call and
 // handler start leaves as an effect, every reply comes back as an event.
-type Engine struct {
-	cfg    Config
-	log    *slog.Logger
-	budget int
-	lease  *lease.Machine
+type Machine struct {
+	cfg      Config
+	log      *slog.Logger
+	budget   int
+	leaseMax int
+	lease    *lease.Machine
 	// Invariant: now never decreases.
 	now time.Time
 
@@ -348,54 +381,79 @@ type Engine struct {
 	running int
 	waiting int
 
-	recvCall     CallID // in flight, 0 when none
-	recvStamp    time.Time
-	lastRecv     CallID
-	recvFailures int
-	recvAfter    time.Time
+	recvCall      CallID // in flight, 0 when none
+	recvMax       int
+	recvStamp     time.Time
+	recvAbandoned bool // AbandonReceive went out for recvCall
+	lastRecv      CallID
+	recvFailures  int
+	recvAfter     time.Time
 
-	leaseCalls map[lease.CallID]lease.Purpose // in flight; Delete is recorded as Disposal
+	leaseCalls map[lease.CallID]leaseCall // in flight
 
 	stopping  bool
+	fatal     error
 	graceEnd  time.Time
 	leaseShut bool
+	abandonAt time.Time // leaseShut: when cancelled handlers stop being waited for
+	abandoned bool
 
 	out   Ready
-	stats Stats
+	stats Status
 }
 
-// New returns an engine for cfg.
-func New(cfg Config) (*Engine, error) {
+// leaseCall is a lease call in flight: which reply event it expects and how many entries.
+type leaseCall struct {
+	purpose lease.Purpose // Delete is recorded as Disposal
+	entries int
+}
+
+// New returns a machine for cfg, or an error wrapping ErrConfig naming the field at fault.
+func New(cfg Config) (*Machine, error) {
+	if err := cfg.validateSet(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{
+	lm, err := lease.New(cfg.Lease)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Lease: %w", ErrConfig, err)
+	}
+	if b := cfg.budget(); b != cfg.Budget {
+		cfg.Logger.Info("worker: Budget raised above the redrive policy's maxReceiveCount, so the queue dead-letters before the worker retires",
+			"budget", cfg.Budget, "max_receive_count", cfg.RedriveMaxReceives, "effective_budget", b)
+	}
+	leaseMax := cfg.Lease.ReceiptsMax
+	if leaseMax == 0 {
+		leaseMax = lease.ReceiptsMaxDefault
+	}
+	return &Machine{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		budget:     cfg.budget(),
-		lease:      lease.New(cfg.Lease),
+		leaseMax:   leaseMax,
+		lease:      lm,
 		deliveries: make(map[string]*delivery),
-		leaseCalls: make(map[lease.CallID]lease.Purpose),
+		leaseCalls: make(map[lease.CallID]leaseCall),
 	}, nil
 }
 
 // Step applies one event. It returns an error only for driver misuse.
-func (e *Engine) Step(ev Event) error {
+func (e *Machine) Step(ev Event) error {
 	var t time.Time
 	switch ev := ev.(type) {
 	case Tick:
 		t = ev.Now
 	case ReceiveDone:
-		t = ev.At
+		t = ev.Now
 	case CallDone:
-		t = ev.At
+		t = ev.Now
 	case HandlerDone:
-		t = ev.At
+		t = ev.Now
 	case Shutdown:
 		t = ev.Now
-	case ReceiveAbandoned:
-		t = ev.At
 	}
 	if t.IsZero() {
 		return fmt.Errorf("worker: %T without a time", ev)
@@ -414,53 +472,68 @@ func (e *Engine) Step(ev Event) error {
 	case Shutdown:
 		e.advance(ev.Now)
 		e.onShutdown()
-	case ReceiveAbandoned:
-		err = e.onReceiveAbandoned(ev)
 	default:
 		panic(fmt.Sprintf("worker: unknown event %T", ev))
 	}
-	e.drain()
 	if err != nil {
 		return err
 	}
-	e.maybeFinishGrace()
-	e.pump()
-	e.maybeReceive()
+	e.decide()
 	return nil
 }
 
-func (e *Engine) advance(t time.Time) {
+// decide makes the decisions that follow any change: the end of the grace period, giving up
+// on handlers and on the receive in flight, starting handlers, the next receive. Step and
+// Ready both run it (Ready after taking the lease machine's drops, which may free room).
+func (e *Machine) decide() {
+	e.maybeFinishGrace()
+	e.maybeAbandonHandlers()
+	e.pump()
+	e.maybeReceive()
+	e.maybeAbandonReceive()
+}
+
+func (e *Machine) advance(t time.Time) {
 	if t.After(e.now) {
 		e.now = t
 	}
 	e.stats.Heartbeat = e.now
 }
 
-// stepLease feeds the lease machine. Its effects are taken once per engine step (drain), so
-// dispositions decided in one step leave in shared batch calls.
-func (e *Engine) stepLease(ev lease.Event) error {
+// stepLease feeds the lease machine; Ready takes its effects (drain).
+func (e *Machine) stepLease(ev lease.Event) error {
 	if err := e.lease.Step(ev); err != nil {
 		return fmt.Errorf("worker: lease step: %w", err)
 	}
 	return nil
 }
 
-// drain takes the lease machine's drops and ended leases: drops cancel or skip their
-// handlers at once. The lease calls are taken by Ready, so dispositions decided in several
-// steps before one Ready share batch calls.
-func (e *Engine) drain() {
-	cancels, ended := e.lease.TakeNotices()
-	for _, c := range cancels {
+// drain takes the lease machine's effects, once per Ready (its one channel), so the calls of
+// dispositions decided in a burst of steps share batches: drops cancel or skip their
+// handlers, ended leases forget their deliveries, and the calls join this machine's Ready.
+// Until then a delivery whose lease was dropped keeps its state here; every decision in
+// between asks the lease machine whether it is held (pump, onHandlerDone, dispose).
+func (e *Machine) drain() {
+	lr := e.lease.Ready()
+	for _, c := range lr.Cancel {
 		e.onDrop(c)
 	}
-	for _, end := range ended {
+	for _, end := range lr.Ended {
 		if d := e.deliveries[end.Receipt]; d != nil && d.state == finished {
 			e.forget(end.Receipt, d)
 		}
 	}
+	for _, c := range lr.Changes {
+		e.leaseCalls[c.Call] = leaseCall{purpose: c.Purpose, entries: len(c.Entries)}
+	}
+	for _, d := range lr.Deletes {
+		e.leaseCalls[d.Call] = leaseCall{purpose: lease.Disposal, entries: len(d.Receipts)}
+	}
+	e.out.Changes = append(e.out.Changes, lr.Changes...)
+	e.out.Deletes = append(e.out.Deletes, lr.Deletes...)
 }
 
-func (e *Engine) onDrop(c lease.CancelHandler) {
+func (e *Machine) onDrop(c lease.CancelHandler) {
 	d := e.deliveries[c.Receipt]
 	if d == nil {
 		return
@@ -470,13 +543,13 @@ func (e *Engine) onDrop(c lease.CancelHandler) {
 	case running:
 		d.state = cancelled
 		e.stats.Cancelled++
-		e.out.Cancel = append(e.out.Cancel, CancelHandler{Receipt: c.Receipt, Reason: c.Reason.String()})
+		e.out.Cancel = append(e.out.Cancel, CancelHandler{Receipt: c.Receipt, Reason: c.Reason})
 	case waiting, finished:
 		e.forget(c.Receipt, d)
 	}
 }
 
-func (e *Engine) forget(receipt string, d *delivery) {
+func (e *Machine) forget(receipt string, d *delivery) {
 	switch d.state {
 	case waiting:
 		e.waiting--
@@ -486,52 +559,86 @@ func (e *Engine) forget(receipt string, d *delivery) {
 	delete(e.deliveries, receipt)
 }
 
-func (e *Engine) onReceiveDone(ev ReceiveDone) error {
+func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 	if ev.Call == 0 || ev.Call != e.recvCall {
 		return fmt.Errorf("%w: receive %d", ErrUnknownCall, ev.Call)
 	}
-	e.advance(ev.At)
+	e.advance(ev.Now)
 	e.recvCall = 0
 	if ev.Err != nil {
-		e.stats.ReceiveErrors++
-		delay := e.cfg.ReceiveBackoff[min(e.recvFailures, len(e.cfg.ReceiveBackoff)-1)]
-		e.recvFailures++
-		e.recvAfter = ev.At.Add(delay)
-		if core.ClassOf(ev.Err) == core.Fatal {
-			e.log.Error("worker: receive failed", "err", ev.Err, "retry_in", delay)
-		} else {
-			e.log.Warn("worker: receive failed", "err", ev.Err, "retry_in", delay)
-		}
-		return e.stepLease(lease.Tick{Now: ev.At})
+		return e.onReceiveFailed(ev)
 	}
 	e.recvFailures = 0
 	if len(ev.Messages) == 0 {
 		e.recvAfter = e.recvStamp.Add(e.cfg.IdleDelay)
 	}
-	if len(ev.Messages) > e.cfg.BatchMax {
-		return fmt.Errorf("worker: receive %d returned %d messages, asked at most %d", ev.Call, len(ev.Messages), e.cfg.BatchMax)
+	msgs, extra := ev.Messages, []core.Message(nil)
+	if len(msgs) > e.recvMax {
+		// The transport broke its contract. The extra deliveries are leased like the rest and
+		// released at once, through the same batched calls as any disposition.
+		msgs, extra = msgs[:e.recvMax], msgs[e.recvMax:]
+		e.log.Error("worker: transport returned more messages than asked for; releasing the extra",
+			"asked", e.recvMax, "got", len(ev.Messages))
 	}
-	if err := e.stepLease(lease.Received{Now: ev.At, Stamp: e.recvStamp, Window: e.cfg.Window,
-		Ceiling: e.cfg.Ceiling, Messages: ev.Messages}); err != nil {
+	st := e.lease.Status()
+	if room := e.leaseMax - st.Held - st.Disposing - len(msgs); len(extra) > room {
+		// Beyond what the lease machine may hold: no call names them, so they lapse.
+		e.log.Error("worker: no room to lease the extra messages; they reappear when their window lapses",
+			"extra", len(extra)-max(room, 0))
+		extra = extra[:max(room, 0)]
+	}
+	all := append(slices.Clip(msgs), extra...)
+	if err := e.stepLease(lease.Received{Now: ev.Now, Stamp: e.recvStamp, Window: e.cfg.Window,
+		Ceiling: e.cfg.Ceiling, Messages: all}); err != nil {
 		return err
 	}
-	for _, msg := range ev.Messages {
+	for i, msg := range all {
 		e.stats.Received++
 		if !e.lease.Held(msg.Receipt) {
 			continue // the window lapsed before the reply arrived: never held
 		}
 		e.deliveries[msg.Receipt] = &delivery{msg: msg, state: waiting}
 		e.waiting++
-		if err := e.admit(msg); err != nil {
+		var err error
+		if i >= len(msgs) {
+			e.stats.ReleasedExtra++
+			err = e.dispose(msg.Receipt, lease.Disposition{Kind: lease.Release})
+		} else {
+			err = e.admit(msg)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// onReceiveFailed decides what a failed receive means: nothing while stopping (the call was
+// abandoned, or its result no longer matters), the end of the worker when fatal (the queue
+// does not exist, access denied: retrying cannot help, and a worker that keeps trying would
+// look healthy), else a retry after the receive backoff.
+func (e *Machine) onReceiveFailed(ev ReceiveDone) error {
+	switch {
+	case e.stopping:
+		e.log.Debug("worker: receive ended while stopping", "err", ev.Err)
+	case core.ClassOf(ev.Err) == core.Fatal:
+		e.stats.ReceiveErrors++
+		e.fatal = ev.Err
+		e.log.Error("worker: receive failed with a fatal error; stopping", "err", ev.Err)
+		e.onShutdown()
+	default:
+		e.stats.ReceiveErrors++
+		delay := e.cfg.ReceiveBackoff[min(e.recvFailures, len(e.cfg.ReceiveBackoff)-1)]
+		e.recvFailures++
+		e.recvAfter = ev.Now.Add(delay)
+		e.log.Warn("worker: receive failed", "err", ev.Err, "retry_in", delay)
+	}
+	return e.stepLease(lease.Tick{Now: ev.Now})
+}
+
 // admit decides what happens to a freshly received delivery: released at once during
 // shutdown, poison, retired over budget, or queued to run.
-func (e *Engine) admit(msg core.Message) error {
+func (e *Machine) admit(msg core.Message) error {
 	if e.stopping {
 		e.stats.ReleasedAtEnd++
 		return e.dispose(msg.Receipt, lease.Disposition{Kind: lease.Release})
@@ -562,7 +669,7 @@ func (e *Engine) admit(msg core.Message) error {
 
 // dispose hands a waiting delivery's disposition to the lease machine. A receipt the lease
 // machine dropped earlier in this step is left to drain.
-func (e *Engine) dispose(receipt string, disp lease.Disposition) error {
+func (e *Machine) dispose(receipt string, disp lease.Disposition) error {
 	if !e.lease.Held(receipt) {
 		return nil
 	}
@@ -573,59 +680,64 @@ func (e *Engine) dispose(receipt string, disp lease.Disposition) error {
 	return e.stepLease(lease.Dispose{Now: e.now, Receipt: receipt, Disposition: disp})
 }
 
-func (e *Engine) onReceiveAbandoned(ev ReceiveAbandoned) error {
-	if ev.Call == 0 || ev.Call != e.recvCall {
-		return fmt.Errorf("%w: receive %d", ErrUnknownCall, ev.Call)
-	}
-	if !e.stopping {
-		return fmt.Errorf("%w: receive %d", ErrNotStopping, ev.Call)
-	}
-	e.advance(ev.At)
-	e.recvCall = 0
-	e.stats.ReceivesAbandoned++
-	return e.stepLease(lease.Tick{Now: ev.At})
-}
+// errBadBatchReply marks a batch reply that broke the Transport contract.
+var errBadBatchReply = errors.New("worker: transport broke the batch contract")
 
-func (e *Engine) onCallDone(ev CallDone) error {
-	p, ok := e.leaseCalls[ev.Call]
+func (e *Machine) onCallDone(ev CallDone) error {
+	c, ok := e.leaseCalls[ev.Call]
 	if !ok {
 		return fmt.Errorf("%w: lease call %d", ErrUnknownCall, ev.Call)
 	}
-	e.advance(ev.At)
+	e.advance(ev.Now)
 	delete(e.leaseCalls, ev.Call)
-	if p == lease.Renewal {
-		return e.stepLease(lease.RenewResult{Call: ev.Call, At: ev.At, Entries: ev.Entries, Err: ev.Err})
+	whole, entries := ev.Err, ev.Entries
+	if whole == nil && len(entries) != c.entries {
+		// One result per entry is the Transport contract. A reply that breaks it costs each
+		// entry a retryable failure (a renewal retry, or a disposition), not the worker.
+		e.stats.BadReplies++
+		e.log.Error("worker: transport returned the wrong number of batch results",
+			"call", uint64(ev.Call), "results", len(entries), "entries", c.entries)
+		whole, entries = &core.TransportError{Class: core.Retryable, Op: "batch",
+			Err: fmt.Errorf("%w: %d results for %d entries", errBadBatchReply, len(entries), c.entries)}, nil
 	}
-	return e.stepLease(lease.DisposeResult{Call: ev.Call, At: ev.At, Entries: ev.Entries, Err: ev.Err})
+	if c.purpose == lease.Renewal {
+		return e.stepLease(lease.RenewResult{Call: ev.Call, Now: ev.Now, Entries: entries, Err: whole})
+	}
+	return e.stepLease(lease.DisposeResult{Call: ev.Call, Now: ev.Now, Entries: entries, Err: whole})
 }
 
-func (e *Engine) onHandlerDone(ev HandlerDone) error {
+func (e *Machine) onHandlerDone(ev HandlerDone) error {
 	d := e.deliveries[ev.Receipt]
 	if d == nil || (d.state != running && d.state != cancelled) {
 		return fmt.Errorf("%w: %q", ErrUnknownHandler, ev.Receipt)
 	}
 	if ev.Result.Outcome < Success || ev.Result.Outcome > Terminal {
-		// Refused before anything changes: a misused Step leaves the engine as it was.
+		// Refused before anything changes: a misused Step leaves the machine as it was.
 		return fmt.Errorf("%w: %v for %q", ErrBadResult, ev.Result.Outcome, ev.Receipt)
 	}
-	e.advance(ev.At)
+	e.advance(ev.Now)
+	if d.state == running && !e.lease.Held(ev.Receipt) {
+		// The lease machine dropped it earlier in this burst; Ready has not told us yet.
+		d.state = cancelled
+		e.stats.Dropped++
+	}
 	if d.state == cancelled {
 		e.stats.IgnoredDone++
 		e.log.Debug("worker: cancelled handler returned; result ignored", "message", d.msg.ID, "outcome", ev.Result.Outcome.String())
 		e.forget(ev.Receipt, d)
-		return e.stepLease(lease.Tick{Now: ev.At})
+		return e.stepLease(lease.Tick{Now: ev.Now})
 	}
-	e.running--
-	d.state = finished
 	disp, err := e.disposition(d.msg, ev.Result)
 	if err != nil {
 		return err
 	}
-	return e.stepLease(lease.Dispose{Now: ev.At, Receipt: ev.Receipt, Disposition: disp})
+	e.running--
+	d.state = finished
+	return e.stepLease(lease.Dispose{Now: ev.Now, Receipt: ev.Receipt, Disposition: disp})
 }
 
 // disposition is the table of SPEC 3.3.
-func (e *Engine) disposition(msg core.Message, r Result) (lease.Disposition, error) {
+func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, error) {
 	switch r.Outcome {
 	case Success:
 		e.stats.Succeeded++
@@ -662,7 +774,7 @@ func (e *Engine) disposition(msg core.Message, r Result) (lease.Disposition, err
 	return lease.Disposition{}, fmt.Errorf("worker: handler for %s returned outcome %v", msg.ID, r.Outcome)
 }
 
-func (e *Engine) onShutdown() {
+func (e *Machine) onShutdown() {
 	if e.stopping {
 		return
 	}
@@ -675,7 +787,7 @@ func (e *Engine) onShutdown() {
 		if d := e.deliveries[r]; d != nil && d.state == waiting {
 			e.stats.ReleasedAtEnd++
 			if err := e.dispose(r, lease.Disposition{Kind: lease.Release}); err != nil {
-				panic(fmt.Sprintf("worker: releasing %s at shutdown: %v", r, err)) // engine bug
+				panic(fmt.Sprintf("worker: releasing %s at shutdown: %v", r, err)) // machine bug
 			}
 		}
 	}
@@ -684,29 +796,58 @@ func (e *Engine) onShutdown() {
 }
 
 // maybeFinishGrace ends the grace period when it has passed or nothing runs: the lease
-// machine drops what is still held, which cancels the running handlers.
-func (e *Engine) maybeFinishGrace() {
+// machine drops what is still held, which cancels the running handlers. Handlers that
+// ignore their cancellation are waited for one more Grace (maybeAbandonHandlers).
+func (e *Machine) maybeFinishGrace() {
 	if !e.stopping || e.leaseShut || (e.running > 0 && e.now.Before(e.graceEnd)) {
 		return
 	}
 	e.leaseShut = true
+	e.abandonAt = e.now.Add(e.cfg.Grace)
 	if e.running > 0 {
 		e.log.Warn("worker: grace period over; cancelling running handlers", "running", e.running)
 	}
 	if err := e.stepLease(lease.Shutdown{Now: e.now}); err != nil {
-		panic(fmt.Sprintf("worker: lease shutdown: %v", err)) // engine bug
+		panic(fmt.Sprintf("worker: lease shutdown: %v", err)) // machine bug
 	}
-	e.drain()
+}
+
+// maybeAbandonHandlers gives up on cancelled handlers still running a second Grace after
+// they were cancelled at the end of the grace period: their leases are gone, so nothing is
+// left to protect, and a handler that ignores its context must not hold the worker forever.
+func (e *Machine) maybeAbandonHandlers() {
+	if !e.leaseShut || e.abandoned || e.running == 0 || e.now.Before(e.abandonAt) {
+		return
+	}
+	e.abandoned = true
+	e.stats.HandlersAbandoned = e.running
+	e.log.Warn("worker: stopping with handlers that ignored their cancelled context", "handlers", e.running)
+}
+
+// maybeAbandonReceive cancels the receive in flight once it is all that keeps a stopping
+// worker from being done with the queue: nothing held, waiting or being disposed. Whatever
+// it still returns is released (admit).
+func (e *Machine) maybeAbandonReceive() {
+	if !e.stopping || e.recvCall == 0 || e.recvAbandoned || e.waiting > 0 || len(e.leaseCalls) > 0 {
+		return
+	}
+	if st := e.lease.Status(); st.Held > 0 || st.Disposing > 0 {
+		return
+	}
+	e.recvAbandoned = true
+	e.stats.ReceivesAbandoned++
+	e.out.AbandonReceive = e.recvCall
+	e.log.Info("worker: cancelling the receive in flight; whatever it returns is released", "call", uint64(e.recvCall))
 }
 
 // pump starts waiting handlers while slots are free.
-func (e *Engine) pump() {
+func (e *Machine) pump() {
 	for e.running < e.cfg.Concurrency && len(e.queue) > 0 {
 		r := e.queue[0]
 		e.queue = e.queue[1:]
 		d := e.deliveries[r]
-		if d == nil || d.state != waiting {
-			continue
+		if d == nil || d.state != waiting || !e.lease.Held(r) {
+			continue // gone, or dropped by the lease machine (Ready's drain forgets it)
 		}
 		d.state = running
 		e.waiting--
@@ -719,7 +860,7 @@ func (e *Engine) pump() {
 	}
 }
 
-func (e *Engine) maybeReceive() {
+func (e *Machine) maybeReceive() {
 	if e.stopping || e.recvCall != 0 || e.now.Before(e.recvAfter) {
 		return
 	}
@@ -730,29 +871,29 @@ func (e *Engine) maybeReceive() {
 	e.lastRecv++
 	e.recvCall = e.lastRecv
 	e.recvStamp = e.now
-	e.out.Receive = &Receive{Call: e.recvCall, Max: min(e.cfg.BatchMax, room), Wait: e.cfg.Wait,
+	e.recvMax = min(e.cfg.BatchMax, room)
+	e.recvAbandoned = false
+	e.out.Receive = &Receive{Call: e.recvCall, Max: e.recvMax, Wait: e.cfg.Wait,
 		Visibility: e.cfg.Window, Stamp: e.now}
 }
 
 // Ready returns the effects produced since the last call and forgets them.
-func (e *Engine) Ready() Ready {
+func (e *Machine) Ready() Ready {
+	e.drain()
+	e.decide()
 	rd := e.out
 	e.out = Ready{}
-	lr := e.lease.Ready()
-	if len(lr.Cancel) > 0 || len(lr.Ended) > 0 {
-		panic("worker: lease notices left undrained") // every Step drains them
-	}
-	for _, c := range lr.Changes {
-		e.leaseCalls[c.Call] = c.Purpose
-	}
-	for _, d := range lr.Deletes {
-		e.leaseCalls[d.Call] = lease.Disposal
-	}
-	rd.Changes, rd.Deletes = lr.Changes, lr.Deletes
-	rd.WakeAt = lr.WakeAt
+	return rd
+}
+
+// WakeAt returns when the machine next needs a Tick, or zero when only an event can make
+// progress: the lease machine's next action, the next receive after an idle or failed one,
+// the end of the grace period, or the end of the wait for cancelled handlers.
+func (e *Machine) WakeAt() time.Time {
+	wake := e.lease.WakeAt()
 	consider := func(t time.Time) {
-		if !t.IsZero() && (rd.WakeAt.IsZero() || t.Before(rd.WakeAt)) {
-			rd.WakeAt = t
+		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
 		}
 	}
 	if !e.stopping && e.recvCall == 0 && e.now.Before(e.recvAfter) {
@@ -761,27 +902,26 @@ func (e *Engine) Ready() Ready {
 	if e.stopping && !e.leaseShut {
 		consider(e.graceEnd)
 	}
-	return rd
+	if e.leaseShut && !e.abandoned && e.running > 0 {
+		consider(e.abandonAt)
+	}
+	return wake
 }
 
 // Status returns a copy of the counters and gauges.
-func (e *Engine) Status() Stats {
+func (e *Machine) Status() Status {
 	s := e.stats
 	s.Running, s.Waiting, s.Budget = e.running, e.waiting, e.budget
 	s.Stopping = e.stopping
+	s.Err = e.fatal
 	s.Lease = e.lease.Status()
-	s.Done = e.stopping && len(e.deliveries) == 0 && e.recvCall == 0 && len(e.leaseCalls) == 0 && s.Lease.Held == 0
-	return s
-}
-
-// Deliveries returns the receipts the engine knows, sorted, with their state.
-func (e *Engine) Deliveries() []string {
-	out := make([]string, 0, len(e.deliveries))
-	for r, d := range e.deliveries {
-		out = append(out, r+" "+d.state.String())
+	left := len(e.deliveries)
+	if e.abandoned {
+		left -= e.running // cancelled handlers no longer waited for
 	}
-	slices.SortFunc(out, cmp.Compare[string])
-	return out
+	s.Done = e.stopping && left == 0 && e.recvCall == 0 && len(e.leaseCalls) == 0 &&
+		s.Lease.Held == 0 && s.Lease.Disposing == 0
+	return s
 }
 
 func (s state) String() string {
@@ -799,4 +939,4 @@ func (s state) String() string {
 }
 
 // Lease exposes the lease machine read-only, for checkers.
-func (e *Engine) Lease(receipt string) (lease.Lease, bool) { return e.lease.Lease(receipt) }
+func (e *Machine) Lease(receipt string) (lease.Lease, bool) { return e.lease.Lease(receipt) }

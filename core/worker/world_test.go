@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -10,72 +9,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/sim/queue"
 )
 
-// A small deterministic world for the engine: a strict in-memory queue (stale receipts are
-// refused, visibility applies when a call arrives), a network with latency and faults that
-// fail a call before or after it takes effect, and handlers with drawn durations (some longer
-// than the window) and outcomes. Two engines share the queue.
-
-type fqMsg struct {
-	id        string
-	visibleAt time.Time
-	receipt   string
-	count     int
-	deleted   bool
-}
-
-type fakeQueue struct {
-	msgs []*fqMsg
-	n    int
-}
-
-func (q *fakeQueue) receive(now time.Time, max int, vis time.Duration) []core.Message {
-	var out []core.Message
-	for _, m := range q.msgs {
-		if len(out) == max {
-			break
-		}
-		if m.deleted || m.visibleAt.After(now) {
-			continue
-		}
-		q.n++
-		m.receipt = fmt.Sprintf("%s#%d", m.id, q.n)
-		m.count++
-		m.visibleAt = now.Add(vis)
-		out = append(out, core.Message{ID: m.id, Receipt: m.receipt, ReceiveCount: m.count, Body: []byte(m.id)})
-	}
-	return out
-}
-
-func (q *fakeQueue) inFlight(now time.Time, receipt string) *fqMsg {
-	for _, m := range q.msgs {
-		if m.receipt == receipt && !m.deleted && m.visibleAt.After(now) {
-			return m
-		}
-	}
-	return nil
-}
-
-var errGone = &core.TransportError{Class: core.Gone, Op: "call", Code: "MessageNotInflight", Err: errors.New("not in flight")}
-
-func (q *fakeQueue) change(now time.Time, receipt string, t time.Duration) error {
-	m := q.inFlight(now, receipt)
-	if m == nil {
-		return errGone
-	}
-	m.visibleAt = now.Add(t)
-	return nil
-}
-
-func (q *fakeQueue) delete(now time.Time, receipt string) error {
-	m := q.inFlight(now, receipt)
-	if m == nil {
-		return errGone
-	}
-	m.deleted = true
-	return nil
-}
+// A small deterministic world for the machine: the simulated SQS queue of sim/queue (stale
+// receipts are refused, visibility applies when a call arrives), a network with latency and
+// faults that fail a call before or after it takes effect, and handlers with drawn durations
+// (some longer than the window) and outcomes. Two machines share the queue. (The full
+// simulator, sim/, drives the same machine with its worker process; this world is small
+// enough to run in the package's own tests.)
 
 type wEvent struct {
 	at  time.Time
@@ -84,18 +26,23 @@ type wEvent struct {
 }
 
 type world struct {
-	t       *testing.T
-	rng     *rand.Rand
-	now     time.Time
-	events  []wEvent
-	seq     int
-	q       *fakeQueue
-	engines []*Engine
-	// handlers: receipt → engine index, for the running, uncancelled ones
-	running map[string]int
+	t        *testing.T
+	rng      *rand.Rand
+	now      time.Time
+	events   []wEvent
+	seq      int
+	q        *queue.Queue
+	machines []*Machine
+	// handlers: receipt → machine index and message id, for the running, uncancelled ones
+	running map[string]runningOn
 	faults  bool
 	down    time.Time // a partition: every call fails before taking effect until then
 	steps   int
+}
+
+type runningOn struct {
+	machine int
+	msg     string
 }
 
 func (w *world) at(t time.Time, fn func()) {
@@ -136,27 +83,27 @@ func (w *world) call(apply func(now time.Time) ([]error, error), reply func(at t
 }
 
 func (w *world) step(i int, ev Event) {
-	e := w.engines[i]
+	e := w.machines[i]
 	if err := e.Step(ev); err != nil {
-		w.t.Fatalf("engine %d step %T: %v", i, ev, err)
+		w.t.Fatalf("machine %d step %T: %v", i, ev, err)
 	}
 	rd := e.Ready()
 	for _, c := range rd.Cancel {
 		delete(w.running, c.Receipt)
 		w.at(w.now.Add(time.Duration(w.rng.Intn(200))*time.Millisecond), func() {
-			w.step(i, HandlerDone{Receipt: c.Receipt, At: w.now, Result: Result{Outcome: Success}})
+			w.step(i, HandlerDone{Receipt: c.Receipt, Now: w.now, Result: Result{Outcome: Success}})
 		})
 	}
 	for _, s := range rd.Start {
 		if j, ok := w.running[s.Receipt]; ok {
-			w.t.Fatalf("%s started on engine %d while running on %d", s.Receipt, i, j)
+			w.t.Fatalf("%s started on machine %d while running on %d", s.Receipt, i, j.machine)
 		}
 		for r, j := range w.running {
-			if m := w.q.inFlight(w.now, r); m != nil && m.id == s.Message.ID {
-				w.t.Fatalf("message %s started on engine %d while engine %d runs it (%s)", s.Message.ID, i, j, r)
+			if j.msg == s.Message.ID && w.q.HiddenAt(w.now, r) {
+				w.t.Fatalf("message %s started on machine %d while machine %d runs it (%s)", s.Message.ID, i, j.machine, r)
 			}
 		}
-		w.running[s.Receipt] = i
+		w.running[s.Receipt] = runningOn{i, s.Message.ID}
 		d := time.Duration(w.rng.Intn(3000)) * time.Millisecond
 		if w.rng.Intn(8) == 0 {
 			d = time.Duration(30+w.rng.Intn(90)) * time.Second // longer than the window
@@ -170,35 +117,27 @@ func (w *world) step(i int, ev Event) {
 				return // cancelled; its HandlerDone was sent then
 			}
 			delete(w.running, s.Receipt)
-			w.step(i, HandlerDone{Receipt: s.Receipt, At: w.now, Result: Result{Outcome: out}})
+			w.step(i, HandlerDone{Receipt: s.Receipt, Now: w.now, Result: Result{Outcome: out}})
 		})
 	}
 	for _, c := range rd.Changes {
 		w.call(func(now time.Time) ([]error, error) {
-			errs := make([]error, len(c.Entries))
-			for k, en := range c.Entries {
-				errs[k] = w.q.change(now, en.Receipt, en.Timeout)
-			}
-			return errs, nil
+			return w.q.ChangeVisibilityBatch(now, c.Entries), nil
 		}, func(at time.Time, entries []error, err error) {
-			w.step(i, CallDone{Call: c.Call, At: at, Entries: entries, Err: err})
+			w.step(i, CallDone{Call: c.Call, Now: at, Entries: entries, Err: err})
 		})
 	}
 	for _, d := range rd.Deletes {
 		w.call(func(now time.Time) ([]error, error) {
-			errs := make([]error, len(d.Receipts))
-			for k, r := range d.Receipts {
-				errs[k] = w.q.delete(now, r)
-			}
-			return errs, nil
+			return w.q.DeleteBatch(now, d.Receipts), nil
 		}, func(at time.Time, entries []error, err error) {
-			w.step(i, CallDone{Call: d.Call, At: at, Entries: entries, Err: err})
+			w.step(i, CallDone{Call: d.Call, Now: at, Entries: entries, Err: err})
 		})
 	}
 	if rc := rd.Receive; rc != nil {
 		var got []core.Message
 		w.call(func(now time.Time) ([]error, error) {
-			got = w.q.receive(now, rc.Max, rc.Visibility)
+			got = w.q.Receive(now, rc.Max, rc.Visibility)
 			return nil, nil
 		}, func(at time.Time, _ []error, err error) {
 			if err != nil {
@@ -206,14 +145,14 @@ func (w *world) step(i int, ev Event) {
 			}
 			if len(got) == 0 && err == nil {
 				// An empty long poll returns after a while.
-				w.at(at.Add(time.Second), func() { w.step(i, ReceiveDone{Call: rc.Call, At: w.now}) })
+				w.at(at.Add(time.Second), func() { w.step(i, ReceiveDone{Call: rc.Call, Now: w.now}) })
 				return
 			}
-			w.step(i, ReceiveDone{Call: rc.Call, At: at, Messages: got, Err: err})
+			w.step(i, ReceiveDone{Call: rc.Call, Now: at, Messages: got, Err: err})
 		})
 	}
-	if !rd.WakeAt.IsZero() {
-		w.at(rd.WakeAt, func() { w.step(i, Tick{Now: w.now}) })
+	if wake := e.WakeAt(); !wake.IsZero() {
+		w.at(wake, func() { w.step(i, Tick{Now: w.now}) })
 	}
 	w.check()
 }
@@ -221,14 +160,14 @@ func (w *world) step(i int, ev Event) {
 // check holds the promises across the world after every step.
 func (w *world) check() {
 	w.steps++
-	for r, i := range w.running {
-		if w.q.inFlight(w.now, r) == nil {
-			w.t.Fatalf("handler for %s on engine %d runs while the queue shows it visible or deleted", r, i)
+	for r, on := range w.running {
+		if !w.q.HiddenAt(w.now, r) {
+			w.t.Fatalf("handler for %s on machine %d runs while the queue shows it visible or deleted", r, on.machine)
 		}
 	}
-	for i, e := range w.engines {
+	for i, e := range w.machines {
 		if err := e.checkInvariants(); err != nil {
-			w.t.Fatalf("engine %d: %v", i, err)
+			w.t.Fatalf("machine %d: %v", i, err)
 		}
 	}
 }
@@ -253,10 +192,10 @@ func (w *world) run(until time.Time) {
 	}
 }
 
-// TestWorkerWorldHidesWhileWorking runs two engines against one strict queue with latency,
+// TestWorkerWorldHidesWhileWorking runs two machines against one strict queue with latency,
 // call faults (before and after taking effect) and handlers longer than the window: no
 // handler ever runs while the queue shows its message visible, no message runs on two
-// engines at once, and once faults stop every message is deleted.
+// machines at once, and once faults stop every message is deleted.
 func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 	drops, cancels := 0, 0
 	defer func() {
@@ -267,16 +206,17 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 	for seed := int64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			w := &world{t: t, rng: rand.New(rand.NewSource(seed)), now: start, q: &fakeQueue{}, running: map[string]int{}, faults: true}
+			w := &world{t: t, rng: rand.New(rand.NewSource(seed)), now: start,
+				q: queue.New(queue.Config{Name: "q", Epoch: start}, rand.New(rand.NewSource(-seed))), running: map[string]runningOn{}, faults: true}
 			for k := range 30 {
-				w.q.msgs = append(w.q.msgs, &fqMsg{id: fmt.Sprintf("m%02d", k)})
+				w.q.Send(start, fmt.Appendf(nil, "m%02d", k))
 			}
 			for i := range 2 {
 				e, err := New(Config{Concurrency: 3, Prefetch: 2, Budget: 20, Rand: rand.New(rand.NewSource(seed*10 + int64(i)))})
 				if err != nil {
 					t.Fatal(err)
 				}
-				w.engines = append(w.engines, e)
+				w.machines = append(w.machines, e)
 				w.at(start, func() { w.step(i, Tick{Now: w.now}) })
 			}
 			for range 4 {
@@ -285,32 +225,25 @@ func TestWorkerWorldHidesWhileWorking(t *testing.T) {
 				})
 			}
 			if seed%2 == 0 {
-				// Engine 1 shuts down mid-run; engine 0 must finish the work.
+				// Machine 1 shuts down mid-run; machine 0 must finish the work.
 				w.at(start.Add(time.Duration(60+w.rng.Intn(400))*time.Second), func() { w.step(1, Shutdown{Now: w.now}) })
 			}
 			w.run(start.Add(10 * time.Minute))
 			w.faults = false
 			w.run(start.Add(2 * time.Hour))
-			var left []string
-			for _, m := range w.q.msgs {
-				if !m.deleted {
-					left = append(left, fmt.Sprintf("%s(count %d)", m.id, m.count))
-				}
+			if live, _, _ := w.q.Counts(); live > 0 {
+				t.Fatalf("after %d steps, %d messages never deleted:\n%s", w.steps, live, w.q.Describe(w.now))
 			}
-			slices.SortFunc(left, cmp.Compare[string])
-			if len(left) > 0 {
-				t.Fatalf("after %d steps, %d messages never deleted: %v", w.steps, len(left), left)
-			}
-			var st [2]Stats
-			for i, e := range w.engines {
+			var st [2]Status
+			for i, e := range w.machines {
 				st[i] = e.Status()
 			}
-			t.Logf("steps=%d engine0: %s lease: renewals=%d retries=%d drops=%v; engine1: %s", w.steps, DescribeStats(st[0]), st[0].Lease.RenewalsSent, st[0].Lease.Retries, st[0].Lease.Drops, DescribeStats(st[1]))
+			t.Logf("steps=%d machine0: %s lease: renewals=%d retries=%d drops=%v; machine1: %s", w.steps, DescribeStatus(st[0]), st[0].Lease.RenewalsSent, st[0].Lease.Retries, st[0].Lease.Drops, DescribeStatus(st[1]))
 			if st[0].Lease.RenewalsSent+st[1].Lease.RenewalsSent == 0 {
 				t.Fatalf("no renewal was ever sent; the handlers were too short to test anything")
 			}
 			if seed%2 == 0 && !st[1].Done {
-				t.Fatalf("engine 1 shut down but never reported done: %s", DescribeStats(st[1]))
+				t.Fatalf("machine 1 shut down but never reported done: %s", DescribeStatus(st[1]))
 			}
 			drops += st[0].Dropped + st[1].Dropped
 			cancels += st[0].Cancelled + st[1].Cancelled

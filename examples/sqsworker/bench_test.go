@@ -46,7 +46,7 @@ func BenchmarkWorkerOnFauxqs(b *testing.B) {
 	start := time.Now()
 	tr := base.transport(base.url)
 	for done := 0; done < b.N; {
-		ms, err := tr.Receive(core.BatchMax, time.Second, 30*time.Second)
+		ms, err := tr.Receive(context.Background(), core.BatchMax, time.Second, 30*time.Second)
 		if err != nil || len(ms) == 0 {
 			b.Fatalf("baseline receive: %d messages, %v", len(ms), err)
 		}
@@ -54,7 +54,7 @@ func BenchmarkWorkerOnFauxqs(b *testing.B) {
 		for i, m := range ms {
 			receipts[i] = m.Receipt
 		}
-		if _, err := tr.DeleteBatch(receipts); err != nil {
+		if _, err := tr.DeleteBatch(context.Background(), receipts); err != nil {
 			b.Fatalf("baseline delete: %v", err)
 		}
 		done += len(ms)

@@ -201,7 +201,7 @@ func TestLongHandlerIsNotRedeliveredWhileRunning(t *testing.T) {
 	spy := e.transport(e.url)
 	var stolen []core.Message
 	for !finished.Load() {
-		ms, err := spy.Receive(core.BatchMax, 0, window)
+		ms, err := spy.Receive(context.Background(), core.BatchMax, 0, window)
 		if err != nil {
 			t.Fatalf("spy receive: %v", err)
 		}
@@ -224,7 +224,7 @@ func TestLongHandlerIsNotRedeliveredWhileRunning(t *testing.T) {
 	}
 	// Deleted: nothing comes back after a window.
 	time.Sleep(window + 500*time.Millisecond)
-	if ms, err := spy.Receive(core.BatchMax, 0, window); err != nil || len(ms) != 0 {
+	if ms, err := spy.Receive(context.Background(), core.BatchMax, 0, window); err != nil || len(ms) != 0 {
 		t.Fatalf("after the ack: %+v, %v", ms, err)
 	}
 }
@@ -247,9 +247,11 @@ func TestRetryableFailureIsReleasedAndRedeliveredWithHigherCount(t *testing.T) {
 		})
 	id := e.send("flaky")
 	start := time.Now()
-	eventually(t, 10*time.Second, "redelivery acked", func() bool { return w.Stats().Succeeded == 1 })
+	// Wait almost the whole window, so that a release that never happened (the redelivery
+	// then comes when the window lapses, after 30 s) is told apart by the timing check below.
+	eventually(t, 25*time.Second, "redelivery acked", func() bool { return w.Stats().Succeeded == 1 })
 	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("redelivery took %v: the message was not released", took)
+		t.Fatalf("redelivery took %v: the message was not released after the 1-2 s backoff", took)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
@@ -279,7 +281,7 @@ func TestPoisonMessagesReachTheDeadLetterQueue(t *testing.T) {
 	dlq := e.transport(e.dlq)
 	got := map[string]bool{}
 	eventually(t, 20*time.Second, "both poison messages in the dead-letter queue", func() bool {
-		ms, err := dlq.Receive(core.BatchMax, 0, time.Minute)
+		ms, err := dlq.Receive(context.Background(), core.BatchMax, 0, time.Minute)
 		if err != nil {
 			t.Fatalf("dead-letter receive: %v", err)
 		}
@@ -348,7 +350,7 @@ func TestGracefulShutdownReleasesUnstartedMessagesAtOnce(t *testing.T) {
 	other := e.transport(e.url)
 	var got []core.Message
 	for range 3 {
-		ms, err := other.Receive(core.BatchMax, time.Second, 30*time.Second)
+		ms, err := other.Receive(context.Background(), core.BatchMax, time.Second, 30*time.Second)
 		if err != nil {
 			t.Fatalf("receive after shutdown: %v", err)
 		}
@@ -431,4 +433,35 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestMissingQueueEndsRun: a worker pointed at a queue that does not exist gets a fatal error
+// from its first receive and Run returns it (wrapping ErrFatal, naming the queue and the
+// code) within a few seconds, instead of retrying forever while looking healthy.
+func TestMissingQueueEndsRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 0)
+	missing := e.url + "-missing"
+	w, err := sluice.NewWorker(e.transport(missing), sluice.WorkerConfig{Wait: time.Second, Logger: e.logger()},
+		func(ctx context.Context, m sluice.Message) sluice.Result { return sluice.Ack() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still running 10 s after its queue was found missing")
+	}
+	if !errors.Is(err, sluice.ErrFatal) || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "NonExistentQueue") {
+		t.Fatalf("Run = %v, want ErrFatal naming %s and NonExistentQueue", err, missing)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Run returned after %v, want within a few seconds", took)
+	}
+	if err := w.Run(context.Background()); !errors.Is(err, sluice.ErrStopped) {
+		t.Errorf("Run after Run = %v, want ErrStopped", err)
+	}
 }

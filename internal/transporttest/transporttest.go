@@ -13,9 +13,13 @@
 //  3. Timing uses windows of Scale seconds and waits with at least Scale/2 seconds of margin on
 //     both sides of every deadline, so a loaded machine does not flip an assertion.
 //  4. Every failed call or batch entry must be a *core.TransportError with a class.
+//  5. A call's context rules it: a receive whose context has ended fails Retryable at once,
+//     and one cancelled during its long poll returns well before the wait ends (the worker
+//     cancels a long poll that way at shutdown).
 package transporttest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -82,6 +86,7 @@ var cases = []suiteCase{
 	{"VisibilityPastTwelveHoursIsFatal", 0, testCeiling},
 	{"ReceiveHonoursMax", 0, testReceiveMax},
 	{"EmptyOrOversizedBatchIsFatal", 0, testBatchSize},
+	{"CancelledContextEndsReceiveRetryable", 0, testCancelledReceive},
 }
 
 // Run runs every case as a subtest of t.
@@ -116,7 +121,7 @@ func receive(t *testing.T, tr core.Transport, want int, visibility time.Duration
 	t.Helper()
 	var out []core.Message
 	for range 5 {
-		ms, err := tr.Receive(core.BatchMax, poll, visibility)
+		ms, err := tr.Receive(context.Background(), core.BatchMax, poll, visibility)
 		mustTyped(t, "receive", err)
 		if err != nil {
 			t.Fatalf("receive: %v", err)
@@ -140,7 +145,7 @@ func receive(t *testing.T, tr core.Transport, want int, visibility time.Duration
 // receiveNone asserts that nothing is delivered now (a short poll).
 func receiveNone(t *testing.T, tr core.Transport, why string) {
 	t.Helper()
-	ms, err := tr.Receive(core.BatchMax, 0, 30*time.Second)
+	ms, err := tr.Receive(context.Background(), core.BatchMax, 0, 30*time.Second)
 	mustTyped(t, "receive", err)
 	if err != nil {
 		t.Fatalf("receive: %v", err)
@@ -222,7 +227,7 @@ func testRedelivery(t *testing.T, e env) {
 func testExtension(t *testing.T, e env) {
 	q := e.q
 	id, m := one(t, q, "b", e.window)
-	if err := q.Transport.ChangeVisibility(m.Receipt, e.d(4*time.Second)); err != nil {
+	if err := q.Transport.ChangeVisibility(context.Background(), m.Receipt, e.d(4*time.Second)); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
 	q.Wait(e.d(2 * time.Second))
@@ -237,7 +242,7 @@ func testExtension(t *testing.T, e env) {
 func testRelease(t *testing.T, e env) {
 	q := e.q
 	id, m := one(t, q, "c", 30*time.Second)
-	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
+	if err := q.Transport.ChangeVisibility(context.Background(), m.Receipt, 0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	again := receive(t, q.Transport, 1, 30*time.Second)[0]
@@ -249,7 +254,7 @@ func testRelease(t *testing.T, e env) {
 func testDelete(t *testing.T, e env) {
 	q := e.q
 	_, m := one(t, q, "d", e.window)
-	if err := q.Transport.Delete(m.Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), m.Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	q.Wait(e.lapse)
@@ -259,11 +264,11 @@ func testDelete(t *testing.T, e env) {
 func testGoneAfterDelete(t *testing.T, e env) {
 	q := e.q
 	_, m := one(t, q, "e", 30*time.Second)
-	if err := q.Transport.Delete(m.Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), m.Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	mustClass(t, "change-visibility of a deleted receipt", q.Transport.ChangeVisibility(m.Receipt, 10*time.Second), core.Gone)
-	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{{Receipt: m.Receipt, Timeout: 10 * time.Second}})
+	mustClass(t, "change-visibility of a deleted receipt", q.Transport.ChangeVisibility(context.Background(), m.Receipt, 10*time.Second), core.Gone)
+	errs, err := q.Transport.ChangeVisibilityBatch(context.Background(), []core.VisibilityChange{{Receipt: m.Receipt, Timeout: 10 * time.Second}})
 	if err != nil || len(errs) != 1 {
 		t.Fatalf("change-visibility batch: %v, %v", errs, err)
 	}
@@ -279,13 +284,13 @@ func testStaleReceipt(t *testing.T, e env) {
 		t.Fatalf("redelivery %+v", cur)
 	}
 	// SQS answers Gone, or may answer success doing nothing; never Retryable or Fatal.
-	mustLenient(t, "change-visibility of a stale receipt", q.Transport.ChangeVisibility(old.Receipt, 0), false)
-	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(old.Receipt), e.h.Strict)
+	mustLenient(t, "change-visibility of a stale receipt", q.Transport.ChangeVisibility(context.Background(), old.Receipt, 0), false)
+	mustLenient(t, "delete of a stale receipt", q.Transport.Delete(context.Background(), old.Receipt), e.h.Strict)
 	// The current delivery is still governed by its own receipt.
-	if err := q.Transport.ChangeVisibility(cur.Receipt, 30*time.Second); err != nil {
+	if err := q.Transport.ChangeVisibility(context.Background(), cur.Receipt, 30*time.Second); err != nil {
 		t.Fatalf("extend the current receipt: %v", err)
 	}
-	if err := q.Transport.Delete(cur.Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), cur.Receipt); err != nil {
 		t.Fatalf("delete the current receipt: %v", err)
 	}
 }
@@ -296,10 +301,10 @@ func testBatchChange(t *testing.T, e env) {
 		q.Send(t, b)
 	}
 	ms := receive(t, q.Transport, 3, e.window)
-	if err := q.Transport.Delete(ms[1].Receipt); err != nil {
+	if err := q.Transport.Delete(context.Background(), ms[1].Receipt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	errs, err := q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
+	errs, err := q.Transport.ChangeVisibilityBatch(context.Background(), []core.VisibilityChange{
 		{Receipt: ms[0].Receipt, Timeout: e.d(4 * time.Second)},
 		{Receipt: ms[1].Receipt, Timeout: e.d(4 * time.Second)},
 		{Receipt: ms[2].Receipt, Timeout: e.d(4 * time.Second)},
@@ -316,7 +321,7 @@ func testBatchChange(t *testing.T, e env) {
 	mustClass(t, "batch entry naming a deleted message", errs[1], core.Gone)
 	q.Wait(e.d(2 * time.Second))
 	receiveNone(t, q.Transport, "both live messages were extended to 4 windows and 2 passed")
-	errs, err = q.Transport.ChangeVisibilityBatch([]core.VisibilityChange{
+	errs, err = q.Transport.ChangeVisibilityBatch(context.Background(), []core.VisibilityChange{
 		{Receipt: ms[0].Receipt, Timeout: 0},
 		{Receipt: ms[2].Receipt, Timeout: 0},
 	})
@@ -338,7 +343,7 @@ func testBatchDelete(t *testing.T, e env) {
 	q.Send(t, "h0")
 	q.Send(t, "h1")
 	ms := receive(t, q.Transport, 2, e.window)
-	errs, err := q.Transport.DeleteBatch([]string{ms[0].Receipt, "not-a-receipt", ms[1].Receipt})
+	errs, err := q.Transport.DeleteBatch(context.Background(), []string{ms[0].Receipt, "not-a-receipt", ms[1].Receipt})
 	if err != nil {
 		t.Fatalf("delete batch failed as a whole: %v", err)
 	}
@@ -374,8 +379,8 @@ func testRedrive(t *testing.T, e env) {
 func testCeiling(t *testing.T, e env) {
 	q := e.q
 	_, m := one(t, q, "i", 30*time.Second)
-	mustClass(t, "change-visibility past 12 h", q.Transport.ChangeVisibility(m.Receipt, 12*time.Hour+time.Second), core.Fatal)
-	if err := q.Transport.ChangeVisibility(m.Receipt, 0); err != nil {
+	mustClass(t, "change-visibility past 12 h", q.Transport.ChangeVisibility(context.Background(), m.Receipt, 12*time.Hour+time.Second), core.Fatal)
+	if err := q.Transport.ChangeVisibility(context.Background(), m.Receipt, 0); err != nil {
 		t.Fatalf("release after a refused extension: %v", err)
 	}
 	receive(t, q.Transport, 1, 30*time.Second)
@@ -386,7 +391,7 @@ func testReceiveMax(t *testing.T, e env) {
 	for _, b := range []string{"j0", "j1", "j2"} {
 		q.Send(t, b)
 	}
-	ms, err := q.Transport.Receive(2, poll, 30*time.Second)
+	ms, err := q.Transport.Receive(context.Background(), 2, poll, 30*time.Second)
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
@@ -404,16 +409,49 @@ func testReceiveMax(t *testing.T, e env) {
 
 func testBatchSize(t *testing.T, e env) {
 	tr := e.q.Transport
-	_, err := tr.DeleteBatch(nil)
+	_, err := tr.DeleteBatch(context.Background(), nil)
 	mustClass(t, "empty delete batch", err, core.Fatal)
-	_, err = tr.ChangeVisibilityBatch(nil)
+	_, err = tr.ChangeVisibilityBatch(context.Background(), nil)
 	mustClass(t, "empty change-visibility batch", err, core.Fatal)
-	_, err = tr.DeleteBatch(make([]string, core.BatchMax+1))
+	_, err = tr.DeleteBatch(context.Background(), make([]string, core.BatchMax+1))
 	mustClass(t, "oversized delete batch", err, core.Fatal)
 	changes := make([]core.VisibilityChange, core.BatchMax+1)
 	for i := range changes {
 		changes[i] = core.VisibilityChange{Receipt: "r", Timeout: time.Second}
 	}
-	_, err = tr.ChangeVisibilityBatch(changes)
+	_, err = tr.ChangeVisibilityBatch(context.Background(), changes)
 	mustClass(t, "oversized change-visibility batch", err, core.Fatal)
+}
+
+// testCancelledReceive: a receive whose context already ended fails Retryable and takes
+// nothing; one whose context ends during a long poll returns long before its wait; the
+// message sent afterwards is received as usual.
+func testCancelledReceive(t *testing.T, e env) {
+	tr := e.q.Transport
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ms, err := tr.Receive(ctx, core.BatchMax, 0, e.window)
+	mustClass(t, "receive with an ended context", err, core.Retryable)
+	if len(ms) != 0 {
+		t.Fatalf("receive with an ended context returned %s", describe(ms))
+	}
+	wait := 10 * time.Second
+	ctx, cancel = context.WithTimeout(context.Background(), e.d(300*time.Millisecond))
+	defer cancel()
+	start := time.Now()
+	ms, err = tr.Receive(ctx, core.BatchMax, wait, e.window)
+	if took := time.Since(start); took >= wait/2 {
+		t.Fatalf("a long poll of %v cancelled after %v returned only after %v", wait, e.d(300*time.Millisecond), took)
+	}
+	if err == nil && len(ms) != 0 {
+		t.Fatalf("a cancelled long poll on an empty queue returned %s", describe(ms))
+	}
+	if err != nil {
+		mustClass(t, "a long poll cancelled midway", err, core.Retryable)
+	}
+	id := e.q.Send(t, "after")
+	got := receive(t, tr, 1, e.window)
+	if got[0].ID != id {
+		t.Fatalf("received %s, want %s", describe(got), id)
+	}
 }

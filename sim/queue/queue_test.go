@@ -331,9 +331,9 @@ func TestMisusePanics(t *testing.T) {
 func TestTransportViewReportsMisuseAsFatal(t *testing.T) {
 	q := New(Config{}, nil)
 	tr := q.Transport(func() time.Time { return at(0) })
-	_, err1 := tr.Receive(11, 0, 0)
-	_, err2 := tr.DeleteBatch(nil)
-	_, err3 := tr.ChangeVisibilityBatch(make([]core.VisibilityChange, 11))
+	_, err1 := tr.Receive(t.Context(), 11, 0, 0)
+	_, err2 := tr.DeleteBatch(t.Context(), nil)
+	_, err3 := tr.ChangeVisibilityBatch(t.Context(), make([]core.VisibilityChange, 11))
 	got := []string{errSummary(err1), errSummary(err2), errSummary(err3)}
 	want := []string{"fatal/InvalidParameterValue", "fatal/EmptyBatchRequest", "fatal/TooManyEntriesInBatchRequest"}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -211,7 +212,8 @@ var _ heap.Interface = (*msgHeap)(nil)
 
 // Transport returns a synchronous core.Transport over the queue that reads the time from now.
 // Receive ignores wait: it answers at once with what is visible (long polls belong to the
-// world, which has NextVisibleAt). Misuse that the queue would panic on comes back as a
+// world, which has NextVisibleAt); with its context already ended it receives nothing and
+// fails Retryable. Misuse that the queue would panic on comes back as a
 // Fatal error, as SQS would answer it.
 func (q *Queue) Transport(now func() time.Time) core.Transport {
 	return &transport{q: q, now: now}
@@ -222,30 +224,34 @@ type transport struct {
 	now func() time.Time
 }
 
-func (t *transport) Receive(max int, wait, visibility time.Duration) ([]core.Message, error) {
+func (t *transport) Receive(ctx context.Context, max int, wait, visibility time.Duration) ([]core.Message, error) {
 	if max < 1 || max > core.BatchMax || visibility < 0 || visibility > VisibilityCeiling || wait < 0 {
 		return nil, transportErr("receive", core.Fatal, CodeInvalidParameterValue,
 			"queue %s: receive max %d, wait %v, visibility %v out of range", t.q.cfg.Name, max, wait, visibility)
 	}
+	if err := ctx.Err(); err != nil {
+		// As a real client answers a call whose context ended: retryable, nothing received.
+		return nil, &core.TransportError{Class: core.Retryable, Op: "receive", Code: "RequestCanceled", Err: err}
+	}
 	return t.q.Receive(t.now(), max, visibility), nil
 }
 
-func (t *transport) ChangeVisibility(receipt string, timeout time.Duration) error {
+func (t *transport) ChangeVisibility(_ context.Context, receipt string, timeout time.Duration) error {
 	return t.q.ChangeVisibility(t.now(), receipt, timeout)
 }
 
-func (t *transport) ChangeVisibilityBatch(entries []core.VisibilityChange) ([]error, error) {
+func (t *transport) ChangeVisibilityBatch(_ context.Context, entries []core.VisibilityChange) ([]error, error) {
 	if err := batchErr("change-visibility", len(entries)); err != nil {
 		return nil, err
 	}
 	return t.q.ChangeVisibilityBatch(t.now(), entries), nil
 }
 
-func (t *transport) Delete(receipt string) error {
+func (t *transport) Delete(_ context.Context, receipt string) error {
 	return t.q.Delete(t.now(), receipt)
 }
 
-func (t *transport) DeleteBatch(receipts []string) ([]error, error) {
+func (t *transport) DeleteBatch(_ context.Context, receipts []string) ([]error, error) {
 	if err := batchErr("delete", len(receipts)); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -49,8 +50,8 @@ func TestDispositionTable(t *testing.T) {
 	}
 }
 
-// newTicked makes an engine from cfg and steps its first Tick, at epoch, which it returns.
-func newTicked(t *testing.T, cfg Config) (*Engine, time.Time) {
+// newTicked makes an machine from cfg and steps its first Tick, at epoch, which it returns.
+func newTicked(t *testing.T, cfg Config) (*Machine, time.Time) {
 	t.Helper()
 	e, err := New(cfg)
 	if err != nil {
@@ -62,36 +63,36 @@ func newTicked(t *testing.T, cfg Config) (*Engine, time.Time) {
 	return e, epoch
 }
 
-// TestMisuseLeavesTheEngineUnchanged: a HandlerDone with an outcome outside the table, or a
-// ReceiveAbandoned before Shutdown, is refused and changes nothing.
-func TestMisuseLeavesTheEngineUnchanged(t *testing.T) {
+// TestMisuseLeavesTheMachineUnchanged: a HandlerDone with an outcome outside the table, or a
+// second reply to a receive, is refused and changes nothing.
+func TestMisuseLeavesTheMachineUnchanged(t *testing.T) {
 	e, t0 := newTicked(t, Config{Concurrency: 1})
 	rc := e.Ready().Receive
-	if err := e.Step(ReceiveDone{Call: rc.Call, At: t0.Add(time.Second),
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(time.Second),
 		Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	e.Ready()
-	before := e.Deliveries()
+	before := deliveries(e)
 	for _, tc := range []struct {
 		ev   Event
 		want error
 	}{
-		{HandlerDone{Receipt: "r1", At: t0.Add(2 * time.Second), Result: Result{}}, ErrBadResult},
-		{HandlerDone{Receipt: "r1", At: t0.Add(2 * time.Second), Result: Result{Outcome: Terminal + 1}}, ErrBadResult},
-		{ReceiveAbandoned{Call: rc.Call, At: t0.Add(2 * time.Second)}, ErrUnknownCall},
+		{HandlerDone{Receipt: "r1", Now: t0.Add(2 * time.Second), Result: Result{}}, ErrBadResult},
+		{HandlerDone{Receipt: "r1", Now: t0.Add(2 * time.Second), Result: Result{Outcome: Terminal + 1}}, ErrBadResult},
+		{ReceiveDone{Call: rc.Call, Now: t0.Add(2 * time.Second)}, ErrUnknownCall},
 	} {
 		if err := e.Step(tc.ev); !errors.Is(err, tc.want) {
 			t.Errorf("Step(%+v) = %v, want %v", tc.ev, err, tc.want)
 		}
-		if diff := cmp.Diff(before, e.Deliveries()); diff != "" {
+		if diff := cmp.Diff(before, deliveries(e)); diff != "" {
 			t.Errorf("after refused %T (-want +got):\n%s", tc.ev, diff)
 		}
 		if err := e.checkInvariants(); err != nil {
 			t.Error(err)
 		}
 	}
-	if err := e.Step(HandlerDone{Receipt: "r1", At: t0.Add(3 * time.Second), Result: Result{Outcome: Success}}); err != nil {
+	if err := e.Step(HandlerDone{Receipt: "r1", Now: t0.Add(3 * time.Second), Result: Result{Outcome: Success}}); err != nil {
 		t.Fatalf("a valid result after the refused ones: %v", err)
 	}
 }
@@ -151,26 +152,27 @@ func TestDefaultWaitStaysInsideTwoThirdsOfTheWindow(t *testing.T) {
 	}
 }
 
-// wModel is what the property test knows of the engine from its effects.
+// wModel is what the property test knows of the machine from its effects.
 type wModel struct {
-	e        *Engine
-	cfg      Config
-	now      time.Time
-	recv     *Receive
-	calls    map[lease.CallID][]string
-	msgs     map[string]core.Message
-	stamp    map[string]time.Time
-	started  map[string]bool
-	done     map[string]bool // handler reported
-	running  map[string]bool // started, not reported
-	cancel   map[string]bool
-	disposed map[string]bool // a disposition call named it
-	finished map[string]bool // handler succeeded or failed (not cancelled): disposition began
-	waiting  map[string]bool // received, admitted to run, not started
-	renewing map[string]lease.CallID
-	pending  map[string]bool // to be released when its in-flight renewal returns
-	shut     bool
-	n        int
+	e         *Machine
+	cfg       Config
+	now       time.Time
+	recv      *Receive
+	calls     map[lease.CallID][]string
+	msgs      map[string]core.Message
+	stamp     map[string]time.Time
+	started   map[string]bool
+	done      map[string]bool // handler reported
+	running   map[string]bool // started, not reported
+	cancel    map[string]bool
+	disposed  map[string]bool // a disposition call named it
+	finished  map[string]bool // handler succeeded or failed (not cancelled): disposition began
+	waiting   map[string]bool // received, admitted to run, not started
+	renewing  map[string]lease.CallID
+	pending   map[string]bool // to be released when its in-flight renewal returns
+	shut      bool
+	abandoned bool // the machine cancelled the receive in flight
+	n         int
 }
 
 func (w *wModel) sorted(set map[string]bool) []string {
@@ -253,6 +255,20 @@ func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
 			t.Fatalf("waiting %s not released at shutdown", r)
 		}
 	}
+	if rd, ok := ev.(ReceiveDone); ok && w.shut {
+		// Whatever a receive returns after shutdown is released at once, never run.
+		for _, m := range rd.Messages {
+			if _, held := w.e.Lease(m.Receipt); held && !released[m.Receipt] {
+				t.Fatalf("%s received after shutdown and not released", m.Receipt)
+			}
+		}
+	}
+	if rd.AbandonReceive != 0 {
+		if !w.shut || w.recv == nil || w.recv.Call != rd.AbandonReceive || w.abandoned {
+			t.Fatalf("abandon of receive %d: shut=%v in flight=%+v abandoned before=%v", rd.AbandonReceive, w.shut, w.recv, w.abandoned)
+		}
+		w.abandoned = true
+	}
 	if cd, ok := ev.(CallDone); ok {
 		for _, r := range w.sorted(w.pending) {
 			if w.renewing[r] != cd.Call {
@@ -290,6 +306,7 @@ func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
 			t.Fatalf("receive stamp %v, now %v", rd.Receive.Stamp, w.now)
 		}
 		w.recv = rd.Receive
+		w.abandoned = false
 	}
 	if len(w.sorted(w.running)) > w.cfg.Concurrency {
 		t.Fatalf("%d handlers running, limit %d", len(w.sorted(w.running)), w.cfg.Concurrency)
@@ -344,7 +361,7 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 				w.step(t, Tick{Now: w.now})
 			},
 			"wake": func(t *rapid.T) {
-				wake := w.e.lease.NextWake()
+				wake := w.e.WakeAt()
 				if wake.IsZero() || wake.Before(w.now) {
 					t.Skip("no timer")
 				}
@@ -358,7 +375,12 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 				rc := w.recv
 				w.recv = nil
 				w.now = w.now.Add(latency("receiveMs"))
-				ev := ReceiveDone{Call: rc.Call, At: w.now}
+				ev := ReceiveDone{Call: rc.Call, Now: w.now}
+				if w.abandoned && rapid.Bool().Draw(t, "cancelWins") {
+					ev.Err = context.Canceled
+					w.step(t, ev)
+					return
+				}
 				if rapid.IntRange(0, 5).Draw(t, "fail") == 0 {
 					ev.Err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: errors.New("503")}
 					w.step(t, ev)
@@ -401,7 +423,7 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 				if !w.cancel[r] {
 					w.finished[r] = true
 				}
-				w.step(t, HandlerDone{Receipt: r, At: w.now, Result: Result{Outcome: o}})
+				w.step(t, HandlerDone{Receipt: r, Now: w.now, Result: Result{Outcome: o}})
 			},
 			"callReply": func(t *rapid.T) {
 				var ids []lease.CallID
@@ -421,7 +443,7 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 					}
 				}
 				w.now = w.now.Add(latency("callMs"))
-				ev := CallDone{Call: id, At: w.now}
+				ev := CallDone{Call: id, Now: w.now}
 				for range rs {
 					var err error
 					switch rapid.IntRange(0, 9).Draw(t, "class") {
@@ -436,20 +458,12 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 				}
 				w.step(t, ev)
 			},
-			"abandonReceive": func(t *rapid.T) {
-				if !w.shut || w.recv == nil {
-					t.Skip("no receive in flight after shutdown")
-				}
-				rc := w.recv
-				w.recv = nil
-				w.step(t, ReceiveAbandoned{Call: rc.Call, At: w.now})
-			},
 			"shutdown": func(t *rapid.T) {
 				if w.shut {
 					t.Skip("already shut down")
 				}
-				w.step(t, Shutdown{Now: w.now})
 				w.shut = true
+				w.step(t, Shutdown{Now: w.now})
 				w.waiting = map[string]bool{}
 			},
 		})
@@ -465,15 +479,15 @@ func TestShortPollOnAnEmptyQueueWaitsIdleDelay(t *testing.T) {
 	if rc == nil || rc.Wait != 0 {
 		t.Fatalf("first receive = %+v, want a short poll", rc)
 	}
-	if err := e.Step(ReceiveDone{Call: rc.Call, At: t0.Add(20 * time.Millisecond)}); err != nil {
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(20 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	rd := e.Ready()
 	if rd.Receive != nil {
 		t.Fatalf("receive issued right after an empty one: %+v", rd.Receive)
 	}
-	if want := t0.Add(IdleDelayDefault); !rd.WakeAt.Equal(want) {
-		t.Fatalf("WakeAt = %v, want %v", rd.WakeAt, want)
+	if want := t0.Add(IdleDelayDefault); !e.WakeAt().Equal(want) {
+		t.Fatalf("WakeAt = %v, want %v", e.WakeAt(), want)
 	}
 	if err := e.Step(Tick{Now: t0.Add(IdleDelayDefault)}); err != nil {
 		t.Fatal(err)
@@ -483,7 +497,7 @@ func TestShortPollOnAnEmptyQueueWaitsIdleDelay(t *testing.T) {
 		t.Fatal("no receive after IdleDelay")
 	}
 	at := t0.Add(IdleDelayDefault + 20*time.Millisecond)
-	if err := e.Step(ReceiveDone{Call: rc.Call, At: at,
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: at,
 		Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
 		t.Fatal(err)
 	}
