@@ -492,6 +492,9 @@ func (n *runnerNode) commit() {
 		w.fault("commit-crash")
 		w.trace(n.name, "crash armed after "+strconv.Itoa(k)+" disk ops")
 	}
+	if !cut {
+		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
+	}
 	res, err := n.e.Commit(w.now())
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))

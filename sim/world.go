@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -38,6 +40,8 @@ type World struct {
 	mutation  mutation // tests only: a deliberately broken world
 
 	rNet, rFaults, rWork, rExec *rand.Rand
+	rSched                      *rand.Rand // the scheduling families' own stream
+	rPoint                      *rand.Rand // the crash-point family's own stream
 
 	queue      *queue.Queue
 	dlq        *queue.Queue
@@ -163,9 +167,14 @@ func newWorld(cfg Config, out io.Writer) *World {
 		cfg: cfg, tr: NewTrace(out), chk: NewChecker(), faultsOn: true,
 		rNet: Stream(cfg.Seed, "network"), rFaults: Stream(cfg.Seed, "faults"),
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
+		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
+	if t := cfg.Faults.Timing; t.Scheduled() {
+		w.loop.Shift = w.shift
+		w.chk.SetHiddenSlack(t.Slack())
+	}
 	return w
 }
 
@@ -182,7 +191,7 @@ func (w *World) run() {
 	w.trace("world", "start seed="+strconv.FormatInt(w.cfg.Seed, 10)+" profile="+w.cfg.Profile)
 	w.setupRunner()
 	w.setupQueue()
-	w.loop.At(w.safetyEnd, w.beginLiveness)
+	w.loop.AtExact(w.safetyEnd, w.beginLiveness)
 	w.runLoop()
 }
 
@@ -309,6 +318,49 @@ func (w *World) finish() {
 		w.trace("world", "VIOLATION "+v.Invariant)
 	}
 	w.trace("world", "end events="+strconv.Itoa(w.loop.Steps()))
+}
+
+// shift applies the scheduling families to one event scheduled at at, during the safety phase:
+// a late delay, rounding up to the bunching grain, and a reordering among the events of its
+// instant. Every draw is from the world's "schedule" stream, a fixed number per event.
+func (w *World) shift(at time.Duration) (time.Duration, uint64) {
+	if !w.faultsOn {
+		return at, 0
+	}
+	t := w.cfg.Faults.Timing
+	var extra uint64
+	if t.Late > 0 {
+		u, v := w.rSched.Float64(), w.rSched.Float64()
+		if u < t.Late {
+			at += time.Duration(v * float64(t.LateMax))
+			w.st.Faults.Add("late-event", 1)
+		}
+	}
+	if t.Bunch > 0 {
+		at = (at + t.Bunch - 1) / t.Bunch * t.Bunch
+	}
+	if t.Reorder > 0 {
+		u, k := w.rSched.Float64(), w.rSched.Intn(faults.ReorderSpan)
+		if u < t.Reorder {
+			extra = uint64(1 + k)
+		}
+	}
+	return at, extra
+}
+
+// armCrashPoint draws the crash-point family for one commit of node: with probability
+// CrashPoint the commit's k-th mutating disk operation crashes, k uniform over every operation
+// a compacting commit makes. It reports whether it armed a crash.
+func (w *World) armCrashPoint(node string, d *disk.Disk) bool {
+	p := w.cfg.Faults.Process
+	if !w.faultsOn || p.CrashPoint == 0 || !faults.Hit(w.rPoint, p.CrashPoint) {
+		return false
+	}
+	k := p.Point(w.rPoint)
+	d.CrashAfter(k)
+	w.fault("crash-point")
+	w.trace(node, "crash point armed at disk op "+strconv.Itoa(k)+" of this commit")
+	return true
 }
 
 // fault counts one injected fault and traces it.
