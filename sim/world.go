@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,14 @@ type Options struct {
 	Safety  time.Duration // safety phase length; 0: SafetyDefault
 	Steps   int           // events max; 0: StepsMaxDefault
 	Trace   io.Writer     // when set, every trace line is written to it
+	// Shrunk is a shrink token (shrink.go): overrides of the seed's drawn configuration that
+	// replay a shrunk run byte for byte.
+	Shrunk string
+	// Perturb allocates the world's heap, maps and buffers with other capacities, for the
+	// determinism check: a run's bytes must not depend on them.
+	Perturb bool
+
+	mutation mutation // tests only: a deliberately broken world
 }
 
 // World is one simulated run: the event loop, the simulated processes, the fault streams and
@@ -37,7 +46,7 @@ type World struct {
 	safetyEnd time.Duration
 	bound     time.Duration // liveness deadline (absolute offset)
 	stopped   string
-	mutation  mutation // tests only: a deliberately broken world
+	mutation  mutation // tests only: a deliberately broken world (Options.mutation)
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 	rSched                      *rand.Rand // the scheduling families' own stream
@@ -59,6 +68,7 @@ const (
 	mutNone        mutation = iota
 	mutAckEarly             // acknowledge enqueues before their commit
 	mutKeepDropped          // keep running a handler after its receipt was dropped
+	mutPanic                // the simulator panics mid-run (a simulator fault)
 )
 
 // Stats counts what a run did.
@@ -131,10 +141,16 @@ type Result struct {
 	Stats     Stats
 	Checks    []int
 	Options   Options
+	// Focus holds the last events of each entity the violation names (filled by Explain).
+	Focus []Focus
+	// Fault is a panic inside the simulator (value and stack), "" when none: not a verdict on
+	// the code under test but on the simulator, reported with its own exit code.
+	Fault string
 }
 
 // Run runs one seed to completion. It returns an error only for a bad option (an unknown
-// profile); a broken invariant is Result.Violation.
+// profile, a bad shrink token); a broken invariant is Result.Violation, a panic inside the
+// simulator is Result.Fault (the run never takes its caller down).
 func Run(o Options) (*Result, error) {
 	if o.Profile == "" {
 		o.Profile = "swarm"
@@ -143,6 +159,11 @@ func Run(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Shrunk != "" {
+		if cfg, err = ApplyToken(cfg, o.Shrunk); err != nil {
+			return nil, err
+		}
+	}
 	if o.Safety > 0 {
 		cfg.Safety = o.Safety
 	}
@@ -150,16 +171,44 @@ func Run(o Options) (*Result, error) {
 		cfg.StepsMax = o.Steps
 	}
 	w := newWorld(cfg, o.Trace)
-	w.run()
+	w.mutation = o.mutation
+	if o.Perturb {
+		w.perturb()
+	}
+	fault := w.runSafely()
 	res := &Result{
 		Config: cfg, Violation: w.chk.Violation(), Digest: w.tr.Digest(), Lines: w.tr.Lines,
 		Steps: w.loop.Steps(), End: w.loop.Now(), SafetyEnd: w.safetyEnd, Bound: w.bound,
-		Stopped: w.stopped, Stats: w.st, Checks: w.chk.Checks(), Options: o,
+		Stopped: w.stopped, Stats: w.st, Checks: w.chk.Checks(), Options: o, Fault: fault,
 	}
-	if res.Violation != nil {
+	if res.Violation != nil || fault != "" {
 		res.Last = w.tr.Last()
 	}
 	return res, nil
+}
+
+// runSafely runs the world and turns a panic inside it (a simulator or machine fault) into a
+// report: the value and the stack.
+func (w *World) runSafely() (fault string) {
+	defer func() {
+		if r := recover(); r != nil {
+			fault = fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
+			w.trace("world", fmt.Sprintf("SIMULATOR FAULT panic: %v", r))
+		}
+	}()
+	w.run()
+	return ""
+}
+
+// perturb reallocates the world's containers with other capacities (the determinism check's
+// second run): nothing a run prints may depend on them.
+func (w *World) perturb() {
+	w.loop.h = make(eventHeap, 0, 4099)
+	w.chk.nodes = make(map[int]*nodeModel, 61)
+	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
+	w.chk.receipts = make(map[string]*receiptModel, 2003)
+	w.tr.buf = make([]byte, 0, 4093)
+	w.pollers = make([]*longPoll, 0, 37)
 }
 
 func newWorld(cfg Config, out io.Writer) *World {
@@ -192,6 +241,9 @@ func (w *World) run() {
 	w.setupRunner()
 	w.setupQueue()
 	w.loop.AtExact(w.safetyEnd, w.beginLiveness)
+	if w.mutation == mutPanic {
+		w.loop.AtExact(w.safetyEnd/2, func() { panic("planted simulator fault") })
+	}
 	w.runLoop()
 }
 

@@ -1,0 +1,380 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Shrinking (simrun --seed N --shrink) searches, deterministically, for a smaller run that
+// breaks the same invariant. A run is the seed's drawn configuration plus a token of
+// overrides: fault kinds turned off, and counts and durations lowered. The token is
+// "key=value" pairs in a fixed key order, joined by commas, for example
+//
+//	off=late.write,nodes=1,workers=0,jobs=3,safety=41s
+//
+// and `simrun --seed N --profile P --shrunk TOKEN` (or a corpus line `run seed=N profile=P
+// shrunk=TOKEN`) replays that run byte for byte. The search is delta debugging over the
+// token: first every fault kind that is on is offered for removal (all, then halves, then one
+// by one), then each count is lowered by binary search, then the safety phase is cut to just
+// past the violation; a candidate is kept when it breaks the same invariant in no more events.
+
+// faultKnobs are the fault kinds a token can turn off, by name, in a fixed order.
+var faultKnobs = []struct {
+	name string
+	p    func(c *Config) *float64
+}{
+	{"write", func(c *Config) *float64 { return &c.Faults.Disk.WriteErr }},
+	{"sync", func(c *Config) *float64 { return &c.Faults.Disk.SyncErr }},
+	{"rename", func(c *Config) *float64 { return &c.Faults.Disk.RenameErr }},
+	{"create", func(c *Config) *float64 { return &c.Faults.Disk.CreateErr }},
+	{"remove", func(c *Config) *float64 { return &c.Faults.Disk.RemoveErr }},
+	{"truncate", func(c *Config) *float64 { return &c.Faults.Disk.TruncateErr }},
+	{"syncdir", func(c *Config) *float64 { return &c.Faults.Disk.SyncDirErr }},
+	{"dirpersist", func(c *Config) *float64 { return &c.Faults.Disk.DirPersist }},
+	{"node-crash", func(c *Config) *float64 { return &c.Faults.Process.NodeCrash }},
+	{"commit-crash", func(c *Config) *float64 { return &c.Faults.Process.CommitCrash }},
+	{"crash-point", func(c *Config) *float64 { return &c.Faults.Process.CrashPoint }},
+	{"worker-crash", func(c *Config) *float64 { return &c.Faults.Process.WorkerCrash }},
+	{"handler-crash", func(c *Config) *float64 { return &c.PCrashHandle }},
+	{"fail-before", func(c *Config) *float64 { return &c.Faults.Transport.FailBefore }},
+	{"fail-after", func(c *Config) *float64 { return &c.Faults.Transport.FailAfter }},
+	{"throttle", func(c *Config) *float64 { return &c.Faults.Transport.Throttle }},
+	{"5xx", func(c *Config) *float64 { return &c.Faults.Transport.ServerError }},
+	{"stale", func(c *Config) *float64 { return &c.Faults.Transport.Stale }},
+	{"fatal", func(c *Config) *float64 { return &c.Faults.Transport.Fatal }},
+	{"spike", func(c *Config) *float64 { return &c.Faults.Transport.Spike }},
+	{"long", func(c *Config) *float64 { return &c.Faults.Timing.LongHandler }},
+	{"marathon", func(c *Config) *float64 { return &c.Faults.Timing.Marathon }},
+	{"burst", func(c *Config) *float64 { return &c.Faults.Timing.Burst }},
+	{"late", func(c *Config) *float64 { return &c.Faults.Timing.Late }},
+	{"reorder", func(c *Config) *float64 { return &c.Faults.Timing.Reorder }},
+}
+
+// countKnobs are the counts and durations a token can lower, in a fixed order, with the
+// lowest value each can take (durations in milliseconds).
+var countKnobs = []struct {
+	name string
+	lo   int64
+	get  func(c *Config) int64
+	set  func(c *Config, v int64)
+}{
+	{"nodes", 0, func(c *Config) int64 { return int64(c.Nodes) }, func(c *Config, v int64) { c.Nodes = int(v) }},
+	{"workers", 0, func(c *Config) int64 { return int64(c.Workers) }, func(c *Config, v int64) { c.Workers = int(v) }},
+	{"jobs", 1, func(c *Config) int64 { return int64(c.JobsMax) }, func(c *Config, v int64) { c.JobsMax = int(v) }},
+	{"msgs", 1, func(c *Config) int64 { return int64(c.MsgsMax) }, func(c *Config, v int64) { c.MsgsMax = int(v) }},
+	{"capacity", 1, func(c *Config) int64 { return int64(c.Capacity) }, func(c *Config, v int64) { c.Capacity = int(v) }},
+	{"concurrency", 1, func(c *Config) int64 { return int64(c.Concurrency) }, func(c *Config, v int64) { c.Concurrency = int(v) }},
+	{"prefetch", 0, func(c *Config) int64 { return int64(c.Prefetch) }, func(c *Config, v int64) { c.Prefetch = int(v) }},
+	{"targets", 1, func(c *Config) int64 { return int64(c.Targets) }, func(c *Config, v int64) { c.Targets = int(v) }},
+	{"attempts", 1, func(c *Config) int64 { return int64(c.Attempts) }, func(c *Config, v int64) { c.Attempts = int(v) }},
+	{"receive-max", 1, func(c *Config) int64 { return int64(c.ReceiveMax) }, func(c *Config, v int64) { c.ReceiveMax = int(v) }},
+	{"handler-ms", 1, func(c *Config) int64 { return c.HandlerMax.Milliseconds() }, func(c *Config, v int64) {
+		c.HandlerMax = time.Duration(v) * time.Millisecond
+		c.HandlerMin = min(c.HandlerMin, c.HandlerMax)
+	}},
+	{"safety-ms", 1000, func(c *Config) int64 { return c.Safety.Milliseconds() }, func(c *Config, v int64) { c.Safety = time.Duration(v) * time.Millisecond }},
+}
+
+// Token is a parsed shrink token: fault kinds off and lowered counts.
+type Token struct {
+	Off    map[string]bool
+	Counts map[string]int64
+	Damage bool // "nodamage": the run's damage to synced data is off
+}
+
+// String renders the token in its fixed key order ("" for no overrides).
+func (t Token) String() string {
+	var parts []string
+	var off []string
+	for _, k := range faultKnobs {
+		if t.Off[k.name] {
+			off = append(off, k.name)
+		}
+	}
+	if t.Damage {
+		off = append(off, "damage")
+	}
+	if len(off) > 0 {
+		parts = append(parts, "off="+strings.Join(off, "."))
+	}
+	for _, k := range countKnobs {
+		if v, ok := t.Counts[k.name]; ok {
+			parts = append(parts, k.name+"="+strconv.FormatInt(v, 10))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseToken parses a token written by Token.String.
+func ParseToken(s string) (Token, error) {
+	t := Token{Off: map[string]bool{}, Counts: map[string]int64{}}
+	if s == "" {
+		return t, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return t, fmt.Errorf("sim: shrink token part %q is not key=value", part)
+		}
+		if k == "off" {
+			for _, name := range strings.Split(v, ".") {
+				if name == "damage" {
+					t.Damage = true
+					continue
+				}
+				if !knownFault(name) {
+					return t, fmt.Errorf("sim: shrink token: unknown fault kind %q", name)
+				}
+				t.Off[name] = true
+			}
+			continue
+		}
+		if !knownCount(k) {
+			return t, fmt.Errorf("sim: shrink token: unknown key %q", k)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return t, fmt.Errorf("sim: shrink token: %s=%q is not a count", k, v)
+		}
+		t.Counts[k] = n
+	}
+	return t, nil
+}
+
+func knownFault(name string) bool {
+	for _, k := range faultKnobs {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func knownCount(name string) bool {
+	for _, k := range countKnobs {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ApplyToken applies a shrink token to a drawn configuration.
+func ApplyToken(c Config, s string) (Config, error) {
+	t, err := ParseToken(s)
+	if err != nil {
+		return c, err
+	}
+	return t.apply(c)
+}
+
+func (t Token) apply(c Config) (Config, error) {
+	for _, k := range faultKnobs {
+		if t.Off[k.name] {
+			*k.p(&c) = 0
+		}
+	}
+	if t.Off["late"] {
+		c.Faults.Timing.LateMax = 0
+	}
+	if t.Damage {
+		c.Faults.ExpectRefusal = false
+	}
+	for _, k := range countKnobs {
+		if v, ok := t.Counts[k.name]; ok {
+			k.set(&c, v)
+		}
+	}
+	if !c.Faults.Process.On() {
+		c.PCrashHandle = 0
+	}
+	return c, c.Validate()
+}
+
+func (t Token) clone() Token {
+	u := Token{Off: make(map[string]bool, len(t.Off)), Counts: make(map[string]int64, len(t.Counts)), Damage: t.Damage}
+	for k, v := range t.Off {
+		u.Off[k] = v
+	}
+	for k, v := range t.Counts {
+		u.Counts[k] = v
+	}
+	return u
+}
+
+// Shrunk is the outcome of a shrink.
+type Shrunk struct {
+	Before, After *Result
+	Token         string
+	Runs          int // simulator runs the search made
+}
+
+// shrinkRunsMax bounds the search.
+const shrinkRunsMax = 400
+
+// Shrink searches for a smaller run than o's that breaks the same invariant. It returns an
+// error when o's run does not break one.
+func Shrink(o Options) (*Shrunk, error) {
+	o.Trace = nil
+	before, err := Run(o)
+	if err != nil {
+		return nil, err
+	}
+	if before.Violation == nil {
+		return nil, fmt.Errorf("sim: seed %d (profile %s) breaks no invariant: nothing to shrink", o.Seed, before.Config.Profile)
+	}
+	inv := before.Violation.Invariant
+	base, err := ParseToken(o.Shrunk)
+	if err != nil {
+		return nil, err
+	}
+	s := &shrinker{o: o, inv: inv, best: before, tok: base, runs: 1}
+	s.drawn, err = NewConfig(o.Seed, before.Config.Profile)
+	if err != nil {
+		return nil, err
+	}
+	for round := 0; round < 3; round++ {
+		progress := s.faults()
+		progress = s.counts() || progress
+		if !progress {
+			break
+		}
+	}
+	return &Shrunk{Before: before, After: s.best, Token: s.tok.String(), Runs: s.runs}, nil
+}
+
+type shrinker struct {
+	o     Options
+	inv   string
+	drawn Config
+	best  *Result
+	tok   Token
+	runs  int
+}
+
+// try runs t and keeps it when it breaks the same invariant in no more events.
+func (s *shrinker) try(t Token) bool {
+	if s.runs >= shrinkRunsMax {
+		return false
+	}
+	o := s.o
+	o.Shrunk = t.String()
+	if _, err := t.apply(s.drawn); err != nil {
+		return false
+	}
+	s.runs++
+	r, err := Run(o)
+	if err != nil || r.Violation == nil || r.Violation.Invariant != s.inv || r.Fault != "" || r.Steps > s.best.Steps {
+		return false
+	}
+	s.best, s.tok = r, t
+	return true
+}
+
+// faults offers the fault kinds still on for removal: all, then halves, then one by one.
+func (s *shrinker) faults() bool {
+	c, _ := s.tok.apply(s.drawn)
+	var on []string
+	for _, k := range faultKnobs {
+		if *k.p(&c) != 0 {
+			on = append(on, k.name)
+		}
+	}
+	progress := false
+	if c.Faults.ExpectRefusal {
+		t := s.tok.clone()
+		t.Damage = true
+		progress = s.try(t) || progress
+	}
+	// ddmin over the list: try removing chunks of decreasing size.
+	for n := len(on); n >= 1 && len(on) > 0; n /= 2 {
+		for i := 0; i < len(on); {
+			j := min(i+n, len(on))
+			t := s.tok.clone()
+			for _, name := range on[i:j] {
+				t.Off[name] = true
+			}
+			if s.try(t) {
+				progress = true
+				on = append(on[:i:i], on[j:]...)
+				continue
+			}
+			i = j
+		}
+	}
+	return progress
+}
+
+// counts lowers each count by binary search for the lowest value that still fails.
+func (s *shrinker) counts() bool {
+	progress := false
+	for _, k := range countKnobs {
+		c, _ := s.tok.apply(s.drawn)
+		cur := k.get(&c)
+		lo := k.lo
+		if k.name == "safety-ms" && s.best.Violation != nil {
+			// Nothing after the violation matters: start just past it.
+			if past := (s.best.Violation.At + time.Second).Milliseconds(); past < cur {
+				t := s.tok.clone()
+				t.Counts[k.name] = past
+				if s.try(t) {
+					progress, cur = true, past
+				}
+			}
+		}
+		if cur <= lo {
+			continue
+		}
+		// Try the lowest first, then bisect between a failing hi and a passing lo.
+		t := s.tok.clone()
+		t.Counts[k.name] = lo
+		if s.try(t) {
+			progress = true
+			continue
+		}
+		hi := cur
+		for hi-lo > 1 && s.runs < shrinkRunsMax {
+			mid := lo + (hi-lo)/2
+			t := s.tok.clone()
+			t.Counts[k.name] = mid
+			if s.try(t) {
+				hi, progress = mid, true
+			} else {
+				lo = mid
+			}
+		}
+	}
+	return progress
+}
+
+// FaultKinds counts the fault kinds a result's configuration has on (a shrink's "faults" figure).
+func FaultKinds(c Config) int {
+	n := 0
+	for _, k := range faultKnobs {
+		if *k.p(&c) != 0 {
+			n++
+		}
+	}
+	if c.Faults.ExpectRefusal {
+		n++
+	}
+	return n
+}
+
+// Summary renders the reduction and the replay command.
+func (s *Shrunk) Summary() string {
+	var b strings.Builder
+	b0, a := s.Before, s.After
+	fmt.Fprintf(&b, "shrunk seed %d (profile %s), invariant %s, in %d runs\n", b0.Config.Seed, b0.Config.Profile, b0.Violation.Invariant, s.Runs)
+	fmt.Fprintf(&b, "  events       %d -> %d\n", b0.Steps, a.Steps)
+	fmt.Fprintf(&b, "  fault kinds  %d -> %d (injected %d -> %d)\n", FaultKinds(b0.Config), FaultKinds(a.Config), b0.Stats.Faults.Total(), a.Stats.Faults.Total())
+	fmt.Fprintf(&b, "  jobs         %d -> %d per node, nodes %d -> %d\n", b0.Config.JobsMax, a.Config.JobsMax, b0.Config.Nodes, a.Config.Nodes)
+	fmt.Fprintf(&b, "  messages     %d -> %d, workers %d -> %d\n", b0.Config.MsgsMax, a.Config.MsgsMax, b0.Config.Workers, a.Config.Workers)
+	fmt.Fprintf(&b, "  safety phase %s -> %s\n", b0.Config.Safety, a.Config.Safety)
+	fmt.Fprintf(&b, "  token        %s\n", s.Token)
+	fmt.Fprintf(&b, "replay: %s\n", a.Repro())
+	fmt.Fprintf(&b, "corpus line: run seed=%d profile=%s shrunk=%s\n", a.Config.Seed, a.Config.Profile, s.Token)
+	return b.String()
+}
