@@ -262,7 +262,8 @@ func shrink(opt sim.Options, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprint(stdout, s.Summary())
-	fmt.Fprintf(stdout, "shrink took %s\n", time.Since(start).Round(time.Millisecond))
+	// Wall time goes to stderr: stdout stays the same bytes on every run.
+	fmt.Fprintf(stderr, "shrink took %s\n", time.Since(start).Round(time.Millisecond))
 	return exitViolation
 }
 
@@ -270,26 +271,29 @@ func replay(o options, stdout, stderr io.Writer) int {
 	data, err := os.ReadFile(o.replay)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	entries, err := sim.ParseCorpus(o.replay, string(data))
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
-		return 2
+		return exitUsage
 	}
-	code := 0
+	code := exitOK
 	for _, e := range entries {
 		res, err := sim.Run(e.Options())
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun: %s: %v\n", e.Where, err)
-			return 2
+			return exitUsage
 		}
 		if err := res.Report(stdout); err != nil {
-			return 1
+			return exitViolation
+		}
+		if res.Fault != "" {
+			code = worse(code, exitFault)
 		}
 		if msg := e.Check(res); msg != "" {
 			fmt.Fprintf(stdout, "corpus entry %s: FAIL: %s\n", e.Where, msg)
-			code = 1
+			code = worse(code, exitViolation)
 		} else {
 			fmt.Fprintf(stdout, "corpus entry %s: ok (%s)\n", e.Where, e.Note)
 		}
