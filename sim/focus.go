@@ -63,6 +63,7 @@ var (
 type entity struct {
 	name  string
 	match func(who, what string) bool
+	broad bool // a whole process: shown in reports, not outlined in timelines
 }
 
 // entities lists what a violation's detail names, in a fixed order.
@@ -75,14 +76,14 @@ func entities(v *Violation) []entity {
 	}
 	if m := reJob.FindStringSubmatch(d); m != nil && node != "" {
 		id := m[1]
-		out = append(out, entity{"job " + id + " on " + node, func(who, what string) bool {
+		out = append(out, entity{name: "job " + id + " on " + node, match: func(who, what string) bool {
 			return who == node && (strings.Contains(what, "id="+id+" ") || strings.HasSuffix(what, "id="+id) ||
 				strings.Contains(what, " "+id+"#") || strings.Contains(what, "job "+id+" "))
 		}})
 	}
 	if m := reTarget.FindStringSubmatch(d); m != nil && node != "" {
 		t := m[1]
-		out = append(out, entity{"target " + t + " on " + node + " (its breaker's history: attempts started and their outcomes)", func(who, what string) bool {
+		out = append(out, entity{name: "target " + t + " on " + node + " (its breaker's history: attempts started and their outcomes)", match: func(who, what string) bool {
 			return who == node && strings.HasPrefix(what, "start ") && (strings.Contains(what, " "+t+" ") || strings.HasSuffix(what, " "+t))
 		}})
 	}
@@ -93,17 +94,17 @@ func entities(v *Violation) []entity {
 			dup = dup || e.name == "message "+m[1]
 		}
 		if !dup {
-			out = append(out, entity{"message " + m[1] + " (every delivery's receipt)", func(who, what string) bool {
+			out = append(out, entity{name: "message " + m[1] + " (every delivery's receipt)", match: func(who, what string) bool {
 				return strings.Contains(what, msg)
 			}})
 		}
 	}
 	if node != "" {
-		out = append(out, entity{node, func(who, what string) bool { return who == node }})
+		out = append(out, entity{node, func(who, what string) bool { return who == node }, true})
 	}
 	if m := reWorker.FindStringSubmatch(d); m != nil {
 		wk := "worker/" + m[1]
-		out = append(out, entity{wk, func(who, what string) bool { return who == wk }})
+		out = append(out, entity{wk, func(who, what string) bool { return who == wk }, true})
 	}
 	return out
 }

@@ -89,9 +89,11 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 	if res.Violation != nil {
 		ents = entities(res.Violation)
 	}
+	// The events leading to a violation: every event of the job, target or message it names,
+	// and the crashes, restarts and opens of the process it names.
 	lead := func(who, what string) bool {
 		for _, e := range ents {
-			if e.match(who, what) {
+			if e.match(who, what) && (!e.broad || lifecycle(what)) {
 				return true
 			}
 		}
@@ -126,6 +128,10 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 				}
 			case "CRASH":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "crash", title: e.what, highlight: hl})
+			case "enqueue", "cancel", "retry":
+				if hl {
+					l.marks = append(l.marks, tlMark{at: e.at, class: "enqueue", title: e.what, highlight: true})
+				}
 			case "RESTART":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "restart", title: e.what, highlight: hl})
 			case "open:", "open":
@@ -136,6 +142,9 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 				l.marks = append(l.marks, tlMark{at: e.at, class: "compact", title: e.what})
 			case "FLIP":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "crash", title: e.what, highlight: true})
+			case "crash":
+				// "crash armed after k disk ops", "crash point armed at disk op k of this commit"
+				l.marks = append(l.marks, tlMark{at: e.at, class: "restart", title: e.what, highlight: hl})
 			}
 		case strings.HasPrefix(e.who, "worker/"):
 			l := lane(e.who)
@@ -272,7 +281,7 @@ svg text { font-family: monospace; font-size: 11px; }
 .renew { stroke: #1d5fa8; stroke-width: 1; }
 .mark { stroke-width: 1; } .crash { stroke: #d62728; stroke-width: 2; } .restart { stroke: #ff7f0e; stroke-width: 2; }
 .open { stroke: #2ca02c; } .sync { stroke: #999; stroke-width: 0.4; } .compact { stroke: #1f77b4; stroke-width: 2; }
-.phase { stroke: #555; stroke-dasharray: 4 2; }
+.phase { stroke: #555; stroke-dasharray: 4 2; } .enqueue { stroke: #9467bd; stroke-width: 2; }
 .dot.ok { fill: #2ca02c; } .dot.bad { fill: #d62728; } .dot.other { fill: #888; }
 .lead { stroke: #000; stroke-width: 1.5; }
 .violation { stroke: #d62728; stroke-width: 2; stroke-dasharray: 6 3; }
@@ -313,6 +322,16 @@ func sortedKeys(m map[string]*tlBar) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// lifecycle reports whether a trace line is a process's crash, restart, open or stop.
+func lifecycle(what string) bool {
+	for _, p := range []string{"CRASH", "RESTART", "open", "FLIP", "crash", "SHUTDOWN", "start"} {
+		if strings.HasPrefix(what, p) && !strings.HasPrefix(what, "start ") {
+			return true
+		}
+	}
+	return false
 }
 
 // laneOrder sorts nodes, then each node's breakers, then workers, then the world.
