@@ -280,14 +280,7 @@ func (n *runnerNode) crash(why string) {
 	}
 	w.trace(n.name, "CRASH "+why+"; disk: "+fates)
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
-		// Flip a bit strictly before the last complete batch, so a later batch proves it corrupt.
-		end := n.boundaries[len(n.boundaries)-2]
-		off := w.rFaults.Int63n(end)
-		bit := uint(w.rFaults.Intn(8))
-		n.disk.FlipBit(journalName, off, bit)
-		n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, n.boundaries[len(n.boundaries)-1]-off)
-		w.fault("bit-flip")
-		w.trace(n.name, "FLIP "+n.flipped)
+		w.damage(n) // damage to synced data (world.go)
 	}
 	n.scheduleRestart()
 }

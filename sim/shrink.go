@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,13 +13,14 @@ import (
 // overrides: fault kinds turned off, and counts and durations lowered. The token is
 // "key=value" pairs in a fixed key order, joined by commas, for example
 //
-//	off=late.write,nodes=1,workers=0,jobs=3,safety=41s
+//	off=late.write,boost=node-crash*16,nodes=1,workers=0,jobs=3,safety-ms=41000
 //
 // and `simrun --seed N --profile P --shrunk TOKEN` (or a corpus line `run seed=N profile=P
 // shrunk=TOKEN`) replays that run byte for byte. The search is delta debugging over the
 // token: first every fault kind that is on is offered for removal (all, then halves, then one
-// by one), then each count is lowered by binary search, then the safety phase is cut to just
-// past the violation; a candidate is kept when it breaks the same invariant in no more events.
+// by one) and each kind left is offered at a higher rate (so it strikes sooner), then each
+// count tries a ladder of lower values and the safety phase is cut to just past the violation;
+// a candidate is kept when it breaks the same invariant in no more events.
 
 // faultKnobs are the fault kinds a token can turn off, by name, in a fixed order.
 var faultKnobs = []struct {
@@ -77,11 +79,18 @@ var countKnobs = []struct {
 	{"safety-ms", 1000, func(c *Config) int64 { return c.Safety.Milliseconds() }, func(c *Config, v int64) { c.Safety = time.Duration(v) * time.Millisecond }},
 }
 
+// countSide says which side of the world a count configures: "runner", "queue" or "" (both).
+var countSide = map[string]string{
+	"jobs": "runner", "capacity": "runner", "targets": "runner", "attempts": "runner",
+	"msgs": "queue", "concurrency": "queue", "prefetch": "queue", "receive-max": "queue",
+}
+
 // Token is a parsed shrink token: fault kinds off and lowered counts.
 type Token struct {
 	Off    map[string]bool
 	Counts map[string]int64
-	Damage bool // "nodamage": the run's damage to synced data is off
+	Boost  map[string]int64 // a fault kind's probability multiplied (capped at 1): the fault comes sooner
+	Damage bool             // "off=damage": the run's damage to synced data is off
 }
 
 // String renders the token in its fixed key order ("" for no overrides).
@@ -99,6 +108,15 @@ func (t Token) String() string {
 	if len(off) > 0 {
 		parts = append(parts, "off="+strings.Join(off, "."))
 	}
+	var boost []string
+	for _, k := range faultKnobs {
+		if f, ok := t.Boost[k.name]; ok {
+			boost = append(boost, k.name+"*"+strconv.FormatInt(f, 10))
+		}
+	}
+	if len(boost) > 0 {
+		parts = append(parts, "boost="+strings.Join(boost, "."))
+	}
 	for _, k := range countKnobs {
 		if v, ok := t.Counts[k.name]; ok {
 			parts = append(parts, k.name+"="+strconv.FormatInt(v, 10))
@@ -109,7 +127,7 @@ func (t Token) String() string {
 
 // ParseToken parses a token written by Token.String.
 func ParseToken(s string) (Token, error) {
-	t := Token{Off: map[string]bool{}, Counts: map[string]int64{}}
+	t := Token{Off: map[string]bool{}, Counts: map[string]int64{}, Boost: map[string]int64{}}
 	if s == "" {
 		return t, nil
 	}
@@ -128,6 +146,17 @@ func ParseToken(s string) (Token, error) {
 					return t, fmt.Errorf("sim: shrink token: unknown fault kind %q", name)
 				}
 				t.Off[name] = true
+			}
+			continue
+		}
+		if k == "boost" {
+			for _, b := range strings.Split(v, ".") {
+				name, f, ok := strings.Cut(b, "*")
+				n, err := strconv.ParseInt(f, 10, 64)
+				if !ok || !knownFault(name) || err != nil || n < 1 {
+					return t, fmt.Errorf("sim: shrink token: boost %q is not kind*factor", b)
+				}
+				t.Boost[name] = n
 			}
 			continue
 		}
@@ -175,6 +204,9 @@ func (t Token) apply(c Config) (Config, error) {
 		if t.Off[k.name] {
 			*k.p(&c) = 0
 		}
+		if f, ok := t.Boost[k.name]; ok {
+			*k.p(&c) = min(1, *k.p(&c)*float64(f))
+		}
 	}
 	if t.Off["late"] {
 		c.Faults.Timing.LateMax = 0
@@ -194,7 +226,11 @@ func (t Token) apply(c Config) (Config, error) {
 }
 
 func (t Token) clone() Token {
-	u := Token{Off: make(map[string]bool, len(t.Off)), Counts: make(map[string]int64, len(t.Counts)), Damage: t.Damage}
+	u := Token{Off: make(map[string]bool, len(t.Off)), Counts: make(map[string]int64, len(t.Counts)),
+		Boost: make(map[string]int64, len(t.Boost)), Damage: t.Damage}
+	for k, v := range t.Boost {
+		u.Boost[k] = v
+	}
 	for k, v := range t.Off {
 		u.Off[k] = v
 	}
@@ -212,7 +248,7 @@ type Shrunk struct {
 }
 
 // shrinkRunsMax bounds the search.
-const shrinkRunsMax = 400
+const shrinkRunsMax = 600
 
 // Shrink searches for a smaller run than o's that breaks the same invariant. It returns an
 // error when o's run does not break one.
@@ -242,6 +278,7 @@ func Shrink(o Options) (*Shrunk, error) {
 			break
 		}
 	}
+	s.simplify()
 	return &Shrunk{Before: before, After: s.best, Token: s.tok.String(), Runs: s.runs}, nil
 }
 
@@ -304,16 +341,34 @@ func (s *shrinker) faults() bool {
 			i = j
 		}
 	}
+	// The kinds left are needed: offer each sooner (its probability multiplied), so the run
+	// reaches the failure in fewer events. Every draw is made whatever the probability, so a
+	// boost moves no other draw.
+	for _, name := range on {
+		for _, f := range []int64{2, 4, 16, 64} {
+			t := s.tok.clone()
+			t.Boost[name] = f * max(1, s.tok.Boost[name])
+			if !s.try(t) {
+				break
+			}
+			progress = true
+		}
+	}
 	return progress
 }
 
-// counts lowers each count by binary search for the lowest value that still fails.
+// counts lowers each count. A run is not monotone in its counts (one job fewer shifts every
+// later draw of the workload), so rather than bisect, each count tries a fixed ladder of lower
+// values (the lowest few, then fractions of the current one) and keeps the one that fails in
+// the fewest events.
 func (s *shrinker) counts() bool {
 	progress := false
 	for _, k := range countKnobs {
 		c, _ := s.tok.apply(s.drawn)
+		if side := countSide[k.name]; side == "runner" && c.Nodes == 0 || side == "queue" && c.Workers == 0 {
+			continue // the side is gone: its counts change nothing
+		}
 		cur := k.get(&c)
-		lo := k.lo
 		if k.name == "safety-ms" && s.best.Violation != nil {
 			// Nothing after the violation matters: start just past it.
 			if past := (s.best.Violation.At + time.Second).Milliseconds(); past < cur {
@@ -324,29 +379,57 @@ func (s *shrinker) counts() bool {
 				}
 			}
 		}
-		if cur <= lo {
-			continue
-		}
-		// Try the lowest first, then bisect between a failing hi and a passing lo.
-		t := s.tok.clone()
-		t.Counts[k.name] = lo
-		if s.try(t) {
-			progress = true
-			continue
-		}
-		hi := cur
-		for hi-lo > 1 && s.runs < shrinkRunsMax {
-			mid := lo + (hi-lo)/2
+		for _, v := range ladder(k.lo, cur) {
 			t := s.tok.clone()
-			t.Counts[k.name] = mid
-			if s.try(t) {
-				hi, progress = mid, true
-			} else {
-				lo = mid
-			}
+			t.Counts[k.name] = v
+			progress = s.try(t) || progress
 		}
 	}
 	return progress
+}
+
+// simplify drops every count override and boost the shrunk run does not need (the run without
+// it fails the same way in no more events), so the token names only what matters.
+func (s *shrinker) simplify() {
+	for _, k := range countKnobs {
+		if _, ok := s.tok.Counts[k.name]; ok {
+			t := s.tok.clone()
+			delete(t.Counts, k.name)
+			s.try(t)
+		}
+	}
+	for _, k := range faultKnobs {
+		if _, ok := s.tok.Boost[k.name]; ok {
+			t := s.tok.clone()
+			delete(t.Boost, k.name)
+			s.try(t)
+		}
+	}
+}
+
+// ladder lists the values below cur a count tries, ascending and without repeats: lo..lo+3,
+// then cur/16, cur/8, cur/4, cur/2, 3cur/4 and cur-1.
+func ladder(lo, cur int64) []int64 {
+	var out []int64
+	add := func(v int64) {
+		if v < lo || v >= cur {
+			return
+		}
+		for _, u := range out {
+			if u == v {
+				return
+			}
+		}
+		out = append(out, v)
+	}
+	for v := lo; v < lo+4; v++ {
+		add(v)
+	}
+	for _, v := range []int64{cur / 16, cur / 8, cur / 4, cur / 2, cur * 3 / 4, cur - 1} {
+		add(v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // FaultKinds counts the fault kinds a result's configuration has on (a shrink's "faults" figure).

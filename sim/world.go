@@ -51,6 +51,7 @@ type World struct {
 	rNet, rFaults, rWork, rExec *rand.Rand
 	rSched                      *rand.Rand // the scheduling families' own stream
 	rPoint                      *rand.Rand // the crash-point family's own stream
+	rDamage                     *rand.Rand // the damage family's choice of a lost sector
 
 	queue      *queue.Queue
 	dlq        *queue.Queue
@@ -217,6 +218,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 		rNet: Stream(cfg.Seed, "network"), rFaults: Stream(cfg.Seed, "faults"),
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
 		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
+		rDamage: Stream(cfg.Seed, "damage"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
@@ -413,6 +415,59 @@ func (w *World) armCrashPoint(node string, d *disk.Disk) bool {
 	w.fault("crash-point")
 	w.trace(node, "crash point armed at disk op "+strconv.Itoa(k)+" of this commit")
 	return true
+}
+
+// sectorSize is the unit a lost-sector damage zeroes.
+const sectorSize = 512
+
+// damage corrupts node n's synced journal data after a crash, strictly before its last complete
+// batch (so a later batch proves the damage and open must refuse): one bit flips, or with
+// probability LostSector a whole sector reads back as zeros. The bit flip draws from the faults
+// stream as the bitflip profile always has; the choice of a lost sector from its own stream.
+func (w *World) damage(n *runnerNode) {
+	end := n.boundaries[len(n.boundaries)-2]
+	last := n.boundaries[len(n.boundaries)-1]
+	off := w.rFaults.Int63n(end)
+	bit := uint(w.rFaults.Intn(8))
+	if p := w.cfg.Faults.LostSector; p > 0 && faults.Hit(w.rDamage, p) && end >= sectorSize {
+		sec := w.rDamage.Int63n(end / sectorSize)
+		if zeroed := w.loseSector(n, sec*sectorSize); zeroed > 0 {
+			n.flipped = fmt.Sprintf("sector %d (bytes %d..%d) lost, reads back as zeros (%d bits cleared; synced; %d later bytes of complete batches)",
+				sec, sec*sectorSize, (sec+1)*sectorSize, zeroed, last-(sec+1)*sectorSize)
+			w.fault("lost-sector")
+			w.trace(n.name, "FLIP "+n.flipped)
+			return
+		}
+	}
+	n.disk.FlipBit(journalName, off, bit)
+	n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, last-off)
+	w.fault("bit-flip")
+	w.trace(n.name, "FLIP "+n.flipped)
+}
+
+// loseSector clears every set bit of the sector at off of node n's journal; it returns how
+// many bits it cleared (0 when the sector was zeros already, or unreadable).
+func (w *World) loseSector(n *runnerNode, off int64) int {
+	f, err := n.disk.Open(journalName)
+	if err != nil {
+		return 0
+	}
+	buf := make([]byte, sectorSize)
+	_, err = f.ReadAt(buf, off)
+	f.Close()
+	if err != nil {
+		return 0
+	}
+	cleared := 0
+	for i, b := range buf {
+		for bit := uint(0); bit < 8; bit++ {
+			if b&(1<<bit) != 0 {
+				n.disk.FlipBit(journalName, off+int64(i), bit)
+				cleared++
+			}
+		}
+	}
+	return cleared
 }
 
 // fault counts one injected fault and traces it.

@@ -14,9 +14,13 @@ type Set struct {
 	Transport Transport
 	Process   Process
 	Timing    Timing
-	// ExpectRefusal: the profile corrupts synced data on purpose, and open must refuse the
-	// damaged journal with a clear error instead of recovering (the bitflip profile).
+	// ExpectRefusal: the run damages synced data on purpose (at each crash, strictly before the
+	// journal's last complete batch), and open must refuse the damaged journal with a clear
+	// error instead of recovering (the bitflip profile; swarm's damage family).
 	ExpectRefusal bool
+	// LostSector: with ExpectRefusal, P(a damage loses a whole 512-byte sector, which then
+	// reads back as zeros) rather than flipping one bit.
+	LostSector float64
 }
 
 // Profiles lists the profile names in a fixed order.
@@ -149,6 +153,7 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 			// Damage to synced data: at each crash a bit flips before the last complete batch,
 			// and every later open must refuse the journal with a clear error.
 			base.ExpectRefusal = true
+			base.LostSector = scale(dLostSector, 0, 1)
 			base.Process.NodeCrash = max(base.Process.NodeCrash, scale(dNodeCrash, 0.005, 0.02))
 		}
 		if on(dStorm, 0.25) {
@@ -217,6 +222,7 @@ const (
 	dCrashPoint
 	dDamageOn
 	dStorm
+	dLostSector
 	draws
 )
 
@@ -228,6 +234,9 @@ func zeroSome(p *float64, zero bool) {
 
 // Validate reports the first invalid model of the set.
 func (s Set) Validate() error {
+	if err := checkP("set", "LostSector", s.LostSector); err != nil {
+		return err
+	}
 	if err := s.Disk.Validate(); err != nil {
 		return err
 	}
