@@ -91,6 +91,7 @@ type Token struct {
 	Counts map[string]int64
 	Boost  map[string]int64 // a fault kind's probability multiplied (capped at 1): the fault comes sooner
 	Damage bool             // "off=damage": the run's damage to synced data is off
+	Bunch  bool             // "off=bunch": the scheduling family's bunching is off
 }
 
 // String renders the token in its fixed key order ("" for no overrides).
@@ -101,6 +102,9 @@ func (t Token) String() string {
 		if t.Off[k.name] {
 			off = append(off, k.name)
 		}
+	}
+	if t.Bunch {
+		off = append(off, "bunch")
 	}
 	if t.Damage {
 		off = append(off, "damage")
@@ -140,6 +144,10 @@ func ParseToken(s string) (Token, error) {
 			for _, name := range strings.Split(v, ".") {
 				if name == "damage" {
 					t.Damage = true
+					continue
+				}
+				if name == "bunch" {
+					t.Bunch = true
 					continue
 				}
 				if !knownFault(name) {
@@ -214,6 +222,9 @@ func (t Token) apply(c Config) (Config, error) {
 	if t.Damage {
 		c.Faults.ExpectRefusal = false
 	}
+	if t.Bunch {
+		c.Faults.Timing.Bunch = 0
+	}
 	for _, k := range countKnobs {
 		if v, ok := t.Counts[k.name]; ok {
 			k.set(&c, v)
@@ -227,7 +238,7 @@ func (t Token) apply(c Config) (Config, error) {
 
 func (t Token) clone() Token {
 	u := Token{Off: make(map[string]bool, len(t.Off)), Counts: make(map[string]int64, len(t.Counts)),
-		Boost: make(map[string]int64, len(t.Boost)), Damage: t.Damage}
+		Boost: make(map[string]int64, len(t.Boost)), Damage: t.Damage, Bunch: t.Bunch}
 	for k, v := range t.Boost {
 		u.Boost[k] = v
 	}
@@ -325,6 +336,11 @@ func (s *shrinker) faults() bool {
 		t.Damage = true
 		progress = s.try(t) || progress
 	}
+	if c.Faults.Timing.Bunch > 0 {
+		t := s.tok.clone()
+		t.Bunch = true
+		progress = s.try(t) || progress
+	}
 	// ddmin over the list: try removing chunks of decreasing size.
 	for n := len(on); n >= 1 && len(on) > 0; n /= 2 {
 		for i := 0; i < len(on); {
@@ -345,9 +361,12 @@ func (s *shrinker) faults() bool {
 	// reaches the failure in fewer events. Every draw is made whatever the probability, so a
 	// boost moves no other draw.
 	for _, name := range on {
-		for _, f := range []int64{2, 4, 16, 64} {
+		for _, f := range []int64{2, 4, 16, 64, 256} {
+			if f <= s.tok.Boost[name] {
+				continue
+			}
 			t := s.tok.clone()
-			t.Boost[name] = f * max(1, s.tok.Boost[name])
+			t.Boost[name] = f
 			if !s.try(t) {
 				break
 			}
@@ -443,6 +462,9 @@ func FaultKinds(c Config) int {
 	if c.Faults.ExpectRefusal {
 		n++
 	}
+	if c.Faults.Timing.Bunch > 0 {
+		n++
+	}
 	return n
 }
 
@@ -452,9 +474,13 @@ func (s *Shrunk) Summary() string {
 	b0, a := s.Before, s.After
 	fmt.Fprintf(&b, "shrunk seed %d (profile %s), invariant %s, in %d runs\n", b0.Config.Seed, b0.Config.Profile, b0.Violation.Invariant, s.Runs)
 	fmt.Fprintf(&b, "  events       %d -> %d\n", b0.Steps, a.Steps)
-	fmt.Fprintf(&b, "  fault kinds  %d -> %d (injected %d -> %d)\n", FaultKinds(b0.Config), FaultKinds(a.Config), b0.Stats.Faults.Total(), a.Stats.Faults.Total())
-	fmt.Fprintf(&b, "  jobs         %d -> %d per node, nodes %d -> %d\n", b0.Config.JobsMax, a.Config.JobsMax, b0.Config.Nodes, a.Config.Nodes)
-	fmt.Fprintf(&b, "  messages     %d -> %d, workers %d -> %d\n", b0.Config.MsgsMax, a.Config.MsgsMax, b0.Config.Workers, a.Config.Workers)
+	fmt.Fprintf(&b, "  fault kinds  %d -> %d (faults the world counted %d -> %d)\n", FaultKinds(b0.Config), FaultKinds(a.Config), b0.Stats.Faults.Total(), a.Stats.Faults.Total())
+	if b0.Config.Nodes > 0 {
+		fmt.Fprintf(&b, "  nodes        %d -> %d, jobs per node %d -> %d\n", b0.Config.Nodes, a.Config.Nodes, b0.Config.JobsMax, a.Config.JobsMax)
+	}
+	if b0.Config.Workers > 0 {
+		fmt.Fprintf(&b, "  workers      %d -> %d, messages %d -> %d\n", b0.Config.Workers, a.Config.Workers, b0.Config.MsgsMax, a.Config.MsgsMax)
+	}
 	fmt.Fprintf(&b, "  safety phase %s -> %s\n", b0.Config.Safety, a.Config.Safety)
 	fmt.Fprintf(&b, "  token        %s\n", s.Token)
 	fmt.Fprintf(&b, "replay: %s\n", a.Repro())

@@ -213,6 +213,9 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 	names := make([]string, 0, len(lanes))
 	for n := range lanes {
 		names = append(names, n)
+		for _, b := range lanes[n].bars {
+			end = max(end, b.to) // a bar drawn past the run's end (a handler cut by the violation)
+		}
 	}
 	sort.Slice(names, func(i, j int) bool { return laneOrder(names[i]) < laneOrder(names[j]) })
 
@@ -350,7 +353,7 @@ func outcomeClass(o string) string {
 	switch o {
 	case "succeeded", "success":
 		return "ok"
-	case "failed", "retry", "permanent", "panicked", "terminal":
+	case "failed", "retry", "retryable", "permanent", "panicked", "panic", "terminal", "poison":
 		return "bad"
 	}
 	return "other"
