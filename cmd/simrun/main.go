@@ -302,10 +302,11 @@ func replay(o options, stdout, stderr io.Writer) int {
 }
 
 type outcome struct {
-	seed    int64
-	res     *sim.Result
-	err     error
-	diverge string // --check-determinism: the first diverging event, "" when the runs agree
+	seed      int64
+	res       *sim.Result
+	err       error
+	perturbed bool   // --check-determinism: the second run of the seed
+	diverge   string // --check-determinism: the first diverging event, "" when the runs agree
 }
 
 type job struct {
@@ -327,11 +328,7 @@ func sweep(o options, stdout, stderr io.Writer) int {
 				opt := base
 				opt.Seed, opt.Perturb = j.seed, j.perturb
 				res, err := sim.Run(opt)
-				oc := outcome{seed: j.seed, res: res, err: err}
-				if j.perturb {
-					oc.diverge = "second" // marks the perturbed run; paired below
-				}
-				results <- oc
+				results <- outcome{seed: j.seed, res: res, err: err, perturbed: j.perturb}
 			}
 		}()
 	}
@@ -368,10 +365,9 @@ func sweep(o options, stdout, stderr io.Writer) int {
 				continue
 			}
 			delete(first, oc.seed)
-			if oc.diverge != "" {
-				oc, prev = prev, oc
+			if oc.perturbed {
+				oc, prev = prev, oc // report the plain run
 			}
-			oc.diverge = ""
 			if oc.res.Digest != prev.res.Digest {
 				oc.diverge = firstDivergence(base, oc.seed)
 			}
