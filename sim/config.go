@@ -223,7 +223,7 @@ func (c Config) String() string {
 			c.MsgsMax, c.MsgEvery, pct(c.PMsgRetry), pct(c.PMsgPerm), pct(c.PMsgTerminal), pct(c.PPoison))
 	}
 	f := c.Faults
-	fmt.Fprintf(&b, "faults: disk={%s} bitflip-expects-refusal=%t\n", diskString(f.Disk), f.ExpectRefusal)
+	fmt.Fprintf(&b, "faults: disk={%s} damage-expects-refusal=%t lost-sector=%s\n", diskString(f.Disk), f.ExpectRefusal, pct(f.LostSector))
 	t := f.Transport
 	fmt.Fprintf(&b, "faults: transport={fail-before=%s fail-after=%s throttle=%s 5xx=%s stale=%s fatal=%s latency=%s..%s spike=%s %s..%s}\n",
 		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal),

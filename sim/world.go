@@ -51,7 +51,8 @@ type World struct {
 	rNet, rFaults, rWork, rExec *rand.Rand
 	rSched                      *rand.Rand // the scheduling families' own stream
 	rPoint                      *rand.Rand // the crash-point family's own stream
-	rDamage                     *rand.Rand // the damage family's choice of a lost sector
+	rDamage                     *rand.Rand // the damage family's choice of nodes and of a lost sector
+	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	queue      *queue.Queue
 	dlq        *queue.Queue
@@ -425,6 +426,9 @@ const sectorSize = 512
 // probability LostSector a whole sector reads back as zeros. The bit flip draws from the faults
 // stream as the bitflip profile always has; the choice of a lost sector from its own stream.
 func (w *World) damage(n *runnerNode) {
+	if !w.damaged(n.id) {
+		return
+	}
 	end := n.boundaries[len(n.boundaries)-2]
 	last := n.boundaries[len(n.boundaries)-1]
 	off := w.rFaults.Int63n(end)
@@ -443,6 +447,24 @@ func (w *World) damage(n *runnerNode) {
 	n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, last-off)
 	w.fault("bit-flip")
 	w.trace(n.name, "FLIP "+n.flipped)
+}
+
+// damaged reports whether node id's synced data is damaged at its crashes: every node under the
+// bitflip profile; under swarm's damage family each node by its own draw, at least one, so an
+// undamaged node goes on testing the runner beside a refused one.
+func (w *World) damaged(id int) bool {
+	if w.damagedNodes == nil {
+		w.damagedNodes = make([]bool, w.cfg.Nodes+1)
+		some := false
+		for i := 1; i <= w.cfg.Nodes; i++ {
+			w.damagedNodes[i] = w.cfg.Profile == "bitflip" || w.rDamage.Intn(2) == 0
+			some = some || w.damagedNodes[i]
+		}
+		if !some {
+			w.damagedNodes[1+w.rDamage.Intn(w.cfg.Nodes)] = true
+		}
+	}
+	return w.damagedNodes[id]
 }
 
 // loseSector clears every set bit of the sector at off of node n's journal; it returns how
