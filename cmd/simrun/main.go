@@ -64,7 +64,7 @@ const (
 	exitUsage        = 2
 	exitIncomplete   = 3
 	exitFault        = 4
-	exitNondetermism = 5
+	exitNondeterminism = 5
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -425,14 +425,14 @@ func failureOf(oc outcome) string {
 
 func failCode(oc outcome) int {
 	if oc.diverge != "" {
-		return exitNondetermism
+		return exitNondeterminism
 	}
 	return exitCode(oc.res)
 }
 
 // worse ranks exit statuses: a simulator fault, then nondeterminism, a violation, incomplete.
 func worse(a, b int) int {
-	rank := map[int]int{exitOK: 0, exitIncomplete: 1, exitViolation: 2, exitNondetermism: 3, exitFault: 4}
+	rank := map[int]int{exitOK: 0, exitIncomplete: 1, exitViolation: 2, exitNondeterminism: 3, exitFault: 4}
 	if rank[b] > rank[a] {
 		return b
 	}

@@ -116,7 +116,7 @@ func TestVerdictExitCodes(t *testing.T) {
 			t.Errorf("exitCode(%+v) = %d, want %d", c.res, got, c.code)
 		}
 	}
-	if worse(exitViolation, exitFault) != exitFault || worse(exitNondetermism, exitViolation) != exitNondetermism || worse(exitIncomplete, exitOK) != exitIncomplete {
+	if worse(exitViolation, exitFault) != exitFault || worse(exitNondeterminism, exitViolation) != exitNondeterminism || worse(exitIncomplete, exitOK) != exitIncomplete {
 		t.Error("worse does not rank fault > nondeterminism > violation > incomplete > ok")
 	}
 }
