@@ -59,11 +59,11 @@ exit status: 0 all runs passed, 1 an invariant broke, 2 usage error, 3 incomplet
 
 // Exit statuses.
 const (
-	exitOK           = 0
-	exitViolation    = 1
-	exitUsage        = 2
-	exitIncomplete   = 3
-	exitFault        = 4
+	exitOK             = 0
+	exitViolation      = 1
+	exitUsage          = 2
+	exitIncomplete     = 3
+	exitFault          = 4
 	exitNondeterminism = 5
 )
 
