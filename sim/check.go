@@ -95,6 +95,9 @@ type Checker struct {
 	lease    LeaseParams
 	receipts map[string]*receiptModel
 	working  []string // receipts whose handler runs, in start order
+
+	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
+	overlaps    []overlap
 }
 
 // NewChecker returns an empty model.

@@ -18,7 +18,21 @@ type receiptModel struct {
 	renewing     int // renewal calls in flight
 	working      bool
 	dead         bool // its worker crashed
+	visible      bool // seen visible at the queue while its handler ran (only under slack)
+	visibleSince time.Duration
 }
+
+// overlap is a second consumer that started on a message while the first still ran, excused
+// for the timing slack: the first must have stopped or dropped by the deadline.
+type overlap struct {
+	first, second string
+	by            time.Duration
+}
+
+// SetHiddenSlack declares the scheduling families' slack: a timer (a handler's local deadline)
+// may fire up to d late, so a handler may run up to d past its visibility, and a second
+// consumer may overlap the first for up to d.
+func (c *Checker) SetHiddenSlack(d time.Duration) { c.hiddenSlack = d }
 
 // LeaseConfigured declares the lease parameters every worker uses.
 func (c *Checker) LeaseConfigured(p LeaseParams) { c.lease = p }
@@ -43,6 +57,10 @@ func (c *Checker) HandlerStarted(receipt string) {
 	for _, other := range c.working {
 		o := c.receipts[other]
 		if o.msg == m.msg && !o.dropped {
+			if c.hiddenSlack > 0 {
+				c.overlaps = append(c.overlaps, overlap{first: other, second: receipt, by: c.now + c.hiddenSlack})
+				continue
+			}
 			c.check(InvNoConcurrent, false, "message %s handled under receipt %s (worker %d) while receipt %s (worker %d) holds its lease",
 				m.msg, receipt, m.worker, other, o.worker)
 		}
@@ -138,12 +156,40 @@ func (c *Checker) WorkerCrashed(worker int) {
 // latency: the local deadline (sent-at + requested) is never later than the queue's (applied
 // at arrival + requested), and the worker cancels the handler at the local deadline, so the
 // promise holds under any latency, spikes beyond the margin included.
+//
+// Under the scheduling families (SetHiddenSlack) a handler may run up to the slack past the
+// instant its message was first seen visible, and a second consumer's overlap must end within it.
 func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
 	for _, r := range c.working {
 		m := c.receipts[r]
-		c.check(InvHiddenWhileWork, hidden(m.msg, r), "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",
+		ok := hidden(m.msg, r)
+		if !ok && c.hiddenSlack > 0 {
+			if !m.visible {
+				m.visible, m.visibleSince = true, c.now
+			}
+			ok = c.now-m.visibleSince <= c.hiddenSlack
+		}
+		c.check(InvHiddenWhileWork, ok, "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",
 			m.msg, r, m.worker)
 	}
+	c.checkOverlaps()
+}
+
+func (c *Checker) checkOverlaps() {
+	keep := c.overlaps[:0]
+	for _, o := range c.overlaps {
+		f := c.receipts[o.first]
+		if !f.working || f.dropped {
+			continue
+		}
+		if c.now > o.by {
+			c.check(InvNoConcurrent, false, "message %s handled under receipt %s (worker %d) while receipt %s (worker %d) holds its lease, %s past the timing slack",
+				f.msg, o.second, c.receipts[o.second].worker, o.first, f.worker, Offset(c.now-o.by))
+			continue
+		}
+		keep = append(keep, o)
+	}
+	c.overlaps = keep
 }
 
 // CheckHiddenUntilEnd checks hidden-while-working for one handler that ends now: hidden says
@@ -153,6 +199,9 @@ func (c *Checker) CheckHiddenUntilEnd(receipt string, hidden bool) {
 	m := c.receipt(receipt)
 	if !m.working {
 		return
+	}
+	if !hidden && c.hiddenSlack > 0 {
+		hidden = !m.visible || c.now-m.visibleSince <= c.hiddenSlack
 	}
 	c.check(InvHiddenWhileWork, hidden, "handler of message %s (receipt %s, worker %d) ran until %s, after the message became visible at the queue",
 		m.msg, receipt, m.worker, Offset(c.now))

@@ -223,15 +223,16 @@ func (c Config) String() string {
 			c.MsgsMax, c.MsgEvery, pct(c.PMsgRetry), pct(c.PMsgPerm), pct(c.PMsgTerminal), pct(c.PPoison))
 	}
 	f := c.Faults
-	fmt.Fprintf(&b, "faults: disk={%s} bitflip-expects-refusal=%t\n", diskString(f.Disk), f.ExpectRefusal)
+	fmt.Fprintf(&b, "faults: disk={%s} damage-expects-refusal=%t lost-sector=%s\n", diskString(f.Disk), f.ExpectRefusal, pct(f.LostSector))
 	t := f.Transport
 	fmt.Fprintf(&b, "faults: transport={fail-before=%s fail-after=%s throttle=%s 5xx=%s stale=%s fatal=%s latency=%s..%s spike=%s %s..%s}\n",
 		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal),
 		t.LatencyMin, t.LatencyMax, pct(t.Spike), t.SpikeMin, t.SpikeMax)
 	p := f.Process
-	fmt.Fprintf(&b, "faults: process={node-crash=%s commit-crash=%s worker-crash=%s restart=%s..%s} timing={long-handler=%s x%s marathon=%s burst=%s of %d}\n",
-		pct(p.NodeCrash), pct(p.CommitCrash), pct(p.WorkerCrash), p.RestartMin, p.RestartMax,
+	fmt.Fprintf(&b, "faults: process={node-crash=%s commit-crash=%s crash-point=%s worker-crash=%s restart=%s..%s} timing={long-handler=%s x%s marathon=%s burst=%s of %d}\n",
+		pct(p.NodeCrash), pct(p.CommitCrash), pct(p.CrashPoint), pct(p.WorkerCrash), p.RestartMin, p.RestartMax,
 		pct(f.Timing.LongHandler), strconv.FormatFloat(f.Timing.LongFactor, 'f', 1, 64), pct(f.Timing.Marathon), pct(f.Timing.Burst), f.Timing.BurstSize)
+	fmt.Fprintf(&b, "faults: schedule={late=%s up to %s bunch=%s reorder=%s}\n", pct(f.Timing.Late), f.Timing.LateMax, f.Timing.Bunch, pct(f.Timing.Reorder))
 	return b.String()
 }
 

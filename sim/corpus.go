@@ -13,7 +13,7 @@ import (
 // the expected digests after a deliberate change:
 //
 //	# A paragraph saying what the file's entries prove.
-//	run seed=17 profile=disk [duration=5m] [steps=100000]
+//	run seed=17 profile=disk [duration=5m] [steps=100000] [shrunk=TOKEN]
 //	note fsync failure acknowledged an enqueue (fixed in core/runner)
 //	----
 //	ok
@@ -28,18 +28,19 @@ type CorpusEntry struct {
 	Profile  string
 	Safety   time.Duration
 	Steps    int
+	Shrunk   string // a shrink token (shrink.go)
 	Note     string
 	Expected string // the lines after ----
 }
 
 // Options returns the run the entry pins.
 func (e CorpusEntry) Options() Options {
-	return Options{Seed: e.Seed, Profile: e.Profile, Safety: e.Safety, Steps: e.Steps}
+	return Options{Seed: e.Seed, Profile: e.Profile, Safety: e.Safety, Steps: e.Steps, Shrunk: e.Shrunk}
 }
 
 // Outcome renders what a corpus entry records of a result.
 func Outcome(r *Result) string {
-	status := "ok"
+	status := r.Verdict()
 	if r.Violation != nil {
 		status = "violation " + r.Violation.Invariant
 	}
@@ -56,7 +57,8 @@ func (e CorpusEntry) Check(r *Result) string {
 		strings.TrimSpace(e.Expected), strings.TrimSpace(got))
 }
 
-// ParseRunArgs parses the arguments of a "run" line: seed=N profile=P duration=D steps=K.
+// ParseRunArgs parses the arguments of a "run" line: seed=N profile=P duration=D steps=K
+// shrunk=TOKEN.
 func ParseRunArgs(args []string) (CorpusEntry, error) {
 	e := CorpusEntry{Profile: "swarm", Seed: -1}
 	for _, a := range args {
@@ -74,6 +76,9 @@ func ParseRunArgs(args []string) (CorpusEntry, error) {
 			e.Safety, err = time.ParseDuration(v)
 		case "steps":
 			e.Steps, err = strconv.Atoi(v)
+		case "shrunk":
+			e.Shrunk = v
+			_, err = ParseToken(v)
 		default:
 			return e, fmt.Errorf("unknown argument %q", k)
 		}

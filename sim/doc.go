@@ -9,10 +9,12 @@
 //     map iteration reaching output, state or a random stream, integer time formatting.
 //  2. Randomness comes only from named streams, Stream(seed, name): FNV-1a 64 of the name mixed
 //     with the seed by splitmix64. Each concern has its own stream ("swarm", "workload",
-//     "executor", "network", "faults", "disk/N", "jitter/N", "queue"), so adding draws to one
-//     never shifts another.
+//     "executor", "network", "faults", "schedule", "crash-point", "damage", "disk/N",
+//     "jitter/N", "queue"), so adding draws to one never shifts another.
 //  3. Time is simulated: a heap of events ordered by (time, sequence number) (Loop); the loop
-//     jumps to the next event. Times print as offsets from Epoch.
+//     jumps to the next event. Times print as offsets from Epoch. In the safety phase the
+//     scheduling families (Loop.Shift) may fire an event late, bunch it to a grain, or let later
+//     events of its instant overtake it; never earlier, never in the liveness phase.
 //  4. The seed's "swarm" stream draws the configuration and the fault mix (NewConfig); a
 //     profile pins the fault mix (sim/faults.Pick). Every profile makes the same draws.
 //  5. A run has a safety phase (faults on, Options.Safety long) and a liveness phase (faults
@@ -24,6 +26,11 @@
 //     command that reproduces it.
 //  7. Every event adds one trace line "<time> <who> <what>" to a running SHA-256; the digest is
 //     the last line of every report, and corpus entries (corpus/sim) pin it.
+//  8. A run's verdict is ok, violation, incomplete (stopped at the steps max) or fault (a panic
+//     inside the simulator, caught by Run with its stack): Run never panics on a seed.
+//  9. Everything that explains a run is derived from its trace by running the seed again:
+//     Explain (the focused report), WriteTimeline (the HTML page), Shrink (a search over shrink
+//     tokens, each a replayable override of the drawn configuration).
 //
 // Invariants of the world itself: simulated time never decreases (Loop); a process's events
 // from before a crash never act after it (each process counts incarnations); nothing is

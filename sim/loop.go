@@ -39,10 +39,13 @@ type Loop struct {
 	// OnTime, when set, is called with the event's time before each event runs (the checker
 	// stamps facts with it).
 	OnTime func(time.Duration)
-	now    time.Duration
-	seq    uint64
-	h      eventHeap
-	steps  int
+	// Shift, when set, may move an event scheduled in the future later (never earlier) and
+	// add to its tie-break sequence: the world's late-timer, bunching and reordering families.
+	Shift func(at time.Duration) (time.Duration, uint64)
+	now   time.Duration
+	seq   uint64
+	h     eventHeap
+	steps int
 }
 
 // Now is the current simulated time as an offset from Epoch.
@@ -57,6 +60,20 @@ func (l *Loop) Pending() int { return len(l.h) }
 // At schedules fn at offset at; a time in the past is clamped to now (it runs next among the
 // events of this instant, after those already scheduled).
 func (l *Loop) At(at time.Duration, fn func()) {
+	if at < l.now {
+		at = l.now
+	}
+	l.seq++
+	seq := l.seq
+	if l.Shift != nil && at > l.now {
+		later, extra := l.Shift(at)
+		at, seq = max(at, later), seq+extra
+	}
+	heap.Push(&l.h, event{at: at, seq: seq, fn: fn})
+}
+
+// AtExact schedules fn at offset at, never shifted (the world's own phase boundaries).
+func (l *Loop) AtExact(at time.Duration, fn func()) {
 	if at < l.now {
 		at = l.now
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Repro is the command that reproduces the run.
@@ -17,11 +16,48 @@ func (r *Result) Repro() string {
 	if r.Options.Steps > 0 && r.Options.Steps != StepsMaxDefault {
 		s += " --steps " + strconv.Itoa(r.Options.Steps)
 	}
+	if r.Options.Shrunk != "" {
+		s += " --shrunk " + r.Options.Shrunk
+	}
 	return s
 }
 
-// OK reports whether no invariant broke.
-func (r *Result) OK() bool { return r.Violation == nil }
+// Verdicts of a run, each with its own simrun exit status.
+const (
+	VerdictOK         = "ok"         // every invariant held and the run finished
+	VerdictViolation  = "violation"  // an invariant broke (exit 1)
+	VerdictIncomplete = "incomplete" // stopped by the steps max before it finished (exit 3)
+	VerdictFault      = "fault"      // the simulator itself panicked (exit 4)
+)
+
+// Verdict is the run's verdict: a fault outranks a violation, which outranks incomplete.
+func (r *Result) Verdict() string {
+	switch {
+	case r.Fault != "":
+		return VerdictFault
+	case r.Violation != nil:
+		return VerdictViolation
+	case r.Stopped != "":
+		return VerdictIncomplete
+	}
+	return VerdictOK
+}
+
+// OK reports whether the run finished and no invariant broke.
+func (r *Result) OK() bool { return r.Verdict() == VerdictOK }
+
+// Failure names what a failing run failed on: the invariant, "incomplete", or "simulator-fault".
+func (r *Result) Failure() string {
+	switch r.Verdict() {
+	case VerdictFault:
+		return "simulator-fault"
+	case VerdictViolation:
+		return r.Violation.Invariant
+	case VerdictIncomplete:
+		return "incomplete"
+	}
+	return ""
+}
 
 // Report writes the summary; its last line is the trace digest.
 func (r *Result) Report(out io.Writer) error {
@@ -52,17 +88,36 @@ func (r *Result) Report(out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(&b, "invariants     %d checks: %s\n", total, strings.Join(parts, " "))
-	switch {
-	case r.Violation != nil:
-		fmt.Fprintf(&b, "result         VIOLATION %s\n", r.Violation.Invariant)
-		fmt.Fprintf(&b, "\nVIOLATION %s at %s\n  %s\n", r.Violation.Invariant, Offset(r.Violation.At), r.Violation.Detail)
+	switch r.Verdict() {
+	case VerdictFault:
+		fmt.Fprintf(&b, "result         SIMULATOR FAULT (a panic inside the simulator, not a verdict on the code under test)\n")
+		fmt.Fprintf(&b, "\nSIMULATOR FAULT seed %d at %s\n%s", c.Seed, Offset(r.End), r.Fault)
 		fmt.Fprintf(&b, "last %d events:\n", len(r.Last))
 		for _, l := range r.Last {
 			b.WriteString("  " + l + "\n")
 		}
 		fmt.Fprintf(&b, "reproduce: %s\n", r.Repro())
-	case r.Stopped != "":
-		fmt.Fprintf(&b, "result         ok (stopped early: %s)\n", r.Stopped)
+	case VerdictViolation:
+		fmt.Fprintf(&b, "result         VIOLATION %s\n", r.Violation.Invariant)
+		fmt.Fprintf(&b, "\nVIOLATION %s at %s (events to failure: %d)\n  %s\n", r.Violation.Invariant, Offset(r.Violation.At), r.Steps, r.Violation.Detail)
+		fmt.Fprintf(&b, "machine: %s\n", Machine(r.Violation))
+		if len(r.Focus) > 0 {
+			b.WriteString("events of the entities involved:\n")
+			for _, f := range r.Focus {
+				fmt.Fprintf(&b, "  %s:\n", f.Entity)
+				for _, l := range f.Lines {
+					b.WriteString("    " + l + "\n")
+				}
+			}
+		}
+		fmt.Fprintf(&b, "last %d events:\n", len(r.Last))
+		for _, l := range r.Last {
+			b.WriteString("  " + l + "\n")
+		}
+		fmt.Fprintf(&b, "reproduce: %s\n", r.Repro())
+		fmt.Fprintf(&b, "shrink:    %s --shrink\n", r.Repro())
+	case VerdictIncomplete:
+		fmt.Fprintf(&b, "result         INCOMPLETE (stopped early: %s; not a pass)\n", r.Stopped)
 	default:
 		b.WriteString("result         ok\n")
 	}
@@ -78,5 +133,3 @@ func indent(s string) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
-
-var _ = time.Second

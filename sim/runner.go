@@ -309,17 +309,7 @@ func (n *runnerNode) crash(why string) {
 	}
 	w.trace(n.name, "CRASH "+why+"; disk: "+fates)
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
-		// Flip a bit strictly before the last complete batch, so a later batch proves it corrupt.
-		end := n.boundaries[len(n.boundaries)-2]
-		off := w.rFaults.Int63n(end - journal.MarkLen)
-		if off >= journal.MarkOffset { // the clean-close mark is not synced state: skip it
-			off += journal.MarkLen
-		}
-		bit := uint(w.rFaults.Intn(8))
-		n.disk.FlipBit(journalName, off, bit)
-		n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, n.boundaries[len(n.boundaries)-1]-off)
-		w.fault("bit-flip")
-		w.trace(n.name, "FLIP "+n.flipped)
+		w.damage(n) // damage to synced data (world.go)
 	}
 	n.scheduleRestart()
 }
@@ -570,6 +560,9 @@ func (n *runnerNode) commit() {
 		w.fault("commit-crash")
 		w.trace(n.name, "crash armed after "+strconv.Itoa(k)+" disk ops")
 	}
+	if !cut {
+		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
+	}
 	res, err := n.e.Commit(w.now())
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
@@ -648,6 +641,7 @@ func (n *runnerNode) commit() {
 // the state to the checker when records were written. It returns the live state then.
 func (n *runnerNode) absorb(res runner.Result) []JobView {
 	w := n.w
+	var retried map[uint64]bool // jobs a manual retry revived in this commit
 	for _, a := range res.Acks {
 		p, ok := n.pending[a.Ticket]
 		if !ok {
@@ -662,6 +656,10 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 			w.chk.CancelAcked(n.id, p.id)
 		case cmdRetry:
 			w.chk.RetryAcked(n.id, p.id, p.at)
+			if retried == nil {
+				retried = map[uint64]bool{}
+			}
+			retried[p.id] = true
 		}
 	}
 	for _, s := range res.Starts {
@@ -680,7 +678,7 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 		n.views, n.durable = views, st.Durable
 	}
 	for _, st := range res.Settled {
-		w.chk.JobSettled(n.id, st.ID, st.State.String())
+		w.chk.JobSettled(n.id, st.ID, st.State.String(), retried[st.ID])
 	}
 	return views
 }

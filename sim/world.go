@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -19,6 +23,14 @@ type Options struct {
 	Safety  time.Duration // safety phase length; 0: SafetyDefault
 	Steps   int           // events max; 0: StepsMaxDefault
 	Trace   io.Writer     // when set, every trace line is written to it
+	// Shrunk is a shrink token (shrink.go): overrides of the seed's drawn configuration that
+	// replay a shrunk run byte for byte.
+	Shrunk string
+	// Perturb allocates the world's heap, maps and buffers with other capacities, for the
+	// determinism check: a run's bytes must not depend on them.
+	Perturb bool
+
+	mutation mutation // tests only: a deliberately broken world
 }
 
 // World is one simulated run: the event loop, the simulated processes, the fault streams and
@@ -35,9 +47,13 @@ type World struct {
 	safetyEnd time.Duration
 	bound     time.Duration // liveness deadline (absolute offset)
 	stopped   string
-	mutation  mutation // tests only: a deliberately broken world
+	mutation  mutation // tests only: a deliberately broken world (Options.mutation)
 
 	rNet, rFaults, rWork, rExec *rand.Rand
+	rSched                      *rand.Rand // the scheduling families' own stream
+	rPoint                      *rand.Rand // the crash-point family's own stream
+	rDamage                     *rand.Rand // the damage family's choice of nodes and of a lost sector
+	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	queue      *queue.Queue
 	dlq        *queue.Queue
@@ -56,6 +72,7 @@ const (
 	mutAckEarly             // acknowledge enqueues before their commit
 	mutKeepDropped          // keep running a handler after its receipt was dropped
 	mutIgnoreFatal          // keep a worker process up after a fatal receive error ended its Run
+	mutPanic                // the simulator panics mid-run (a simulator fault)
 )
 
 // Stats counts what a run did.
@@ -128,10 +145,16 @@ type Result struct {
 	Stats     Stats
 	Checks    []int
 	Options   Options
+	// Focus holds the last events of each entity the violation names (filled by Explain).
+	Focus []Focus
+	// Fault is a panic inside the simulator (value and stack), "" when none: not a verdict on
+	// the code under test but on the simulator, reported with its own exit code.
+	Fault string
 }
 
 // Run runs one seed to completion. It returns an error only for a bad option (an unknown
-// profile); a broken invariant is Result.Violation.
+// profile, a bad shrink token); a broken invariant is Result.Violation, a panic inside the
+// simulator is Result.Fault (the run never takes its caller down).
 func Run(o Options) (*Result, error) {
 	if o.Profile == "" {
 		o.Profile = "swarm"
@@ -140,6 +163,11 @@ func Run(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Shrunk != "" {
+		if cfg, err = ApplyToken(cfg, o.Shrunk); err != nil {
+			return nil, err
+		}
+	}
 	if o.Safety > 0 {
 		cfg.Safety = o.Safety
 	}
@@ -147,16 +175,44 @@ func Run(o Options) (*Result, error) {
 		cfg.StepsMax = o.Steps
 	}
 	w := newWorld(cfg, o.Trace)
-	w.run()
+	w.mutation = o.mutation
+	if o.Perturb {
+		w.perturb()
+	}
+	fault := w.runSafely()
 	res := &Result{
 		Config: cfg, Violation: w.chk.Violation(), Digest: w.tr.Digest(), Lines: w.tr.Lines,
 		Steps: w.loop.Steps(), End: w.loop.Now(), SafetyEnd: w.safetyEnd, Bound: w.bound,
-		Stopped: w.stopped, Stats: w.st, Checks: w.chk.Checks(), Options: o,
+		Stopped: w.stopped, Stats: w.st, Checks: w.chk.Checks(), Options: o, Fault: fault,
 	}
-	if res.Violation != nil {
+	if res.Violation != nil || fault != "" {
 		res.Last = w.tr.Last()
 	}
 	return res, nil
+}
+
+// runSafely runs the world and turns a panic inside it (a simulator or machine fault) into a
+// report: the value and the stack.
+func (w *World) runSafely() (fault string) {
+	defer func() {
+		if r := recover(); r != nil {
+			fault = fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
+			w.trace("world", fmt.Sprintf("SIMULATOR FAULT panic: %v", r))
+		}
+	}()
+	w.run()
+	return ""
+}
+
+// perturb reallocates the world's containers with other capacities (the determinism check's
+// second run): nothing a run prints may depend on them.
+func (w *World) perturb() {
+	w.loop.h = make(eventHeap, 0, 4099)
+	w.chk.nodes = make(map[int]*nodeModel, 61)
+	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
+	w.chk.receipts = make(map[string]*receiptModel, 2003)
+	w.tr.buf = make([]byte, 0, 4093)
+	w.pollers = make([]*longPoll, 0, 37)
 }
 
 func newWorld(cfg Config, out io.Writer) *World {
@@ -164,9 +220,15 @@ func newWorld(cfg Config, out io.Writer) *World {
 		cfg: cfg, tr: NewTrace(out), chk: NewChecker(), faultsOn: true,
 		rNet: Stream(cfg.Seed, "network"), rFaults: Stream(cfg.Seed, "faults"),
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
+		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
+		rDamage: Stream(cfg.Seed, "damage"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
+	if t := cfg.Faults.Timing; t.Scheduled() {
+		w.loop.Shift = w.shift
+		w.chk.SetHiddenSlack(t.Slack())
+	}
 	return w
 }
 
@@ -183,7 +245,10 @@ func (w *World) run() {
 	w.trace("world", "start seed="+strconv.FormatInt(w.cfg.Seed, 10)+" profile="+w.cfg.Profile)
 	w.setupRunner()
 	w.setupQueue()
-	w.loop.At(w.safetyEnd, w.beginLiveness)
+	w.loop.AtExact(w.safetyEnd, w.beginLiveness)
+	if w.mutation == mutPanic {
+		w.loop.AtExact(w.safetyEnd/2, func() { panic("planted simulator fault") })
+	}
 	w.runLoop()
 }
 
@@ -310,6 +375,126 @@ func (w *World) finish() {
 		w.trace("world", "VIOLATION "+v.Invariant)
 	}
 	w.trace("world", "end events="+strconv.Itoa(w.loop.Steps()))
+}
+
+// shift applies the scheduling families to one event scheduled at at, during the safety phase:
+// a late delay, rounding up to the bunching grain, and a reordering among the events of its
+// instant. Every draw is from the world's "schedule" stream, a fixed number per event.
+func (w *World) shift(at time.Duration) (time.Duration, uint64) {
+	if !w.faultsOn {
+		return at, 0
+	}
+	t := w.cfg.Faults.Timing
+	var extra uint64
+	if t.Late > 0 {
+		u, v := w.rSched.Float64(), w.rSched.Float64()
+		if u < t.Late {
+			at += time.Duration(v * float64(t.LateMax))
+			w.st.Faults.Add("late-event", 1)
+		}
+	}
+	if t.Bunch > 0 {
+		at = (at + t.Bunch - 1) / t.Bunch * t.Bunch
+	}
+	if t.Reorder > 0 {
+		u, k := w.rSched.Float64(), w.rSched.Intn(faults.ReorderSpan)
+		if u < t.Reorder {
+			extra = uint64(1 + k)
+		}
+	}
+	return at, extra
+}
+
+// armCrashPoint draws the crash-point family for one commit of node: with probability
+// CrashPoint the commit's k-th mutating disk operation crashes, k uniform over every operation
+// a compacting commit makes. It reports whether it armed a crash.
+func (w *World) armCrashPoint(node string, d *disk.Disk) bool {
+	p := w.cfg.Faults.Process
+	if !w.faultsOn || p.CrashPoint == 0 || !faults.Hit(w.rPoint, p.CrashPoint) {
+		return false
+	}
+	k := p.Point(w.rPoint)
+	d.CrashAfter(k)
+	w.fault("crash-point")
+	w.trace(node, "crash point armed at disk op "+strconv.Itoa(k)+" of this commit")
+	return true
+}
+
+// sectorSize is the unit a lost-sector damage zeroes.
+const sectorSize = 512
+
+// damage corrupts node n's synced journal data after a crash, strictly before its last complete
+// batch (so a later batch proves the damage and open must refuse): one bit flips, or with
+// probability LostSector a whole sector reads back as zeros. The bit flip draws from the faults
+// stream as the bitflip profile always has; the choice of a lost sector from its own stream.
+func (w *World) damage(n *runnerNode) {
+	if !w.damaged(n.id) {
+		return
+	}
+	end := n.boundaries[len(n.boundaries)-2]
+	last := n.boundaries[len(n.boundaries)-1]
+	off := w.rFaults.Int63n(end - journal.MarkLen)
+	if off >= journal.MarkOffset { // the clean-close mark is not synced state: skip it
+		off += journal.MarkLen
+	}
+	bit := uint(w.rFaults.Intn(8))
+	if p := w.cfg.Faults.LostSector; p > 0 && faults.Hit(w.rDamage, p) && end >= sectorSize {
+		sec := w.rDamage.Int63n(end / sectorSize)
+		if zeroed := w.loseSector(n, sec*sectorSize); zeroed > 0 {
+			n.flipped = fmt.Sprintf("sector %d (bytes %d..%d) lost, reads back as zeros (%d bits cleared; synced; %d later bytes of complete batches)",
+				sec, sec*sectorSize, (sec+1)*sectorSize, zeroed, last-(sec+1)*sectorSize)
+			w.fault("lost-sector")
+			w.trace(n.name, "FLIP "+n.flipped)
+			return
+		}
+	}
+	n.disk.FlipBit(journalName, off, bit)
+	n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, last-off)
+	w.fault("bit-flip")
+	w.trace(n.name, "FLIP "+n.flipped)
+}
+
+// damaged reports whether node id's synced data is damaged at its crashes: every node under the
+// bitflip profile; under swarm's damage family each node by its own draw, at least one, so an
+// undamaged node goes on testing the runner beside a refused one.
+func (w *World) damaged(id int) bool {
+	if w.damagedNodes == nil {
+		w.damagedNodes = make([]bool, w.cfg.Nodes+1)
+		some := false
+		for i := 1; i <= w.cfg.Nodes; i++ {
+			w.damagedNodes[i] = w.cfg.Profile == "bitflip" || w.rDamage.Intn(2) == 0
+			some = some || w.damagedNodes[i]
+		}
+		if !some {
+			w.damagedNodes[1+w.rDamage.Intn(w.cfg.Nodes)] = true
+		}
+	}
+	return w.damagedNodes[id]
+}
+
+// loseSector clears every set bit of the sector at off of node n's journal; it returns how
+// many bits it cleared (0 when the sector was zeros already, or unreadable).
+func (w *World) loseSector(n *runnerNode, off int64) int {
+	f, err := n.disk.Open(journalName)
+	if err != nil {
+		return 0
+	}
+	buf := make([]byte, sectorSize)
+	_, err = f.ReadAt(buf, off)
+	f.Close()
+	if err != nil {
+		return 0
+	}
+	cleared := 0
+	for i, b := range buf {
+		for bit := uint(0); bit < 8; bit++ {
+			if b&(1<<bit) != 0 {
+				n.disk.FlipBit(journalName, off+int64(i), bit)
+				cleared++
+			}
+		}
+	}
+	return cleared
 }
 
 // fault counts one injected fault and traces it.

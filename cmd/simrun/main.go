@@ -2,7 +2,9 @@
 // all cores, or a corpus entry. A run is a pure function of (seed, profile, code): the same
 // command prints the same bytes on every run and machine.
 //
-// Exit status: 0 when every run passed, 1 when an invariant broke, 2 on a usage error.
+// Exit status: 0 when every run passed, 1 when an invariant broke, 2 on a usage error, 3 when
+// a run stopped at --steps before it finished (incomplete), 4 when the simulator itself
+// panicked (a simulator fault), 5 when --check-determinism found a seed whose two runs differ.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -25,8 +28,10 @@ import (
 const usage = `simrun runs sluice's deterministic simulator.
 
 usage:
-  simrun --seed N [--profile P] [--trace] [--duration D] [--steps K]
+  simrun --seed N [--profile P] [--trace] [--duration D] [--steps K] [--shrunk TOKEN]
+         [--shrink] [--timeline FILE.html]
   simrun --seeds A-B | --count K [--parallel P] [--profile P] [--duration D] [--steps K]
+         [--check-determinism] [--timelines DIR]
   simrun --replay FILE
 
 flags:
@@ -39,9 +44,28 @@ flags:
   --duration D   simulated length of the safety phase (default %s)
   --steps K      most events per run (default %d)
   --replay FILE  run every entry of a corpus file (corpus/sim/*.txt) and check its digest
+  --shrink       search for a smaller run breaking the same invariant; print the reduction
+                 and the command that replays it
+  --shrunk TOKEN replay a shrunk run (the token --shrink printed)
+  --timeline F   write the run as one self-contained HTML page (inline SVG) to F
+  --check-determinism  run every seed twice (the second with other heap and map
+                 capacities) and fail a seed whose digests differ, naming the first
+                 diverging event
+  --timelines DIR  after a failing sweep, write timelines of its 3 shortest failures to DIR
 
-exit status: 0 all runs passed, 1 an invariant broke, 2 usage error
+exit status: 0 all runs passed, 1 an invariant broke, 2 usage error, 3 incomplete (a run hit
+--steps), 4 simulator fault (a panic inside the simulator), 5 nondeterminism
 `
+
+// Exit statuses.
+const (
+	exitOK             = 0
+	exitViolation      = 1
+	exitUsage          = 2
+	exitIncomplete     = 3
+	exitFault          = 4
+	exitNondeterminism = 5
+)
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -56,6 +80,11 @@ type options struct {
 	duration time.Duration
 	steps    int
 	replay   string
+	shrink   bool
+	shrunk   string
+	timeline string
+	determ   bool
+	tlDir    string
 }
 
 func usageText() string {
@@ -75,6 +104,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 0, "")
 	fs.IntVar(&o.steps, "steps", 0, "")
 	fs.StringVar(&o.replay, "replay", "", "")
+	fs.BoolVar(&o.shrink, "shrink", false, "")
+	fs.StringVar(&o.shrunk, "shrunk", "", "")
+	fs.StringVar(&o.timeline, "timeline", "", "")
+	fs.BoolVar(&o.determ, "check-determinism", false, "")
+	fs.StringVar(&o.tlDir, "timelines", "", "")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -121,6 +155,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--duration and --steps must not be negative")
 	case o.trace && o.sweep:
 		return o, errors.New("--trace prints one run: use it with --seed")
+	case (o.shrink || o.shrunk != "" || o.timeline != "") && !o.seedSet:
+		return o, errors.New("--shrink, --shrunk and --timeline take one run: use them with --seed")
+	case (o.determ || o.tlDir != "") && !o.sweep:
+		return o, errors.New("--check-determinism and --timelines take a sweep: use them with --seeds or --count")
+	case o.shrink && o.trace:
+		return o, errors.New("--shrink prints the reduction, not a trace: replay the shrunk run with --trace")
+	}
+	if o.shrunk != "" {
+		if _, err := sim.ParseToken(o.shrunk); err != nil {
+			return o, fmt.Errorf("--shrunk: %v", err)
+		}
 	}
 	if !validProfile(o.profile) {
 		return o, fmt.Errorf("--profile %q: want one of %s", o.profile, strings.Join(faults.Profiles, ", "))
@@ -147,7 +192,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n\n%s", err, usageText())
-		return 2
+		return exitUsage
 	}
 	switch {
 	case o.replay != "":
@@ -155,49 +200,100 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case o.sweep:
 		return sweep(o, stdout, stderr)
 	}
-	opt := sim.Options{Seed: o.seed, Profile: o.profile, Safety: o.duration, Steps: o.steps}
+	opt := sim.Options{Seed: o.seed, Profile: o.profile, Safety: o.duration, Steps: o.steps, Shrunk: o.shrunk}
+	if o.shrink {
+		return shrink(opt, stdout, stderr)
+	}
 	if o.trace {
 		opt.Trace = stdout
 	}
 	res, err := sim.Run(opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
-		return 2
+		return exitUsage
+	}
+	if err := sim.Explain(res); err != nil {
+		fmt.Fprintf(stderr, "simrun: explaining the violation: %v\n", err)
 	}
 	if err := res.Report(stdout); err != nil {
 		fmt.Fprintf(stderr, "simrun: writing the report: %v\n", err)
-		return 1
+		return exitViolation
 	}
-	if !res.OK() {
-		return 1
+	if o.timeline != "" {
+		if err := writeTimeline(o.timeline, opt); err != nil {
+			fmt.Fprintf(stderr, "simrun: --timeline: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintf(stdout, "timeline written to %s\n", o.timeline)
 	}
-	return 0
+	return exitCode(res)
+}
+
+// exitCode maps a run's verdict to simrun's exit status.
+func exitCode(res *sim.Result) int {
+	switch res.Verdict() {
+	case sim.VerdictFault:
+		return exitFault
+	case sim.VerdictViolation:
+		return exitViolation
+	case sim.VerdictIncomplete:
+		return exitIncomplete
+	}
+	return exitOK
+}
+
+func writeTimeline(path string, opt sim.Options) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := sim.WriteTimeline(f, opt); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func shrink(opt sim.Options, stdout, stderr io.Writer) int {
+	start := time.Now()
+	s, err := sim.Shrink(opt)
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun: --shrink: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprint(stdout, s.Summary())
+	// Wall time goes to stderr: stdout stays the same bytes on every run.
+	fmt.Fprintf(stderr, "shrink took %s\n", time.Since(start).Round(time.Millisecond))
+	return exitViolation
 }
 
 func replay(o options, stdout, stderr io.Writer) int {
 	data, err := os.ReadFile(o.replay)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	entries, err := sim.ParseCorpus(o.replay, string(data))
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
-		return 2
+		return exitUsage
 	}
-	code := 0
+	code := exitOK
 	for _, e := range entries {
 		res, err := sim.Run(e.Options())
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun: %s: %v\n", e.Where, err)
-			return 2
+			return exitUsage
 		}
 		if err := res.Report(stdout); err != nil {
-			return 1
+			return exitViolation
+		}
+		if res.Fault != "" {
+			code = worse(code, exitFault)
 		}
 		if msg := e.Check(res); msg != "" {
 			fmt.Fprintf(stdout, "corpus entry %s: FAIL: %s\n", e.Where, msg)
-			code = 1
+			code = worse(code, exitViolation)
 		} else {
 			fmt.Fprintf(stdout, "corpus entry %s: ok (%s)\n", e.Where, e.Note)
 		}
@@ -206,33 +302,46 @@ func replay(o options, stdout, stderr io.Writer) int {
 }
 
 type outcome struct {
-	seed   int64
-	res    *sim.Result
-	err    error
-	simDur time.Duration
+	seed      int64
+	res       *sim.Result
+	err       error
+	perturbed bool   // --check-determinism: the second run of the seed
+	diverge   string // --check-determinism: the first diverging event, "" when the runs agree
+}
+
+type job struct {
+	seed    int64
+	perturb bool
 }
 
 func sweep(o options, stdout, stderr io.Writer) int {
 	n := o.hi - o.lo + 1
-	seeds := make(chan int64)
+	jobs := make(chan job)
 	results := make(chan outcome)
+	base := sim.Options{Profile: o.profile, Safety: o.duration, Steps: o.steps}
 	var wg sync.WaitGroup
 	for i := 0; i < o.parallel; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for s := range seeds {
-				res, err := sim.Run(sim.Options{Seed: s, Profile: o.profile, Safety: o.duration, Steps: o.steps})
-				oc := outcome{seed: s, res: res, err: err}
-				results <- oc
+			for j := range jobs {
+				opt := base
+				opt.Seed, opt.Perturb = j.seed, j.perturb
+				res, err := sim.Run(opt)
+				results <- outcome{seed: j.seed, res: res, err: err, perturbed: j.perturb}
 			}
 		}()
 	}
 	go func() {
+		// With --check-determinism each seed runs twice, as two jobs, so two different
+		// workers usually run them.
 		for s := o.lo; s <= o.hi; s++ {
-			seeds <- s
+			jobs <- job{seed: s}
+			if o.determ {
+				jobs <- job{seed: s, perturb: true}
+			}
 		}
-		close(seeds)
+		close(jobs)
 		wg.Wait()
 		close(results)
 	}()
@@ -242,25 +351,42 @@ func sweep(o options, stdout, stderr io.Writer) int {
 	var done, events int64
 	var simTotal time.Duration
 	var failed []outcome
+	first := map[int64]outcome{} // --check-determinism: the run whose pair has not arrived
 	for oc := range results {
-		done++
 		if oc.err != nil {
+			// Only an option can make Run fail, and every seed shares the options.
 			fmt.Fprintf(stderr, "simrun: seed %d: %v\n", oc.seed, oc.err)
-			return 2
+			return exitUsage
 		}
+		if o.determ {
+			prev, ok := first[oc.seed]
+			if !ok {
+				first[oc.seed] = oc
+				continue
+			}
+			delete(first, oc.seed)
+			if oc.perturbed {
+				oc, prev = prev, oc // report the plain run
+			}
+			if oc.res.Digest != prev.res.Digest {
+				oc.diverge = firstDivergence(base, oc.seed)
+			}
+		}
+		done++
 		simTotal += oc.res.End
 		events += int64(oc.res.Steps)
-		if !oc.res.OK() {
+		bad := !oc.res.OK() || oc.diverge != ""
+		if bad {
 			failed = append(failed, oc)
 		}
 		if tty {
 			width := 40
 			k := int(done * int64(width) / n)
 			fmt.Fprintf(stdout, "\r[%s%s] %d/%d seeds, %d failed", strings.Repeat("#", k), strings.Repeat(".", width-k), done, n, len(failed))
-		} else if !oc.res.OK() || done%100 == 0 || done == n {
+		} else if bad || done%100 == 0 || done == n {
 			status := "ok"
-			if !oc.res.OK() {
-				status = "VIOLATION " + oc.res.Violation.Invariant
+			if bad {
+				status = strings.ToUpper(failureOf(oc))
 			}
 			fmt.Fprintf(stdout, "seed %d: %s (%d/%d done)\n", oc.seed, status, done, n)
 		}
@@ -269,17 +395,127 @@ func sweep(o options, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout)
 	}
 	wall := time.Since(start)
-	sort.Slice(failed, func(i, j int) bool { return failed[i].seed < failed[j].seed })
-	fmt.Fprintf(stdout, "swept %d seeds (profile %s) in %s on %d workers: %d failed; %.0f simulated s per wall s, %d events\n",
-		n, o.profile, wall.Round(time.Millisecond), o.parallel, len(failed), simTotal.Seconds()/wall.Seconds(), events)
+	runs := "each seed once"
+	if o.determ {
+		runs = "each seed twice (determinism check)"
+	}
+	fmt.Fprintf(stdout, "swept %d seeds (profile %s, %s) in %s on %d workers: %d failed; %.0f simulated s per wall s, %d events\n",
+		n, o.profile, runs, wall.Round(time.Millisecond), o.parallel, len(failed), simTotal.Seconds()/wall.Seconds(), events)
 	if len(failed) == 0 {
-		return 0
+		return exitOK
 	}
-	fmt.Fprintln(stdout, "failing seeds:")
+	rank(failed, stdout)
+	if o.tlDir != "" {
+		writeTimelines(o.tlDir, base, failed, stdout, stderr)
+	}
+	code := exitOK
 	for _, f := range failed {
-		fmt.Fprintf(stdout, "  seed %d: %s — %s\n", f.seed, f.res.Violation.Invariant, f.res.Repro())
+		code = worse(code, failCode(f))
 	}
-	return 1
+	return code
+}
+
+// failureOf names what a failed outcome failed on.
+func failureOf(oc outcome) string {
+	if oc.diverge != "" {
+		return "nondeterministic"
+	}
+	return oc.res.Failure()
+}
+
+func failCode(oc outcome) int {
+	if oc.diverge != "" {
+		return exitNondeterminism
+	}
+	return exitCode(oc.res)
+}
+
+// worse ranks exit statuses: a simulator fault, then nondeterminism, a violation, incomplete.
+func worse(a, b int) int {
+	rank := map[int]int{exitOK: 0, exitIncomplete: 1, exitViolation: 2, exitNondeterminism: 3, exitFault: 4}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// rank lists failing seeds grouped by what they broke (groups in name order), shortest
+// (events to failure) first within a group.
+func rank(failed []outcome, stdout io.Writer) {
+	sort.SliceStable(failed, func(i, j int) bool {
+		a, b := failed[i], failed[j]
+		if fa, fb := failureOf(a), failureOf(b); fa != fb {
+			return fa < fb
+		}
+		if a.res.Steps != b.res.Steps {
+			return a.res.Steps < b.res.Steps
+		}
+		return a.seed < b.seed
+	})
+	fmt.Fprintln(stdout, "failing seeds, by invariant, shortest first (events to failure):")
+	group := ""
+	for _, f := range failed {
+		if g := failureOf(f); g != group {
+			group = g
+			k := 0
+			for _, h := range failed {
+				if failureOf(h) == g {
+					k++
+				}
+			}
+			fmt.Fprintf(stdout, "  %s (%d):\n", g, k)
+		}
+		extra := ""
+		if f.diverge != "" {
+			extra = " — first diverging event: " + f.diverge
+		}
+		fmt.Fprintf(stdout, "    seed %d: %d events — %s%s\n", f.seed, f.res.Steps, f.res.Repro(), extra)
+	}
+}
+
+// writeTimelines writes the timelines of the shortest failures (at most 3) to dir.
+func writeTimelines(dir string, base sim.Options, failed []outcome, stdout, stderr io.Writer) {
+	short := append([]outcome(nil), failed...)
+	sort.SliceStable(short, func(i, j int) bool { return short[i].res.Steps < short[j].res.Steps })
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "simrun: --timelines: %v\n", err)
+		return
+	}
+	for _, f := range short[:min(3, len(short))] {
+		opt := base
+		opt.Seed = f.seed
+		path := filepath.Join(dir, "seed-"+strconv.FormatInt(f.seed, 10)+".html")
+		if err := writeTimeline(path, opt); err != nil {
+			fmt.Fprintf(stderr, "simrun: --timelines: %v\n", err)
+			return
+		}
+		fmt.Fprintf(stdout, "timeline of seed %d written to %s\n", f.seed, path)
+	}
+}
+
+// firstDivergence runs seed twice more with the trace captured (plain, then perturbed) and
+// names the first line where they differ.
+func firstDivergence(base sim.Options, seed int64) string {
+	var a, b strings.Builder
+	oa, ob := base, base
+	oa.Seed, ob.Seed = seed, seed
+	oa.Trace, ob.Trace, ob.Perturb = &a, &b, true
+	if _, err := sim.Run(oa); err != nil {
+		return err.Error()
+	}
+	if _, err := sim.Run(ob); err != nil {
+		return err.Error()
+	}
+	la, lb := strings.Split(a.String(), "\n"), strings.Split(b.String(), "\n")
+	for i := 0; i < len(la) && i < len(lb); i++ {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d: %q vs %q", i+1, la[i], lb[i])
+		}
+	}
+	if len(la) != len(lb) {
+		return fmt.Sprintf("one trace ends at line %d, the other at %d", len(la), len(lb))
+	}
+	return "the traces agree when rerun: the divergence is not reproducible (a data race or wall-clock read)"
 }
 
 func isTerminal(w io.Writer) bool {

@@ -94,3 +94,83 @@ func TestReplay(t *testing.T) {
 		t.Errorf("replay of a missing file: exit %d, want 2", code)
 	}
 }
+
+// Each verdict has its own exit status; 2 stays the usage error.
+func TestVerdictExitCodes(t *testing.T) {
+	if code, out, _ := runArgs("--seed", "1", "--steps", "50"); code != exitIncomplete || !strings.Contains(out, "INCOMPLETE") {
+		t.Errorf("--steps 50: exit %d, want %d; output:\n%s", code, exitIncomplete, out)
+	}
+	if code, out, _ := runArgs("--count", "2", "--steps", "50", "--parallel", "1"); code != exitIncomplete || !strings.Contains(out, "incomplete (2):") {
+		t.Errorf("sweep with --steps 50: exit %d, want %d; output:\n%s", code, exitIncomplete, out)
+	}
+	for _, c := range []struct {
+		res  *sim.Result
+		code int
+	}{
+		{&sim.Result{Fault: "panic: x"}, exitFault},
+		{&sim.Result{Violation: &sim.Violation{Invariant: sim.InvNoLostAck}}, exitViolation},
+		{&sim.Result{Stopped: "steps max"}, exitIncomplete},
+		{&sim.Result{}, exitOK},
+	} {
+		if got := exitCode(c.res); got != c.code {
+			t.Errorf("exitCode(%+v) = %d, want %d", c.res, got, c.code)
+		}
+	}
+	if worse(exitViolation, exitFault) != exitFault || worse(exitNondeterminism, exitViolation) != exitNondeterminism || worse(exitIncomplete, exitOK) != exitIncomplete {
+		t.Error("worse does not rank fault > nondeterminism > violation > incomplete > ok")
+	}
+}
+
+func TestCheckDeterminismSweep(t *testing.T) {
+	code, out, _ := runArgs("--count", "3", "--parallel", "2", "--check-determinism")
+	if code != 0 || !strings.Contains(out, "each seed twice (determinism check)") || !strings.Contains(out, "0 failed") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// Failing seeds are grouped by what they broke, shortest first within a group.
+func TestRankGroupsShortestFirst(t *testing.T) {
+	v := func(inv string) *sim.Violation { return &sim.Violation{Invariant: inv} }
+	failed := []outcome{
+		{seed: 1, res: &sim.Result{Steps: 900, Violation: v("no-lost-ack")}},
+		{seed: 2, res: &sim.Result{Steps: 50, Violation: v("single-run")}},
+		{seed: 3, res: &sim.Result{Steps: 40, Violation: v("no-lost-ack")}},
+		{seed: 4, res: &sim.Result{Steps: 10, Stopped: "steps max"}},
+	}
+	var b bytes.Buffer
+	rank(failed, &b)
+	var got []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			got = append(got, strings.Join(f[:2], " "))
+		}
+	}
+	want := "failing seeds,, incomplete (1):, seed 4:, no-lost-ack (2):, seed 3:, seed 1:, single-run (1):, seed 2:"
+	if strings.Join(got, ", ") != want {
+		t.Errorf("rank order:\n%s\nwant %s", b.String(), want)
+	}
+}
+
+func TestTimelineAndShrinkFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.html")
+	code, out, _ := runArgs("--seed", "2", "--timeline", path)
+	if code != 0 || !strings.Contains(out, "timeline written to "+path) {
+		t.Fatalf("--timeline: exit %d, output:\n%s", code, out)
+	}
+	page, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(page, []byte("<!DOCTYPE html>")) || bytes.Contains(page, []byte("<script")) {
+		t.Errorf("timeline file: %v, starts %q", err, page[:min(40, len(page))])
+	}
+	if code, _, stderr := runArgs("--seed", "2", "--shrink"); code != exitUsage || !strings.Contains(stderr, "nothing to shrink") {
+		t.Errorf("--shrink of a passing seed: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runArgs("--count", "2", "--shrink"); code != exitUsage || !strings.Contains(stderr, "use them with --seed") {
+		t.Errorf("--shrink with a sweep: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runArgs("--seed", "2", "--shrunk", "off=nope"); code != exitUsage || !strings.Contains(stderr, "unknown fault kind") {
+		t.Errorf("--shrunk with a bad token: exit %d, stderr %q", code, stderr)
+	}
+	if code, out, _ := runArgs("--seed", "2", "--shrunk", "jobs=3,safety-ms=30000"); code != 0 || !strings.Contains(out, "safety phase 30s") {
+		t.Errorf("--shrunk replay: exit %d, output:\n%s", code, out)
+	}
+}

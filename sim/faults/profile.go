@@ -14,9 +14,13 @@ type Set struct {
 	Transport Transport
 	Process   Process
 	Timing    Timing
-	// ExpectRefusal: the profile corrupts synced data on purpose, and open must refuse the
-	// damaged journal with a clear error instead of recovering (the bitflip profile).
+	// ExpectRefusal: the run damages synced data on purpose (at each crash, strictly before the
+	// journal's last complete batch), and open must refuse the damaged journal with a clear
+	// error instead of recovering (the bitflip profile; swarm's damage family).
 	ExpectRefusal bool
+	// LostSector: with ExpectRefusal, P(a damage loses a whole 512-byte sector, which then
+	// reads back as zeros) rather than flipping one bit.
+	LostSector float64
 }
 
 // Profiles lists the profile names in a fixed order.
@@ -38,8 +42,10 @@ var ErrUnknownProfile = fmt.Errorf("faults: unknown profile (want one of %s)", s
 // profile leaves a choice. Every profile consumes the same number of draws, so a seed's other
 // choices do not depend on the profile.
 func Pick(profile string, r *rand.Rand) (Set, error) {
-	// Draw everything first, in a fixed order; profiles then select from the draws.
-	var d [25]float64
+	// Draw everything first, in a fixed order; profiles then select from the draws. Every
+	// fault kind and every family switch has an index of its own (draws), so no two kinds are
+	// correlated.
+	var d [draws]float64
 	for i := range d {
 		d[i] = r.Float64()
 	}
@@ -48,41 +54,55 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 
 	base := Set{Profile: profile}
 	base.Transport.LatencyMin = 2 * time.Millisecond
-	base.Transport.LatencyMax = time.Duration(scale(0, 20, 200)) * time.Millisecond
+	base.Transport.LatencyMax = time.Duration(scale(dLatency, 20, 200)) * time.Millisecond
 	base.Transport.SpikeMin = 5 * time.Second
 	base.Transport.SpikeMax = 40 * time.Second
 	base.Process.RestartMin = 100 * time.Millisecond
-	base.Process.RestartMax = time.Duration(scale(1, 1, 20)) * time.Second
+	base.Process.RestartMax = time.Duration(scale(dRestart, 1, 20)) * time.Second
 	base.Timing.LongFactor = 3
-	base.Timing.BurstSize = 5 + int(d[2]*40)
+	base.Timing.BurstSize = 5 + int(d[dBurstSize]*40)
 
 	diskSet := func(s *Set) {
-		s.Disk.WriteErr = scale(3, 0, 0.01)
-		s.Disk.SyncErr = scale(4, 0, 0.01)
-		s.Disk.RenameErr = scale(5, 0, 0.05)
-		s.Disk.SyncDirErr = scale(6, 0, 0.01)
-		s.Disk.DirPersist = scale(7, 0, 0.5)
-		s.Disk.CreateErr = scale(3, 0, 0.01)
-		s.Disk.RemoveErr = scale(4, 0, 0.01)
-		s.Disk.TruncateErr = scale(5, 0, 0.01)
-		s.Process.NodeCrash = scale(8, 0.002, 0.02)
-		s.Process.CommitCrash = scale(9, 0.005, 0.05)
+		s.Disk.WriteErr = scale(dWrite, 0, 0.01)
+		s.Disk.SyncErr = scale(dSync, 0, 0.01)
+		s.Disk.RenameErr = scale(dRename, 0, 0.05)
+		s.Disk.SyncDirErr = scale(dSyncDir, 0, 0.01)
+		s.Disk.DirPersist = scale(dDirPersist, 0, 0.5)
+		s.Disk.CreateErr = scale(dCreate, 0, 0.01)
+		s.Disk.RemoveErr = scale(dRemove, 0, 0.01)
+		s.Disk.TruncateErr = scale(dTruncate, 0, 0.01)
+		s.Process.NodeCrash = scale(dNodeCrash, 0.002, 0.02)
+		s.Process.CommitCrash = scale(dCommitCrash, 0.005, 0.05)
 	}
 	netSet := func(s *Set) {
-		s.Transport.FailBefore = scale(10, 0, 0.05)
-		s.Transport.FailAfter = scale(11, 0, 0.05)
-		s.Transport.Throttle = scale(12, 0, 0.03)
-		s.Transport.ServerError = scale(13, 0, 0.02)
-		s.Transport.Stale = scale(14, 0, 0.005)
-		s.Transport.Fatal = scale(15, 0, 0.002)
-		s.Transport.Spike = scale(16, 0, 0.01)
-		s.Process.WorkerCrash = scale(17, 0.001, 0.01)
+		s.Transport.FailBefore = scale(dFailBefore, 0, 0.05)
+		s.Transport.FailAfter = scale(dFailAfter, 0, 0.05)
+		s.Transport.Throttle = scale(dThrottle, 0, 0.03)
+		s.Transport.ServerError = scale(dServerError, 0, 0.02)
+		s.Transport.Stale = scale(dStale, 0, 0.005)
+		s.Transport.Fatal = scale(dFatal, 0, 0.002)
+		s.Transport.Spike = scale(dSpike, 0, 0.01)
+		s.Process.WorkerCrash = scale(dWorkerCrash, 0.001, 0.01)
 	}
 	timeSet := func(s *Set) {
-		s.Timing.LongHandler = scale(18, 0, 0.2)
-		s.Timing.Burst = scale(19, 0, 0.1)
-		if d[18] < 0.3 {
-			s.Timing.Marathon = scale(19, 0, 0.01)
+		s.Timing.LongHandler = scale(dLongHandler, 0, 0.2)
+		s.Timing.Burst = scale(dBurst, 0, 0.1)
+		if on(dMarathonOn, 0.3) {
+			s.Timing.Marathon = scale(dMarathon, 0, 0.01)
+		}
+	}
+	// Production's timing: late timers, bunched arrivals, reordering (the world's scheduler
+	// applies them to every event it schedules in the future during the safety phase).
+	schedSet := func(s *Set) {
+		if on(dLateOn, 0.5) {
+			s.Timing.Late = scale(dLate, 0.01, 0.2)
+			s.Timing.LateMax = time.Duration(scale(dLateMax, 1, 1500)) * time.Millisecond
+		}
+		if on(dBunchOn, 0.5) {
+			s.Timing.Bunch = time.Duration(scale(dBunch, 1, 250)) * time.Millisecond
+		}
+		if on(dReorderOn, 0.5) {
+			s.Timing.Reorder = scale(dReorder, 0.05, 0.5)
 		}
 	}
 
@@ -97,28 +117,46 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		// The world flips one bit at each crash itself, strictly before the last complete
 		// batch (so a later batch proves the damage); Disk.BitFlip would also hit the last
 		// batch, which no journal can tell from a torn write.
-		base.Process.NodeCrash = scale(8, 0.005, 0.02)
+		base.Process.NodeCrash = scale(dNodeCrash, 0.005, 0.02)
 		base.ExpectRefusal = true
 	case "swarm":
-		// Each family is on with probability 1/2, then each kind within it too.
-		if on(20, 0.5) {
+		// Each family is on with its own draw, then each kind within it with its own too.
+		if on(dDiskOn, 0.5) {
 			diskSet(&base)
-			zeroSome(&base.Disk.WriteErr, d[3] < 0.5)
-			zeroSome(&base.Disk.SyncErr, d[4] < 0.5)
-			zeroSome(&base.Disk.RenameErr, d[5] < 0.5)
+			for _, k := range []struct {
+				p *float64
+				i int
+			}{{&base.Disk.WriteErr, dWriteOn}, {&base.Disk.SyncErr, dSyncOn}, {&base.Disk.RenameErr, dRenameOn},
+				{&base.Disk.SyncDirErr, dSyncDirOn}, {&base.Disk.DirPersist, dDirPersistOn}, {&base.Disk.CreateErr, dCreateOn},
+				{&base.Disk.RemoveErr, dRemoveOn}, {&base.Disk.TruncateErr, dTruncateOn}} {
+				zeroSome(k.p, d[k.i] < 0.5)
+			}
 		}
-		if on(21, 0.5) {
+		if on(dNetOn, 0.5) {
 			netSet(&base)
-			zeroSome(&base.Transport.FailAfter, d[11] < 0.3)
-			zeroSome(&base.Transport.Spike, d[16] < 0.5)
+			zeroSome(&base.Transport.FailAfter, d[dFailAfterOn] < 0.3)
+			zeroSome(&base.Transport.Spike, d[dSpikeOn] < 0.5)
 		}
-		if on(22, 0.5) {
+		if on(dTimeOn, 0.5) {
 			timeSet(&base)
 		}
-		if on(23, 0.3) && base.Process.NodeCrash == 0 {
-			base.Process.NodeCrash = scale(8, 0.001, 0.01)
+		if on(dSchedOn, 0.5) {
+			schedSet(&base)
 		}
-		if on(24, 0.25) {
+		if on(dCrashOn, 0.3) && base.Process.NodeCrash == 0 {
+			base.Process.NodeCrash = scale(dNodeCrash, 0.001, 0.01)
+		}
+		if on(dCrashPointOn, 0.3) {
+			base.Process.CrashPoint = scale(dCrashPoint, 0.01, 0.1)
+		}
+		if on(dDamageOn, 0.1) {
+			// Damage to synced data: at each crash a bit flips before the last complete batch,
+			// and every later open must refuse the journal with a clear error.
+			base.ExpectRefusal = true
+			base.LostSector = scale(dLostSector, 0, 1)
+			base.Process.NodeCrash = max(base.Process.NodeCrash, scale(dNodeCrash, 0.005, 0.02))
+		}
+		if on(dStorm, 0.25) {
 			// A storm: every rate that is on, tripled.
 			base.storm(3)
 		}
@@ -131,6 +169,63 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 	return base, nil
 }
 
+// Indices of Pick's draws: one per value and one per on/off switch, never shared.
+const (
+	dLatency = iota
+	dRestart
+	dBurstSize
+	dWrite
+	dSync
+	dRename
+	dSyncDir
+	dDirPersist
+	dCreate
+	dRemove
+	dTruncate
+	dNodeCrash
+	dCommitCrash
+	dFailBefore
+	dFailAfter
+	dThrottle
+	dServerError
+	dStale
+	dFatal
+	dSpike
+	dWorkerCrash
+	dLongHandler
+	dBurst
+	dMarathonOn
+	dMarathon
+	dLate
+	dLateOn
+	dLateMax
+	dBunchOn
+	dBunch
+	dReorderOn
+	dReorder
+	dDiskOn
+	dWriteOn
+	dSyncOn
+	dRenameOn
+	dSyncDirOn
+	dDirPersistOn
+	dCreateOn
+	dRemoveOn
+	dTruncateOn
+	dNetOn
+	dFailAfterOn
+	dSpikeOn
+	dTimeOn
+	dSchedOn
+	dCrashOn
+	dCrashPointOn
+	dCrashPoint
+	dDamageOn
+	dStorm
+	dLostSector
+	draws
+)
+
 func zeroSome(p *float64, zero bool) {
 	if zero {
 		*p = 0
@@ -139,6 +234,9 @@ func zeroSome(p *float64, zero bool) {
 
 // Validate reports the first invalid model of the set.
 func (s Set) Validate() error {
+	if err := checkP("set", "LostSector", s.LostSector); err != nil {
+		return err
+	}
 	if err := s.Disk.Validate(); err != nil {
 		return err
 	}
@@ -156,8 +254,8 @@ func (s Set) Validate() error {
 func (s *Set) storm(k float64) {
 	for _, p := range []*float64{&s.Disk.WriteErr, &s.Disk.SyncErr, &s.Disk.RenameErr, &s.Disk.CreateErr,
 		&s.Disk.RemoveErr, &s.Disk.TruncateErr, &s.Disk.SyncDirErr, &s.Process.NodeCrash,
-		&s.Process.CommitCrash, &s.Process.WorkerCrash, &s.Transport.Spike, &s.Timing.LongHandler, &s.Timing.Burst,
-		&s.Timing.Marathon} {
+		&s.Process.CommitCrash, &s.Process.CrashPoint, &s.Process.WorkerCrash, &s.Transport.Spike,
+		&s.Timing.LongHandler, &s.Timing.Burst, &s.Timing.Marathon, &s.Timing.Late, &s.Timing.Reorder} {
 		*p = min(1, *p*k)
 	}
 	t := &s.Transport

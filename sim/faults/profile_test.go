@@ -127,3 +127,43 @@ func TestValidateRejects(t *testing.T) {
 		}
 	}
 }
+
+// Every swarm kind has its own draw: no two disk kinds are ever the same scaled draw, and a
+// marathon is on for runs whose long-handler rate is high as well as low.
+func TestSwarmKindsDrawIndependently(t *testing.T) {
+	same, marathonHighLong, damage, crashPoint, late, bunch, reorder := 0, 0, 0, 0, 0, 0, 0
+	for seed := int64(0); seed < 2000; seed++ {
+		s, err := Pick("swarm", rand.New(rand.NewSource(seed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := s.Disk
+		if d.WriteErr > 0 && d.CreateErr == d.WriteErr || d.SyncErr > 0 && d.RemoveErr == d.SyncErr ||
+			d.RenameErr > 0 && d.TruncateErr == d.RenameErr/5 {
+			same++
+		}
+		if s.Timing.Marathon > 0 && s.Timing.LongHandler >= 0.06 {
+			marathonHighLong++
+		}
+		for _, c := range []struct {
+			on bool
+			n  *int
+		}{{s.ExpectRefusal, &damage}, {s.Process.CrashPoint > 0, &crashPoint}, {s.Timing.Late > 0, &late},
+			{s.Timing.Bunch > 0, &bunch}, {s.Timing.Reorder > 0, &reorder}} {
+			if c.on {
+				*c.n++
+			}
+		}
+	}
+	if same != 0 {
+		t.Errorf("%d seeds draw two disk kinds from one value", same)
+	}
+	if marathonHighLong == 0 {
+		t.Error("a marathon is only ever on when long handlers are rare (Marathon shares LongHandler's draw)")
+	}
+	for name, n := range map[string]int{"damage": damage, "crash-point": crashPoint, "late": late, "bunch": bunch, "reorder": reorder} {
+		if n < 50 {
+			t.Errorf("family %s on in %d of 2000 swarm seeds, want it in the default swarm", name, n)
+		}
+	}
+}
