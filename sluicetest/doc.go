@@ -25,8 +25,9 @@
 //  4. A Service refuses a call whose attempt's context is done, as a real client does; a call
 //     issued by an attempt after its job's cancellation was acknowledged is reported by the
 //     NoEffectAfterCancel invariant (for example a handler using context.WithoutCancel).
-//  5. After the Horizon no fault is injected, the process is restarted if it is down, and the
-//     run continues until every job settles (or StepsMax), then the invariants run with
+//  5. After the Horizon no new fault is drawn (a crash armed inside a commit before it may
+//     still fire at the next commit), the process is restarted if it is down, and the run
+//     continues until every job settles (or StepsMax), then the invariants run with
 //     View.Final true.
 //
 // What it cannot see: goroutines a handler starts (their calls race the world), real network

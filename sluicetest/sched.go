@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // watchdog is how long (wall clock) the world waits for a handler to reach a Service call or
 // return before it reports the handler as blocked outside the simulation.
-const watchdog = 10 * time.Second
+var watchdog = 10 * time.Second
 
 type evKind uint8
 
@@ -125,7 +126,7 @@ type sched struct {
 	// onCallDone runs after every completed call (crash and stop points hook here).
 	onCallDone func()
 	// aborted: a handler broke the simulation (blocked, or raced it); the run stops.
-	aborted error
+	aborted    error
 	abortedWhy string
 
 	mu       sync.Mutex
@@ -146,7 +147,8 @@ func (w *sched) push(e *event) {
 
 func (w *sched) logf(format string, args ...any) {
 	d := w.now.Sub(epoch)
-	w.log = append(w.log, fmt.Sprintf("%10.3fs  %s", d.Seconds(), fmt.Sprintf(format, args...)))
+	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " / ")
+	w.log = append(w.log, fmt.Sprintf("%10.3fs  %s", d.Seconds(), msg))
 }
 
 func (w *sched) noteOutlived(a *attempt, svc string) {
