@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sim"
 )
 
 // Scenario is what a sweep runs: the user's handler, configuration and codec, a workload and
@@ -135,7 +136,7 @@ func b2i(b bool) int {
 
 // drawKnobs draws a seed's knobs.
 func drawKnobs(seed int64, jobsMax int, horizon time.Duration) Knobs {
-	r := rand.New(rand.NewSource(seed ^ 0x6b6e6f6273))
+	r := sim.Stream(seed, "knobs")
 	return Knobs{
 		Jobs:          1 + r.Intn(jobsMax),
 		Crashes:       r.Intn(4),

@@ -133,10 +133,10 @@ type sched struct {
 	outlived string // set by a goroutine that called a Service after its handler returned
 }
 
-func newSched(seed int64) *sched {
+func newSched(rSvc *rand.Rand) *sched {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &sched{now: epoch, yield: make(chan yieldMsg), dog: t, rSvc: rand.New(rand.NewSource(seed))}
+	return &sched{now: epoch, yield: make(chan yieldMsg), dog: t, rSvc: rSvc}
 }
 
 func (w *sched) push(e *event) {

@@ -243,3 +243,28 @@ func TestRunJobRecoversPanicsAndReadsNow(t *testing.T) {
 		t.Fatalf("outcome %v, want panicked", out.Kind)
 	}
 }
+
+// TestCrashInsideCloseRestartsLikeAnyCrash: a commit crash armed before a graceful stop may
+// fire inside the runner's Close; the world must treat it as a crash and restart (the bug the
+// webhook corpus first caught). The sweep must contain such a run, and every run must pass.
+func TestCrashInsideCloseRestartsLikeAnyCrash(t *testing.T) {
+	sc := charge(true, ServiceFaults{})
+	sc.Horizon = 5 * time.Second
+	seen := 0
+	for seed := int64(1); seed <= 400 && seen == 0; seed++ {
+		k := sc.knobs(seed)
+		k.Stops, k.Crashes = 2, 3
+		res := run(&sc, seed, k)
+		if res.violation != nil {
+			t.Fatalf("seed %d: %v", seed, res.violation)
+		}
+		for _, l := range res.timeline {
+			if strings.Contains(l, "close failed") {
+				seen++
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no run crashed inside Close: the test no longer covers it")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 )
@@ -117,14 +118,14 @@ func run[A any](sc *Scenario[A], seed int64, k Knobs) result {
 
 func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w := &world[A]{
-		sched:       newSched(seed*7 + 1),
+		sched:       newSched(sim.Stream(seed, "services")),
 		sc:          sc,
 		codec:       sc.Codec,
 		k:           k,
 		seed:        seed,
-		disk:        disk.New(seed*7 + 2),
-		rJitter:     rand.New(rand.NewSource(seed*7 + 3)),
-		rFault:      rand.New(rand.NewSource(seed*7 + 4)),
+		disk:        disk.New(sim.Stream(seed, "disk").Int63()),
+		rJitter:     sim.Stream(seed, "jitter"),
+		rFault:      sim.Stream(seed, "faults"),
 		pending:     map[runner.Ticket]int{},
 		running:     map[runner.Token]*attempt{},
 		acked:       map[uint64]bool{},
@@ -160,7 +161,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	// The workload first, from its own stream, so the knobs never shift its draws.
 	p := &Plan[A]{jobsMax: k.Jobs}
 	if sc.Workload != nil {
-		sc.Workload(rand.New(rand.NewSource(seed*7+5)), p)
+		sc.Workload(sim.Stream(seed, "workload"), p)
 	}
 	w.plan = p.sorted()
 	w.refID = make([]uint64, p.refs)
