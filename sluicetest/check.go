@@ -95,6 +95,17 @@ type runSpec struct {
 	label string
 }
 
+// sweep is what Check and Find need of a scenario: its knobs per seed and one run.
+type sweep struct {
+	knobs    func(seed int64) Knobs
+	run      func(seed int64, k Knobs) result
+	validate func() error
+}
+
+func (sc *Scenario[A]) sweep() sweep {
+	return sweep{knobs: sc.knobs, run: func(seed int64, k Knobs) result { return run(sc, seed, k) }, validate: sc.validate}
+}
+
 // Check sweeps the scenario's seeds as subtests of t ("seed=N"; corpus entries first, as
 // "corpus=TOKEN"). The first failing seed fails its subtest with the broken invariant, the
 // shrunk reproduction, the replay command and the timeline file, and ends the sweep. With
@@ -102,24 +113,29 @@ type runSpec struct {
 // twice and must give the same timeline.
 func Check[A any](t *testing.T, sc Scenario[A], opts ...Option) {
 	t.Helper()
+	checkSweep(t, sc.sweep(), opts)
+}
+
+func checkSweep(t *testing.T, sw sweep, opts []Option) {
+	t.Helper()
 	o := buildOptions(opts)
 	o.name = t.Name()
 	specs, err := o.specs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.validate(); err != nil {
+	if err := sw.validate(); err != nil {
 		t.Fatal(err)
 	}
 	if !o.noDeterminism && len(specs) > 0 {
-		if err := determinism(&sc, specs[0]); err != nil {
+		if err := determinism(sw, specs[0]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, sp := range specs {
 		var f *Failure
 		t.Run(sp.label, func(t *testing.T) {
-			f = runOne(&sc, sp, &o)
+			f = runOne(sw, sp, &o)
 			if f != nil {
 				t.Fatal(f.String())
 			}
@@ -134,22 +150,26 @@ func Check[A any](t *testing.T, sc Scenario[A], opts ...Option) {
 // passed) or an error for a bad option, scenario or a nondeterministic run. Use it to assert
 // that a known bug is found.
 func Find[A any](sc Scenario[A], opts ...Option) (*Failure, error) {
+	return findSweep(sc.sweep(), opts)
+}
+
+func findSweep(sw sweep, opts []Option) (*Failure, error) {
 	o := buildOptions(opts)
 	o.name = "find"
 	specs, err := o.specs()
 	if err != nil {
 		return nil, err
 	}
-	if err := sc.validate(); err != nil {
+	if err := sw.validate(); err != nil {
 		return nil, err
 	}
 	if !o.noDeterminism && len(specs) > 0 {
-		if err := determinism(&sc, specs[0]); err != nil {
+		if err := determinism(sw, specs[0]); err != nil {
 			return nil, err
 		}
 	}
 	for _, sp := range specs {
-		if f := runOne(&sc, sp, &o); f != nil {
+		if f := runOne(sw, sp, &o); f != nil {
 			return f, nil
 		}
 	}
@@ -291,16 +311,16 @@ func appendCorpus(path, tok string) error {
 
 // runOne makes one run and, on a violation, shrinks it, writes its timeline and keeps it in
 // the corpus.
-func runOne[A any](sc *Scenario[A], sp runSpec, o *options) *Failure {
-	k := sc.knobs(sp.seed)
+func runOne(sw sweep, sp runSpec, o *options) *Failure {
+	k := sw.knobs(sp.seed)
 	if sp.knobs != nil {
 		k = *sp.knobs
 	}
-	res := run(sc, sp.seed, k)
+	res := sw.run(sp.seed, k)
 	if res.violation == nil {
 		return nil
 	}
-	f := &Failure{Found: res.violation, Shrunk: shrink(sc, res.violation)}
+	f := &Failure{Found: res.violation, Shrunk: shrink(sw, res.violation)}
 	f.Timeline = writeTimeline(o, f.Shrunk)
 	if o.corpus != "" {
 		_ = appendCorpus(o.corpus, f.Shrunk.Token()) // best effort: the report names the token
@@ -310,14 +330,14 @@ func runOne[A any](sc *Scenario[A], sp runSpec, o *options) *Failure {
 
 // shrink lowers the knobs one at a time, keeping each change that still breaks the same
 // invariant, until none does.
-func shrink[A any](sc *Scenario[A], v *Violation) *Violation {
+func shrink(sw sweep, v *Violation) *Violation {
 	best := v
 	runs := 0
 	for runs < shrinkRunsMax {
 		improved := false
 		for _, k := range smaller(best.Knobs) {
 			runs++
-			r := run(sc, best.Seed, k)
+			r := sw.run(best.Seed, k)
 			if r.violation != nil && r.violation.Invariant == best.Invariant {
 				best, improved = r.violation, true
 				break
@@ -388,12 +408,12 @@ func writeTimeline(o *options, v *Violation) string {
 }
 
 // determinism runs sp twice and compares the timelines.
-func determinism[A any](sc *Scenario[A], sp runSpec) error {
-	k := sc.knobs(sp.seed)
+func determinism(sw sweep, sp runSpec) error {
+	k := sw.knobs(sp.seed)
 	if sp.knobs != nil {
 		k = *sp.knobs
 	}
-	a, b := run(sc, sp.seed, k), run(sc, sp.seed, k)
+	a, b := sw.run(sp.seed, k), sw.run(sp.seed, k)
 	if a.digest == b.digest {
 		return nil
 	}
