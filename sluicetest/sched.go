@@ -33,6 +33,7 @@ const (
 	evStop
 	evRestart
 	evHorizon
+	evFunc // fn runs: the worker world's network legs
 )
 
 type event struct {
@@ -42,6 +43,7 @@ type event struct {
 	op   int
 	call *pendingCall
 	att  *attempt
+	fn   func()
 }
 
 type evHeap []*event
