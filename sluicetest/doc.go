@@ -30,6 +30,10 @@
 //     continues until every job settles (or StepsMax), then the invariants run with
 //     View.Final true.
 //
+// CheckWorker and FindWorker do the same for a queue worker's handler: core/worker's engine
+// driven as the production driver drives it against sim/queue over a network with latency,
+// failed calls and lease-losing delays, with worker crashes and graceful shutdowns.
+//
 // What it cannot see: goroutines a handler starts (their calls race the world), real network
 // calls, real sleeps and timers, and the wall clock. Read time with Now(ctx) and talk to the
 // outside world through Services (behind the same interface as production's clients); a

@@ -77,3 +77,37 @@ func ExampleRecorder() {
 	fmt.Printf("%+v\n", r.Enqueued())
 	// Output: [{Due:0001-01-01 00:00:00 +0000 UTC Target:mail Payload:{To:ada@example.com}}]
 }
+
+// A queue worker's handler under worker crashes, graceful shutdowns, lost leases and a faulty
+// network: a message redelivered after its handler already shipped the order ships it twice
+// unless the handler sends an idempotency key. In a test: sluicetest.CheckWorker(t, sc, ...).
+func ExampleFindWorker() {
+	sc := sluicetest.WorkerScenario{
+		Config: sluice.WorkerConfig{Window: 5 * time.Second, Concurrency: 2},
+		Setup: func(env *sluicetest.Env) sluice.WorkerHandler {
+			ship := env.Service("ship", sluicetest.ServiceFaults{})
+			return func(ctx context.Context, m sluice.Message) sluice.Result {
+				_, err := ship.Do(ctx, sluicetest.Request{Op: "ship", Key: string(m.Body)}) // no idempotency key
+				return sluice.ResultOf(err)
+			}
+		},
+		Workload: func(r *rand.Rand, p *sluicetest.Sends) {
+			for i := range 1 + r.Intn(5) {
+				p.Send(time.Duration(r.Intn(5000))*time.Millisecond, []byte(fmt.Sprintf("order-%d", i)))
+			}
+		},
+		Invariants: []sluicetest.WorkerInvariant{
+			sluicetest.ExactlyOnceMessages("ship", func(body []byte) string { return string(body) }),
+		},
+	}
+	f, err := sluicetest.FindWorker(sc, sluicetest.Seeds(300), sluicetest.TimelineDir(os.TempDir()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("found:", f != nil)
+	fmt.Println("invariant:", f.Shrunk.Invariant)
+	// Output:
+	// found: true
+	// invariant: exactly-once ship effect per key
+}
