@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,18 @@ func TestCrashInsideCloseRestartsLikeAnyCrash(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("no run crashed inside Close: the test no longer covers it")
+	}
+}
+
+// TestSweepLeaksNoGoroutines: a failing sweep (shrinking included) ends every handler it left
+// parked in a service call.
+func TestSweepLeaksNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f, err := Find(charge(false, ServiceFaults{ApplyThenFail: 0.3, LatencyMin: time.Second, LatencyMax: 2 * time.Second}), Seeds(50), TimelineDir(t.TempDir()))
+	if err != nil || f == nil {
+		t.Fatalf("want a failure, got %v", err)
+	}
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines before the sweep, %d after", before, after)
 	}
 }

@@ -310,6 +310,13 @@ func (w *wworld) fail(inv string, err error) {
 }
 
 func (w *wworld) loop() {
+	defer func() {
+		if w.aborted == nil {
+			for _, a := range w.running { // order-free: each ends on its own, nothing is logged
+				w.kill(a)
+			}
+		}
+	}()
 	w.logf("start  %s", w.k)
 	w.open()
 	stepsMax := w.sc.StepsMax

@@ -228,6 +228,7 @@ func (w *world[A]) stepsMax() int {
 }
 
 func (w *world[A]) loop() {
+	defer w.release()
 	w.logf("start  %s", w.k)
 	w.open()
 	for w.violation == nil {
@@ -265,6 +266,16 @@ func (w *world[A]) loop() {
 		w.final = true
 		w.logf("end    every job settled")
 		w.checkAll()
+	}
+}
+
+// release ends the handler goroutines a violation left parked, so a sweep leaks none.
+func (w *world[A]) release() {
+	if w.aborted != nil {
+		return // a blocked handler cannot be ended; the report says so
+	}
+	for _, a := range w.running { // order-free: each ends on its own, nothing is logged
+		w.kill(a)
 	}
 }
 
