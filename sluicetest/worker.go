@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,16 +268,19 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 		w.push(&event{at: epoch.Add(s.at), kind: evPlan, op: i})
 	}
 	callsGuess := 3 * k.Jobs
+	rc, rs := sim.Stream(seed, "crashes"), sim.Stream(seed, "stops")
 	for range k.Crashes {
-		if w.rFault.Intn(2) == 0 {
-			w.push(&event{at: epoch.Add(randDur(w.rFault, k.Horizon)), kind: evCrash})
+		kind, at, n := rc.Intn(2), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
+		if kind == 0 {
+			w.push(&event{at: epoch.Add(at), kind: evCrash})
 		} else {
-			w.crashAt = append(w.crashAt, 1+w.rFault.Intn(callsGuess))
+			w.crashAt = append(w.crashAt, n)
 		}
 	}
 	for range k.Stops {
-		w.push(&event{at: epoch.Add(randDur(w.rFault, k.Horizon)), kind: evStop})
+		w.push(&event{at: epoch.Add(randDur(rs, k.Horizon)), kind: evStop})
 	}
+	slices.Sort(w.crashAt)
 	w.onCallDone = w.callHook
 	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
 	w.loop()

@@ -172,22 +172,27 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 
 	// Fault points: a third each at a random time, after a random service call, and inside a
 	// commit (armed at a random time).
+	// Crash and stop points come from their own streams, so lowering one knob while
+	// shrinking keeps the other points (and the first n of its own) where they were.
 	callsGuess := 3 * k.Jobs
+	rc, rs := sim.Stream(seed, "crashes"), sim.Stream(seed, "stops")
 	for range k.Crashes {
-		switch w.rFault.Intn(3) {
+		kind, at, n := rc.Intn(3), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
+		switch kind {
 		case 0:
-			w.push(&event{at: epoch.Add(randDur(w.rFault, k.Horizon)), kind: evCrash})
+			w.push(&event{at: epoch.Add(at), kind: evCrash})
 		case 1:
-			w.crashCalls = append(w.crashCalls, 1+w.rFault.Intn(callsGuess))
+			w.crashCalls = append(w.crashCalls, n)
 		default:
-			w.push(&event{at: epoch.Add(randDur(w.rFault, k.Horizon)), kind: evArmCommitCrash})
+			w.push(&event{at: epoch.Add(at), kind: evArmCommitCrash})
 		}
 	}
 	for range k.Stops {
-		if w.rFault.Intn(2) == 0 {
-			w.push(&event{at: epoch.Add(randDur(w.rFault, k.Horizon)), kind: evStop})
+		kind, at, n := rs.Intn(2), randDur(rs, k.Horizon), 1+rs.Intn(callsGuess)
+		if kind == 0 {
+			w.push(&event{at: epoch.Add(at), kind: evStop})
 		} else {
-			w.stopCalls = append(w.stopCalls, 1+w.rFault.Intn(callsGuess))
+			w.stopCalls = append(w.stopCalls, n)
 		}
 	}
 	slices.Sort(w.crashCalls)
