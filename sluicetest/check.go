@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 // SeedEnv names the environment variable that replays one run instead of the sweep: a seed
@@ -190,6 +192,12 @@ func buildOptions(opts []Option) options {
 func (sc *Scenario[A]) validate() error {
 	if sc.Setup == nil {
 		return errors.New("sluicetest: Scenario.Setup is nil: it must build the handler")
+	}
+	var ce *runner.ConfigError
+	if _, err := sc.engineConfig().WithDefaults(); errors.As(err, &ce) {
+		return fmt.Errorf("sluicetest: invalid Scenario.Config: %s = %v: %s", ce.Field, ce.Value, ce.Rule)
+	} else if err != nil {
+		return fmt.Errorf("sluicetest: invalid Scenario.Config: %w", err)
 	}
 	return nil
 }

@@ -282,3 +282,12 @@ func TestSweepLeaksNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines before the sweep, %d after", before, after)
 	}
 }
+
+func TestInvalidConfigNamesTheField(t *testing.T) {
+	sc := charge(true, ServiceFaults{})
+	sc.Config.Policy.Base = -time.Second
+	_, err := Find(sc, Seeds(1))
+	if err == nil || !strings.Contains(err.Error(), "Policy.Base") {
+		t.Fatalf("want an error naming Policy.Base, got %v", err)
+	}
+}

@@ -140,22 +140,8 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	if k.DiskFaults {
 		w.disk.SetFaults(diskStorm)
 	}
-	cfg := sc.Config
-	capacity := cfg.Capacity
-	if capacity == 0 {
-		capacity = capacityDefault
-	}
-	w.ecfg = runner.Config{
-		Policy:       retry.Policy(cfg.Policy),
-		Circuit:      breaker.Circuit(cfg.Circuit),
-		Capacity:     capacity,
-		CompactBytes: cfg.CompactBytes,
-		Retention:    cfg.Retention,
-		RecordMax:    cfg.RecordMax,
-		Grace:        cfg.Grace,
-		Logger:       slog.New(slog.DiscardHandler),
-		Decode:       func(b []byte) (any, error) { return w.codec.Decode(b) },
-	}
+	w.ecfg = sc.engineConfig()
+	w.ecfg.Decode = func(b []byte) (any, error) { return w.codec.Decode(b) }
 	w.handler = sc.Setup(&Env{w: w.sched})
 
 	// The workload first, from its own stream, so the knobs never shift its draws.
@@ -200,6 +186,26 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w.onCallDone = w.callHook
 	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
 	return w
+}
+
+// engineConfig is the user's Config in the engine's terms, as the production driver maps it
+// (Capacity 0 means 4: the simulation does not read the CPU count).
+func (sc *Scenario[A]) engineConfig() runner.Config {
+	cfg := sc.Config
+	capacity := cfg.Capacity
+	if capacity == 0 {
+		capacity = capacityDefault
+	}
+	return runner.Config{
+		Policy:       retry.Policy(cfg.Policy),
+		Circuit:      breaker.Circuit(cfg.Circuit),
+		Capacity:     capacity,
+		CompactBytes: cfg.CompactBytes,
+		Retention:    cfg.Retention,
+		RecordMax:    cfg.RecordMax,
+		Grace:        cfg.Grace,
+		Logger:       slog.New(slog.DiscardHandler),
+	}
 }
 
 func randDur(r *rand.Rand, d time.Duration) time.Duration {
@@ -606,7 +612,7 @@ func (w *world[A]) jobs() []JobView[A] {
 	}
 	out := make([]JobView[A], 0, len(s.Jobs))
 	for _, j := range s.Jobs {
-		v := JobView[A]{ID: j.ID, Target: j.Target, State: stateOf(j.State), Attempts: j.Attempts, Acked: w.acked[j.ID]}
+		v := JobView[A]{ID: j.ID, Target: j.Target, State: publicState(j), Attempts: j.Attempts, Acked: w.acked[j.ID]}
 		if p, err := w.codec.Decode(j.Payload); err == nil {
 			v.Payload = p
 		}
@@ -727,6 +733,19 @@ func coreOutcome(out sluice.Outcome) runner.Outcome {
 	o := runner.Failure(fmt.Sprint(out.Err), out.Retryable)
 	o.After = out.After
 	return o
+}
+
+// publicState is a job's state as sluice.Runner.Get reports it (pending, waiting, deferred).
+func publicState(j runner.Job) sluice.State {
+	if j.State == runner.Waiting {
+		switch {
+		case j.Deferred:
+			return sluice.StateDeferred
+		case j.Attempts == 0:
+			return sluice.StatePending
+		}
+	}
+	return stateOf(j.State)
 }
 
 func stateOf(s runner.JobState) sluice.State {
