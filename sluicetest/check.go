@@ -66,6 +66,7 @@ type Failure struct {
 	Found    *Violation // as the sweep's seed drew it
 	Shrunk   *Violation // the same seed with the knobs lowered as far as it still fails
 	Timeline string     // the shrunk run's timeline file ("" if it could not be written)
+	test     string     // the test's name, for the replay command ("" from Find)
 }
 
 func (f *Failure) String() string {
@@ -73,7 +74,11 @@ func (f *Failure) String() string {
 	fmt.Fprintf(&b, "sluicetest: %v\n", f.Found)
 	fmt.Fprintf(&b, "  knobs:     %s\n", f.Found.Knobs)
 	fmt.Fprintf(&b, "  shrunk:    %s: %v\n", f.Shrunk.Knobs, f.Shrunk.Err)
-	fmt.Fprintf(&b, "  replay:    %s='%s' go test -run '<test>/seed=%d' <package>\n", SeedEnv, f.Shrunk.Token(), f.Shrunk.Seed)
+	test := f.test
+	if test == "" {
+		test = "<test>"
+	}
+	fmt.Fprintf(&b, "  replay:    %s='%s' go test -run '%s' <package>\n", SeedEnv, f.Shrunk.Token(), test)
 	if f.Timeline != "" {
 		fmt.Fprintf(&b, "  timeline:  %s\n", f.Timeline)
 	}
@@ -329,6 +334,9 @@ func runOne(sw sweep, sp runSpec, o *options) *Failure {
 		return nil
 	}
 	f := &Failure{Found: res.violation, Shrunk: shrink(sw, res.violation)}
+	if o.name != "find" {
+		f.test = "^" + regexp.QuoteMeta(o.name) + "$"
+	}
 	f.Timeline = writeTimeline(o, f.Shrunk)
 	if o.corpus != "" {
 		_ = appendCorpus(o.corpus, f.Shrunk.Token()) // best effort: the report names the token

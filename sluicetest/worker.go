@@ -175,8 +175,14 @@ func (sc *WorkerScenario) sweep() sweep {
 			if sc.Setup == nil {
 				return errors.New("sluicetest: WorkerScenario.Setup is nil: it must build the handler")
 			}
-			_, err := sc.engineConfig(nil)
-			return err
+			ec, err := sc.engineConfig(nil)
+			if err != nil {
+				return err
+			}
+			if _, err := worker.New(ec); err != nil {
+				return fmt.Errorf("sluicetest: invalid WorkerScenario.Config: %w", err)
+			}
+			return nil
 		},
 	}
 }
@@ -243,13 +249,17 @@ type wworld struct {
 	final     bool
 	steps     int
 	crashAt   []int
-	stopAt    []int
 	violation *Violation
 }
 
 func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
+	qcfg := queue.Config{Name: "q"}
+	if n := sc.Config.RedriveMax; n > 0 {
+		// The queue has the redrive policy the configuration says it has.
+		qcfg.DeadLetter, qcfg.MaxReceiveCount = queue.New(queue.Config{Name: "dlq"}, nil), n
+	}
 	w := &wworld{sched: newSched(sim.Stream(seed, "services")), sc: sc, k: k, seed: seed,
-		q:    queue.New(queue.Config{Name: "q", VisibilityDefault: 30 * time.Second}, nil),
+		q:    queue.New(qcfg, nil),
 		rNet: sim.Stream(seed, "network"), rFault: sim.Stream(seed, "faults"), rJitter: sim.Stream(seed, "jitter"),
 		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, acked: map[string]bool{}}
 	w.svcFault = k.ServiceFaults

@@ -71,3 +71,33 @@ func TestWorkerSameSeedSameTimeline(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerRedrivePolicyDeadLetters: with RedriveMax the simulated queue has the redrive
+// policy, so a handler that always rejects to the DLQ ends with every message dead-lettered.
+func TestWorkerRedrivePolicyDeadLetters(t *testing.T) {
+	sc := WorkerScenario{
+		Config: sluice.WorkerConfig{Window: 2 * time.Second, RedriveMax: 2},
+		Setup: func(env *Env) sluice.WorkerHandler {
+			return func(ctx context.Context, m sluice.Message) sluice.Result {
+				return sluice.DeadLetter(fmt.Errorf("cannot handle %s", m.Body))
+			}
+		},
+		Workload: func(r *rand.Rand, p *Sends) { p.Send(0, []byte("a")) },
+		StepsMax: 10_000,
+		Invariants: []WorkerInvariant{{Name: "dead-lettered at the end", Check: func(v WorkerView) error {
+			if !v.Final() {
+				return nil
+			}
+			for _, m := range v.Messages() {
+				if m.State != "dead-lettered" {
+					return fmt.Errorf("message %s is %s", m.ID, m.State)
+				}
+			}
+			return nil
+		}}},
+	}
+	res := runWorker(&sc, 1, Knobs{Jobs: 1, Horizon: time.Second})
+	if res.violation != nil {
+		t.Fatalf("%v\n%s", res.violation, strings.Join(res.timeline, "\n"))
+	}
+}
