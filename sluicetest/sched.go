@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"math/rand"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +77,7 @@ type attempt struct {
 	dead, exiting bool
 	// userCancelled: the job's cancellation reached the handler's context.
 	userCancelled bool
+	calls         int // service calls issued so far
 	finished      atomic.Bool
 	out           sluice.Outcome
 }
@@ -119,7 +120,7 @@ type sched struct {
 	events   evHeap
 	yield    chan yieldMsg
 	dog      *time.Timer
-	rSvc     *rand.Rand
+	seed     int64      // service draws hash it with the call's identity (see draws)
 	services []*Service // in creation order
 	svcFault bool
 	inflight int
@@ -135,10 +136,10 @@ type sched struct {
 	outlived string // set by a goroutine that called a Service after its handler returned
 }
 
-func newSched(rSvc *rand.Rand) *sched {
+func newSched(seed int64) *sched {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &sched{now: epoch, yield: make(chan yieldMsg), dog: t, rSvc: rSvc}
+	return &sched{now: epoch, yield: make(chan yieldMsg), dog: t, seed: seed}
 }
 
 func (w *sched) push(e *event) {
@@ -216,12 +217,13 @@ func (w *sched) issue(c *pendingCall) {
 	s := c.svc
 	f := s.faults
 	c.issued = w.now
+	d := w.draws(c)
 	lat := f.LatencyMin
 	if f.LatencyMax > f.LatencyMin {
-		lat += time.Duration(w.rSvc.Int63n(int64(f.LatencyMax - f.LatencyMin)))
+		lat += time.Duration(d.next() * float64(f.LatencyMax-f.LatencyMin))
 	}
 	if w.svcFault {
-		u := w.rSvc.Float64()
+		u := d.next()
 		switch {
 		case u < f.Fail:
 			c.fate = fateFail
@@ -229,7 +231,7 @@ func (w *sched) issue(c *pendingCall) {
 			c.fate = fateApplyThenFail
 		case u < f.Fail+f.ApplyThenFail+f.Timeout:
 			c.fate = fateTimeout
-			c.applies = w.rSvc.Intn(2) == 0
+			c.applies = d.next() < 0.5
 			lat = f.TimeoutAfter
 		}
 	}
@@ -237,6 +239,32 @@ func (w *sched) issue(c *pendingCall) {
 	w.inflight++
 	w.push(&event{at: w.now.Add(lat), kind: evCallDone, call: c})
 	w.logf("call   %v %s.%s key=%q idem=%q", c.att.tok, s.name, c.req.Op, c.req.Key, c.req.IdempotencyKey)
+}
+
+// callDraws are the random numbers of one call, a function of the seed and the call's identity
+// (service, op, key, attempt number, its index among the attempt's calls) alone: removing other
+// jobs while shrinking leaves each remaining call's latency and fate as they were.
+type callDraws struct{ x uint64 }
+
+func (w *sched) draws(c *pendingCall) *callDraws {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d", c.svc.name, c.req.Op, c.req.Key, c.att.tok.Attempt, c.att.calls)
+	c.att.calls++
+	return &callDraws{x: splitmix64(uint64(w.seed) ^ splitmix64(h.Sum64()))}
+}
+
+// next returns a number in [0, 1).
+func (d *callDraws) next() float64 {
+	d.x = splitmix64(d.x)
+	return float64(d.x>>11) / (1 << 53)
+}
+
+// splitmix64 is Steele, Lea and Flood's finaliser: a bijective mix of all 64 bits.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 var fateNames = [...]string{"ok", "failed", "applied then failed", "timed out"}

@@ -258,7 +258,7 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 		// The queue has the redrive policy the configuration says it has.
 		qcfg.DeadLetter, qcfg.MaxReceiveCount = queue.New(queue.Config{Name: "dlq"}, nil), n
 	}
-	w := &wworld{sched: newSched(sim.Stream(seed, "services")), sc: sc, k: k, seed: seed,
+	w := &wworld{sched: newSched(seed), sc: sc, k: k, seed: seed,
 		q:    queue.New(qcfg, nil),
 		rNet: sim.Stream(seed, "network"), rFault: sim.Stream(seed, "faults"), rJitter: sim.Stream(seed, "jitter"),
 		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, acked: map[string]bool{}}

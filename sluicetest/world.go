@@ -118,7 +118,7 @@ func run[A any](sc *Scenario[A], seed int64, k Knobs) result {
 
 func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w := &world[A]{
-		sched:       newSched(sim.Stream(seed, "services")),
+		sched:       newSched(seed),
 		sc:          sc,
 		codec:       sc.Codec,
 		k:           k,
