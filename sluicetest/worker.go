@@ -234,9 +234,7 @@ type wworld struct {
 	gen        int
 	stopping   bool
 	abandonAt  time.Time
-	recvOut    bool // a receive call of this process is in flight
-	recvGone   bool // ... and the driver abandoned it (shutdown)
-	recvCall   worker.CallID
+	recv       *recvCall // the receive call of this process in flight, nil when none
 	restarting bool
 	running    map[string]*attempt // receipt -> handler
 	receiptOf  map[*attempt]string
@@ -437,6 +435,9 @@ func (w *wworld) handle(ev *event) {
 	case evCrash:
 		if w.eng != nil && !w.stormOver {
 			w.logf("CRASH  the worker process dies")
+			if w.recv != nil {
+				w.recv.dead = true // nobody is left to release what it returns
+			}
 			w.exit()
 		}
 	case evStop:
@@ -472,7 +473,7 @@ func (w *wworld) open() {
 	}
 	w.eng = eng
 	w.gen++
-	w.stopping, w.recvOut, w.recvGone, w.abandonAt, w.wakeAt = false, false, false, time.Time{}, time.Time{}
+	w.stopping, w.recv, w.abandonAt, w.wakeAt = false, nil, time.Time{}, time.Time{}
 	w.logf("open   worker process starts")
 	w.step(worker.Tick{Now: w.now})
 }
@@ -541,10 +542,10 @@ func (w *wworld) drive() {
 			return
 		}
 		st := w.eng.Status()
-		if st.Stopping && w.recvOut && !w.recvGone && st.Waiting == 0 && st.Lease.Held == 0 &&
+		if st.Stopping && w.recv != nil && !w.recv.abandoned && st.Waiting == 0 && st.Lease.Held == 0 &&
 			st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0 {
-			w.recvGone = true
-			w.step(worker.ReceiveAbandoned{Call: w.recvCall, At: w.now})
+			w.recv.abandoned = true
+			w.step(worker.ReceiveAbandoned{Call: w.recv.call, At: w.now})
 			continue
 		}
 		if st.Done {
@@ -553,7 +554,7 @@ func (w *wworld) drive() {
 			return
 		}
 		wake := rd.WakeAt
-		if st.Stopping && !w.recvOut && st.Waiting == 0 && st.Running > 0 && st.Lease.Held == 0 &&
+		if st.Stopping && (w.recv == nil || w.recv.abandoned) && st.Waiting == 0 && st.Running > 0 && st.Lease.Held == 0 &&
 			st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0 {
 			if w.abandonAt.IsZero() {
 				w.abandonAt = w.now.Add(w.sc.Config.Grace)
@@ -662,10 +663,18 @@ func describeChanges(es []core.VisibilityChange) string {
 	return strings.Join(parts, " ")
 }
 
+// recvCall is a receive call in flight.
+type recvCall struct {
+	call      worker.CallID
+	abandoned bool // the shutdown stopped waiting for it (ReceiveAbandoned)
+	dead      bool // its process crashed
+}
+
 // receive is a long poll: at the queue it looks for visible messages until Wait has passed.
 func (w *wworld) receive(r worker.Receive) {
 	gen := w.gen
-	w.recvOut, w.recvGone, w.recvCall = true, false, r.Call
+	rc := &recvCall{call: r.Call}
+	w.recv = rc
 	fate := w.net.Draw(w.rNet, false)
 	out, _ := w.net.Latency(w.rNet)
 	back, _ := w.net.Latency(w.rNet)
@@ -700,16 +709,21 @@ func (w *wworld) receive(r worker.Receive) {
 			err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: fmt.Errorf("%s", fate)}
 		}
 		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
-			if w.eng == nil || w.gen != gen {
-				return // the process died: the messages lapse back
-			}
-			w.recvOut = false
-			if w.recvGone {
-				for _, m := range msgs { // the driver owns an abandoned receive's messages
+			if rc.abandoned && !rc.dead {
+				// The driver owns an abandoned receive's messages, even after the worker
+				// stopped: it releases them at once.
+				for _, m := range msgs {
 					_ = w.q.ChangeVisibility(w.now, m.Receipt, 0)
+				}
+				if len(msgs) > 0 {
+					w.logf("recv   %d messages after the shutdown abandoned the call: released", len(msgs))
 				}
 				return
 			}
+			if w.eng == nil || w.gen != gen {
+				return // the process died: the messages lapse back
+			}
+			w.recv = nil
 			if len(msgs) > 0 || err != nil {
 				w.logf("recv   %d messages, err %v", len(msgs), err)
 			}
