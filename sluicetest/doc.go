@@ -34,6 +34,10 @@
 // driven as the production driver drives it against sim/queue over a network with latency,
 // failed calls and lease-losing delays, with worker crashes and graceful shutdowns.
 //
+// Plain helpers need no simulation: RunJob runs one attempt of a handler with FakeJob, WithNow
+// fixes what Now reads, Recorder records what code enqueues (RequireEnqueued compares it), and
+// DrainDue works what is due now on a real runner with a mock clock.
+//
 // What it cannot see: goroutines a handler starts (their calls race the world), real network
 // calls, real sleeps and timers, and the wall clock. Read time with Now(ctx) and talk to the
 // outside world through Services (behind the same interface as production's clients); a

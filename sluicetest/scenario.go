@@ -22,8 +22,9 @@ type Scenario[A any] struct {
 	Setup func(env *Env) sluice.Handler[A]
 	// Workload plans the enqueues, cancels and retries, drawing from r.
 	Workload func(r *rand.Rand, p *Plan[A])
-	// Invariants are checked after every step and at the end (View.Final). The provided
-	// ones are always checked too: AckedJobsSettle, NoEffectAfterCancel, SuccessWasReported.
+	// Invariants are checked after every step and at the end (View.Final). Three provided
+	// ones are always checked too: "acknowledged jobs settle", "no effect after cancel" and
+	// "success was reported".
 	Invariants []Invariant[A]
 	// JobsMax bounds the enqueues a seed's knobs allow (default 8); Horizon is how long
 	// faults are injected (default 30s of simulated time).
