@@ -291,3 +291,36 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		t.Fatalf("want an error naming Policy.Base, got %v", err)
 	}
 }
+
+// TestGoroutineOutlivingItsHandlerIsReported: a goroutine that calls a service after its
+// handler returned is reported with what to change.
+func TestGoroutineOutlivingItsHandlerIsReported(t *testing.T) {
+	ch, done := make(chan struct{}), make(chan struct{})
+	sc := Scenario[order]{
+		Config: sluice.Config{Capacity: 1},
+		Setup: func(env *Env) sluice.Handler[order] {
+			svc := env.Service("audit", ServiceFaults{})
+			return func(ctx context.Context, j sluice.Job[order]) sluice.Outcome {
+				if j.Payload.ID == "first" {
+					go func() {
+						<-ch
+						_, _ = svc.Do(ctx, Request{Op: "late", Key: "x"})
+						close(done)
+					}()
+					return sluice.Succeeded()
+				}
+				close(ch)
+				<-done
+				return sluice.Succeeded()
+			}
+		},
+		Workload: func(r *rand.Rand, p *Plan[order]) {
+			p.Enqueue(0, "t", order{ID: "first"})
+			p.Enqueue(time.Second, "t", order{ID: "second"})
+		},
+	}
+	res := run(&sc, 1, Knobs{Jobs: 2, Horizon: 2 * time.Second})
+	if res.violation == nil || res.violation.Invariant != "determinism" || !strings.Contains(res.violation.Err.Error(), "outlived") {
+		t.Fatalf("want the outliving goroutine reported, got %v", res.violation)
+	}
+}
