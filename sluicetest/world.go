@@ -566,8 +566,12 @@ func (w *world[A]) killAll() {
 		w.kill(a)
 	}
 	w.running = map[runner.Token]*attempt{}
-	for t, i := range w.pending {
-		_ = t
+	lost := make([]int, 0, len(w.pending))
+	for _, i := range w.pending {
+		lost = append(lost, i)
+	}
+	slices.Sort(lost)
+	for _, i := range lost {
 		w.logf("lost   plan op %d was not acknowledged", i)
 	}
 	w.pending = map[runner.Ticket]int{}
@@ -654,10 +658,15 @@ func (w *world[A]) provided() []Invariant[A] {
 			return nil
 		}},
 		{Name: "success was reported", Check: func(View[A]) error {
+			ids := make([]uint64, 0, len(w.settled))
 			for id, st := range w.settled {
 				if st == runner.Succeeded && !w.reported[id] {
-					return fmt.Errorf("job %d settled succeeded but no attempt reported success", id)
+					ids = append(ids, id)
 				}
+			}
+			if len(ids) > 0 {
+				slices.Sort(ids)
+				return fmt.Errorf("job %d settled succeeded but no attempt reported success", ids[0])
 			}
 			return nil
 		}},
