@@ -1,0 +1,830 @@
+package sluicetest
+
+import (
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/queue"
+)
+
+// The simulated worker: core/worker's engine (with its lease machine) driven as the production
+// driver drives it, against sim/queue over a faulty network, with the user's WorkerHandler.
+// Kept in this one file: it follows the worker engine's surface (Step, Ready, Status).
+
+// networkStorm is the transport fault model of a seed whose DiskFaults knob is on (for the
+// worker that knob means network faults): calls failing before or after taking effect,
+// throttling, and latency spikes beyond the lease margin, which lose leases.
+var networkStorm = faults.Transport{FailBefore: 0.03, FailAfter: 0.03, Throttle: 0.02,
+	LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond,
+	Spike: 0.02, SpikeMin: 2 * time.Second, SpikeMax: 8 * time.Second}
+
+var networkCalm = faults.Transport{LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond}
+
+// pollStep bounds how long a simulated long poll waits before looking at the queue again (a
+// message sent during the poll is delivered within it).
+const pollStep = 500 * time.Millisecond
+
+// WorkerScenario is a sweep over a queue worker's handler: the user's WorkerHandler and
+// WorkerConfig (Window, Wait, Concurrency, Budget, Policy, Grace...), a workload of sends to
+// the queue, and invariants. The knobs' DiskFaults means network faults here.
+type WorkerScenario struct {
+	Config     sluice.WorkerConfig
+	Setup      func(env *Env) sluice.WorkerHandler
+	Workload   func(r *rand.Rand, p *Sends)
+	Invariants []WorkerInvariant
+	// MessagesMax bounds the sends a seed's knobs allow (default 8); Horizon and StepsMax as
+	// in Scenario.
+	MessagesMax int
+	Horizon     time.Duration
+	StepsMax    int
+}
+
+// Sends collects a worker workload's messages.
+type Sends struct {
+	sends []sendOp
+	max   int
+}
+
+type sendOp struct {
+	at   time.Duration
+	body []byte
+}
+
+// Send plans a message sent to the queue at at (dropped beyond the knobs' count).
+func (p *Sends) Send(at time.Duration, body []byte) {
+	if len(p.sends) < p.max {
+		p.sends = append(p.sends, sendOp{at: at, body: append([]byte(nil), body...)})
+	}
+}
+
+// WorkerInvariant is a named property of a worker run.
+type WorkerInvariant struct {
+	Name  string
+	Check func(v WorkerView) error
+}
+
+// MessageView is a queue message as the invariants see it.
+type MessageView struct {
+	ID           string
+	Body         []byte
+	State        string // "visible", "in-flight", "deleted", "dead-lettered"
+	ReceiveCount int
+	// Acked: a handler returned Ack for one of its deliveries.
+	Acked bool
+}
+
+// WorkerView is what a worker invariant reads.
+type WorkerView struct{ w *wworld }
+
+// Now is the simulated time.
+func (v WorkerView) Now() time.Time { return v.w.now }
+
+// Final reports the check at the end of the run.
+func (v WorkerView) Final() bool { return v.w.final }
+
+// Messages returns every message sent, in send order.
+func (v WorkerView) Messages() []MessageView {
+	st := v.w.q.Status(v.w.now)
+	out := make([]MessageView, 0, len(st.Messages))
+	for _, m := range st.Messages {
+		out = append(out, MessageView{ID: m.ID, Body: []byte(m.Body), State: m.State.String(),
+			ReceiveCount: m.ReceiveCount, Acked: v.w.acked[m.ID]})
+	}
+	return out
+}
+
+// Calls returns every completed call to service, in order.
+func (v WorkerView) Calls(service string) []Call {
+	for _, s := range v.w.services {
+		if s.name == service {
+			return s.Calls()
+		}
+	}
+	return nil
+}
+
+// ExactlyOnceMessages is the invariant "each key took effect on service at most once, and
+// exactly once for every message a handler acked", key mapping a message body to the
+// Request.Key its handler uses.
+func ExactlyOnceMessages(service string, key func(body []byte) string) WorkerInvariant {
+	return WorkerInvariant{Name: "exactly-once " + service + " effect per key", Check: func(v WorkerView) error {
+		n := map[string]int{}
+		for _, c := range v.Calls(service) {
+			if !c.Applied || c.Read {
+				continue
+			}
+			n[c.Key]++
+			if n[c.Key] > 1 {
+				return fmt.Errorf("key %q took effect %d times on %s (the last by message %d delivery %d at %s)",
+					c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
+			}
+		}
+		if !v.Final() {
+			return nil
+		}
+		for _, m := range v.Messages() {
+			if m.Acked && n[key(m.Body)] != 1 {
+				return fmt.Errorf("message %s was acked but key %q took effect %d times on %s", m.ID, key(m.Body), n[key(m.Body)], service)
+			}
+		}
+		return nil
+	}}
+}
+
+// CheckWorker is Check for a queue worker's handler.
+func CheckWorker(t *testing.T, sc WorkerScenario, opts ...Option) {
+	t.Helper()
+	checkSweep(t, sc.sweep(), opts)
+}
+
+// FindWorker is Find for a queue worker's handler.
+func FindWorker(sc WorkerScenario, opts ...Option) (*Failure, error) {
+	return findSweep(sc.sweep(), opts)
+}
+
+func (sc *WorkerScenario) sweep() sweep {
+	return sweep{
+		knobs: func(seed int64) Knobs {
+			n, h := sc.MessagesMax, sc.Horizon
+			if n <= 0 {
+				n = jobsMaxDefault
+			}
+			if h <= 0 {
+				h = horizonDefault
+			}
+			return drawKnobs(seed, n, h)
+		},
+		run: func(seed int64, k Knobs) result { return runWorker(sc, seed, k) },
+		validate: func() error {
+			if sc.Setup == nil {
+				return errors.New("sluicetest: WorkerScenario.Setup is nil: it must build the handler")
+			}
+			ec, err := sc.engineConfig(nil)
+			if err != nil {
+				return err
+			}
+			if _, err := worker.New(ec); err != nil {
+				return fmt.Errorf("sluicetest: invalid WorkerScenario.Config: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// engineConfig maps the user's WorkerConfig onto the engine's, with the production defaults.
+func (sc *WorkerScenario) engineConfig(r *rand.Rand) (worker.Config, error) {
+	c := sc.Config
+	if c.Window == 0 {
+		c.Window = sluice.DefaultWindow
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = sluice.DefaultConcurrency
+	}
+	if c.Budget == 0 {
+		c.Budget = sluice.DefaultBudget
+	}
+	if c.Wait == 0 {
+		c.Wait = min(sluice.DefaultWait, (c.Window * 2 / 3).Truncate(time.Second))
+	}
+	pol := retry.Policy(c.Policy).WithDefaults()
+	if err := pol.Validate(); err != nil {
+		return worker.Config{}, fmt.Errorf("sluicetest: WorkerConfig.Policy: %w", err)
+	}
+	var decode func(core.Message) error
+	if c.Decode != nil {
+		decode = func(m core.Message) error {
+			return c.Decode(sluice.Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount})
+		}
+	}
+	return worker.Config{Window: c.Window, Ceiling: c.Ceiling, Wait: c.Wait, WaitNone: c.Wait == 0,
+		Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget, RedriveMaxReceives: c.RedriveMax,
+		Retry: pol, Rand: r, Decode: decode, Grace: c.Grace}, nil
+}
+
+// wworld is one worker run.
+type wworld struct {
+	*sched
+	sc      *WorkerScenario
+	k       Knobs
+	seed    int64
+	q       *queue.Queue
+	net     faults.Transport
+	rNet    *rand.Rand
+	rFault  *rand.Rand
+	rJitter *rand.Rand
+	handler sluice.WorkerHandler
+
+	eng        *worker.Engine // nil while the process is down
+	gen        int
+	stopping   bool
+	abandonAt  time.Time
+	recv       *recvCall // the receive call of this process in flight, nil when none
+	restarting bool
+	running    map[string]*attempt // receipt -> handler
+	receiptOf  map[*attempt]string
+	acked      map[string]bool
+	wakeAt     time.Time
+
+	sends     []sendOp
+	sendsLeft int
+	stormOver bool
+	final     bool
+	steps     int
+	crashAt   []int
+	violation *Violation
+}
+
+func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
+	qcfg := queue.Config{Name: "q"}
+	if n := sc.Config.RedriveMax; n > 0 {
+		// The queue has the redrive policy the configuration says it has.
+		qcfg.DeadLetter, qcfg.MaxReceiveCount = queue.New(queue.Config{Name: "dlq"}, nil), n
+	}
+	w := &wworld{sched: newSched(seed), sc: sc, k: k, seed: seed,
+		q:    queue.New(qcfg, nil),
+		rNet: sim.Stream(seed, "network"), rFault: sim.Stream(seed, "faults"), rJitter: sim.Stream(seed, "jitter"),
+		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, acked: map[string]bool{}}
+	w.svcFault = k.ServiceFaults
+	w.net = networkCalm
+	if k.DiskFaults {
+		w.net = networkStorm
+	}
+	w.handler = sc.Setup(&Env{w: w.sched})
+	p := &Sends{max: k.Jobs}
+	if sc.Workload != nil {
+		sc.Workload(sim.Stream(seed, "workload"), p)
+	}
+	w.sends = p.sends
+	w.sendsLeft = len(p.sends)
+	for i, s := range p.sends {
+		w.push(&event{at: epoch.Add(s.at), kind: evPlan, op: i})
+	}
+	callsGuess := 3 * k.Jobs
+	rc, rs := sim.Stream(seed, "crashes"), sim.Stream(seed, "stops")
+	for range k.Crashes {
+		kind, at, n := rc.Intn(2), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
+		if kind == 0 {
+			w.push(&event{at: epoch.Add(at), kind: evCrash})
+		} else {
+			w.crashAt = append(w.crashAt, n)
+		}
+	}
+	for range k.Stops {
+		w.push(&event{at: epoch.Add(randDur(rs, k.Horizon)), kind: evStop})
+	}
+	slices.Sort(w.crashAt)
+	w.onCallDone = w.callHook
+	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
+	w.loop()
+	res := result{violation: w.violation, timeline: w.log}
+	h := sha256.New()
+	for _, l := range w.log {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	copy(res.digest[:], h.Sum(nil))
+	if res.violation != nil {
+		res.violation.Timeline = w.log
+	}
+	return res
+}
+
+func (w *wworld) callHook() {
+	for len(w.crashAt) > 0 && w.crashAt[0] <= w.callsN {
+		w.crashAt = w.crashAt[1:]
+		if !w.stormOver {
+			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evCrash})
+		}
+	}
+}
+
+func (w *wworld) fail(inv string, err error) {
+	if w.violation == nil {
+		w.logf("BROKEN %s: %v", inv, err)
+		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
+	}
+}
+
+func (w *wworld) loop() {
+	defer func() {
+		if w.aborted == nil {
+			for _, a := range w.running { // order-free: each ends on its own, nothing is logged
+				w.kill(a)
+			}
+		}
+	}()
+	w.logf("start  %s", w.k)
+	w.open()
+	stepsMax := w.sc.StepsMax
+	if stepsMax <= 0 {
+		stepsMax = stepsMaxDefault
+	}
+	for w.violation == nil {
+		if w.aborted != nil {
+			w.fail(w.abortedWhy, w.aborted)
+			return
+		}
+		if w.settled() {
+			break
+		}
+		if w.events.Len() == 0 {
+			w.fail("progress", errors.New("nothing left to happen but messages are not disposed"))
+			return
+		}
+		if w.steps >= stepsMax {
+			w.fail("progress", fmt.Errorf("messages not disposed after %d steps (raise WorkerScenario.StepsMax?)", w.steps))
+			return
+		}
+		w.steps++
+		if at := w.events[0].at; at.After(w.now) {
+			w.now = at
+		}
+		for w.events.Len() > 0 && !w.events[0].at.After(w.now) && w.aborted == nil && w.violation == nil {
+			w.handle(heap.Pop(&w.events).(*event))
+		}
+		if w.eng != nil && w.aborted == nil && w.violation == nil {
+			w.drive()
+		}
+		if msg := w.takeOutlived(); msg != "" {
+			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
+		}
+		w.checkAll()
+	}
+	if w.violation == nil {
+		w.final = true
+		w.logf("end    every message disposed")
+		w.checkAll()
+	}
+}
+
+// settled: the storm is over, every send made, every message deleted or dead-lettered, and no
+// handler or service call is left.
+func (w *wworld) settled() bool {
+	if !w.stormOver || w.sendsLeft > 0 || w.eng == nil || len(w.running) > 0 || w.inflight > 0 {
+		return false
+	}
+	st := w.q.Status(w.now)
+	return st.Visible == 0 && st.InFlight == 0
+}
+
+func (w *wworld) checkAll() {
+	if w.violation != nil {
+		return
+	}
+	invs := append([]WorkerInvariant{{Name: "every message disposed", Check: func(v WorkerView) error {
+		if !v.Final() {
+			return nil
+		}
+		for _, m := range v.Messages() {
+			if m.State != "deleted" && m.State != "dead-lettered" {
+				return fmt.Errorf("message %s is %s at the end", m.ID, m.State)
+			}
+		}
+		return nil
+	}}, {Name: "no effect after cancel", Check: func(WorkerView) error {
+		for _, s := range w.services {
+			for _, c := range s.calls {
+				if c.Applied && c.AfterCancel {
+					return fmt.Errorf("message %d delivery %d's call %s.%s key %q took effect after its handler's context was cancelled (lease lost or shutdown): does the handler use context.WithoutCancel?",
+						c.Job, c.Attempt, s.name, c.Op, c.Key)
+				}
+			}
+		}
+		return nil
+	}}}, w.sc.Invariants...)
+	for _, inv := range invs {
+		if err := inv.Check(WorkerView{w}); err != nil {
+			w.fail(inv.Name, err)
+			return
+		}
+	}
+}
+
+func (w *wworld) handle(ev *event) {
+	switch ev.kind {
+	case evPlan:
+		w.sendsLeft--
+		id := w.q.Send(w.now, w.sends[ev.op].body)
+		w.logf("send   %s", id)
+	case evCallDone:
+		w.completeCall(ev.call)
+	case evOutcome:
+		w.outcome(ev.att)
+	case evWake:
+		if w.eng != nil && ev.op == w.gen {
+			w.step(worker.Tick{Now: w.now})
+		}
+	case evFunc:
+		ev.fn()
+	case evCrash:
+		if w.eng != nil && !w.stormOver {
+			w.logf("CRASH  the worker process dies")
+			if w.recv != nil {
+				w.recv.dead = true // nobody is left to release what it returns
+			}
+			w.exit()
+		}
+	case evStop:
+		if w.eng != nil && !w.stopping && !w.stormOver {
+			w.logf("stop   graceful shutdown begins")
+			w.stopping = true
+			w.step(worker.Shutdown{Now: w.now})
+		}
+	case evRestart:
+		w.restarting = false
+		w.open()
+	case evHorizon:
+		w.stormOver = true
+		w.svcFault = false
+		w.net = networkCalm
+		w.logf("calm   no more faults")
+		if w.eng == nil && !w.restarting {
+			w.scheduleRestart()
+		}
+	}
+}
+
+func (w *wworld) open() {
+	ecfg, err := w.sc.engineConfig(rand.New(rand.NewSource(w.rJitter.Int63())))
+	if err != nil {
+		w.fail("config", err)
+		return
+	}
+	eng, err := worker.New(ecfg)
+	if err != nil {
+		w.fail("config", fmt.Errorf("sluicetest: worker config: %w", err))
+		return
+	}
+	w.eng = eng
+	w.gen++
+	w.stopping, w.recv, w.abandonAt, w.wakeAt = false, nil, time.Time{}, time.Time{}
+	w.logf("open   worker process starts")
+	w.step(worker.Tick{Now: w.now})
+}
+
+// exit ends the process: handlers die at their current call; calls in flight still reach the
+// queue, their replies are dropped.
+func (w *wworld) exit() {
+	for _, rc := range sortedReceipts(w.running) {
+		a := w.running[rc]
+		a.cancel(sluice.ErrShutdown)
+		w.kill(a)
+	}
+	w.running = map[string]*attempt{}
+	w.receiptOf = map[*attempt]string{}
+	w.eng = nil
+	w.gen++
+	w.scheduleRestart()
+}
+
+func sortedReceipts(m map[string]*attempt) []string {
+	out := make([]string, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	// Receipts are "q/<seq>/<count>": order numerically so the order never depends on the map.
+	less := func(a, b string) bool {
+		pa, pb := strings.Split(a, "/"), strings.Split(b, "/")
+		for i := 1; i < 3 && i < len(pa) && i < len(pb); i++ {
+			x, _ := strconv.Atoi(pa[i])
+			y, _ := strconv.Atoi(pb[i])
+			if x != y {
+				return x < y
+			}
+		}
+		return a < b
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func (w *wworld) scheduleRestart() {
+	w.restarting = true
+	w.push(&event{at: w.now.Add(100*time.Millisecond + randDur(w.rFault, 2*time.Second)), kind: evRestart})
+}
+
+func (w *wworld) step(ev worker.Event) {
+	if err := w.eng.Step(ev); err != nil {
+		w.fail("sluice worker engine", err)
+	}
+}
+
+// drive is the production loop's body: Ready, perform, the shutdown's receive abandonment and
+// end, the wake timer.
+func (w *wworld) drive() {
+	for range 16 {
+		if w.eng == nil || w.violation != nil || w.aborted != nil {
+			return
+		}
+		rd := w.eng.Ready()
+		w.perform(rd)
+		if w.eng == nil || w.aborted != nil {
+			return
+		}
+		st := w.eng.Status()
+		if st.Stopping && w.recv != nil && !w.recv.abandoned && st.Waiting == 0 && st.Lease.Held == 0 &&
+			st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0 {
+			w.recv.abandoned = true
+			w.step(worker.ReceiveAbandoned{Call: w.recv.call, At: w.now})
+			continue
+		}
+		if st.Done {
+			w.logf("stop   worker done; the process exits")
+			w.exit()
+			return
+		}
+		wake := rd.WakeAt
+		if st.Stopping && (w.recv == nil || w.recv.abandoned) && st.Waiting == 0 && st.Running > 0 && st.Lease.Held == 0 &&
+			st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0 {
+			if w.abandonAt.IsZero() {
+				w.abandonAt = w.now.Add(w.sc.Config.Grace)
+			} else if !w.now.Before(w.abandonAt) {
+				w.logf("stop   handlers ignored their cancelled context; the process exits")
+				w.exit()
+				return
+			}
+			if wake.IsZero() || w.abandonAt.Before(wake) {
+				wake = w.abandonAt
+			}
+		}
+		if !wake.IsZero() && !wake.Equal(w.wakeAt) {
+			w.wakeAt = wake
+			at := wake
+			if min := w.now.Add(time.Millisecond); at.Before(min) {
+				at = min
+			}
+			w.push(&event{at: at, kind: evWake, op: w.gen})
+		}
+		return
+	}
+}
+
+// perform carries out the effects in the production driver's order: cancels, calls, starts.
+func (w *wworld) perform(rd worker.Ready) {
+	for _, c := range rd.Cancel {
+		a := w.running[c.Receipt]
+		if a == nil || a.finished.Load() {
+			continue
+		}
+		w.logf("cancel %v (%s)", a.tok, c.Reason)
+		a.userCancelled = true
+		a.cancel(context.Canceled)
+		w.interrupt(a, context.Canceled)
+		if w.aborted != nil {
+			return
+		}
+	}
+	for _, c := range rd.Changes {
+		entries := c.Entries
+		w.transportCall("change-visibility", describeChanges(entries), func(now time.Time) []error {
+			return w.q.ChangeVisibilityBatch(now, entries)
+		}, func(errs []error, err error) {
+			w.step(worker.CallDone{Call: c.Call, At: w.now, Entries: errs, Err: err})
+		})
+	}
+	for _, d := range rd.Deletes {
+		receipts := d.Receipts
+		w.transportCall("delete", strings.Join(receipts, " "), func(now time.Time) []error {
+			return w.q.DeleteBatch(now, receipts)
+		}, func(errs []error, err error) {
+			w.step(worker.CallDone{Call: d.Call, At: w.now, Entries: errs, Err: err})
+		})
+	}
+	if r := rd.Receive; r != nil {
+		w.receive(*r)
+	}
+	for _, s := range rd.Start {
+		w.start(s)
+		if w.aborted != nil {
+			return
+		}
+	}
+}
+
+// transportCall sends a batch call over the network: it takes effect at the queue after one
+// leg's latency (unless the network fails it first) and its reply arrives after another, to
+// this process only.
+func (w *wworld) transportCall(op, what string, apply func(now time.Time) []error, reply func([]error, error)) {
+	gen := w.gen
+	fate := w.net.Draw(w.rNet, true)
+	out, _ := w.net.Latency(w.rNet)
+	back, _ := w.net.Latency(w.rNet)
+	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: func() {
+		w.logf("queue  %s %s: %s", op, what, fate)
+		var (
+			errs []error
+			err  error
+		)
+		switch fate {
+		case faults.CallOK:
+			errs = apply(w.now)
+		case faults.CallFailAfter:
+			apply(w.now)
+			err = &core.TransportError{Class: core.Retryable, Op: op, Err: errors.New("reply lost")}
+		case faults.CallFatal:
+			err = &core.TransportError{Class: core.Fatal, Op: op, Err: errors.New("access denied")}
+		default:
+			err = &core.TransportError{Class: core.Retryable, Op: op, Err: fmt.Errorf("%s", fate)}
+		}
+		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
+			if w.eng == nil || w.gen != gen {
+				return
+			}
+			reply(errs, err)
+		}})
+	}})
+}
+
+func describeChanges(es []core.VisibilityChange) string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = fmt.Sprintf("%s=%s", e.Receipt, e.Timeout)
+	}
+	return strings.Join(parts, " ")
+}
+
+// recvCall is a receive call in flight.
+type recvCall struct {
+	call      worker.CallID
+	abandoned bool // the shutdown stopped waiting for it (ReceiveAbandoned)
+	dead      bool // its process crashed
+}
+
+// receive is a long poll: at the queue it looks for visible messages until Wait has passed.
+func (w *wworld) receive(r worker.Receive) {
+	gen := w.gen
+	rc := &recvCall{call: r.Call}
+	w.recv = rc
+	fate := w.net.Draw(w.rNet, false)
+	out, _ := w.net.Latency(w.rNet)
+	back, _ := w.net.Latency(w.rNet)
+	deadline := w.now.Add(out + r.Wait)
+	var poll func()
+	poll = func() {
+		var (
+			msgs []core.Message
+			err  error
+		)
+		switch fate {
+		case faults.CallOK, faults.CallFailAfter:
+			msgs = w.q.Receive(w.now, r.Max, r.Visibility)
+			if len(msgs) == 0 && w.now.Before(deadline) {
+				next := w.now.Add(pollStep)
+				if v, ok := w.q.NextVisibleAt(); ok && v.After(w.now) && v.Before(next) {
+					next = v
+				}
+				if deadline.Before(next) {
+					next = deadline
+				}
+				w.push(&event{at: next, kind: evFunc, fn: poll})
+				return
+			}
+			if fate == faults.CallFailAfter {
+				// Received at the queue, reply lost: hidden until their windows lapse.
+				msgs, err = nil, &core.TransportError{Class: core.Retryable, Op: "receive", Err: errors.New("reply lost")}
+			}
+		case faults.CallFatal:
+			err = &core.TransportError{Class: core.Fatal, Op: "receive", Err: errors.New("access denied")}
+		default:
+			err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: fmt.Errorf("%s", fate)}
+		}
+		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
+			if rc.abandoned && !rc.dead {
+				// The driver owns an abandoned receive's messages, even after the worker
+				// stopped: it releases them at once.
+				for _, m := range msgs {
+					_ = w.q.ChangeVisibility(w.now, m.Receipt, 0)
+				}
+				if len(msgs) > 0 {
+					w.logf("recv   %d messages after the shutdown abandoned the call: released", len(msgs))
+				}
+				return
+			}
+			if w.eng == nil || w.gen != gen {
+				return // the process died: the messages lapse back
+			}
+			w.recv = nil
+			if len(msgs) > 0 || err != nil {
+				w.logf("recv   %d messages, err %v", len(msgs), err)
+			}
+			w.step(worker.ReceiveDone{Call: r.Call, At: w.now, Messages: msgs, Err: err})
+		}})
+	}
+	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: poll})
+}
+
+// start runs the handler for s on its own goroutine until it parks or returns.
+func (w *wworld) start(s worker.StartHandler) {
+	seq, _ := strconv.ParseUint(s.Message.ID[strings.LastIndexByte(s.Message.ID, '-')+1:], 10, 64)
+	a := &attempt{w: w.sched, tok: runner.Token{ID: seq, Attempt: s.Message.ReceiveCount}, gen: w.gen, resume: make(chan reply)}
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, a))
+	a.cancel = cancel
+	w.running[s.Receipt] = a
+	w.receiptOf[a] = s.Receipt
+	msg := sluice.Message{ID: s.Message.ID, Body: s.Message.Body, ReceiveCount: s.Message.ReceiveCount}
+	w.logf("start  %s delivery %d", s.Message.ID, s.Message.ReceiveCount)
+	h := w.handler
+	go func() {
+		var out sluice.Outcome
+		defer func() { w.yield <- yieldMsg{att: a, done: true, out: out} }()
+		out = workerOutcome(callWorkerHandler(ctx, h, msg))
+	}()
+	w.await(a)
+}
+
+func (w *wworld) outcome(a *attempt) {
+	rc, ok := w.receiptOf[a]
+	if a.dead || a.gen != w.gen || !ok || w.eng == nil {
+		return
+	}
+	delete(w.running, rc)
+	delete(w.receiptOf, a)
+	a.cancel(nil)
+	res := resultOf(a.out)
+	w.logf("end    message %d delivery %d: %s", a.tok.ID, a.tok.Attempt, res.Outcome)
+	if res.Outcome == worker.Success && !a.userCancelled {
+		w.acked[fmt.Sprintf("q-%d", a.tok.ID)] = true
+	}
+	w.step(worker.HandlerDone{Receipt: rc, At: w.now, Result: res})
+}
+
+// The attempt machinery carries a sluice.Outcome; a worker Result rides in it.
+func workerOutcome(r sluice.Result) sluice.Outcome {
+	switch r.Kind {
+	case sluice.ResultAck:
+		return sluice.Succeeded()
+	case sluice.ResultRetry:
+		err := r.Err
+		if err == nil {
+			err = errors.New("retry")
+		}
+		o := sluice.Failed(err, true)
+		o.After = r.After
+		return o
+	case sluice.ResultTerminal:
+		err := r.Err
+		if err == nil {
+			err = errors.New("terminal")
+		}
+		return sluice.Outcome{Kind: sluice.KindPanicked, Err: &terminalErr{err}}
+	}
+	err := r.Err
+	if err == nil {
+		err = errors.New("rejected")
+	}
+	return sluice.Failed(err, false)
+}
+
+type terminalErr struct{ error }
+
+func resultOf(o sluice.Outcome) worker.Result {
+	switch o.Kind {
+	case sluice.KindSucceeded:
+		return worker.Result{Outcome: worker.Success}
+	case sluice.KindFailed:
+		if o.Retryable {
+			return worker.Result{Outcome: worker.Retryable, Err: o.Err, After: o.After}
+		}
+		return worker.Result{Outcome: worker.Permanent, Err: o.Err}
+	}
+	var te *terminalErr
+	if errors.As(o.Err, &te) {
+		return worker.Result{Outcome: worker.Terminal, Err: te.error}
+	}
+	return worker.Result{Outcome: worker.Permanent, Err: o.Err}
+}
+
+// callWorkerHandler runs h as the production worker does: a panic is a permanent failure.
+func callWorkerHandler(ctx context.Context, h sluice.WorkerHandler, msg sluice.Message) (r sluice.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			r = sluice.Reject(&sluice.PanicError{Value: v})
+		}
+	}()
+	r = h(ctx, msg)
+	switch r.Kind {
+	case sluice.ResultAck, sluice.ResultRetry, sluice.ResultPermanent, sluice.ResultTerminal:
+		return r
+	}
+	return sluice.Reject(errors.New("sluice: handler returned an invalid Result"))
+}

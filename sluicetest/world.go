@@ -1,0 +1,795 @@
+package sluicetest
+
+import (
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/faults"
+)
+
+const (
+	journalName     = "jobs.journal"
+	capacityDefault = 4
+	jobsMaxDefault  = 8
+	horizonDefault  = 30 * time.Second
+	stepsMaxDefault = 100_000
+	// restartsMax bounds the failed reopens in a row before the run reports it.
+	restartsMax = 50
+)
+
+// diskStorm are the disk faults of a seed whose DiskFaults knob is on.
+var diskStorm = faults.Disk{WriteErr: 0.01, SyncErr: 0.02}
+
+// world is one run: the engine driven as the production owner drives it, over sim/disk.
+type world[A any] struct {
+	*sched
+	sc      *Scenario[A]
+	codec   sluice.Codec[A]
+	k       Knobs
+	seed    int64
+	disk    *disk.Disk
+	ecfg    runner.Config
+	rJitter *rand.Rand
+	rFault  *rand.Rand
+	handler sluice.Handler[A]
+
+	eng        *runner.Engine // nil while the process is down
+	gen        int
+	stopping   bool
+	restarting bool
+	failedOpen int
+	wakeAt     time.Time
+
+	plan     []planOp[A]
+	planLeft int
+	pending  map[runner.Ticket]int // plan op awaiting its commit
+	running  map[runner.Token]*attempt
+	refID    []uint64 // JobRef -> acknowledged id (0: none)
+
+	acked       map[uint64]bool
+	settled     map[uint64]runner.JobState
+	reported    map[uint64]bool      // a success outcome was fed for the job
+	cancelAcked map[uint64]time.Time // when the job's cancel became durable
+	last        runner.Snapshot      // the state when the process last went down
+
+	crashCalls []int // crash after this many completed calls (ascending)
+	stopCalls  []int
+	stormOver  bool
+	final      bool
+	steps      int
+	violation  *Violation
+}
+
+// Violation is a broken invariant found by a run.
+type Violation struct {
+	Seed      int64
+	Knobs     Knobs
+	Invariant string
+	Err       error
+	At        time.Duration // simulated time since the start
+	Timeline  []string
+}
+
+// Token is the replay token of the run: SLUICETEST_SEED=<token> replays it exactly.
+func (v *Violation) Token() string { return fmt.Sprintf("%d:%s", v.Seed, v.Knobs) }
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("seed %d: invariant %q broken at +%s: %v", v.Seed, v.Invariant, v.At, v.Err)
+}
+
+// result is a finished run.
+type result struct {
+	violation *Violation
+	timeline  []string
+	digest    [32]byte
+}
+
+// run runs the scenario once for seed with knobs k.
+func run[A any](sc *Scenario[A], seed int64, k Knobs) result {
+	w := newWorld(sc, seed, k)
+	w.loop()
+	res := result{violation: w.violation, timeline: w.log}
+	h := sha256.New()
+	for _, l := range w.log {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	copy(res.digest[:], h.Sum(nil))
+	if res.violation != nil {
+		res.violation.Timeline = w.log
+	}
+	return res
+}
+
+func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
+	w := &world[A]{
+		sched:       newSched(seed),
+		sc:          sc,
+		codec:       sc.Codec,
+		k:           k,
+		seed:        seed,
+		disk:        disk.New(sim.Stream(seed, "disk").Int63()),
+		rJitter:     sim.Stream(seed, "jitter"),
+		rFault:      sim.Stream(seed, "faults"),
+		pending:     map[runner.Ticket]int{},
+		running:     map[runner.Token]*attempt{},
+		acked:       map[uint64]bool{},
+		settled:     map[uint64]runner.JobState{},
+		reported:    map[uint64]bool{},
+		cancelAcked: map[uint64]time.Time{},
+	}
+	if w.codec == nil {
+		w.codec = sluice.JSON[A]()
+	}
+	w.svcFault = k.ServiceFaults
+	if k.DiskFaults {
+		w.disk.SetFaults(diskStorm)
+	}
+	w.ecfg = sc.engineConfig()
+	w.ecfg.Decode = func(b []byte) (any, error) { return w.codec.Decode(b) }
+	w.handler = sc.Setup(&Env{w: w.sched})
+
+	// The workload first, from its own stream, so the knobs never shift its draws.
+	p := &Plan[A]{jobsMax: k.Jobs}
+	if sc.Workload != nil {
+		sc.Workload(sim.Stream(seed, "workload"), p)
+	}
+	w.plan = p.sorted()
+	w.refID = make([]uint64, p.refs)
+	w.planLeft = len(w.plan)
+	for i, op := range w.plan {
+		w.push(&event{at: epoch.Add(op.at), kind: evPlan, op: i})
+	}
+
+	// Fault points: a third each at a random time, after a random service call, and inside a
+	// commit (armed at a random time).
+	// Crash and stop points come from their own streams, so lowering one knob while
+	// shrinking keeps the other points (and the first n of its own) where they were.
+	callsGuess := 3 * k.Jobs
+	rc, rs := sim.Stream(seed, "crashes"), sim.Stream(seed, "stops")
+	for range k.Crashes {
+		kind, at, n := rc.Intn(3), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
+		switch kind {
+		case 0:
+			w.push(&event{at: epoch.Add(at), kind: evCrash})
+		case 1:
+			w.crashCalls = append(w.crashCalls, n)
+		default:
+			w.push(&event{at: epoch.Add(at), kind: evArmCommitCrash})
+		}
+	}
+	for range k.Stops {
+		kind, at, n := rs.Intn(2), randDur(rs, k.Horizon), 1+rs.Intn(callsGuess)
+		if kind == 0 {
+			w.push(&event{at: epoch.Add(at), kind: evStop})
+		} else {
+			w.stopCalls = append(w.stopCalls, n)
+		}
+	}
+	slices.Sort(w.crashCalls)
+	slices.Sort(w.stopCalls)
+	w.onCallDone = w.callHook
+	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
+	return w
+}
+
+// engineConfig is the user's Config in the engine's terms, as the production driver maps it
+// (Capacity 0 means 4: the simulation does not read the CPU count).
+func (sc *Scenario[A]) engineConfig() runner.Config {
+	cfg := sc.Config
+	capacity := cfg.Capacity
+	if capacity == 0 {
+		capacity = capacityDefault
+	}
+	return runner.Config{
+		Policy:       retry.Policy(cfg.Policy),
+		Circuit:      breaker.Circuit(cfg.Circuit),
+		Capacity:     capacity,
+		CompactBytes: cfg.CompactBytes,
+		Retention:    cfg.Retention,
+		RecordMax:    cfg.RecordMax,
+		Grace:        cfg.Grace,
+		Logger:       slog.New(slog.DiscardHandler),
+	}
+}
+
+func randDur(r *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(r.Int63n(int64(d)))
+}
+
+// callHook schedules the crashes and stops that wait for the n-th completed call.
+func (w *world[A]) callHook() {
+	for len(w.crashCalls) > 0 && w.crashCalls[0] <= w.callsN {
+		w.crashCalls = w.crashCalls[1:]
+		if !w.stormOver {
+			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evCrash})
+		}
+	}
+	for len(w.stopCalls) > 0 && w.stopCalls[0] <= w.callsN {
+		w.stopCalls = w.stopCalls[1:]
+		if !w.stormOver {
+			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evStop})
+		}
+	}
+}
+
+func (w *world[A]) stepsMax() int {
+	if w.sc.StepsMax > 0 {
+		return w.sc.StepsMax
+	}
+	return stepsMaxDefault
+}
+
+func (w *world[A]) loop() {
+	defer w.release()
+	w.logf("start  %s", w.k)
+	w.open()
+	for w.violation == nil {
+		if w.aborted != nil {
+			w.fail(w.abortedWhy, w.aborted)
+			return
+		}
+		if w.settledAll() {
+			break
+		}
+		if w.events.Len() == 0 {
+			w.fail("progress", errors.New("nothing left to happen but jobs have not settled"))
+			return
+		}
+		if w.steps >= w.stepsMax() {
+			w.fail("progress", fmt.Errorf("jobs have not settled after %d steps (raise Scenario.StepsMax?)", w.steps))
+			return
+		}
+		w.steps++
+		if at := w.events[0].at; at.After(w.now) {
+			w.now = at
+		}
+		for w.events.Len() > 0 && !w.events[0].at.After(w.now) && w.aborted == nil {
+			w.handle(heap.Pop(&w.events).(*event))
+		}
+		if w.eng != nil && w.aborted == nil {
+			w.commit()
+		}
+		if msg := w.takeOutlived(); msg != "" {
+			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
+		}
+		w.checkAll()
+	}
+	if w.violation == nil {
+		w.final = true
+		w.logf("end    every job settled")
+		w.checkAll()
+	}
+}
+
+// release ends the handler goroutines a violation left parked, so a sweep leaks none.
+func (w *world[A]) release() {
+	if w.aborted != nil {
+		return // a blocked handler cannot be ended; the report says so
+	}
+	for _, a := range w.running { // order-free: each ends on its own, nothing is logged
+		w.kill(a)
+	}
+}
+
+func (w *world[A]) fail(inv string, err error) {
+	if w.violation == nil {
+		w.logf("BROKEN %s: %v", inv, err)
+		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
+	}
+}
+
+// settledAll: the storm is over, the plan done, and nothing waits, runs or is in flight.
+func (w *world[A]) settledAll() bool {
+	return w.stormOver && w.planLeft == 0 && w.eng != nil && !w.stopping && w.eng.Idle() &&
+		len(w.running) == 0 && w.inflight == 0 && len(w.pending) == 0
+}
+
+func (w *world[A]) handle(ev *event) {
+	switch ev.kind {
+	case evPlan:
+		w.planLeft--
+		w.submit(ev.op)
+	case evCallDone:
+		w.completeCall(ev.call)
+	case evOutcome:
+		w.outcome(ev.att)
+	case evWake:
+	case evCrash:
+		if w.eng != nil && !w.stormOver {
+			w.crash("crash")
+		}
+	case evArmCommitCrash:
+		if w.eng != nil && !w.stormOver {
+			n := 1 + w.rFault.Intn(4)
+			w.logf("arm    crash at the %d-th disk write or sync from now", n)
+			w.disk.CrashAfter(n)
+		}
+	case evStop:
+		if w.eng != nil && !w.stopping && !w.stormOver {
+			w.logf("stop   graceful stop begins")
+			w.stopping = true
+			_ = w.eng.Dispatch(w.now, false)
+		}
+	case evRestart:
+		w.restarting = false
+		w.open()
+	case evHorizon:
+		w.stormOver = true
+		w.svcFault = false
+		w.disk.SetFaults(faults.Disk{})
+		w.logf("calm   no more faults")
+		if w.eng == nil && !w.restarting {
+			w.scheduleRestart()
+		}
+	}
+}
+
+// submit hands a planned command to the engine, as the owner does with a producer's call.
+func (w *world[A]) submit(i int) {
+	op := w.plan[i]
+	if w.eng == nil {
+		w.logf("refuse plan op %d (runner down): the producer gets an error", i)
+		return
+	}
+	var (
+		t   runner.Ticket
+		err error
+	)
+	switch op.kind {
+	case opEnqueue:
+		b, eerr := w.codec.Encode(op.payload)
+		if eerr != nil {
+			w.fail("codec", fmt.Errorf("encoding the payload of job ref %d: %w", op.ref, eerr))
+			return
+		}
+		due := epoch.Add(op.due)
+		t, _, err = w.eng.Enqueue(w.now, due, op.target, b)
+		w.logf("enq    ref %d target=%s due=+%s", op.ref, op.target, op.due)
+	case opCancel:
+		id := w.refID[op.ref]
+		if id == 0 {
+			w.logf("skip   cancel of ref %d (never acknowledged)", op.ref)
+			return
+		}
+		t, err = w.eng.Cancel(id)
+		w.logf("cancel job %d", id)
+	case opRetry:
+		id := w.refID[op.ref]
+		if id == 0 {
+			w.logf("skip   retry of ref %d (never acknowledged)", op.ref)
+			return
+		}
+		t, err = w.eng.Retry(w.now, id)
+		w.logf("retry  job %d", id)
+	}
+	if err != nil {
+		w.logf("refuse %v", err)
+		return
+	}
+	w.pending[t] = i
+}
+
+func (w *world[A]) outcome(a *attempt) {
+	if a.dead || a.gen != w.gen || w.running[a.tok] != a {
+		return
+	}
+	delete(w.running, a.tok)
+	a.cancel(nil)
+	out := a.out
+	w.logf("end    %v %s", a.tok, describeOutcome(out))
+	if out.Kind == sluice.KindSucceeded {
+		w.reported[a.tok.ID] = true
+	}
+	_ = w.eng.AttemptDone(w.now, a.tok, coreOutcome(out))
+}
+
+// commit is the owner's commit: one Commit, perform the result, then the stop's end.
+func (w *world[A]) commit() {
+	res, err := w.eng.Commit(w.now)
+	if err != nil {
+		w.crash(fmt.Sprintf("commit failed, runner poisoned: %v", err))
+		return
+	}
+	w.perform(res)
+	if w.eng == nil {
+		return
+	}
+	if err := w.eng.Poisoned(); err != nil {
+		w.crash(fmt.Sprintf("runner poisoned: %v", err))
+		return
+	}
+	if err := w.eng.CheckInvariants(); err != nil {
+		w.fail("sluice engine invariant", err)
+		return
+	}
+	if w.stopping && res.Stopped {
+		w.finishClose()
+		return
+	}
+	if !res.Wake.IsZero() && !res.Wake.Equal(w.wakeAt) {
+		w.wakeAt = res.Wake
+		at := res.Wake
+		if min := w.now.Add(time.Millisecond); at.Before(min) {
+			at = min
+		}
+		w.push(&event{at: at, kind: evWake})
+	}
+}
+
+// perform acknowledges, reports settled jobs, cancels and starts, in the owner's order.
+func (w *world[A]) perform(res runner.Result) {
+	for _, a := range res.Acks {
+		i, ok := w.pending[a.Ticket]
+		if !ok {
+			continue
+		}
+		delete(w.pending, a.Ticket)
+		op := w.plan[i]
+		switch op.kind {
+		case opEnqueue:
+			w.refID[op.ref] = a.ID
+			w.acked[a.ID] = true
+			w.logf("ack    ref %d is job %d", op.ref, a.ID)
+		case opCancel:
+			id := w.refID[op.ref]
+			w.cancelAcked[id] = w.now
+			w.logf("ack    cancel of job %d", id)
+		case opRetry:
+			w.logf("ack    retry of job %d", w.refID[op.ref])
+		}
+	}
+	for _, s := range res.Settled {
+		w.settled[s.ID] = s.State
+		w.logf("settle job %d %s after %d attempts", s.ID, s.State, s.Attempts)
+		if cb := w.sc.Config.OnSettled; cb != nil {
+			cb(settledOf(s))
+		}
+	}
+	for _, c := range res.Cancels {
+		a := w.running[c.Token]
+		if a == nil || a.finished.Load() {
+			continue
+		}
+		cause := sluice.ErrShutdown
+		if c.Why == runner.ByUser {
+			cause = sluice.ErrJobCancelled
+			a.userCancelled = true
+		}
+		w.logf("cancel %v (%v)", c.Token, cause)
+		a.cancel(cause)
+		w.interrupt(a, cause)
+	}
+	for _, s := range res.Starts {
+		w.start(s)
+		if w.aborted != nil {
+			return
+		}
+	}
+}
+
+// start runs the handler of s on its own goroutine until it parks or returns.
+func (w *world[A]) start(s runner.Attempt) {
+	a := &attempt{w: w.sched, tok: s.Token, gen: w.gen, resume: make(chan reply)}
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, a))
+	if d := w.ecfg.Policy.Deadline; d > 0 {
+		ctx = deadlineCtx{Context: ctx, at: s.FirstDue.Add(d)}
+	}
+	a.cancel = cancel
+	w.running[s.Token] = a
+	job := sluice.Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
+	w.logf("start  %v target=%s", s.Token, s.Target)
+	h := w.handler
+	go func() {
+		var out sluice.Outcome
+		defer func() { w.yield <- yieldMsg{att: a, done: true, out: out} }()
+		out = callHandler(ctx, h, job)
+	}()
+	w.await(a)
+}
+
+// crash kills the process: running handlers die at their current call, unacknowledged commands
+// are lost, the disk keeps what a power cut leaves.
+func (w *world[A]) crash(why string) {
+	w.logf("CRASH  %s", why)
+	w.killAll()
+	w.eng = nil
+	w.disk.Crash()
+	if rep := w.disk.LastCrash(); rep != "" {
+		for _, l := range strings.Split(rep, "\n") {
+			w.logf("disk   %s", l)
+		}
+	}
+	w.scheduleRestart()
+}
+
+// finishClose is the owner's end of a graceful stop: Flush, compact if configured, Close; the
+// process then exits and attempts still running are abandoned.
+func (w *world[A]) finishClose() {
+	res, err := w.eng.Flush(w.now)
+	if err != nil {
+		w.crash(fmt.Sprintf("flush at stop failed: %v", err))
+		return
+	}
+	w.perform(res)
+	if w.eng == nil {
+		return
+	}
+	if w.sc.Config.CompactOnClose {
+		_ = w.eng.Compact() // a kept failure leaves the old journal; a lost one shows at Close
+	}
+	if err := w.eng.Close(); err != nil {
+		w.crash(fmt.Sprintf("close failed: %v", err))
+		return
+	}
+	w.logf("stop   runner closed; the process exits")
+	w.killAll()
+	w.eng = nil
+	w.scheduleRestart()
+}
+
+func (w *world[A]) killAll() {
+	if w.eng != nil {
+		w.last = w.eng.State()
+	}
+	toks := make([]runner.Token, 0, len(w.running))
+	for t := range w.running {
+		toks = append(toks, t)
+	}
+	sort.Slice(toks, func(i, j int) bool {
+		if toks[i].ID != toks[j].ID {
+			return toks[i].ID < toks[j].ID
+		}
+		return toks[i].Attempt < toks[j].Attempt
+	})
+	for _, t := range toks {
+		a := w.running[t]
+		a.cancel(sluice.ErrShutdown)
+		w.kill(a)
+	}
+	w.running = map[runner.Token]*attempt{}
+	lost := make([]int, 0, len(w.pending))
+	for _, i := range w.pending {
+		lost = append(lost, i)
+	}
+	slices.Sort(lost)
+	for _, i := range lost {
+		w.logf("lost   plan op %d was not acknowledged", i)
+	}
+	w.pending = map[runner.Ticket]int{}
+	w.stopping = false
+	w.wakeAt = time.Time{}
+	w.gen++
+}
+
+func (w *world[A]) scheduleRestart() {
+	w.restarting = true
+	d := 100*time.Millisecond + randDur(w.rFault, 2*time.Second)
+	w.push(&event{at: w.now.Add(d), kind: evRestart})
+}
+
+// open starts the process: Open (replay, requeue interrupted attempts), then Run's dispatch on.
+func (w *world[A]) open() {
+	ecfg := w.ecfg
+	ecfg.Rand = rand.New(rand.NewSource(w.rJitter.Int63()))
+	e, err := runner.Open(w.disk, journalName, ecfg, w.now)
+	if err != nil {
+		w.failedOpen++
+		w.logf("open   failed: %v", err)
+		if (errors.Is(err, disk.ErrInjected) || errors.Is(err, disk.ErrCrashed)) && w.failedOpen < restartsMax {
+			w.disk.Crash()
+			w.scheduleRestart()
+			return
+		}
+		w.fail("restart", fmt.Errorf("the runner could not reopen its journal: %w", err))
+		return
+	}
+	w.failedOpen = 0
+	w.eng = e
+	w.logf("open   %d interrupted attempts requeued", e.Orphans())
+	_ = e.Dispatch(w.now, true)
+}
+
+// jobs is the last durable state in the invariants' terms.
+func (w *world[A]) jobs() []JobView[A] {
+	s := w.last
+	if w.eng != nil {
+		s = w.eng.State()
+	}
+	out := make([]JobView[A], 0, len(s.Jobs))
+	for _, j := range s.Jobs {
+		v := JobView[A]{ID: j.ID, Target: j.Target, State: publicState(j), Attempts: j.Attempts, Acked: w.acked[j.ID]}
+		if p, err := w.codec.Decode(j.Payload); err == nil {
+			v.Payload = p
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// checkAll runs the provided invariants and the user's.
+func (w *world[A]) checkAll() {
+	if w.violation != nil {
+		return
+	}
+	for _, inv := range w.provided() {
+		if err := inv.Check(View[A]{w}); err != nil {
+			w.fail(inv.Name, err)
+			return
+		}
+	}
+	for _, inv := range w.sc.Invariants {
+		if err := inv.Check(View[A]{w}); err != nil {
+			w.fail(inv.Name, err)
+			return
+		}
+	}
+}
+
+func (w *world[A]) provided() []Invariant[A] {
+	return []Invariant[A]{
+		{Name: "no effect after cancel", Check: func(View[A]) error {
+			for _, s := range w.services {
+				for _, c := range s.calls {
+					if c.Applied && c.AfterCancel {
+						return fmt.Errorf("attempt %d#%d's call %s.%s key %q took effect although the job's cancellation had reached its context (does the handler use context.WithoutCancel or context.Background?)",
+							c.Job, c.Attempt, s.name, c.Op, c.Key)
+					}
+				}
+			}
+			return nil
+		}},
+		{Name: "success was reported", Check: func(View[A]) error {
+			ids := make([]uint64, 0, len(w.settled))
+			for id, st := range w.settled {
+				if st == runner.Succeeded && !w.reported[id] {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) > 0 {
+				slices.Sort(ids)
+				return fmt.Errorf("job %d settled succeeded but no attempt reported success", ids[0])
+			}
+			return nil
+		}},
+		{Name: "acknowledged jobs settle", Check: func(View[A]) error {
+			if !w.final {
+				return nil
+			}
+			ids := make([]uint64, 0, len(w.acked))
+			for id := range w.acked {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			for _, id := range ids {
+				if _, ok := w.settled[id]; ok {
+					continue
+				}
+				j, ok := w.eng.Get(id)
+				if !ok {
+					return fmt.Errorf("acknowledged job %d is lost", id)
+				}
+				if !j.State.Terminal() {
+					return fmt.Errorf("acknowledged job %d is %s at the end", id, j.State)
+				}
+			}
+			return nil
+		}},
+	}
+}
+
+// callHandler runs h, turning a panic into a Panicked outcome and a zero Outcome into a
+// non-retryable failure, as the production runner does.
+func callHandler[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) (out sluice.Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			out = sluice.Outcome{Kind: sluice.KindPanicked, Err: &sluice.PanicError{Value: v}}
+		}
+	}()
+	out = h(ctx, job)
+	switch out.Kind {
+	case sluice.KindSucceeded, sluice.KindPanicked:
+	case sluice.KindFailed:
+		if out.Err == nil {
+			out.Err = errors.New("sluice: handler failed with a nil error")
+		}
+	default:
+		out = sluice.Outcome{Kind: sluice.KindFailed, Err: fmt.Errorf("sluice: handler returned an invalid outcome (kind %d)", out.Kind)}
+	}
+	return out
+}
+
+func describeOutcome(o sluice.Outcome) string {
+	switch o.Kind {
+	case sluice.KindSucceeded:
+		return "succeeded"
+	case sluice.KindFailed:
+		return fmt.Sprintf("failed (retryable=%v): %v", o.Retryable, o.Err)
+	}
+	return fmt.Sprintf("%s: %v", o.Kind, o.Err)
+}
+
+// coreOutcome is the production driver's translation of an outcome.
+func coreOutcome(out sluice.Outcome) runner.Outcome {
+	switch out.Kind {
+	case sluice.KindSucceeded:
+		return runner.Success()
+	case sluice.KindPanicked:
+		var pe *sluice.PanicError
+		if errors.As(out.Err, &pe) {
+			return runner.Panicked(fmt.Sprint(pe.Value))
+		}
+		return runner.Panicked(fmt.Sprint(out.Err))
+	}
+	o := runner.Failure(fmt.Sprint(out.Err), out.Retryable)
+	o.After = out.After
+	return o
+}
+
+// publicState is a job's state as sluice.Runner.Get reports it (pending, waiting, deferred).
+func publicState(j runner.Job) sluice.State {
+	if j.State == runner.Waiting {
+		switch {
+		case j.Deferred:
+			return sluice.StateDeferred
+		case j.Attempts == 0:
+			return sluice.StatePending
+		}
+	}
+	return stateOf(j.State)
+}
+
+func stateOf(s runner.JobState) sluice.State {
+	switch s {
+	case runner.Waiting:
+		return sluice.StateWaiting
+	case runner.Running:
+		return sluice.StateRunning
+	case runner.Succeeded:
+		return sluice.StateSucceeded
+	case runner.Dead:
+		return sluice.StateDead
+	case runner.Cancelled:
+		return sluice.StateCancelled
+	}
+	return 0
+}
+
+func settledOf(s runner.Settled) sluice.Settled {
+	var err error
+	if s.LastErr != "" && s.State == runner.Dead {
+		err = errors.New(s.LastErr)
+	}
+	reason := ""
+	if s.Reason != runner.NoReason {
+		reason = s.Reason.String()
+	}
+	return sluice.Settled{ID: s.ID, State: stateOf(s.State), Attempts: s.Attempts, Reason: reason, Err: err}
+}
+
+// deadlineCtx reports the job's retry deadline in simulated time; it never fires on its own
+// (a real timer would compare simulated time with the wall clock).
+type deadlineCtx struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.at, true }
