@@ -187,21 +187,9 @@ func (sc *WorkerScenario) sweep() sweep {
 	}
 }
 
-// engineConfig maps the user's WorkerConfig onto the engine's, with the production defaults.
+// engineConfig maps the user's WorkerConfig onto the machine's, which defaults it as in production.
 func (sc *WorkerScenario) engineConfig(r *rand.Rand) (worker.Config, error) {
-	c := sc.Config
-	if c.Window == 0 {
-		c.Window = sluice.DefaultWindow
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = sluice.DefaultConcurrency
-	}
-	if c.Budget == 0 {
-		c.Budget = sluice.DefaultBudget
-	}
-	if c.Wait == 0 {
-		c.Wait = min(sluice.DefaultWait, (c.Window * 2 / 3).Truncate(time.Second))
-	}
+	c := sc.Config // zero fields take core/worker's defaults, as in NewWorker
 	pol := retry.Policy(c.Policy).WithDefaults()
 	if err := pol.Validate(); err != nil {
 		return worker.Config{}, fmt.Errorf("sluicetest: WorkerConfig.Policy: %w", err)
@@ -212,7 +200,7 @@ func (sc *WorkerScenario) engineConfig(r *rand.Rand) (worker.Config, error) {
 			return c.Decode(sluice.Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount})
 		}
 	}
-	return worker.Config{Window: c.Window, Ceiling: c.Ceiling, Wait: c.Wait, WaitNone: c.Wait == 0,
+	return worker.Config{Window: c.Window, Ceiling: c.Ceiling, Wait: c.Wait,
 		Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget, RedriveMaxReceives: c.RedriveMax,
 		Retry: pol, Rand: r, Decode: decode, Grace: c.Grace}, nil
 }
@@ -230,7 +218,7 @@ type wworld struct {
 	rJitter *rand.Rand
 	handler sluice.WorkerHandler
 
-	eng        *worker.Engine // nil while the process is down
+	eng        *worker.Machine // nil while the process is down
 	gen        int
 	stopping   bool
 	abandonAt  time.Time
@@ -541,32 +529,16 @@ func (w *wworld) drive() {
 		if w.eng == nil || w.aborted != nil {
 			return
 		}
-		st := w.eng.Status()
-		if st.Stopping && w.recv != nil && !w.recv.abandoned && st.Waiting == 0 && st.Lease.Held == 0 &&
-			st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0 {
-			w.recv.abandoned = true
-			w.step(worker.ReceiveAbandoned{Call: w.recv.call, At: w.now})
-			continue
-		}
-		if st.Done {
-			w.logf("stop   worker done; the process exits")
+		if st := w.eng.Status(); st.Done {
+			if st.HandlersAbandoned > 0 {
+				w.logf("stop   handlers ignored their cancelled context; the process exits")
+			} else {
+				w.logf("stop   worker done; the process exits")
+			}
 			w.exit()
 			return
 		}
-		wake := rd.WakeAt
-		if st.Stopping && (w.recv == nil || w.recv.abandoned) && st.Waiting == 0 && st.Running > 0 && st.Lease.Held == 0 &&
-			st.Lease.Disposing == 0 && st.Lease.InFlightCalls == 0 {
-			if w.abandonAt.IsZero() {
-				w.abandonAt = w.now.Add(w.sc.Config.Grace)
-			} else if !w.now.Before(w.abandonAt) {
-				w.logf("stop   handlers ignored their cancelled context; the process exits")
-				w.exit()
-				return
-			}
-			if wake.IsZero() || w.abandonAt.Before(wake) {
-				wake = w.abandonAt
-			}
-		}
+		wake := w.eng.WakeAt()
 		if !wake.IsZero() && !wake.Equal(w.wakeAt) {
 			w.wakeAt = wake
 			at := wake
@@ -599,7 +571,7 @@ func (w *wworld) perform(rd worker.Ready) {
 		w.transportCall("change-visibility", describeChanges(entries), func(now time.Time) []error {
 			return w.q.ChangeVisibilityBatch(now, entries)
 		}, func(errs []error, err error) {
-			w.step(worker.CallDone{Call: c.Call, At: w.now, Entries: errs, Err: err})
+			w.step(worker.CallDone{Call: c.Call, Now: w.now, Entries: errs, Err: err})
 		})
 	}
 	for _, d := range rd.Deletes {
@@ -607,8 +579,11 @@ func (w *wworld) perform(rd worker.Ready) {
 		w.transportCall("delete", strings.Join(receipts, " "), func(now time.Time) []error {
 			return w.q.DeleteBatch(now, receipts)
 		}, func(errs []error, err error) {
-			w.step(worker.CallDone{Call: d.Call, At: w.now, Entries: errs, Err: err})
+			w.step(worker.CallDone{Call: d.Call, Now: w.now, Entries: errs, Err: err})
 		})
+	}
+	if rd.AbandonReceive != 0 {
+		w.abandonReceive(rd.AbandonReceive)
 	}
 	if r := rd.Receive; r != nil {
 		w.receive(*r)
@@ -666,7 +641,8 @@ func describeChanges(es []core.VisibilityChange) string {
 // recvCall is a receive call in flight.
 type recvCall struct {
 	call      worker.CallID
-	abandoned bool // the shutdown stopped waiting for it (ReceiveAbandoned)
+	abandoned bool // the shutdown cancelled it (Ready.AbandonReceive) before the queue answered
+	answered  bool // the queue answered; the reply may still be on its way back
 	dead      bool // its process crashed
 }
 
@@ -681,6 +657,9 @@ func (w *wworld) receive(r worker.Receive) {
 	deadline := w.now.Add(out + r.Wait)
 	var poll func()
 	poll = func() {
+		if rc.abandoned {
+			return // cancelled while it waited at the queue: it took nothing
+		}
 		var (
 			msgs []core.Message
 			err  error
@@ -708,18 +687,8 @@ func (w *wworld) receive(r worker.Receive) {
 		default:
 			err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: fmt.Errorf("%s", fate)}
 		}
+		rc.answered = true
 		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
-			if rc.abandoned && !rc.dead {
-				// The driver owns an abandoned receive's messages, even after the worker
-				// stopped: it releases them at once.
-				for _, m := range msgs {
-					_ = w.q.ChangeVisibility(w.now, m.Receipt, 0)
-				}
-				if len(msgs) > 0 {
-					w.logf("recv   %d messages after the shutdown abandoned the call: released", len(msgs))
-				}
-				return
-			}
 			if w.eng == nil || w.gen != gen {
 				return // the process died: the messages lapse back
 			}
@@ -727,10 +696,35 @@ func (w *wworld) receive(r worker.Receive) {
 			if len(msgs) > 0 || err != nil {
 				w.logf("recv   %d messages, err %v", len(msgs), err)
 			}
-			w.step(worker.ReceiveDone{Call: r.Call, At: w.now, Messages: msgs, Err: err})
+			w.step(worker.ReceiveDone{Call: r.Call, Now: w.now, Messages: msgs, Err: err})
 		}})
 	}
 	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: poll})
+}
+
+// abandonReceive performs Ready.AbandonReceive as the production driver does, by cancelling
+// the call's context: a poll still waiting at the queue ends at once with the context's error
+// (it took nothing); a reply already on its way back arrives as usual, and the machine releases
+// what it carries.
+func (w *wworld) abandonReceive(call worker.CallID) {
+	rc := w.recv
+	if rc == nil || rc.call != call {
+		w.fail("sluice worker engine", fmt.Errorf("abandon of receive %d, which is not in flight", call))
+		return
+	}
+	w.logf("recv   abandon call %d", call)
+	if rc.answered {
+		return
+	}
+	rc.abandoned = true
+	gen := w.gen
+	w.push(&event{at: w.now, kind: evFunc, fn: func() {
+		if w.eng == nil || w.gen != gen {
+			return
+		}
+		w.recv = nil
+		w.step(worker.ReceiveDone{Call: call, Now: w.now, Err: context.Canceled})
+	}})
 }
 
 // start runs the handler for s on its own goroutine until it parks or returns.
@@ -765,7 +759,7 @@ func (w *wworld) outcome(a *attempt) {
 	if res.Outcome == worker.Success && !a.userCancelled {
 		w.acked[fmt.Sprintf("q-%d", a.tok.ID)] = true
 	}
-	w.step(worker.HandlerDone{Receipt: rc, At: w.now, Result: res})
+	w.step(worker.HandlerDone{Receipt: rc, Now: w.now, Result: res})
 }
 
 // The attempt machinery carries a sluice.Outcome; a worker Result rides in it.

@@ -505,3 +505,21 @@ func TestShortPollOnAnEmptyQueueWaitsIdleDelay(t *testing.T) {
 		t.Fatal("no receive right after one that returned a message")
 	}
 }
+
+// TestShutdownBeforeReadyWithdrawsAnUnsentReceive: a driver may step several events before it
+// reads Ready (the simulator's bursts do). A receive decided at a Tick and a Shutdown stepped
+// before Ready is read must not come out as a Receive plus an AbandonReceive of a call that was
+// never sent: the receive is withdrawn and the machine is done at once.
+func TestShutdownBeforeReadyWithdrawsAnUnsentReceive(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 2})
+	if err := e.Step(Shutdown{Now: t0.Add(time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Ready()
+	if rd.Receive != nil || rd.AbandonReceive != 0 {
+		t.Fatalf("Ready after Shutdown = receive %+v, abandon %d; want neither", rd.Receive, rd.AbandonReceive)
+	}
+	if st := e.Status(); !st.Done {
+		t.Fatalf("status %+v, want Done: nothing is in flight", st)
+	}
+}

@@ -834,6 +834,12 @@ func (e *Machine) maybeAbandonReceive() {
 	if st := e.lease.Status(); st.Held > 0 || st.Disposing > 0 {
 		return
 	}
+	if r := e.out.Receive; r != nil && r.Call == e.recvCall {
+		// Decided but not yet handed out (events stepped before Ready was read): withdraw it;
+		// there is nothing to cancel and no reply will come.
+		e.out.Receive, e.recvCall = nil, 0
+		return
+	}
 	e.recvAbandoned = true
 	e.stats.ReceivesAbandoned++
 	e.out.AbandonReceive = e.recvCall
