@@ -45,8 +45,16 @@ type opened struct {
 }
 
 // openEngine opens the engine: on cfg's internal FS if one is set (no lock), else on dir
-// through adapters/osfs, holding dir's lock.
+// through adapters/osfs, holding dir's lock. Errors carry one sluice: prefix.
 func openEngine(dir string, cfg Config, ecfg runner.Config, syncs *counter) (opened, error) {
+	op, err := openEngineOn(dir, cfg, ecfg, syncs)
+	if err != nil && !errors.Is(err, ErrLocked) {
+		err = fmt.Errorf("sluice: opening runner in %s: %w", dir, err)
+	}
+	return op, err
+}
+
+func openEngineOn(dir string, cfg Config, ecfg runner.Config, syncs *counter) (opened, error) {
 	if cfg.opts.FS != nil {
 		e, err := runner.Open(countFS{FS: cfg.opts.FS, syncs: syncs}, journalName, ecfg, cfg.Clock.Now())
 		return opened{eng: e, close: func() error { return nil }}, err

@@ -104,7 +104,7 @@ func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*R
 	syncs := &counter{}
 	op, err := openEngine(dir, cfg, ecfg, syncs)
 	if err != nil {
-		return nil, fmt.Errorf("sluice: opening runner in %s: %w", dir, err)
+		return nil, err
 	}
 	return newRunner(op, cfg, codec, handler, syncs), nil
 }
@@ -173,11 +173,11 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	if err != nil {
 		return JobInfo[A]{}, err
 	}
-	if !rep.found {
-		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
-	}
 	if rep.err != nil {
 		return JobInfo[A]{}, rep.err
+	}
+	if !rep.found {
+		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
 	}
 	v := rep.job
 	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,

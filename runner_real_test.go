@@ -71,8 +71,8 @@ func TestOpenRefusesALockedDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, Config{Logger: quiet}, JSON[string](), succeed); !errors.Is(err, ErrLocked) {
-		t.Errorf("second Open = %v, want ErrLocked", err)
+	if _, err := Open(dir, Config{Logger: quiet}, JSON[string](), succeed); !errors.Is(err, ErrLocked) || strings.Count(err.Error(), "sluice:") != 1 {
+		t.Errorf("second Open = %v, want ErrLocked with one sluice: prefix", err)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)

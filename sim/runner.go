@@ -641,7 +641,6 @@ func (n *runnerNode) commit() {
 // the state to the checker when records were written. It returns the live state then.
 func (n *runnerNode) absorb(res runner.Result) []JobView {
 	w := n.w
-	var retried map[uint64]bool // jobs a manual retry revived in this commit
 	for _, a := range res.Acks {
 		p, ok := n.pending[a.Ticket]
 		if !ok {
@@ -656,10 +655,6 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 			w.chk.CancelAcked(n.id, p.id)
 		case cmdRetry:
 			w.chk.RetryAcked(n.id, p.id, p.at)
-			if retried == nil {
-				retried = map[uint64]bool{}
-			}
-			retried[p.id] = true
 		}
 	}
 	for _, s := range res.Starts {
@@ -678,7 +673,7 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 		n.views, n.durable = views, st.Durable
 	}
 	for _, st := range res.Settled {
-		w.chk.JobSettled(n.id, st.ID, st.State.String(), retried[st.ID])
+		w.chk.JobSettled(n.id, st.ID, st.State.String())
 	}
 	return views
 }
