@@ -258,8 +258,12 @@ type Shrunk struct {
 	Runs          int // simulator runs the search made
 }
 
-// shrinkRunsMax bounds the search.
-const shrinkRunsMax = 600
+// shrinkRunsMax bounds the search; shrinkRoundsMax the passes over faults and counts, each
+// of which may open a cut the previous pass could not make.
+const (
+	shrinkRunsMax   = 600
+	shrinkRoundsMax = 6
+)
 
 // Shrink searches for a smaller run than o's that breaks the same invariant. It returns an
 // error when o's run does not break one.
@@ -282,7 +286,7 @@ func Shrink(o Options) (*Shrunk, error) {
 	if err != nil {
 		return nil, err
 	}
-	for round := 0; round < 3; round++ {
+	for round := 0; round < shrinkRoundsMax; round++ {
 		progress := s.faults()
 		progress = s.counts() || progress
 		if !progress {
@@ -367,10 +371,8 @@ func (s *shrinker) faults() bool {
 			}
 			t := s.tok.clone()
 			t.Boost[name] = f
-			if !s.try(t) {
-				break
-			}
-			progress = true
+			// Not monotone either: a factor that loses the failure does not rule out a larger one.
+			progress = s.try(t) || progress
 		}
 	}
 	return progress
