@@ -128,6 +128,7 @@ type workerProc struct {
 	handlers map[string]*msgHandler
 	open     []string // receipts received whose lease has not ended yet (for drop detection)
 	wakeAt   time.Duration
+	calls    map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
 }
 
 type msgHandler struct {
@@ -364,6 +365,9 @@ func (p *workerProc) perform(rd worker.Ready) {
 	}
 	if rd.AbandonReceive != 0 {
 		p.abandonReceive(rd.AbandonReceive)
+	}
+	for _, id := range rd.AbandonCalls {
+		p.abandonCall(id)
 	}
 	for _, c := range rd.Changes {
 		op := "renew"
@@ -637,7 +641,11 @@ func (p *workerProc) network(namesReceipt bool) (call faults.Call, out, back tim
 }
 
 func (p *workerProc) changeCall(c lease.ChangeVisibility) {
-	p.batchCall("change-visibility", len(c.Entries),
+	rs := make([]string, len(c.Entries))
+	for i, e := range c.Entries {
+		rs[i] = e.Receipt
+	}
+	p.batchCall(uint64(c.Call), c.Deadline, "change-visibility", rs,
 		func() []error { return p.w.queue.ChangeVisibilityBatch(p.w.now(), c.Entries) },
 		func(entries []error, whole error) {
 			w := p.w
@@ -649,15 +657,17 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 				w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
 			} else {
 				w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+				p.dispositionReplied(rs, entries, whole)
 			}
 			p.step(worker.CallDone{Call: c.Call, Now: at, Entries: entries, Err: whole})
 		})
 }
 
 func (p *workerProc) deleteCall(d lease.Delete) {
-	p.batchCall("delete", len(d.Receipts),
+	p.batchCall(uint64(d.Call), d.Deadline, "delete", d.Receipts,
 		func() []error { return p.w.queue.DeleteBatch(p.w.now(), d.Receipts) },
 		func(entries []error, whole error) {
+			p.dispositionReplied(d.Receipts, entries, whole)
 			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
 			p.step(worker.CallDone{Call: d.Call, Now: p.w.now(), Entries: entries, Err: whole})
 		})
@@ -666,15 +676,52 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 // batchCall sends one batch call of n entries across the simulated network: perform runs at
 // the queue when the request arrives (unless the drawn fate stops it first), and reply runs
 // back at the process, if it is still the same incarnation, with what it was told.
-func (p *workerProc) batchCall(op string, n int, perform func() []error, reply func(entries []error, whole error)) {
+//
+// The call runs under a context ending at deadline, as the production driver's does: a
+// request that has not reached the queue by then is never performed, and a reply not back
+// by then is replaced by the context's error at the deadline. Abandoning it (abandonCall)
+// ends its context at once.
+func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipts []string, perform func() []error, reply func(entries []error, whole error)) {
 	w := p.w
+	n := len(receipts)
+	stops := make([]time.Duration, n)
+	for i, r := range receipts {
+		l, _ := p.e.Lease(r)
+		stops[i] = l.Deadline.Sub(Epoch) - lease.StopMarginFor(w.cfg.Visibility)
+	}
 	call, out, back := p.network(true)
 	gen := p.gen
+	dl := deadline.Sub(Epoch)
+	st := &simCall{}
+	if p.calls == nil {
+		p.calls = map[uint64]*simCall{}
+	}
+	p.calls[id] = st
+	st.end = func(err error) {
+		if st.settled {
+			return
+		}
+		st.settled = true
+		if p.calls[id] == st {
+			delete(p.calls, id)
+		}
+		if !p.up || p.gen != gen {
+			return
+		}
+		p.alive(func() { reply(nil, &core.TransportError{Class: core.Retryable, Op: op, Err: err}) })()
+	}
+	w.loop.At(max(dl, w.loop.Now()), func() { st.end(context.DeadlineExceeded) })
 	w.loop.After(out, func() {
+		if st.settled {
+			return // its context ended before the request reached the queue
+		}
 		var entries []error
 		var whole error
 		switch call {
 		case faults.CallOK, faults.CallFailAfter:
+			for i, r := range receipts {
+				w.chk.CallAtQueue(r, stops[i])
+			}
 			entries = perform()
 			w.checkQueue()
 			if call == faults.CallFailAfter {
@@ -689,12 +736,48 @@ func (p *workerProc) batchCall(op string, n int, perform func() []error, reply f
 			whole = callErr(w, call, op)
 		}
 		w.loop.After(back, func() {
+			if st.settled {
+				return
+			}
+			st.settled = true
+			if p.calls[id] == st {
+				delete(p.calls, id)
+			}
 			if !p.up || p.gen != gen {
 				return
 			}
 			p.alive(func() { reply(entries, whole) })()
 		})
 	})
+}
+
+// dispositionReplied tells the checker which disposition calls failed retryably (the
+// worker may send them again).
+func (p *workerProc) dispositionReplied(receipts []string, entries []error, whole error) {
+	for i, r := range receipts {
+		e := whole
+		if e == nil && i < len(entries) {
+			e = entries[i]
+		}
+		if e != nil && core.ClassOf(e) != core.Gone && core.ClassOf(e) != core.Fatal {
+			p.w.chk.DispositionFailed(r)
+		}
+	}
+}
+
+// simCall is a lease call in flight: settled once its reply or its context's end went back.
+type simCall struct {
+	settled bool
+	end     func(error)
+}
+
+// abandonCall performs Ready.AbandonCalls as the production driver does: the call's context
+// is cancelled, so it ends at once unless its reply already went back.
+func (p *workerProc) abandonCall(id lease.CallID) {
+	if c := p.calls[uint64(id)]; c != nil {
+		p.w.trace(p.name, "abandon call="+strconv.FormatUint(uint64(id), 10))
+		p.w.loop.After(0, func() { c.end(context.Canceled) })
+	}
 }
 
 func replyString(entries []error, whole error) string {
