@@ -16,7 +16,7 @@ type receiptModel struct {
 	began        bool // disposition began: the handler's result reached the worker
 	dispositions int
 	retryOK      bool // the last disposition call failed retryably: it may go out again
-	renewing     int // renewal calls in flight
+	renewing     int  // renewal calls in flight
 	working      bool
 	dead         bool // its worker crashed
 }

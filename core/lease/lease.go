@@ -58,7 +58,7 @@ type Config struct {
 	// handler is cancelled and no call about it runs past that point. 0: StopMarginFor(W).
 	// It must be under W/10 for every window received (Received is refused otherwise).
 	StopMargin time.Duration
-	Logger      *slog.Logger    // nil discards
+	Logger     *slog.Logger // nil discards
 }
 
 func (c Config) withDefaults() Config {
@@ -280,9 +280,9 @@ type Ready struct {
 type phase uint8
 
 const (
-	phaseHeld      phase = iota + 1 // in the heap, keyed at the next renewal send
-	phaseRenewing                   // renewal queued (call 0) or in flight; heap key = deadline
-	phaseWaiting                    // disposition waits for the in-flight renewal; heap key = deadline
+	phaseHeld     phase = iota + 1 // in the heap, keyed at the next renewal send
+	phaseRenewing                  // renewal queued (call 0) or in flight; heap key = deadline
+	phaseWaiting                   // disposition waits for the in-flight renewal; heap key = deadline
 	// phaseDisposing: disposition queued (call 0, not in the heap), in flight, or waiting in
 	// the heap at its retry time after a retryable failure.
 	phaseDisposing
@@ -349,13 +349,13 @@ type Status struct {
 	WaitLost int
 	// AbandonedCalls counts calls abandoned in flight (Ready.Abandon).
 	AbandonedCalls int
-	CallsRenew    int
-	CallsDispose  int
-	StaleReplies  int // reply entries for receipts dropped meanwhile
-	Held          int // receipts in held, renewing or waiting phases
-	Disposing     int
-	InFlightCalls int
-	HeapLen       int
+	CallsRenew     int
+	CallsDispose   int
+	StaleReplies   int // reply entries for receipts dropped meanwhile
+	Held           int // receipts in held, renewing or waiting phases
+	Disposing      int
+	InFlightCalls  int
+	HeapLen        int
 }
 
 // Machine is the lease controller: it keeps every held receipt's visibility window renewed
