@@ -206,6 +206,12 @@ func TestInvariantFires(t *testing.T) {
 			c.DispositionSent("r1", "delete") // a retry: fine
 			c.DispositionSent("r1", "delete") // no failure in between
 		}},
+		{InvStopMargin, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(29.5))
+			c.StopMarginKept("r1", "expired", false)
+		}},
 		{InvHiddenWhileWork, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")

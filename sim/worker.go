@@ -138,6 +138,15 @@ type msgHandler struct {
 	end       time.Duration // when its work is done, cancelled or not
 }
 
+// stopMargin is the workers' stop margin: the default, or (mutNoStopMargin) the least the
+// machine accepts, as if handlers were cancelled at the local deadline itself.
+func (p *workerProc) stopMargin() time.Duration {
+	if p.w.mutation == mutNoStopMargin {
+		return time.Nanosecond
+	}
+	return 0
+}
+
 func (p *workerProc) config() worker.Config {
 	c := p.w.cfg
 	return worker.Config{
@@ -145,6 +154,7 @@ func (p *workerProc) config() worker.Config {
 		BatchMax: c.ReceiveMax, Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget,
 		RedriveMaxReceives: c.MaxReceive,
 		Retry:              retry.Policy{Attempts: 5, Base: c.MsgBase, Cap: c.MsgCap},
+		StopMargin:         p.stopMargin(),
 		Rand:               Stream(c.Seed, "worker-jitter/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen)),
 		Decode: func(m core.Message) error {
 			if strings.HasPrefix(string(m.Body), "poison") {
@@ -241,6 +251,7 @@ func (p *workerProc) crash() {
 		w.chk.CheckHiddenUntilEnd(r, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), r))
 	}
 	w.chk.WorkerCrashed(p.id)
+	w.dups.crashed(p.id)
 	p.account()
 	p.scheduleRestart()
 }
@@ -345,6 +356,10 @@ func (p *workerProc) perform(rd worker.Ready) {
 		p.closeOpen(c.Receipt)
 		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason.String())
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
+			if c.Reason != lease.DropGone {
+				// The queue said nothing yet: it must still hide the message for the margin.
+				w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(lease.StopMarginFor(w.cfg.Visibility)-time.Nanosecond), c.Receipt))
+			}
 			h.running, h.cancelled = false, true
 			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
 			w.chk.HandlerEnded(c.Receipt)
@@ -391,6 +406,7 @@ func (p *workerProc) perform(rd worker.Ready) {
 	}
 	for _, d := range rd.Deletes {
 		for _, r := range d.Receipts {
+			w.dups.fate(r, fateSent)
 			w.chk.DispositionSent(r, "delete")
 			p.closeOpen(r)
 		}
@@ -614,6 +630,9 @@ func (p *workerProc) startHandler(m core.Message) {
 		w.chk.CheckHiddenUntilEnd(h.receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), h.receipt))
 		w.chk.HandlerEnded(h.receipt)
 		w.chk.DispositionBegan(h.receipt)
+		if res.Outcome == worker.Success {
+			w.dups.succeeded(&w.st.Duplicates, p.id, m.ID, h.receipt)
+		}
 		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
 		p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 	}))
@@ -668,6 +687,13 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 		func() []error { return p.w.queue.DeleteBatch(p.w.now(), d.Receipts) },
 		func(entries []error, whole error) {
 			p.dispositionReplied(d.Receipts, entries, whole)
+			for i, r := range d.Receipts {
+				if whole == nil && i < len(entries) && entries[i] == nil {
+					p.w.dups.fate(r, fateDeleted)
+				} else {
+					p.w.dups.fate(r, fateFailed)
+				}
+			}
 			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
 			p.step(worker.CallDone{Call: d.Call, Now: p.w.now(), Entries: entries, Err: whole})
 		})
@@ -831,5 +857,51 @@ func callErr(w *World, call faults.Call, op string) error {
 		return transportErr(core.Fatal, op, "AccessDenied")
 	default:
 		return transportErr(core.Retryable, op, "RequestTimeout")
+	}
+}
+
+// dupTracker attributes each duplicate successful run of a message (a success after an
+// earlier success) to what kept the earlier one from deleting it.
+type dupTracker struct {
+	last  map[string]string   // message id → receipt of its latest successful run
+	fates map[string]*dupFate // receipt of a successful run → what became of its delete
+}
+
+type dupFate struct {
+	worker int
+	fate   string
+}
+
+// Fates of a successful run's delete, which name the cause of a later duplicate.
+const (
+	fateNone    = "lease-lost-before-delete" // dropped (waiting behind a renewal, or past the stop point) before a delete went out
+	fateSent    = "delete-unanswered"        // a delete went out; no answer came back (abandoned, or its deadline passed)
+	fateFailed  = "delete-failed"            // the delete failed for good, retries spent
+	fateDeleted = "after-delete"             // the delete succeeded, yet the message came back
+	fateCrash   = "worker-crash"             // the worker died before its delete was answered
+)
+
+func (d *dupTracker) succeeded(c *Counts, worker int, msg, receipt string) {
+	if d.last == nil {
+		d.last, d.fates = map[string]string{}, map[string]*dupFate{}
+	}
+	if prev, ok := d.last[msg]; ok {
+		c.Add(d.fates[prev].fate, 1)
+	}
+	d.last[msg] = receipt
+	d.fates[receipt] = &dupFate{worker: worker, fate: fateNone}
+}
+
+func (d *dupTracker) fate(receipt, fate string) {
+	if f := d.fates[receipt]; f != nil && f.fate != fateDeleted && f.fate != fateCrash {
+		f.fate = fate
+	}
+}
+
+func (d *dupTracker) crashed(worker int) {
+	for _, f := range d.fates { // each is marked alike: the order does not matter
+		if f.worker == worker && f.fate != fateDeleted {
+			f.fate = fateCrash
+		}
 	}
 }

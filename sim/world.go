@@ -36,6 +36,7 @@ type World struct {
 	bound     time.Duration // liveness deadline (absolute offset)
 	stopped   string
 	mutation  mutation // tests only: a deliberately broken world
+	dups      dupTracker
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 
@@ -52,10 +53,11 @@ type World struct {
 type mutation uint8
 
 const (
-	mutNone        mutation = iota
-	mutAckEarly             // acknowledge enqueues before their commit
-	mutKeepDropped          // keep running a handler after its receipt was dropped
-	mutIgnoreFatal          // keep a worker process up after a fatal receive error ended its Run
+	mutNone         mutation = iota
+	mutAckEarly              // acknowledge enqueues before their commit
+	mutKeepDropped           // keep running a handler after its receipt was dropped
+	mutIgnoreFatal           // keep a worker process up after a fatal receive error ended its Run
+	mutNoStopMargin          // workers cancel handlers at the local deadline itself (no stop margin)
 )
 
 // Stats counts what a run did.
@@ -66,6 +68,9 @@ type Stats struct {
 	Messages Counts
 	Renewals Counts
 	Drops    Counts
+	// Duplicates counts successful handler runs of a message after its first, by the cause
+	// that kept the earlier success from deleting it.
+	Duplicates Counts
 }
 
 // Counts is a set of named counters rendered in name order.
