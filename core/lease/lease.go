@@ -512,7 +512,7 @@ func (m *Machine) onReceived(ev Received) error {
 			m.drop(r, DropLate)
 			continue
 		}
-		r.next = renewAt(now, r.deadline)
+		r.next = min(renewAt(now, r.deadline), r.stop())
 		m.heap.push(r)
 	}
 	m.advance(now)
@@ -556,7 +556,8 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 				continue
 			}
 			r.phase = phaseHeld
-			r.next = renewAt(at, r.deadline)
+			// Never later than the stop point: a receipt too near it to renew is dropped there.
+			r.next = min(renewAt(at, r.deadline), r.stop())
 			m.heap.push(r)
 		case core.Retryable:
 			m.heap.remove(r)
