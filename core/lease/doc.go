@@ -52,7 +52,10 @@
 //     stop(d) is not performed (drop: expired). A second disposition is misuse (ErrDisposed).
 //  10. A disposition call failing retryably (a class it does not know included) is sent
 //     again after the renewal pacing, counted per disposition, while that send is before
-//     retryUntil(W, d); renewal stays stopped. Success, gone, fatal, or the margin reached
+//     retryUntil(W, d); renewal stays stopped. A release or terminal backoff is retried only
+//     while its first call, had it taken effect with its answer lost, would still hide the
+//     message (before decided + timeout; so a release at once is never retried): a retry
+//     must not name a receipt whose message another consumer may hold. Success, gone, fatal, or the margin reached
 //     ends the lease; a failure is then logged once at Warn and reported in Ended.Err.
 //  11. Shutdown drops every receipt without a disposition; dispositions under way (also one
 //     waiting on a renewal or a retry) complete. The machine stays usable for receipts

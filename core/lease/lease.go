@@ -325,6 +325,8 @@ type receipt struct {
 	disp      Disposition
 	timeout   time.Duration // disposal ChangeVisibility timeout
 	err       error         // the last failed disposal's error, while its retry waits
+	// hiddenUntil: a release or terminal backoff is retried only before it (see startDisposal).
+	hiddenUntil int64
 }
 
 type call struct {
@@ -604,7 +606,11 @@ func (m *Machine) onDisposeResult(ev DisposeResult) error {
 		if e != nil {
 			class := core.ClassOf(e)
 			next := at + int64(m.pacing(r.attempt))
-			if class != core.Gone && class != core.Fatal && next < retryUntil(r.window, r.deadline) {
+			// A delete that took effect leaves nothing to redeliver, so its retries are safe;
+			// a release's only while its first call, had it taken effect, still hides the
+			// message (a release at once is therefore not retried: it lapses instead).
+			safe := r.disp.Kind == Ack || next < r.hiddenUntil
+			if class != core.Gone && class != core.Fatal && safe && next < retryUntil(r.window, r.deadline) {
 				// Retried with the renewal pacing while the lease allows; renewal stays stopped.
 				r.attempt++
 				r.next = next
@@ -787,6 +793,9 @@ func (m *Machine) startDisposal(r *receipt, now int64) {
 	r.call = 0
 	r.attempt = 0
 	m.queueDisposal(r, now)
+	// A release's first call hides the message until at least now + timeout if it took
+	// effect (its answer may be lost): retries sent before then cannot touch a redelivery.
+	r.hiddenUntil = now + int64(r.timeout)
 }
 
 // queueDisposal queues r's disposal call (again, for a retry), its timeout clipped to the
