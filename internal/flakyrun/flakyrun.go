@@ -19,8 +19,10 @@
 //
 // Duplicates: a successful handler run of a message after an earlier successful one, by
 // what kept the earlier one from deleting it, as the proxy's log shows: no delete sent for
-// its receipt (the lease was lost first), deletes sent but none reached the queue, or a
-// delete that reached the queue only after the message was handed out again.
+// its receipt (lease-lost-before-delete: the lease was lost first), deletes sent but none
+// reached the queue (delete-never-reached-queue), a delete the network held until the window
+// had lapsed at the queue, which then handed the message out again or answered success and
+// did nothing (delete-delayed-past-lease), or one the queue refused.
 package flakyrun
 
 import (
@@ -395,8 +397,12 @@ func check(rep *Report, rc *recorder, log []faultproxy.Record) {
 				cause = "lease-lost-before-delete"
 			case !reached:
 				cause = "delete-never-reached-queue"
-			case !again.IsZero() && t.After(again):
-				cause = "delete-reached-queue-late"
+			case !again.IsZero() && t.After(again), !deleted[rc].IsZero() && !again.IsZero():
+				// The network held the delete until the window had lapsed at the queue,
+				// which handed the message out again, or answered success and did nothing.
+				cause = "delete-delayed-past-lease"
+			case deleted[rc].IsZero():
+				cause = "delete-refused-by-queue"
 			}
 			rep.Duplicates[cause]++
 		}
