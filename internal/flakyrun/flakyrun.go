@@ -57,6 +57,7 @@ type Options struct {
 	Window      time.Duration // visibility timeout (whole seconds)
 	Deadline    time.Duration // how long the queue may take to empty
 	RedriveMax  int           // the queue's maxReceiveCount
+	SDKAttempts int           // the workers' clients' SDK MaxAttempts (0: the SDK default)
 	Proxy       faultproxy.Config
 	Logger      *slog.Logger // worker logs; nil discards
 }
@@ -237,7 +238,7 @@ func Run(ctx context.Context, server *fauxqs.Server, o Options) (Report, error) 
 	var wg sync.WaitGroup
 	errs := make([]error, o.Workers)
 	for i := 0; i < o.Workers; i++ {
-		c, err := sqs.NewClient(ctx, sqs.ClientOptions{Endpoint: px.URL, Load: server.LoadOptions()})
+		c, err := sqs.NewClient(ctx, sqs.ClientOptions{Endpoint: px.URL, MaxAttempts: o.SDKAttempts, Load: server.LoadOptions()})
 		if err != nil {
 			return rep, err
 		}

@@ -4,7 +4,7 @@
 // dead-lettered, no overlapping handler runs, no call outliving its lease, and duplicate
 // successful runs per 100 messages by cause.
 //
-//	go run ./examples/sqsworker/cmd/flaky [-seed 1] [-messages 300] [-workers 3] [-window 6s]
+//	go run ./examples/sqsworker/cmd/flaky [-seed 1] [-messages 300] [-workers 3] [-window 6s] [-sdk-attempts 0]
 //
 // fauxqs must be installed (.ci/fauxqs.sh install). Exit status 1 when a check failed.
 package main
@@ -26,6 +26,7 @@ func main() {
 	workers := flag.Int("workers", 3, "workers (each with its own SQS client)")
 	window := flag.Duration("window", 6*time.Second, "visibility timeout (whole seconds)")
 	deadline := flag.Duration("deadline", 3*time.Minute, "how long the queue may take to empty")
+	attempts := flag.Int("sdk-attempts", 0, "the workers' SDK MaxAttempts (0: the SDK default; the adapter makes one attempt at calls naming a receipt anyway)")
 	flag.Parse()
 	server, err := fauxqs.New()
 	if err != nil {
@@ -35,14 +36,14 @@ func main() {
 	defer server.Stop()
 	rep, err := flakyrun.Run(context.Background(), server, flakyrun.Options{
 		Seed: *seed, Messages: *messages, Workers: *workers, Concurrency: 8, Window: *window,
-		Deadline: *deadline, RedriveMax: 4, Proxy: flakyrun.Profile(*seed),
+		Deadline: *deadline, RedriveMax: 4, SDKAttempts: *attempts, Proxy: flakyrun.Profile(*seed),
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flaky: %v\n", err)
 		server.Stop()
 		os.Exit(2)
 	}
-	fmt.Printf("flaky network: seed %d, %d workers, window %v\n", *seed, *workers, *window)
+	fmt.Printf("flaky network: seed %d, %d workers, window %v, sdk attempts %d\n", *seed, *workers, *window, *attempts)
 	rep.Write(os.Stdout)
 	if len(rep.Problems) > 0 {
 		server.Stop()
