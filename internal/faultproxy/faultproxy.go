@@ -12,8 +12,9 @@
 //  2. Bounded: at most Config.MaxFaults faults are injected (then every call is forwarded
 //     cleanly), every delay ends when the proxy closes, and the proxy closes by itself after
 //     Config.Lifetime (default 10 min) if nobody closed it.
-//  3. A request that was forwarded is forwarded whole, on a context of its own: a client that
-//     gives up does not stop a call already on its way, as on a real network.
+//  3. A request that was forwarded is forwarded whole, on a context of its own (ended only by
+//     Close): a client that gives up does not stop a call already on its way, as on a real
+//     network.
 //  4. Every request is recorded (Log) with when it entered the proxy (Sent: the client sent
 //     it), when the target answered (Answered, zero if never forwarded), the receipt handles
 //     it names, and for a ReceiveMessage the deliveries the target handed out. Records are the
@@ -102,6 +103,9 @@ type Proxy struct {
 	done   chan struct{}
 	timer  *time.Timer
 	once   sync.Once
+	base   context.Context // ends when the proxy closes: forwarded calls end with it
+	stop   context.CancelFunc
+	calls  sync.WaitGroup // handlers running
 
 	mu     sync.Mutex
 	rnd    *rand.Rand
@@ -140,19 +144,22 @@ func New(cfg Config) (*Proxy, error) {
 		rnd: rand.New(rand.NewSource(cfg.Seed)), counts: map[Fault]int{},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}
+	p.base, p.stop = context.WithCancel(context.Background())
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go p.srv.Serve(ln)
 	p.timer = time.AfterFunc(cfg.Lifetime, p.Close)
 	return p, nil
 }
 
-// Close stops the proxy: it refuses new connections, resets open ones and ends every delay.
-// It is idempotent.
+// Close stops the proxy: it refuses new connections, resets open ones, ends every delay and
+// forwarded call, and returns once every call is recorded. It is idempotent.
 func (p *Proxy) Close() {
 	p.once.Do(func() {
 		close(p.done)
+		p.stop()
 		p.timer.Stop()
 		p.srv.Close()
+		p.calls.Wait()
 		p.client.CloseIdleConnections()
 	})
 }
@@ -230,6 +237,8 @@ func (p *Proxy) sleep(d time.Duration) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.calls.Add(1)
+	defer p.calls.Done()
 	rec := Record{Sent: time.Now(), Op: op(r)}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -271,7 +280,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Forwarded whole on a context of its own: a call on its way reaches the target even if
 	// the client gave up meanwhile.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(p.base, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, r.Method, p.cfg.Target+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
