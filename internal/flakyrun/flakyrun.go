@@ -5,8 +5,8 @@
 //
 // The workers are goroutines in one process, each with its own SQS client and HTTP
 // connections (separate OS processes would add start-up time and nothing the proxy cannot
-// already break). Each message's body says how its handler behaves: mostly succeed after a
-// short while, some fail once then succeed, some run longer than the window (their lease is
+// already break). Each message's body says how its handler behaves: mostly succeed after up
+// to half a window, some fail once then succeed, some run longer than the window (their lease is
 // renewed), some always fail retryably (the queue's redrive policy dead-letters them).
 //
 // Checks (Report.Problems lists every breach):
@@ -163,7 +163,8 @@ func (rc *recorder) finish(r run) {
 // retryably on the first delivery, then succeed), "long:MS", "never" (always retryable).
 func behaviour(rnd *rand.Rand, window time.Duration) string {
 	u := rnd.Float64()
-	short := 20 + rnd.Intn(800)
+	// Up to half a window, so many handlers finish while a renewal of their receipt is out.
+	short := 20 + rnd.Intn(int(window.Milliseconds()/2))
 	switch {
 	case u < 0.78:
 		return "ok:" + strconv.Itoa(short)
