@@ -85,6 +85,12 @@ type WorkerStats struct {
 	// the ones that were retries after a failed renewal.
 	RenewalsSent, RenewalRetries int
 	ReceiveErrors                int // failed receive calls (retried with backoff unless fatal)
+	// DispositionRetries counts disposition entries sent again after a retryable failure;
+	// DispositionsFailed those that still failed (the lease ended, logged at Warn).
+	DispositionRetries, DispositionsFailed int
+	// LostWaiting counts dispositions that waited behind a renewal of their receipt and lost
+	// the lease before their turn: the handler's result was not delivered to the queue.
+	LostWaiting int
 }
 
 // eventsMax bounds the events waiting for the loop; senders block beyond it.
@@ -367,7 +373,8 @@ func (w *Worker) publish(st worker.Status) {
 		Released: st.Released, Permanent: st.Permanent, Terminal: st.Terminal, Retired: st.Retired,
 		Poison: st.Poison, Dropped: st.Dropped, Cancelled: st.Cancelled, ReleasedAtEnd: st.ReleasedAtEnd, ReleasedExtra: st.ReleasedExtra,
 		Running: st.Running, Waiting: st.Waiting, Held: st.Lease.Held,
-		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors}
+		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors,
+		DispositionRetries: st.Lease.DisposeRetries, DispositionsFailed: st.Lease.DisposeFailed, LostWaiting: st.Lease.WaitLost}
 }
 
 // runWorkerHandler calls h, mapping its Result to the machine's; a panic or an invalid Result
