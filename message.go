@@ -153,6 +153,12 @@ type WorkerConfig struct {
 	// Grace is how long shutdown keeps renewing running handlers' leases before cancelling
 	// them, and then how long it waits for cancelled handlers to return; default 30s.
 	Grace time.Duration
+	// StopMargin is how long before a message's local deadline a handler whose lease is
+	// ending is cancelled (context.Cause: ErrLeaseLost), and after which no call about the
+	// message is still running; default min(1s, Window/20), under Window/10. The queue's own
+	// deadline is later than the local one by the receive's one-way latency, so a handler
+	// that returns within StopMargin of its cancellation never overlaps the next consumer.
+	StopMargin time.Duration
 	// Logger receives the worker's logs; default slog.Default().
 	Logger *slog.Logger
 	// Clock supplies time and the timer; default clock.New().

@@ -194,6 +194,24 @@ func TestInvariantFires(t *testing.T) {
 			c.RenewSent("r1", sec(30))
 			c.DispositionSent("r1", "delete")
 		}},
+		{InvCallWithinLease, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.SetTime(sec(29.5))
+			c.CallAtQueue("r1", sec(29)) // a delete past its stop point
+		}},
+		{InvSingleDisposition + "/retry-after-success", func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.DispositionSent("r1", "delete")
+			c.DispositionFailed("r1")
+			c.DispositionSent("r1", "delete") // a retry: fine
+			c.DispositionSent("r1", "delete") // no failure in between
+		}},
+		{InvStopMargin, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(29.5))
+			c.StopMarginKept("r1", "expired", false)
+		}},
 		{InvHiddenWhileWork, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")

@@ -48,6 +48,7 @@ type World struct {
 	bound     time.Duration // liveness deadline (absolute offset)
 	stopped   string
 	mutation  mutation // tests only: a deliberately broken world (Options.mutation)
+	dups      dupTracker
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 	rSched                      *rand.Rand // the scheduling families' own stream
@@ -68,11 +69,12 @@ type World struct {
 type mutation uint8
 
 const (
-	mutNone        mutation = iota
-	mutAckEarly             // acknowledge enqueues before their commit
-	mutKeepDropped          // keep running a handler after its receipt was dropped
-	mutIgnoreFatal          // keep a worker process up after a fatal receive error ended its Run
-	mutPanic                // the simulator panics mid-run (a simulator fault)
+	mutNone         mutation = iota
+	mutAckEarly              // acknowledge enqueues before their commit
+	mutKeepDropped           // keep running a handler after its receipt was dropped
+	mutIgnoreFatal           // keep a worker process up after a fatal receive error ended its Run
+	mutPanic                 // the simulator panics mid-run (a simulator fault)
+	mutNoStopMargin          // workers cancel handlers at the local deadline itself (no stop margin)
 )
 
 // Stats counts what a run did.
@@ -83,6 +85,9 @@ type Stats struct {
 	Messages Counts
 	Renewals Counts
 	Drops    Counts
+	// Duplicates counts successful handler runs of a message after its first, by the cause
+	// that kept the earlier success from deleting it.
+	Duplicates Counts
 }
 
 // Counts is a set of named counters rendered in name order.

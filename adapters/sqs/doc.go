@@ -27,6 +27,11 @@
 //     visibility past the 12 h ceiling).
 //     Codes are reported without the "AWS.SimpleQueueService." prefix the query-compatible
 //     protocol adds.
+//  7. Calls that name a receipt (change visibility, delete) make one attempt: the SDK's
+//     retryer is replaced for them (aws.NopRetryer), whatever the client was configured with.
+//     The lease machine retries them with its pacing inside the receipt's lease; an SDK retry
+//     could reach the queue after the machine dropped the receipt. Receives keep the client's
+//     retries.
 //  5. The adapter keeps no state between calls and is safe for concurrent use (as the SDK
 //     client is).
 //
