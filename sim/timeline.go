@@ -136,10 +136,11 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 				l.marks = append(l.marks, tlMark{at: e.at, class: "restart", title: e.what, highlight: hl})
 			case "open:", "open":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "open", title: e.what, highlight: hl})
-			case "commit":
+			case "commit:":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "sync", title: e.what})
-			case "compacted":
-				l.marks = append(l.marks, tlMark{at: e.at, class: "compact", title: e.what})
+				if strings.Contains(e.what, "; compacted") || strings.HasPrefix(e.what, "commit: compacted") {
+					l.marks = append(l.marks, tlMark{at: e.at, class: "compact", title: e.what})
+				}
 			case "FLIP":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "crash", title: e.what, highlight: true})
 			case "crash":

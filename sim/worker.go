@@ -161,6 +161,9 @@ func (p *workerProc) start() {
 	w := p.w
 	p.up, p.stopping = true, false
 	p.gen++
+	if p.gen == 1 {
+		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
+	}
 	e, err := worker.New(p.config())
 	if err != nil {
 		w.chk.Fail(InvMachine, "%s: worker.New: %v", p.name, err)
