@@ -238,6 +238,7 @@ func (n *runnerNode) start() {
 			w.chk.Pass(InvCorruptionRefused)
 			w.trace(n.name, "open refused the corrupted journal, as it must: "+err.Error())
 			n.traceJournal()
+			n.checkScanRefuses(what)
 			n.refused = true
 			return
 		}
@@ -845,4 +846,27 @@ func (n *runnerNode) traceJournal() {
 	for _, line := range lines {
 		n.w.trace(n.name, "journal "+line)
 	}
+}
+
+// checkScanRefuses checks that the read-only inspection the refusal points to (journal.Scan,
+// its records decoded by the runner's codec) refuses the damaged file too: a user who follows
+// the error's advice must not be shown a journal that looks whole.
+func (n *runnerNode) checkScanRefuses(what string) {
+	b, err := readAll(n.disk, journalName)
+	if err != nil {
+		return // traced by traceJournal
+	}
+	_, err = journal.Scan(b, func(r journal.Record) error {
+		if r.Snapshot {
+			_, err := runner.DecodeSnapshot(r.Data)
+			return err
+		}
+		_, err := runner.DecodeRecord(r.Tag, r.Data)
+		return err
+	})
+	if errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader) {
+		n.w.chk.Pass(InvCorruptionRefused)
+		return
+	}
+	n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
 }
