@@ -186,6 +186,7 @@ func (w *World) setupRunner() {
 			Grace:  drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
 			Decode: decodePayload,
 		}
+		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
 		w.nodes = append(w.nodes, n)
@@ -399,7 +400,15 @@ func (n *runnerNode) calm() {
 }
 
 func (n *runnerNode) settled() bool {
-	return n.refused || (n.up && n.open == 0 && n.executing == 0 && !n.commitPending)
+	if n.refused {
+		return true
+	}
+	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending
+	if s && !n.e.Idle() {
+		// The world's count and the engine's own (what Drain waits for) must agree.
+		n.w.chk.Fail(InvMachine, "%s: no job open or executing at the last commit, but the engine is not idle", n.name)
+	}
+	return s
 }
 
 func (n *runnerNode) unsettled() string {
@@ -517,7 +526,11 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
-	t, id, err := n.e.Enqueue(w.now(), Epoch.Add(due), target, []byte(payload))
+	at := Epoch.Add(due)
+	if due == w.loop.Now() && len(payload)%2 == 0 {
+		at = time.Time{} // "due now" as a client writes it, for half the payloads
+	}
+	t, id, err := n.e.Enqueue(w.now(), at, target, []byte(payload))
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -864,9 +877,16 @@ func (n *runnerNode) checkScanRefuses(what string) {
 		_, err := runner.DecodeRecord(r.Tag, r.Data)
 		return err
 	})
-	if errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader) {
-		n.w.chk.Pass(InvCorruptionRefused)
+	if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
 		return
 	}
-	n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
+	// runner.Replay (read-only: journal.Read) must refuse it as well.
+	cfg := n.cfg
+	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
+	if _, err := runner.Replay(n.disk, journalName, cfg); !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but runner.Replay returned %v", n.name, what, err)
+		return
+	}
+	n.w.chk.Pass(InvCorruptionRefused)
 }

@@ -164,7 +164,7 @@ func (p *workerProc) start() {
 	if p.gen == 1 {
 		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
 	}
-	e, err := worker.New(p.config())
+	e, err := worker.New(p.zeroWorkerDefaults(p.config()))
 	if err != nil {
 		w.chk.Fail(InvMachine, "%s: worker.New: %v", p.name, err)
 		return
