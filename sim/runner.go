@@ -862,8 +862,9 @@ func (n *runnerNode) traceJournal() {
 }
 
 // checkScanRefuses checks that the read-only inspection the refusal points to (journal.Scan,
-// its records decoded by the runner's codec) refuses the damaged file too: a user who follows
-// the error's advice must not be shown a journal that looks whole.
+// its records decoded by the runner's codec) refuses the damaged file too when the damage is
+// in the frames or the codec, and that runner.Replay refuses it in every case: a user who
+// follows the error's advice must not be shown a journal that replays.
 func (n *runnerNode) checkScanRefuses(what string) {
 	b, err := readAll(n.disk, journalName)
 	if err != nil {
@@ -877,7 +878,9 @@ func (n *runnerNode) checkScanRefuses(what string) {
 		_, err := runner.DecodeRecord(r.Tag, r.Data)
 		return err
 	})
-	if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+	// Scan sees frames and the codec, not replay: a forged record that decodes but does not
+	// replay (an id no job has) passes it, and only the replay below must refuse it.
+	if err != nil && !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
 		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
 		return
 	}
