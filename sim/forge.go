@@ -119,6 +119,12 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	case k == 3 && !snap:
 		p[17] = 0xee
 		what = "an unknown record tag"
+	case k == 5 && snap && r.Intn(2) == 0:
+		p[16] &^= 1 // flagEnd
+		what = "the snapshot frame's end flag cleared"
+	case k == 5:
+		p[16] ^= snapFlag
+		what = "its snapshot flag flipped"
 	case k == 4 && len(data) >= 1:
 		data[0] ^= 0x80
 		what = "an unknown codec version"
