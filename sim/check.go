@@ -33,6 +33,7 @@ const (
 	InvHiddenWhileWork   = "hidden-while-working"
 	InvNoConcurrent      = "no-concurrent-consumers"
 	InvSingleDisposition = "single-disposition"
+	InvConfigRefused     = "config-refused"
 	InvLiveness          = "liveness"
 )
 
@@ -63,6 +64,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvHiddenWhileWork, "a handler never runs while its message is visible at the queue (given the latency bound)"},
 	{InvNoConcurrent, "no message is processed by two consumers at once while one holds its lease"},
 	{InvSingleDisposition, "each delivery gets at most one disposition (a retry follows only a retryable failure of the last)"},
+	{InvConfigRefused, "an open or start with a field of its configuration out of range is refused before it does anything, with an error naming that field"},
 	{InvLiveness, "with faults off, every non-cancelled job ends and every message is deleted or dead-lettered within the bound"},
 }
 

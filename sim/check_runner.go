@@ -322,7 +322,9 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 		}
 		if r := j.released; r != nil {
 			j.released = nil
-			c.check(InvStopSpendsNothing, v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due,
+			// A user's Cancel that reached the commit first wins: the job is cancelled, and
+			// nothing is spent on it either way.
+			c.check(InvStopSpendsNothing, v.State == "cancelled" || v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due,
 				"node %d: attempt %d of job %d was cut by a graceful stop, but the job is %v (want waiting, attempts=%d, due=%s)",
 				node, r.attempt, v.ID, v, r.attempt-1, Offset(r.due))
 		}

@@ -172,7 +172,10 @@ func (p *workerProc) start() {
 	w := p.w
 	p.up, p.stopping = true, false
 	p.gen++
-	e, err := worker.New(p.config())
+	if p.gen == 1 {
+		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
+	}
+	e, err := worker.New(p.zeroWorkerDefaults(p.config()))
 	if err != nil {
 		w.chk.Fail(InvMachine, "%s: worker.New: %v", p.name, err)
 		return
@@ -182,7 +185,7 @@ func (p *workerProc) start() {
 	p.recv = nil
 	p.open = p.open[:0]
 	p.wakeAt = 0
-	w.trace(p.name, "start")
+	w.trace(p.name, "START")
 	p.step(worker.Tick{Now: w.now()})
 }
 
@@ -312,11 +315,9 @@ func (p *workerProc) step(ev worker.Event) {
 		})
 	}
 	if p.stopping && p.up && st.Done && (st.Err == nil || w.mutation != mutIgnoreFatal) {
-		if st.HandlersAbandoned > 0 {
-			w.trace(p.name, "stopped, abandoning "+strconv.Itoa(st.HandlersAbandoned)+" handlers that ignore cancellation")
-		} else {
-			w.trace(p.name, "stopped")
-		}
+		// The machine's counters as core renders them (handlers-abandoned: those that ignore
+		// their cancellation).
+		w.trace(p.name, "stopped: "+strings.TrimSuffix(worker.DescribeStatus(st), "\n"))
 		p.up = false
 		w.chk.WorkerCrashed(p.id)
 		p.account()
@@ -351,10 +352,18 @@ func (p *workerProc) closeOpen(receipt string) {
 // the abandoned receive, calls, the new receive, handler starts; then the timer.
 func (p *workerProc) perform(rd worker.Ready) {
 	w := p.w
+	// The effects as core renders them, one trace line each (handler starts are traced as
+	// "handle" lines, with their drawn duration and outcome, by startHandler).
+	if len(rd.Cancel)+len(rd.Changes)+len(rd.Deletes)+len(rd.Start) > 0 || rd.AbandonReceive != 0 || rd.Receive != nil {
+		for _, line := range strings.Split(strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), "\n") {
+			if !strings.HasPrefix(line, "start ") {
+				w.trace(p.name, line)
+			}
+		}
+	}
 	for _, c := range rd.Cancel {
 		w.chk.Dropped(c.Receipt)
 		p.closeOpen(c.Receipt)
-		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason.String())
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
 			if c.Reason != lease.DropGone {
 				// The queue said nothing yet: it must still hide the message for the margin.
@@ -389,8 +398,6 @@ func (p *workerProc) perform(rd worker.Ready) {
 		if c.Purpose == lease.Disposal {
 			op = "release"
 		}
-		var b strings.Builder
-		b.WriteString(op)
 		for _, e := range c.Entries {
 			if c.Purpose == lease.Renewal {
 				w.chk.RenewSent(e.Receipt, e.Timeout)
@@ -399,9 +406,7 @@ func (p *workerProc) perform(rd worker.Ready) {
 				w.chk.DispositionSent(e.Receipt, op)
 				p.closeOpen(e.Receipt)
 			}
-			b.WriteString(" " + e.Receipt + "=" + strconv.Itoa(int(e.Timeout/time.Second)) + "s")
 		}
-		w.trace(p.name, b.String())
 		p.changeCall(c)
 	}
 	for _, d := range rd.Deletes {
@@ -410,11 +415,9 @@ func (p *workerProc) perform(rd worker.Ready) {
 			w.chk.DispositionSent(r, "delete")
 			p.closeOpen(r)
 		}
-		w.trace(p.name, "delete "+strings.Join(d.Receipts, " "))
 		p.deleteCall(d)
 	}
 	if rd.Receive != nil {
-		w.trace(p.name, "receive call="+strconv.FormatUint(uint64(rd.Receive.Call), 10)+" max="+strconv.Itoa(rd.Receive.Max)+" wait="+rd.Receive.Wait.String())
 		p.receive(*rd.Receive)
 	}
 	for _, s := range rd.Start {
@@ -476,7 +479,6 @@ func (p *workerProc) abandonReceive(call worker.CallID) {
 		w.chk.Fail(InvMachine, "%s: abandon of receive %d, which is not in flight", p.name, call)
 		return
 	}
-	w.trace(p.name, "abandon receive call="+strconv.FormatUint(uint64(call), 10))
 	if lp.done {
 		return
 	}

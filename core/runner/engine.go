@@ -415,9 +415,6 @@ func (e *Engine) State() Snapshot {
 	return s
 }
 
-// Breaker returns the state of target's breaker.
-func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(target) }
-
 // Status summarises the engine in O(1): the machine's Status with the journal's fields.
 func (e *Engine) Status() Status {
 	s := e.m.Status()

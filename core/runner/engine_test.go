@@ -417,7 +417,7 @@ func TestZeroDueIsNowAndUndecodablePayloadFailsPermanently(t *testing.T) {
 	if j.State != Dead || j.Reason != Permanent || !strings.Contains(j.LastErr, "not json") {
 		t.Fatalf("undecodable job: %+v", j)
 	}
-	if s := e.Breaker("a"); s != breaker.Closed {
+	if s := e.m.breakerState("a"); s != breaker.Closed {
 		t.Fatalf("breaker %v after a decode refusal, want closed", s)
 	}
 	if err := e.CheckInvariants(); err != nil {
@@ -452,4 +452,12 @@ func TestCancelEffectOnlyNamesARunningHandler(t *testing.T) {
 	if j, _ := e.Get(id); j.State != Cancelled {
 		t.Fatalf("job %+v, want cancelled", j)
 	}
+}
+
+// breakerState returns the state of target's breaker (Closed when it has none).
+func (m *Machine) breakerState(target string) breaker.State {
+	if b := m.breakers[target]; b != nil {
+		return b.Status().State
+	}
+	return breaker.Closed
 }

@@ -949,14 +949,6 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 	return c, true
 }
 
-// Breaker returns the state of target's breaker (Closed when it has none).
-func (m *Machine) Breaker(target string) breaker.State {
-	if b := m.breakers[target]; b != nil {
-		return b.Status().State
-	}
-	return breaker.Closed
-}
-
 // Status is a summary for Stats and checkers. The journal fields (Durable to Compactions) are
 // the Engine's; a bare Machine leaves them zero.
 type Status struct {
