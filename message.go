@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/worker"
 )
 
-// The queue port a Worker runs on, and its typed errors (SPEC 3.2, 4). adapters/sqs implements
+// The queue port a Worker runs on, and its typed errors (docs/worker.md). adapters/sqs implements
 // Transport on Amazon SQS; a Transport of your own returns a *TransportError with a class for
 // every failed call or batch entry (any other error counts as retryable).
 type (
@@ -52,7 +52,7 @@ type Message struct {
 // ErrLeaseLost. A panic is recovered and treated as a permanent failure (Reject).
 type WorkerHandler func(ctx context.Context, msg Message) Result
 
-// ResultKind is a handler's verdict on a message (SPEC 3.3).
+// ResultKind is a handler's verdict on a message (docs/worker.md).
 type ResultKind uint8
 
 const (
@@ -171,7 +171,7 @@ type WorkerConfig struct {
 	Decode func(Message) error
 }
 
-// Worker defaults (SPEC 3).
+// Worker defaults (docs/worker.md).
 const (
 	DefaultWindow      = worker.WindowDefault
 	DefaultCeiling     = worker.CeilingDefault

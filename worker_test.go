@@ -403,7 +403,7 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
 		mq.latency = 300 * time.Millisecond
-		mq.flaky = 2 // two throttled renewals before each success (SPEC 3.2: no drop)
+		mq.flaky = 2 // two throttled renewals before each success (docs/worker.md: no drop)
 		id := mq.send("slow")
 		var visible atomic.Int64
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {

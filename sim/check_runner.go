@@ -11,9 +11,9 @@ type RunnerParams struct {
 	Capacity int
 	Attempts int
 	Deadline time.Duration // 0: none
-	Base     time.Duration // retry policy, SPEC 2.2
+	Base     time.Duration // retry policy, docs/runner.md
 	Cap      time.Duration
-	// Circuit breaker, SPEC 2.3.
+	// Circuit breaker, docs/runner.md.
 	Threshold int
 	Window    time.Duration
 	Cooldown  time.Duration
@@ -88,7 +88,7 @@ type failFact struct {
 	after   *time.Duration
 }
 
-// delay is SPEC 2.2's delay(n) = min(Base·2^n, Cap), computed independently of core/retry.
+// delay is docs/runner.md's delay(n) = min(Base·2^n, Cap), computed independently of core/retry.
 func (p RunnerParams) delay(n int) time.Duration {
 	d := p.Base
 	for i := 0; i < n && d < p.Cap; i++ {
@@ -116,7 +116,7 @@ type nodeModel struct {
 	pending  []JobView     // state after a commit that was written but not acknowledged, if any
 }
 
-// breakerModel is an independent model of SPEC 2.3, fed with attempt starts and outcomes.
+// breakerModel is an independent model of docs/runner.md, fed with attempt starts and outcomes.
 type breakerModel struct {
 	fails    []time.Duration // closed: recent failure times
 	open     bool
@@ -267,7 +267,7 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure, succes
 		return
 	}
 	// Every dispatched attempt's outcome reaches the breaker, also a cancelled job's (the
-	// runner's choice; SPEC 2.3 counts outcomes, not jobs).
+	// runner's choice; docs/runner.md counts outcomes, not jobs).
 	b := n.breaker(j.target)
 	switch {
 	case b.half:

@@ -124,7 +124,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PollWait = s(0, 20) // 0: short polls (worker.Config.WaitNone)
 	if limit := (c.Visibility * 2 / 3).Truncate(time.Second); c.PollWait > limit {
 		// core/worker refuses a long poll over two thirds of the window: a receive's stamp is
-		// read before the call (SPEC 3.1), so a message that arrives late in a longer poll is
+		// read before the call (docs/worker.md), so a message that arrives late in a longer poll is
 		// dropped as late on every delivery (docs/simulator.md bug 1, seeds 276 and 212).
 		c.PollWait = max(time.Second, limit)
 	}

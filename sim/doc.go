@@ -1,4 +1,4 @@
-// Package sim is sluice's deterministic simulator (SPEC 5): a single-threaded world that runs
+// Package sim is sluice's deterministic simulator (docs/simulator.md): a single-threaded world that runs
 // the production machines — runner.Engine over core/journal on sim/disk, lease.Machine against
 // sim/queue — under crashes and faults, and checks named invariants after every step.
 //

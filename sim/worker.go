@@ -270,7 +270,7 @@ func (p *workerProc) scheduleRestart() {
 	})
 }
 
-// shutdown begins a graceful stop (SPEC 3.2): no more receives, waiting deliveries released,
+// shutdown begins a graceful stop (docs/worker.md): no more receives, waiting deliveries released,
 // running handlers renewed for Grace then cancelled. The process exits when the machine says
 // it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {

@@ -16,7 +16,7 @@
 //     SQS would answer it and as sim/queue's Transport does). They send entry ids "0".."9"
 //     and map SQS's per-entry results back to one error per entry, in entry order; an entry
 //     SQS answered neither way is Retryable (code NoEntryResult).
-//  4. Errors are *core.TransportError classed as SPEC 3.2 says (classify, table-tested):
+//  4. Errors are *core.TransportError classed as docs/worker.md says (classify, table-tested):
 //     - Gone: MessageNotInflight, ReceiptHandleIsInvalid, and InvalidParameterValue whose message
 //     says the receipt handle expired (the message was redelivered or deleted);
 //     - Retryable: throttling codes (the SDK's list, plus RequestThrottled, KmsThrottled and

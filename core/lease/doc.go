@@ -1,11 +1,11 @@
-// Package lease is the lease controller of SPEC 3: a pure machine that keeps every held queue
+// Package lease is the lease controller of docs/worker.md: a pure machine that keeps every held queue
 // receipt's visibility window renewed from receipt until its disposition, over any number of
 // receipts with one timer heap. It performs no I/O: calls leave as effects (ChangeVisibility,
 // Delete) carrying a CallID, replies come back as events (RenewResult, DisposeResult) stamped
 // with the time they arrived (Now), and the driver re-arms one timer at WakeAt. It has the
 // machine surface of package core: New, Step, Ready, WakeAt, Status.
 //
-// Arithmetic (SPEC 3.1; t0 the stamp read before the receive call, W the window, C the
+// Arithmetic (docs/worker.md; t0 the stamp read before the receive call, W the window, C the
 // ceiling, d the local deadline, initially t0+W):
 //
 //	renewAt(now, d)   = now + max(0, d−now)/3

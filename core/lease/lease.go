@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// Defaults (SPEC 3.2).
+// Defaults (docs/worker.md).
 const (
 	// CoalesceDefault is how early a scheduled renewal may ride along with a batch that is
 	// going out anyway. 250 ms is under 1% of the default 30 s window, so riding early never
@@ -116,7 +116,7 @@ type DisposeResult struct {
 	Err     error
 }
 
-// Dispose gives a held receipt its disposition (SPEC 3.3).
+// Dispose gives a held receipt its disposition (docs/worker.md).
 type Dispose struct {
 	Now         time.Time
 	Receipt     string
@@ -149,7 +149,7 @@ const (
 	Abandon
 )
 
-// TerminalBackoffDuration is the visibility timeout of a terminal backoff (SPEC 3.3).
+// TerminalBackoffDuration is the visibility timeout of a terminal backoff (docs/worker.md).
 const TerminalBackoffDuration = 300 * time.Second
 
 func (k Kind) String() string {
@@ -669,7 +669,7 @@ func (m *Machine) onDispose(ev Dispose) error {
 	r.disp = ev.Disposition
 	switch {
 	case now >= r.stop():
-		// The handler finished after the lease lapsed: no disposition (SPEC 3.2).
+		// The handler finished after the lease lapsed: no disposition (docs/worker.md).
 		m.drop(r, DropExpired)
 	case r.disp.Kind == Abandon:
 		// Nothing is sent, so nothing can overlap an in-flight renewal.

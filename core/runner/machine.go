@@ -217,7 +217,7 @@ type MachineConfig struct {
 	Decode func(payload []byte) (any, error)
 }
 
-// Machine is the runner's pure state machine (SPEC 2.1-2.4).
+// Machine is the runner's pure state machine (docs/runner.md).
 type Machine struct {
 	cfg MachineConfig
 
@@ -635,7 +635,7 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 	}
 }
 
-// schedule starts due jobs in (due, id) order while a unit is free (SPEC 2.2 admission).
+// schedule starts due jobs in (due, id) order while a unit is free (docs/runner.md admission).
 func (m *Machine) schedule(now time.Time) {
 	for len(m.queue) > 0 && !m.queue[0].Due.After(now) {
 		j := m.queue[0]
@@ -694,7 +694,7 @@ func (m *Machine) decode(payload []byte) (any, error) {
 }
 
 // requeueOrphans records every Running job as a failed, retryable `interrupted` attempt at now
-// (SPEC 2.6). Called once after replay, before anything else.
+// (docs/journal.md). Called once after replay, before anything else.
 func (m *Machine) requeueOrphans(now time.Time) int {
 	var ids []uint64
 	for id, j := range m.jobs {

@@ -177,7 +177,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 	return r, nil
 }
 
-// Snapshot is the whole durable state (SPEC 2.7); breakers are not part of it.
+// Snapshot is the whole durable state (docs/journal.md); breakers are not part of it.
 type Snapshot struct {
 	NextID  uint64 // the id the next enqueue gets; ≥ 1
 	TermSeq uint64 // the last terminal sequence number handed out

@@ -1,4 +1,4 @@
-// Package worker is the queue worker of SPEC 3: it receives batches of messages, runs a
+// Package worker is the queue worker of docs/worker.md: it receives batches of messages, runs a
 // handler per message under the lease that package lease keeps, and gives each delivery its
 // disposition. Machine has the machine surface of package core (New, Step, Ready, WakeAt,
 // Status): every transport call (receive, change visibility, delete), every handler start or
@@ -32,7 +32,7 @@
 //     effective budget is max(Budget, N+1), so the queue dead-letters before we retire.
 //  4. At most Concurrency handlers run at once (a cancelled handler holds its slot until it
 //     returns); waiting deliveries start in order of receipt.
-//  5. Dispositions (SPEC 3.3): Success → ack (Delete, batched); Permanent → ack and log at
+//  5. Dispositions (docs/worker.md): Success → ack (Delete, batched); Permanent → ack and log at
 //     Error, or a terminal backoff when the queue has a redrive policy; Retryable → release
 //     after retry.Policy.Wait(ReceiveCount−1, r, Result.After) (Delay when Config.Rand is nil
 //     and no After was given; 0 releases at once); Terminal → ChangeVisibility(300 s). A

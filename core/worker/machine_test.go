@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 )
 
-// TestDispositionTable pins SPEC 3.3: each handler result, with and without a redrive
+// TestDispositionTable pins docs/worker.md: each handler result, with and without a redrive
 // policy, becomes one disposition.
 func TestDispositionTable(t *testing.T) {
 	seven := 7 * time.Second

@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/retry"
 )
 
-// Defaults (SPEC 3).
+// Defaults (docs/worker.md).
 const (
 	WindowDefault      = 30 * time.Second
 	CeilingDefault     = 12 * time.Hour
@@ -769,7 +769,7 @@ func (e *Machine) onHandlerDone(ev HandlerDone) error {
 	return e.stepLease(lease.Dispose{Now: ev.Now, Receipt: ev.Receipt, Disposition: disp})
 }
 
-// disposition is the table of SPEC 3.3.
+// disposition is the table of docs/worker.md.
 func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, error) {
 	switch r.Outcome {
 	case Success:
