@@ -366,8 +366,10 @@ func (p *workerProc) perform(rd worker.Ready) {
 		p.closeOpen(c.Receipt)
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
 			if c.Reason != lease.DropGone {
-				// The queue said nothing yet: it must still hide the message for the margin.
-				w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(lease.StopMarginFor(w.cfg.Visibility)-time.Nanosecond), c.Receipt))
+				// The queue said nothing yet: it must still hide the message for the margin,
+				// less what the scheduling families may have made this cancel late by.
+				keep := max(0, lease.StopMarginFor(w.cfg.Visibility)-w.chk.hiddenSlack)
+				w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(keep-time.Nanosecond), c.Receipt))
 			}
 			h.running, h.cancelled = false, true
 			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
