@@ -27,6 +27,9 @@ var (
 	ErrNotDead = runner.ErrNotDead
 	// ErrPoisoned: a journal write, sync or compaction failed; reopen the runner.
 	ErrPoisoned = runner.ErrPoisoned
+	// ErrFormat: Open found a journal written in another record format (an older or newer
+	// sluice); the error says what to do, and nothing was changed.
+	ErrFormat = runner.ErrFormat
 	// ErrCorrupt: Open found synced journal data damaged and refused; the error names the
 	// file, the offset and the LSNs around it, and nothing was changed.
 	ErrCorrupt = journal.ErrCorrupt
@@ -90,6 +93,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w (%w)", ErrNotFound, err)
 	case errors.Is(err, runner.ErrTooLarge):
 		return fmt.Errorf("%w (%w)", ErrTooLarge, err)
+	case errors.Is(err, runner.ErrJob), errors.Is(err, runner.ErrTime):
+		return fmt.Errorf("%w (%w)", ErrInvalidJob, err)
 	}
 	return err
 }
@@ -167,7 +172,7 @@ func statsOf(st runner.Status, syncs int64) Stats {
 func infoOf(j runner.Job) JobInfo[[]byte] {
 	return JobInfo[[]byte]{ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
 		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
-		LastErr: j.LastErr, Payload: j.Payload}
+		LastErr: j.LastErr, Priority: j.Opts.Priority, Payload: j.Payload}
 }
 
 // Inspection is what Inspect found in a runner's directory.

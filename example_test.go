@@ -80,3 +80,66 @@ func ExampleInspect() {
 	// job 1 pending attempts 0 target smtp.example.com
 	// interrupted: 0
 }
+
+// ExampleWithPriority shows per-job options: among due jobs the higher priority starts first;
+// WithAttempts and WithDeadline replace the policy's budget for one job.
+func ExampleWithPriority() {
+	dir, err := os.MkdirTemp("", "sluice-priority")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](),
+		func(_ context.Context, j sluice.Job[email]) sluice.Outcome {
+			fmt.Println("sending", j.Payload.Subject)
+			return sluice.Succeeded()
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for _, e := range []struct {
+		subject  string
+		priority int
+	}{{"newsletter", -5}, {"receipt", 0}, {"password reset", 10}} {
+		if _, err := r.Enqueue(ctx, time.Time{}, "smtp.example.com", email{Subject: e.subject},
+			sluice.WithPriority(e.priority), sluice.WithAttempts(3), sluice.WithDeadline(time.Hour)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := r.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// sending password reset
+	// sending receipt
+	// sending newsletter
+}
+
+// ExampleRunner_EnqueueMany journals many jobs in one batch: one fsync for all of them.
+func ExampleRunner_EnqueueMany() {
+	dir, err := os.MkdirTemp("", "sluice-many")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
+		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	var jobs []sluice.NewJob[email]
+	for _, to := range []string{"ada@example.com", "grace@example.com", "alan@example.com"} {
+		jobs = append(jobs, sluice.NewJob[email]{Target: "smtp.example.com", Payload: email{To: to, Subject: "hello"}})
+	}
+	before := r.Stats().Commits
+	ids, err := r.EnqueueMany(context.Background(), jobs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ids", ids, "in", r.Stats().Commits-before, "commit")
+	// Output:
+	// ids [1 2 3] in 1 commit
+}

@@ -58,6 +58,7 @@ type JobInfo[A any] struct {
 	Due      time.Time // when it may start next (non-terminal states)
 	Reason   string    // why a dead job died: "spent", "late", "permanent", "panic"
 	LastErr  string    // the last failure's message
+	Priority int       // WithPriority's value (0 by default)
 	Payload  A
 }
 

@@ -97,7 +97,9 @@ func (o *owner[A]) command(c command) {
 	)
 	switch c.kind {
 	case cmdEnqueue:
-		t, _, err = o.eng.Enqueue(now, c.due, c.target, c.payload)
+		t, _, err = o.eng.EnqueueJob(now, runner.NewJob{Due: c.due, Target: c.target, Payload: c.payload, Opts: c.opts})
+	case cmdEnqueueMany:
+		t, _, err = o.eng.EnqueueMany(now, c.jobs)
 	case cmdCancel:
 		t, err = o.eng.Cancel(c.id)
 	case cmdRetry:
@@ -202,7 +204,7 @@ func (o *owner[A]) perform(res runner.Result) {
 	for _, a := range res.Acks {
 		c := o.pending[a.Ticket]
 		delete(o.pending, a.Ticket)
-		c.reply <- reply{id: a.ID}
+		c.reply <- reply{id: a.ID, ids: a.IDs}
 	}
 	if cb := o.r.cfg.OnSettled; cb != nil {
 		for _, s := range res.Settled {

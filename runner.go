@@ -53,6 +53,7 @@ type cmdKind uint8
 
 const (
 	cmdEnqueue cmdKind = iota + 1
+	cmdEnqueueMany
 	cmdCancel
 	cmdRetry
 	cmdGet
@@ -67,6 +68,8 @@ type command struct {
 	due     time.Time
 	target  string
 	payload []byte
+	opts    runner.Opts
+	jobs    []runner.NewJob // cmdEnqueueMany
 	id      uint64
 	on      bool
 	reply   chan reply
@@ -74,6 +77,7 @@ type command struct {
 
 type reply struct {
 	id    uint64
+	ids   []uint64 // cmdEnqueueMany
 	err   error
 	job   JobInfo[[]byte]
 	found bool
@@ -132,20 +136,53 @@ func newRunner[A any](op opened, cfg Config, codec Codec[A], handler Handler[A],
 	return r
 }
 
-// Enqueue adds a job due at due (the zero time means now) and returns its id once the record is
-// durable. A payload whose record would exceed Config.RecordMax is refused with ErrTooLarge
-// before anything is written. If ctx ends first, Enqueue returns ctx.Err() and the job may or
-// may not exist.
-func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A) (uint64, error) {
+// Enqueue adds a job due at due (the zero time means now) for target, with per-job options
+// (WithPriority, WithAttempts, WithDeadline), and returns its id once the record is durable.
+// Refused before anything is written: a payload whose record would exceed Config.RecordMax
+// (ErrTooLarge); an empty target, a due outside the range a record holds (TimeRange) or an
+// option out of range (ErrInvalidJob). If ctx ends first, Enqueue returns ctx.Err() and the
+// job may or may not exist.
+func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...JobOption) (uint64, error) {
 	b, err := r.codec.Encode(payload)
 	if err != nil {
 		return 0, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b})
+	o, err := jobOpts(opts)
+	if err != nil {
+		return 0, err
+	}
+	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b, opts: o})
 	if err != nil {
 		return 0, err
 	}
 	return rep.id, rep.err
+}
+
+// EnqueueMany adds jobs in one journal batch (one fsync for all) and returns their ids, in
+// order, once the batch is durable. Every job is checked first, as Enqueue checks one: the
+// first refusal refuses the whole batch, names the job's index, and writes nothing. If ctx
+// ends first, EnqueueMany returns ctx.Err() and the jobs may or may not exist.
+func (r *Runner[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	njs := make([]runner.NewJob, len(jobs))
+	for i, j := range jobs {
+		b, err := r.codec.Encode(j.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+		}
+		o, err := jobOpts(j.Options)
+		if err != nil {
+			return nil, fmt.Errorf("%w (job %d)", err, i)
+		}
+		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: o}
+	}
+	rep, err := r.call(ctx, command{kind: cmdEnqueueMany, jobs: njs})
+	if err != nil {
+		return nil, err
+	}
+	return rep.ids, rep.err
 }
 
 // Cancel cancels a job that is not terminal, durably. A running attempt's context is cancelled
@@ -181,7 +218,7 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	}
 	v := rep.job
 	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,
-		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr}
+		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority}
 	if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
 		return info, fmt.Errorf("sluice: get %d: %w", id, err)
 	}

@@ -19,6 +19,7 @@ const (
 	CompactBytesDefault = 64 << 20
 	RetentionDefault    = 10_000
 	GraceDefault        = 10 * time.Second
+	AgeMaxDefault       = time.Minute
 	// errMax bounds the error text journaled per outcome, so a Finished record always fits.
 	errMax = 4 << 10
 	// recordOverheadMax bounds a Finished record's bytes besides its error text.
@@ -50,6 +51,9 @@ type Config struct {
 	Rand   *rand.Rand   // jitter draws; nil: rand.New(rand.NewSource(1))
 	// Decode is the decode-check port (MachineConfig.Decode); nil: none.
 	Decode func(payload []byte) (any, error)
+	// AgeMax is the starvation rule (MachineConfig.AgeMax): a job due for AgeMax starts before
+	// higher priorities; 0: 1 minute.
+	AgeMax time.Duration
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -74,6 +78,9 @@ func (c Config) WithDefaults() (Config, error) {
 	c.Circuit = c.Circuit.WithDefaults()
 	if c.Grace == 0 {
 		c.Grace = GraceDefault
+	}
+	if c.AgeMax == 0 {
+		c.AgeMax = AgeMaxDefault
 	}
 	if c.CompactBytes == 0 {
 		c.CompactBytes = CompactBytesDefault
@@ -105,6 +112,8 @@ func (c Config) WithDefaults() (Config, error) {
 	switch {
 	case c.Grace < 0:
 		return c, &ConfigError{"Grace", c.Grace, "must be ≥ 0 (0 means 10s)"}
+	case c.AgeMax < 0:
+		return c, &ConfigError{"AgeMax", c.AgeMax, "must be ≥ 0 (0 means 1m)"}
 	case c.Capacity < 1:
 		return c, &ConfigError{"Capacity", c.Capacity, "must be ≥ 1"}
 	case c.CompactBytes < 0:
@@ -121,7 +130,7 @@ func (c Config) WithDefaults() (Config, error) {
 
 func (c Config) machine() MachineConfig {
 	return MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity,
-		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode}
+		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode, AgeMax: c.AgeMax}
 }
 
 func (c Config) journal() journal.Config {
@@ -162,9 +171,17 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	}
 	m.at(now)
 	m.replaying = true
+	var format error // a record of another format: said plainly, not as corruption
 	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
-		return m.Replay(r.Tag, r.Snapshot, r.Data)
+		err := m.Replay(r.Tag, r.Snapshot, r.Data)
+		if errors.Is(err, ErrFormat) {
+			format = err
+		}
+		return err
 	})
+	if format != nil {
+		return nil, fmt.Errorf("runner: opening %q: %w; nothing was changed", name, format)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: opening %q: %w", name, err)
 	}
@@ -227,6 +244,9 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	case Enqueue:
 		v.Ticket = t
 		ev = v
+	case EnqueueMany:
+		v.Ticket = t
+		ev = v
 	case Cancel:
 		v.Ticket = t
 		ev = v
@@ -241,17 +261,38 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	return t, nil
 }
 
-// Enqueue submits a job due at due (zero: now); the id is assigned now, and the job is
-// acknowledged (durable) by the Commit whose Result.Acks holds the ticket. The one size check:
-// an enqueue whose record would exceed RecordMax is refused with ErrTooLarge, before anything
-// is written. Errors: ErrTooLarge, ErrTime, ErrPoisoned.
+// Enqueue submits a job due at due (zero: now) with the default options: EnqueueJob.
 func (e *Engine) Enqueue(now, due time.Time, target string, payload []byte) (Ticket, uint64, error) {
+	return e.EnqueueJob(now, NewJob{Due: due, Target: target, Payload: payload})
+}
+
+// EnqueueJob submits a job; the id is assigned now, and the job is acknowledged (durable) by
+// the Commit whose Result.Acks holds the ticket. Checked before anything is written: a record
+// exceeding RecordMax (ErrTooLarge), a due outside TimeRange (ErrTime), an empty target or
+// options out of range (ErrJob). Also ErrPoisoned.
+func (e *Engine) EnqueueJob(now time.Time, nj NewJob) (Ticket, uint64, error) {
 	id := e.m.nextID
-	t, err := e.step(Enqueue{Now: now, Due: due, Target: target, Payload: payload})
+	t, err := e.step(Enqueue{Now: now, Due: nj.Due, Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts})
 	if err != nil {
 		return 0, 0, err
 	}
 	return t, id, nil
+}
+
+// EnqueueMany submits jobs as one batch: all are checked first (the first refusal, naming its
+// index, refuses them all and writes nothing), then their records go to the journal in the
+// next Commit's one batch (one sync), answered by one Ack whose IDs are the jobs' ids in order.
+func (e *Engine) EnqueueMany(now time.Time, jobs []NewJob) (Ticket, []uint64, error) {
+	first := e.m.nextID
+	t, err := e.step(EnqueueMany{Now: now, Jobs: jobs})
+	if err != nil {
+		return 0, nil, err
+	}
+	ids := make([]uint64, len(jobs))
+	for i := range ids {
+		ids[i] = first + uint64(i)
+	}
+	return t, ids, nil
 }
 
 // Cancel submits the cancellation of a non-terminal job. Errors: ErrNotFound, ErrTerminal,

@@ -22,7 +22,11 @@ var (
 	ErrNotDead  = errors.New("runner: only a dead job can be retried")
 	ErrTooLarge = errors.New("runner: record too large")
 	ErrTime     = errors.New("runner: time out of range")
+	ErrJob      = errors.New("runner: invalid job")
 )
+
+// TimeRange states the times a record can hold (UnixNano's range), for error messages.
+const TimeRange = "[1677-09-21T00:12:43Z, 2262-04-11T23:47:16Z]"
 
 // Ticket names one submitted command (Enqueue, Cancel, Retry) in the Ack that answers it.
 type Ticket uint64
@@ -39,6 +43,23 @@ type Enqueue struct {
 	Due     time.Time
 	Target  string
 	Payload []byte
+	Opts    Opts
+}
+
+// NewJob is one job of an EnqueueMany: Enqueue's fields without the ticket and now.
+type NewJob struct {
+	Due     time.Time
+	Target  string
+	Payload []byte
+	Opts    Opts
+}
+
+// EnqueueMany adds Jobs at Now in one batch: every record or none (the first refused job
+// refuses them all, naming its index), one Ack listing the ids in order.
+type EnqueueMany struct {
+	Ticket Ticket
+	Now    time.Time
+	Jobs   []NewJob
 }
 
 // Cancel cancels a non-terminal job.
@@ -82,6 +103,7 @@ type Dispatch struct {
 
 func (Dispatch) isEvent()    {}
 func (Enqueue) isEvent()     {}
+func (EnqueueMany) isEvent() {}
 func (Cancel) isEvent()      {}
 func (Retry) isEvent()       {}
 func (Synced) isEvent()      {}
@@ -99,6 +121,7 @@ type Append struct {
 type Ack struct {
 	Ticket Ticket
 	ID     uint64
+	IDs    []uint64 // EnqueueMany: every id, in the order of its Jobs (ID is the first)
 }
 
 // Attempt is an attempt to dispatch.
@@ -164,7 +187,7 @@ type Ready struct {
 // job is the machine's job; fields mirror Job.
 type job struct {
 	Job
-	idx int // position in the queue; -1 unless Waiting
+	idx [slots]int // position in each of the queue's heaps; -1 when not in it
 }
 
 // attempt is an attempt holding a pool unit.
@@ -215,6 +238,9 @@ type MachineConfig struct {
 	// it refuses is never dispatched: that attempt is a permanent failure. nil: no check, and
 	// Attempt.Value stays nil.
 	Decode func(payload []byte) (any, error)
+	// AgeMax is the starvation rule: a due job that has waited AgeMax past its due starts
+	// before any job of higher priority (the longest waiting first). 0: priority is strict.
+	AgeMax time.Duration
 }
 
 // Machine is the runner's pure state machine (SPEC 2.1-2.4).
@@ -225,7 +251,7 @@ type Machine struct {
 	// Invariant: every job id < nextID; nextID ≥ 1.
 	nextID  uint64
 	termSeq uint64
-	// Invariant: holds exactly the Waiting jobs, as a heap on (due, id).
+	// Invariant: holds exactly the Waiting jobs (see queue).
 	queue queue
 	pool  *pool.Pool
 	// breakers holds only targets whose breaker is not idle (breaker.Idle): memory is bounded
@@ -283,6 +309,8 @@ func New(cfg MachineConfig) (*Machine, error) {
 		return nil, fmt.Errorf("%w: RecordMax must be ≥ 1, got %d", ErrInvalidConfig, cfg.RecordMax)
 	case cfg.Grace < 0:
 		return nil, fmt.Errorf("%w: Grace must be ≥ 0, got %v", ErrInvalidConfig, cfg.Grace)
+	case cfg.AgeMax < 0:
+		return nil, fmt.Errorf("%w: AgeMax must be ≥ 0, got %v", ErrInvalidConfig, cfg.AgeMax)
 	}
 	p, err := pool.New(pool.Config{Capacity: cfg.Capacity})
 	if err != nil {
@@ -291,6 +319,7 @@ func New(cfg MachineConfig) (*Machine, error) {
 	return &Machine{
 		cfg:      cfg,
 		jobs:     map[uint64]*job{},
+		queue:    newQueue(),
 		nextID:   1,
 		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
@@ -304,6 +333,8 @@ func (m *Machine) Step(ev Event) error {
 	switch ev := ev.(type) {
 	case Enqueue:
 		return m.enqueue(ev)
+	case EnqueueMany:
+		return m.enqueueMany(ev)
 	case Cancel:
 		return m.cancel(ev)
 	case Retry:
@@ -350,10 +381,10 @@ func (m *Machine) WakeAt() time.Time {
 		}
 		return time.Time{}
 	}
-	if len(m.queue) == 0 || m.pool.Status().Free == 0 {
+	if m.queue.len() == 0 || m.pool.Status().Free == 0 {
 		return time.Time{}
 	}
-	return m.queue[0].Due
+	return m.queue.earliest().Due
 }
 
 // at moves the machine's clock; time never goes back.
@@ -425,21 +456,72 @@ func cmpU64(a, b uint64) int {
 
 func (m *Machine) enqueue(ev Enqueue) error {
 	m.at(ev.Now)
-	due := ev.Due
-	if due.IsZero() {
-		due = ev.Now
-	}
-	if !inRange(due) {
-		return fmt.Errorf("%w: enqueue due %v", ErrTime, due)
-	}
-	r := Record{Tag: TagEnqueued, ID: m.nextID, Due: norm(due), Target: ev.Target, Payload: ev.Payload}
-	data := EncodeRecord(r)
-	if len(data) > m.cfg.RecordMax {
-		return fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
+	r, data, err := m.enqueueRecord(m.nextID, ev.Now, NewJob{Due: ev.Due, Target: ev.Target, Payload: ev.Payload, Opts: ev.Opts})
+	if err != nil {
+		return err
 	}
 	m.applyAndAppend(r, data)
-	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, r.ID}})
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: r.ID}})
 	return nil
+}
+
+// enqueueMany checks every job before recording any, so a refused batch changes nothing.
+func (m *Machine) enqueueMany(ev EnqueueMany) error {
+	m.at(ev.Now)
+	if len(ev.Jobs) == 0 {
+		return fmt.Errorf("%w: EnqueueMany with no jobs", ErrJob)
+	}
+	rs := make([]Record, len(ev.Jobs))
+	ds := make([][]byte, len(ev.Jobs))
+	for i, nj := range ev.Jobs {
+		r, data, err := m.enqueueRecord(m.nextID+uint64(i), ev.Now, nj)
+		if err != nil {
+			return fmt.Errorf("%w (job %d of %d, counting from 0)", err, i, len(ev.Jobs))
+		}
+		rs[i], ds[i] = r, data
+	}
+	ids := make([]uint64, len(rs))
+	for i := range rs {
+		m.applyAndAppend(rs[i], ds[i])
+		ids[i] = rs[i].ID
+	}
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: ids[0], IDs: ids}})
+	return nil
+}
+
+// enqueueRecord is the Enqueued record of nj as job id, or why it is refused.
+func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []byte, error) {
+	due := nj.Due
+	if due.IsZero() {
+		due = now
+	}
+	if !inRange(due) {
+		return Record{}, nil, fmt.Errorf("%w: enqueue due %v: a due time must lie in %s", ErrTime, due, TimeRange)
+	}
+	if nj.Target == "" {
+		return Record{}, nil, fmt.Errorf("%w: empty target: every job names the target its breaker guards", ErrJob)
+	}
+	if err := nj.Opts.validate(); err != nil {
+		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
+	}
+	r := Record{Tag: TagEnqueued, ID: id, Due: norm(due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
+	data := EncodeRecord(r)
+	if len(data) > m.cfg.RecordMax {
+		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
+	}
+	return r, data, nil
+}
+
+// policy is the retry policy of j: the runner's, with the job's own attempts and deadline.
+func (m *Machine) policy(j *job) retry.Policy {
+	p := m.cfg.Policy
+	if j.Opts.AttemptsMax > 0 {
+		p.Attempts = j.Opts.AttemptsMax
+	}
+	if j.Opts.Deadline > 0 {
+		p.Deadline = j.Opts.Deadline
+	}
+	return p
 }
 
 func (m *Machine) cancel(ev Cancel) error {
@@ -453,7 +535,7 @@ func (m *Machine) cancel(ev Cancel) error {
 	tok := Token{j.ID, j.Attempts}
 	wasRunning := j.State == Running
 	m.record(Record{Tag: TagCancelled, ID: j.ID})
-	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, j.ID}})
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: j.ID}})
 	// An attempt not yet dispatched never starts; a dispatched one is cancelled once the
 	// Cancelled record is durable, and finishes, ignored.
 	a := m.inflight[tok]
@@ -482,7 +564,7 @@ func (m *Machine) retry(ev Retry) error {
 	}
 	m.at(ev.Now)
 	m.record(Record{Tag: TagRetried, ID: j.ID, Due: norm(ev.Now)})
-	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, j.ID}})
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: j.ID}})
 	return nil
 }
 
@@ -577,7 +659,7 @@ func (m *Machine) finish(j *job, now time.Time, o Outcome) {
 			r.Next, r.Reason = Dead, Permanent
 			break
 		}
-		due, v := m.cfg.Policy.Next(j.FirstDue, now, j.Attempts, m.cfg.Rand.Uint32(), o.After)
+		due, v := m.policy(j).Next(j.FirstDue, now, j.Attempts, m.cfg.Rand.Uint32(), o.After)
 		switch v {
 		case retry.DeadSpent:
 			r.Next, r.Reason = Dead, Spent
@@ -635,17 +717,22 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 	}
 }
 
-// schedule starts due jobs in (due, id) order while a unit is free (SPEC 2.2 admission).
+// schedule starts due jobs while a unit is free (SPEC 2.2 admission): the highest priority
+// first, then (due, id), except that a job due for AgeMax or longer goes first (queue.next).
 func (m *Machine) schedule(now time.Time) {
-	for len(m.queue) > 0 && !m.queue[0].Due.After(now) {
-		j := m.queue[0]
+	m.queue.promote(now)
+	for {
+		j := m.queue.next(now, m.cfg.AgeMax)
+		if j == nil {
+			return
+		}
 		var d breaker.Decision
 		m.pool.Step(pool.Acquire{})
 		unit := m.pool.Ready().Granted
 		v := retry.Admit(retry.Candidate{
 			UnitFree: unit,
-			Late:     m.cfg.Policy.Late(j.FirstDue, now),
-			Spent:    m.cfg.Policy.Spent(j.Attempts),
+			Late:     m.policy(j).Late(j.FirstDue, now),
+			Spent:    m.policy(j).Spent(j.Attempts),
 		}, func() bool {
 			b := m.breakerFor(j.Target)
 			b.Step(breaker.Admit{Now: now})
@@ -761,8 +848,8 @@ func (m *Machine) applyRecord(r Record) error {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
 		}
-		j := &job{Job: Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
-			State: Waiting, FirstDue: r.Due, Due: r.Due}}
+		j := newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
+			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
 		m.nextID++
 		m.queue.push(j)
@@ -837,6 +924,14 @@ func (m *Machine) applyRecord(r Record) error {
 	return nil
 }
 
+func newJob(j Job) *job {
+	nj := &job{Job: j}
+	for i := range nj.idx {
+		nj.idx[i] = -1
+	}
+	return nj
+}
+
 func (m *Machine) becomeTerminal(j *job, s JobState, why Reason) {
 	m.termSeq++
 	j.State, j.Reason, j.TermSeq = s, why, m.termSeq
@@ -870,7 +965,7 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 func (m *Machine) load(s Snapshot) {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
 	for i := range s.Jobs {
-		j := &job{Job: s.Jobs[i], idx: -1}
+		j := newJob(s.Jobs[i])
 		m.jobs[j.ID] = j
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
@@ -936,7 +1031,7 @@ func (m *Machine) Prune(ids []uint64) {
 }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
-func (m *Machine) Idle() bool { return len(m.queue) == 0 && m.pool.Status().Used == 0 }
+func (m *Machine) Idle() bool { return m.queue.len() == 0 && m.pool.Status().Used == 0 }
 
 // Get returns a copy of job id.
 func (m *Machine) Get(id uint64) (Job, bool) {

@@ -1,0 +1,114 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/internal/runneropt"
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+// TestEnqueueRefusesBadJobsNamingTheRange: an empty target, a due outside the range a record
+// holds (the error states it), and options out of range are refused before anything is written.
+func TestEnqueueRefusesBadJobsNamingTheRange(t *testing.T) {
+	r := openOn(t, disk.New(1), Config{Capacity: 1}, succeedString)
+	defer r.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		due    time.Time
+		target string
+		opts   []JobOption
+		says   string
+	}{
+		{"empty target", time.Time{}, "", nil, "empty target"},
+		{"due past 2262", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), "a", nil, TimeRange},
+		{"priority", time.Time{}, "a", []JobOption{WithPriority(PriorityMax + 1)}, "WithPriority(1001): must be in [-1000, 1000]"},
+		{"attempts", time.Time{}, "a", []JobOption{WithAttempts(0)}, "WithAttempts(0): must be ≥ 1"},
+		{"deadline", time.Time{}, "a", []JobOption{WithDeadline(-time.Second)}, "WithDeadline(-1s): must be > 0"},
+	} {
+		_, err := r.Enqueue(ctx, tc.due, tc.target, "x", tc.opts...)
+		if !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), tc.says) || strings.Count(err.Error(), "sluice:") != 1 {
+			t.Errorf("%s: err = %v, want ErrInvalidJob saying %q with one sluice: prefix", tc.name, err, tc.says)
+		}
+	}
+	_, err := r.EnqueueMany(ctx, []NewJob[string]{{Target: "a"}, {Target: "a", Options: []JobOption{WithAttempts(-1)}}})
+	if !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), "job 1") {
+		t.Errorf("EnqueueMany with a bad job: %v, want ErrInvalidJob naming job 1", err)
+	}
+	_, err = r.EnqueueMany(ctx, []NewJob[string]{{Target: "a"}, {Target: ""}})
+	if !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), "job 1 of 2") {
+		t.Errorf("EnqueueMany with an empty target: %v, want ErrInvalidJob naming job 1 of 2", err)
+	}
+	if s := r.Stats(); s.LastID != 0 || s.Records != 0 {
+		t.Fatalf("refused enqueues wrote something: %+v", s)
+	}
+}
+
+// TestEnqueueManyIsOneBatchOneSync: EnqueueMany of 100 jobs costs the fsyncs of one Enqueue
+// (one commit), and the ids come back in order.
+func TestEnqueueManyIsOneBatchOneSync(t *testing.T) {
+	r := openOn(t, disk.New(1), Config{Capacity: 1}, succeedString)
+	defer r.Close()
+	ctx := context.Background()
+	s0 := r.Stats()
+	if _, err := r.Enqueue(ctx, time.Time{}, "a", "one"); err != nil {
+		t.Fatal(err)
+	}
+	s1 := r.Stats()
+	jobs := make([]NewJob[string], 100)
+	for i := range jobs {
+		jobs[i] = NewJob[string]{Target: "a", Payload: "many", Options: []JobOption{WithPriority(i % 3)}}
+	}
+	ids, err := r.EnqueueMany(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := r.Stats()
+	if ids[0] != 2 || ids[99] != 101 || len(ids) != 100 {
+		t.Fatalf("ids %v, want 2..101", ids)
+	}
+	if s2.Commits-s1.Commits != 1 || s2.Syncs-s1.Syncs != s1.Syncs-s0.Syncs || s2.Records-s1.Records != 100 {
+		t.Fatalf("EnqueueMany: %d commits, %d syncs, %d records; one Enqueue: %d syncs",
+			s2.Commits-s1.Commits, s2.Syncs-s1.Syncs, s2.Records-s1.Records, s1.Syncs-s0.Syncs)
+	}
+	j, err := r.Get(ids[5])
+	if err != nil || j.Priority != 2 {
+		t.Fatalf("job %d: %+v %v, want priority 2", ids[5], j, err)
+	}
+}
+
+// TestOpenRefusesAPreviousFormatJournal: a journal written in record format 1 is refused with
+// ErrFormat and a message saying what to do, and it is left as it was.
+func TestOpenRefusesAPreviousFormatJournal(t *testing.T) {
+	d := disk.New(1)
+	j, err := journal.Open(d, journalName, journal.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Format 1's Enqueued record: version, id, due, target, payload.
+	rec := []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0}
+	if _, err := j.Append(1, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := diskDigest(t, d)
+	cfg := Config{Logger: quiet}
+	runneropt.Set(&cfg, runneropt.Options{FS: d})
+	_, err = Open("", cfg, JSON[string](), succeedString)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format 1") || strings.Count(err.Error(), "sluice:") != 1 {
+		t.Fatalf("open of a format-1 journal: %v, want ErrFormat naming format 1", err)
+	}
+	if diskDigest(t, d) != before {
+		t.Fatalf("a refused open changed the disk")
+	}
+}
