@@ -429,6 +429,12 @@ func (n *runnerNode) produce() {
 		k = c.Faults.Timing.BurstSize
 		w.fault("burst")
 	}
+	// A batch tick submits its jobs (all but an oversize one) as one EnqueueMany.
+	var batch []runner.NewJob
+	batched := w.rWork.Float64() < c.PBatch
+	if batched && k == 1 {
+		k = 2 + w.rWork.Intn(7)
+	}
 	for i := 0; i < k && n.produced < c.JobsMax; i++ {
 		n.produced++
 		due := w.loop.Now()
@@ -451,9 +457,21 @@ func (n *runnerNode) produce() {
 			// A large record: its frame spans sectors, so a crash can persist it in pieces.
 			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
 		}
-		if !n.enqueue(due, target, payload, oversize) {
+		prio := 0
+		if w.rWork.Float64() < c.PPriority {
+			prio = w.rWork.Intn(11) - 5
+		}
+		if batched && !oversize {
+			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload),
+				Opts: runner.Opts{Priority: prio}})
+			continue
+		}
+		if !n.enqueuePrio(due, target, payload, oversize, prio) {
 			return
 		}
+	}
+	if len(batch) > 0 {
+		n.enqueueMany(batch)
 	}
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
 		id := n.acked[w.rWork.Intn(len(n.acked))]
@@ -483,13 +501,19 @@ func (n *runnerNode) produce() {
 // enqueue submits one job to the node's runner, as a client would; it reports false when a
 // violation ends the run.
 func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize bool) bool {
+	return n.enqueuePrio(due, target, payload, oversize, 0)
+}
+
+// enqueuePrio is enqueue with a job priority.
+func (n *runnerNode) enqueuePrio(due time.Duration, target, payload string, oversize bool, prio int) bool {
 	w := n.w
 	if !n.up {
 		w.trace(n.name, "enqueue refused: node down")
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
-	t, id, err := n.e.Enqueue(w.now(), Epoch.Add(due), target, []byte(payload))
+	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload),
+		Opts: runner.Opts{Priority: prio}})
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -516,6 +540,30 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 	}
 	w.trace(n.name, "enqueue id="+strconv.FormatUint(id, 10)+" due="+Offset(due)+" "+target+" "+shown)
 	return true
+}
+
+// enqueueMany submits jobs as one batch (one Ack for all), as a client calling EnqueueMany would.
+func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
+	w := n.w
+	if !n.up {
+		w.trace(n.name, "enqueue many refused: node down")
+		w.st.Faults.Add("enqueue-refused-down", 1)
+		return
+	}
+	t, ids, err := n.e.EnqueueMany(w.now(), jobs)
+	if err != nil {
+		w.trace(n.name, "enqueue many refused: "+err.Error())
+		return
+	}
+	for i, id := range ids {
+		j := jobs[i]
+		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
+		if w.mutation == mutAckEarly {
+			w.chk.JobAcked(n.id, id)
+		}
+	}
+	n.pending[t] = pendingCmd{kind: cmdEnqueue, id: ids[0]}
+	w.trace(n.name, fmt.Sprintf("enqueue many ids=%d..%d", ids[0], ids[len(ids)-1]))
 }
 
 // produceStep wraps produce in the crash draw when the node is up (a producer is a client: it
@@ -649,8 +697,14 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 		delete(n.pending, a.Ticket)
 		switch p.kind {
 		case cmdEnqueue:
-			w.chk.JobAcked(n.id, a.ID)
-			n.acked = append(n.acked, a.ID)
+			ids := a.IDs // EnqueueMany's; nil for one job
+			if ids == nil {
+				ids = []uint64{a.ID}
+			}
+			for _, id := range ids {
+				w.chk.JobAcked(n.id, id)
+				n.acked = append(n.acked, id)
+			}
 		case cmdCancel:
 			w.chk.CancelAcked(n.id, p.id)
 		case cmdRetry:
