@@ -93,6 +93,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w (%w)", ErrNotFound, err)
 	case errors.Is(err, runner.ErrTooLarge):
 		return fmt.Errorf("%w (%w)", ErrTooLarge, err)
+	case errors.Is(err, runner.ErrDuplicate):
+		return fmt.Errorf("%w (%w)", ErrDuplicate, err)
 	case errors.Is(err, runner.ErrJob), errors.Is(err, runner.ErrTime):
 		return fmt.Errorf("%w (%w)", ErrInvalidJob, err)
 	}
@@ -172,7 +174,7 @@ func statsOf(st runner.Status, syncs int64) Stats {
 func infoOf(j runner.Job) JobInfo[[]byte] {
 	return JobInfo[[]byte]{ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
 		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
-		LastErr: j.LastErr, Priority: j.Opts.Priority, Payload: j.Payload}
+		LastErr: j.LastErr, Priority: j.Opts.Priority, Unique: j.Opts.Unique, Payload: j.Payload}
 }
 
 // Inspection is what Inspect found in a runner's directory.

@@ -143,3 +143,27 @@ func ExampleRunner_EnqueueMany() {
 	// Output:
 	// ids [1 2 3] in 1 commit
 }
+
+// ExampleWithUnique admits one live job per key: a second enqueue of the same order returns
+// the first job's id and journals nothing.
+func ExampleWithUnique() {
+	dir, err := os.MkdirTemp("", "sluice-unique")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
+		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	receipt := email{To: "ada@example.com", Subject: "order 7 paid"}
+	a, _ := r.Enqueue(ctx, time.Time{}, "smtp.example.com", receipt, sluice.WithUnique("receipt/order-7"))
+	var dup bool
+	b, _ := r.Enqueue(ctx, time.Time{}, "smtp.example.com", receipt, sluice.WithUnique("receipt/order-7"), sluice.WasDuplicate(&dup))
+	fmt.Println(a, b, "duplicate:", dup)
+	// Output:
+	// 1 1 duplicate: true
+}

@@ -59,6 +59,7 @@ type JobInfo[A any] struct {
 	Reason   string    // why a dead job died: "spent", "late", "permanent", "panic"
 	LastErr  string    // the last failure's message
 	Priority int       // WithPriority's value (0 by default)
+	Unique   string    // WithUnique's key ("" without one)
 	Payload  A
 }
 

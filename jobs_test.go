@@ -112,3 +112,47 @@ func TestOpenRefusesAPreviousFormatJournal(t *testing.T) {
 		t.Fatalf("a refused open changed the disk")
 	}
 }
+
+// TestUniqueKeyAdmitsOneLiveJob: a second Enqueue with a held key returns the holder's id with
+// no error and says so (WasDuplicate), or ErrDuplicate with FailOnDuplicate; nothing is
+// journaled for it; once the holder ends, the key is free; the index survives a reopen.
+func TestUniqueKeyAdmitsOneLiveJob(t *testing.T) {
+	d := disk.New(1)
+	r := openOn(t, d, Config{Capacity: 1}, succeedString)
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	first, err := r.Enqueue(ctx, later, "a", "x", WithUnique("order-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := r.Stats().Records
+	var dup bool
+	id, err := r.Enqueue(ctx, later, "a", "y", WithUnique("order-7"), WasDuplicate(&dup))
+	if err != nil || id != first || !dup {
+		t.Fatalf("duplicate: id %d dup %v err %v, want id %d dup true no error", id, dup, err, first)
+	}
+	id, err = r.Enqueue(ctx, later, "a", "y", WithUnique("order-7"), FailOnDuplicate())
+	if !errors.Is(err, ErrDuplicate) || id != first {
+		t.Fatalf("FailOnDuplicate: id %d err %v, want id %d and ErrDuplicate", id, err, first)
+	}
+	if got := r.Stats().Records; got != records {
+		t.Fatalf("duplicates journaled %d records", got-records)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = openOn(t, d, Config{Capacity: 1}, succeedString)
+	defer r.Close()
+	if id, err := r.Enqueue(ctx, later, "a", "z", WithUnique("order-7"), WasDuplicate(&dup)); err != nil || id != first || !dup {
+		t.Fatalf("after reopen: id %d dup %v err %v, want the holder %d", id, dup, err, first)
+	}
+	if err := r.Cancel(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := r.Enqueue(ctx, later, "a", "z", WithUnique("order-7"), WasDuplicate(&dup)); err != nil || id == first || dup {
+		t.Fatalf("after the holder ended: id %d dup %v err %v, want a new job", id, dup, err)
+	}
+	if j, err := r.Get(first); err != nil || j.Unique != "order-7" {
+		t.Fatalf("Get(%d) = %+v, %v", first, j, err)
+	}
+}

@@ -27,8 +27,10 @@ type JobOption func(*jobSettings)
 
 // jobSettings is what the options set; err is the first option refused.
 type jobSettings struct {
-	o   runner.Opts
-	err error
+	o       runner.Opts
+	err     error
+	dupOut  *bool // WasDuplicate
+	dupFail bool  // FailOnDuplicate
 }
 
 // WithPriority orders the job among due jobs: higher priorities start first, then earlier
@@ -64,6 +66,30 @@ func WithDeadline(d time.Duration) JobOption {
 	}
 }
 
+// ErrDuplicate is returned, with the holder's id, by an Enqueue given FailOnDuplicate when
+// its unique key is held.
+var ErrDuplicate = errors.New("sluice: duplicate of a job holding the unique key")
+
+// WithUnique gives the job a unique key: while a job holding key has not ended (succeeded,
+// dead or cancelled), an Enqueue with the same key journals nothing and returns the holder's
+// id, with no error (WasDuplicate says so; FailOnDuplicate makes it ErrDuplicate). The key
+// is free again once its job ends. A dead job cannot be retried while another job holds its
+// key.
+func WithUnique(key string) JobOption {
+	return func(s *jobSettings) {
+		if key == "" {
+			s.refuse(fmt.Errorf("WithUnique(\"\"): the key must not be empty"))
+		}
+		s.o.Unique = key
+	}
+}
+
+// WasDuplicate sets *dup to whether the Enqueue was a duplicate (see WithUnique).
+func WasDuplicate(dup *bool) JobOption { return func(s *jobSettings) { s.dupOut = dup } }
+
+// FailOnDuplicate makes a duplicate Enqueue return ErrDuplicate (with the holder's id).
+func FailOnDuplicate() JobOption { return func(s *jobSettings) { s.dupFail = true } }
+
 // NewJob is one job of EnqueueMany: Enqueue's arguments.
 type NewJob[A any] struct {
 	Due     time.Time // zero: now
@@ -79,10 +105,10 @@ func (s *jobSettings) refuse(err error) {
 }
 
 // jobOpts applies opts, or returns the first refusal.
-func jobOpts(opts []JobOption) (runner.Opts, error) {
+func jobOpts(opts []JobOption) (jobSettings, error) {
 	var s jobSettings
 	for _, f := range opts {
 		f(&s)
 	}
-	return s.o, s.err
+	return s, s.err
 }

@@ -204,7 +204,7 @@ func (o *owner[A]) perform(res runner.Result) {
 	for _, a := range res.Acks {
 		c := o.pending[a.Ticket]
 		delete(o.pending, a.Ticket)
-		c.reply <- reply{id: a.ID, ids: a.IDs}
+		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate}
 	}
 	if cb := o.r.cfg.OnSettled; cb != nil {
 		for _, s := range res.Settled {

@@ -78,6 +78,7 @@ type command struct {
 type reply struct {
 	id    uint64
 	ids   []uint64 // cmdEnqueueMany
+	dup   bool     // cmdEnqueue: a duplicate of a job holding its unique key
 	err   error
 	job   JobInfo[[]byte]
 	found bool
@@ -147,19 +148,26 @@ func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, p
 	if err != nil {
 		return 0, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	o, err := jobOpts(opts)
+	s, err := jobOpts(opts)
 	if err != nil {
 		return 0, err
 	}
-	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b, opts: o})
+	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b, opts: s.o})
 	if err != nil {
 		return 0, err
+	}
+	if s.dupOut != nil {
+		*s.dupOut = rep.dup
+	}
+	if rep.dup && s.dupFail && rep.err == nil {
+		return rep.id, fmt.Errorf("%w: job %d holds unique key %q", ErrDuplicate, rep.id, s.o.Unique)
 	}
 	return rep.id, rep.err
 }
 
 // EnqueueMany adds jobs in one journal batch (one fsync for all) and returns their ids, in
-// order, once the batch is durable. Every job is checked first, as Enqueue checks one: the
+// order, once the batch is durable. A job whose unique key is held (or taken by an earlier
+// job of the batch) is a duplicate: its id is the holder's. Every job is checked first, as Enqueue checks one: the
 // first refusal refuses the whole batch, names the job's index, and writes nothing. If ctx
 // ends first, EnqueueMany returns ctx.Err() and the jobs may or may not exist.
 func (r *Runner[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
@@ -172,11 +180,11 @@ func (r *Runner[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64
 		if err != nil {
 			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
 		}
-		o, err := jobOpts(j.Options)
+		s, err := jobOpts(j.Options)
 		if err != nil {
 			return nil, fmt.Errorf("%w (job %d)", err, i)
 		}
-		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: o}
+		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: s.o}
 	}
 	rep, err := r.call(ctx, command{kind: cmdEnqueueMany, jobs: njs})
 	if err != nil {
@@ -218,7 +226,7 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	}
 	v := rep.job
 	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,
-		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority}
+		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique}
 	if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
 		return info, fmt.Errorf("sluice: get %d: %w", id, err)
 	}

@@ -73,10 +73,20 @@ func DescribeResult(r Result, epoch time.Time) string {
 	var b strings.Builder
 	for _, a := range r.Acks {
 		if a.IDs != nil {
-			fmt.Fprintf(&b, "ack ticket %d jobs %v\n", a.Ticket, a.IDs)
+			fmt.Fprintf(&b, "ack ticket %d jobs %v", a.Ticket, a.IDs)
+			for i, d := range a.Duplicates {
+				if d {
+					fmt.Fprintf(&b, " [%d]=duplicate", i)
+				}
+			}
+			b.WriteByte('\n')
 			continue
 		}
-		fmt.Fprintf(&b, "ack ticket %d job %d\n", a.Ticket, a.ID)
+		fmt.Fprintf(&b, "ack ticket %d job %d", a.Ticket, a.ID)
+		if a.Duplicate {
+			b.WriteString(" (duplicate)")
+		}
+		b.WriteByte('\n')
 	}
 	for _, a := range r.Starts {
 		fmt.Fprintf(&b, "start %v target=%s", a.Token, a.Target)

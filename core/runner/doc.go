@@ -35,6 +35,10 @@
 //     Enqueued record; its attempts and deadline replace the policy's. EnqueueMany checks
 //     every job first and refuses the batch at the first bad one; its records go to the
 //     journal together (one batch, one sync) and one Ack lists their ids.
+//     Unique keys: at most one non-terminal job per (kind, key) (Machine.unique). An enqueue
+//     naming a held key journals nothing and is answered with the holder's id (Ack.Duplicate)
+//     once everything appended before it is durable; a Retry that would give a key a second
+//     holder is refused (ErrDuplicate). Replay rebuilds the index and refuses a second holder.
 //     Pool.Acquire's answer decides admission.
 //  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
 //     running attempt is ignored and logged. Its pool unit and breaker probe are still released.

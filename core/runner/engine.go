@@ -270,29 +270,28 @@ func (e *Engine) Enqueue(now, due time.Time, target string, payload []byte) (Tic
 // the Commit whose Result.Acks holds the ticket. Checked before anything is written: a record
 // exceeding RecordMax (ErrTooLarge), a due outside TimeRange (ErrTime), an empty target or
 // options out of range (ErrJob). Also ErrPoisoned.
+//
+// A job whose unique key (Opts.Unique, within Opts.Kind) a non-terminal job holds is a
+// duplicate: nothing is journaled, the id returned is the holder's, and its Ack says
+// Duplicate (answered once the holder's record is durable).
 func (e *Engine) EnqueueJob(now time.Time, nj NewJob) (Ticket, uint64, error) {
-	id := e.m.nextID
 	t, err := e.step(Enqueue{Now: now, Due: nj.Due, Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts})
 	if err != nil {
 		return 0, 0, err
 	}
-	return t, id, nil
+	return t, e.m.answer.ID, nil
 }
 
 // EnqueueMany submits jobs as one batch: all are checked first (the first refusal, naming its
 // index, refuses them all and writes nothing), then their records go to the journal in the
 // next Commit's one batch (one sync), answered by one Ack whose IDs are the jobs' ids in order.
+// Duplicates (see EnqueueJob; also of an earlier job of the same batch) get their holder's id.
 func (e *Engine) EnqueueMany(now time.Time, jobs []NewJob) (Ticket, []uint64, error) {
-	first := e.m.nextID
 	t, err := e.step(EnqueueMany{Now: now, Jobs: jobs})
 	if err != nil {
 		return 0, nil, err
 	}
-	ids := make([]uint64, len(jobs))
-	for i := range ids {
-		ids[i] = first + uint64(i)
-	}
-	return t, ids, nil
+	return t, e.m.answer.IDs, nil
 }
 
 // Cancel submits the cancellation of a non-terminal job. Errors: ErrNotFound, ErrTerminal,
@@ -301,7 +300,8 @@ func (e *Engine) EnqueueMany(now time.Time, jobs []NewJob) (Ticket, []uint64, er
 func (e *Engine) Cancel(id uint64) (Ticket, error) { return e.step(Cancel{ID: id}) }
 
 // Retry submits the manual retry of a dead job, due at now with a fresh attempt budget.
-// Errors: ErrNotFound, ErrNotDead, ErrTime, ErrPoisoned.
+// Errors: ErrNotFound, ErrNotDead, ErrTime, ErrDuplicate (another job took its unique key),
+// ErrPoisoned.
 func (e *Engine) Retry(now time.Time, id uint64) (Ticket, error) {
 	return e.step(Retry{ID: id, Now: now})
 }

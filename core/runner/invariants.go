@@ -58,6 +58,21 @@ func (m *Machine) checkInvariants() error {
 			}
 		}
 	}
+	held := 0
+	for _, id := range ids {
+		j := m.jobs[id]
+		k := uniqueKey(j.Opts)
+		if k == "" || j.State.Terminal() {
+			continue
+		}
+		held++
+		if m.unique[k] != id {
+			return fmt.Errorf("runner: job %d %v holds unique key %q, the index names job %d", id, j.State, j.Opts.Unique, m.unique[k])
+		}
+	}
+	if held != len(m.unique) {
+		return fmt.Errorf("runner: unique index has %d keys, %d non-terminal jobs hold one", len(m.unique), held)
+	}
 	if counts != m.counts || deferred != m.deferred {
 		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
 	}

@@ -23,6 +23,8 @@ var (
 	ErrTooLarge = errors.New("runner: record too large")
 	ErrTime     = errors.New("runner: time out of range")
 	ErrJob      = errors.New("runner: invalid job")
+	// ErrDuplicate: a Retry would give a unique key a second non-terminal job.
+	ErrDuplicate = errors.New("runner: unique key held by another job")
 )
 
 // TimeRange states the times a record can hold (UnixNano's range), for error messages.
@@ -122,6 +124,10 @@ type Ack struct {
 	Ticket Ticket
 	ID     uint64
 	IDs    []uint64 // EnqueueMany: every id, in the order of its Jobs (ID is the first)
+	// Duplicate: the enqueue named a unique key a non-terminal job holds; ID is that job and
+	// nothing was journaled. Duplicates is the same per job of an EnqueueMany.
+	Duplicate  bool
+	Duplicates []bool
 }
 
 // Attempt is an attempt to dispatch.
@@ -253,7 +259,12 @@ type Machine struct {
 	termSeq uint64
 	// Invariant: holds exactly the Waiting jobs (see queue).
 	queue queue
-	pool  *pool.Pool
+	// unique maps the key (uniqueKey) of every non-terminal job that has one to its id.
+	// Invariant: at most one non-terminal job per key, and it is this one.
+	unique map[string]uint64
+	// answer is the last enqueue's ids and duplicate flags, for the Engine to return.
+	answer Ack
+	pool   *pool.Pool
 	// breakers holds only targets whose breaker is not idle (breaker.Idle): memory is bounded
 	// by the targets that failed within the Window or are open or half-open.
 	breakers map[string]*breaker.Breaker
@@ -320,6 +331,7 @@ func New(cfg MachineConfig) (*Machine, error) {
 		cfg:      cfg,
 		jobs:     map[uint64]*job{},
 		queue:    newQueue(),
+		unique:   map[string]uint64{},
 		nextID:   1,
 		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
@@ -456,13 +468,37 @@ func cmpU64(a, b uint64) int {
 
 func (m *Machine) enqueue(ev Enqueue) error {
 	m.at(ev.Now)
-	r, data, err := m.enqueueRecord(m.nextID, ev.Now, NewJob{Due: ev.Due, Target: ev.Target, Payload: ev.Payload, Opts: ev.Opts})
+	nj := NewJob{Due: ev.Due, Target: ev.Target, Payload: ev.Payload, Opts: ev.Opts}
+	r, data, err := m.enqueueRecord(m.nextID, ev.Now, nj)
 	if err != nil {
 		return err
 	}
+	if id, dup := m.unique[uniqueKey(nj.Opts)]; dup {
+		m.ack(Ack{Ticket: ev.Ticket, ID: id, Duplicate: true})
+		return nil
+	}
 	m.applyAndAppend(r, data)
-	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: r.ID}})
+	m.ack(Ack{Ticket: ev.Ticket, ID: r.ID})
 	return nil
+}
+
+// ack answers a command once everything appended so far is durable (at once if it is): a
+// duplicate's holder may still be waiting for its sync.
+func (m *Machine) ack(a Ack) {
+	m.answer = a
+	if m.seq <= m.synced {
+		m.acks = append(m.acks, a)
+		return
+	}
+	m.acking = append(m.acking, pending{m.seq, a})
+}
+
+// uniqueKey is the index key of a job's unique key within its kind; "" when it has none.
+func uniqueKey(o Opts) string {
+	if o.Unique == "" {
+		return ""
+	}
+	return o.Kind + "\x00" + o.Unique
 }
 
 // enqueueMany checks every job before recording any, so a refused batch changes nothing.
@@ -471,21 +507,40 @@ func (m *Machine) enqueueMany(ev EnqueueMany) error {
 	if len(ev.Jobs) == 0 {
 		return fmt.Errorf("%w: EnqueueMany with no jobs", ErrJob)
 	}
+	// Check every job first; a key held, or taken by an earlier job of the batch, makes a
+	// duplicate that gets the holder's id and no record.
 	rs := make([]Record, len(ev.Jobs))
 	ds := make([][]byte, len(ev.Jobs))
+	ids := make([]uint64, len(ev.Jobs))
+	dups := make([]bool, len(ev.Jobs))
+	taken := map[string]uint64{}
+	next := m.nextID
 	for i, nj := range ev.Jobs {
-		r, data, err := m.enqueueRecord(m.nextID+uint64(i), ev.Now, nj)
+		r, data, err := m.enqueueRecord(next, ev.Now, nj)
 		if err != nil {
 			return fmt.Errorf("%w (job %d of %d, counting from 0)", err, i, len(ev.Jobs))
 		}
-		rs[i], ds[i] = r, data
+		k := uniqueKey(nj.Opts)
+		if id, ok := m.unique[k]; ok {
+			ids[i], dups[i] = id, true
+			continue
+		}
+		if id, ok := taken[k]; ok && k != "" {
+			ids[i], dups[i] = id, true
+			continue
+		}
+		if k != "" {
+			taken[k] = next
+		}
+		rs[i], ds[i], ids[i] = r, data, next
+		next++
 	}
-	ids := make([]uint64, len(rs))
 	for i := range rs {
-		m.applyAndAppend(rs[i], ds[i])
-		ids[i] = rs[i].ID
+		if !dups[i] {
+			m.applyAndAppend(rs[i], ds[i])
+		}
 	}
-	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: ids[0], IDs: ids}})
+	m.ack(Ack{Ticket: ev.Ticket, ID: ids[0], IDs: ids, Duplicates: dups})
 	return nil
 }
 
@@ -561,6 +616,9 @@ func (m *Machine) retry(ev Retry) error {
 	}
 	if !inRange(ev.Now) {
 		return fmt.Errorf("%w: retry at %v", ErrTime, ev.Now)
+	}
+	if id, held := m.unique[uniqueKey(j.Opts)]; held {
+		return fmt.Errorf("%w: retry job %d: its unique key %q is held by job %d until that one ends", ErrDuplicate, j.ID, j.Opts.Unique, id)
 	}
 	m.at(ev.Now)
 	m.record(Record{Tag: TagRetried, ID: j.ID, Due: norm(ev.Now)})
@@ -848,11 +906,15 @@ func (m *Machine) applyRecord(r Record) error {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
 		}
+		if id, held := m.unique[uniqueKey(r.Opts)]; held {
+			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
+		}
 		j := newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
 		m.nextID++
 		m.queue.push(j)
+		m.holdKey(j)
 		return nil
 	}
 	j, ok := m.jobs[r.ID]
@@ -872,6 +934,9 @@ func (m *Machine) applyRecord(r Record) error {
 	}
 	if j.State != want {
 		return fmt.Errorf("tag %d for job %d in state %v", r.Tag, r.ID, j.State)
+	}
+	if id, held := m.unique[uniqueKey(j.Opts)]; r.Tag == TagRetried && held {
+		return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
 	}
 	switch r.Tag {
 	case TagStarted:
@@ -918,6 +983,7 @@ func (m *Machine) applyRecord(r Record) error {
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.FirstDue, j.Due = 0, r.Due, r.Due
 		m.queue.push(j)
+		m.holdKey(j)
 	default:
 		return fmt.Errorf("unknown tag %d", r.Tag)
 	}
@@ -932,7 +998,17 @@ func newJob(j Job) *job {
 	return nj
 }
 
+// holdKey indexes a job that became non-terminal under its unique key.
+func (m *Machine) holdKey(j *job) {
+	if k := uniqueKey(j.Opts); k != "" {
+		m.unique[k] = j.ID
+	}
+}
+
 func (m *Machine) becomeTerminal(j *job, s JobState, why Reason) {
+	if k := uniqueKey(j.Opts); k != "" && m.unique[k] == j.ID {
+		delete(m.unique, k)
+	}
 	m.termSeq++
 	j.State, j.Reason, j.TermSeq = s, why, m.termSeq
 }
@@ -949,7 +1025,9 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("runner: replay snapshot: %w", err)
 		}
-		m.load(s)
+		if err := m.load(s); err != nil {
+			return fmt.Errorf("runner: replay snapshot: %w: %w", ErrDecode, err)
+		}
 		return nil
 	}
 	r, err := DecodeRecord(tag, data)
@@ -962,16 +1040,24 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	return nil
 }
 
-func (m *Machine) load(s Snapshot) {
+// load installs a snapshot; the unique index is rebuilt from the jobs' keys.
+func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
 	for i := range s.Jobs {
 		j := newJob(s.Jobs[i])
+		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
+			if id, held := m.unique[k]; held {
+				return fmt.Errorf("jobs %d and %d both hold unique key %q", id, j.ID, j.Opts.Unique)
+			}
+			m.unique[k] = j.ID
+		}
 		m.jobs[j.ID] = j
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
 		}
 	}
+	return nil
 }
 
 // Snapshot returns the durable state with all but the last retain terminal jobs left out, and

@@ -115,6 +115,7 @@ type runnerMachine struct {
 	m       *model
 	tickets map[Ticket]uint64
 	batches map[Ticket][]uint64 // EnqueueMany's ids by ticket
+	dups    map[Ticket]bool     // single enqueues the model expects answered as duplicates
 }
 
 // policyOf is the model's per-job policy: the runner's, with the job's own attempts and deadline.
@@ -148,6 +149,7 @@ func (rm *runnerMachine) init(t *rapid.T) {
 		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}}
 	rm.tickets = map[Ticket]uint64{}
 	rm.batches = map[Ticket][]uint64{}
+	rm.dups = map[Ticket]bool{}
 	if err := rm.w.open(); err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -170,7 +172,24 @@ func (rm *runnerMachine) drawJob(t *rapid.T) NewJob {
 	nj.Opts.Priority = rapid.SampledFrom([]int{0, 0, 1, -1, 5}).Draw(t, "priority")
 	nj.Opts.AttemptsMax = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "attemptsMax")
 	nj.Opts.Deadline = rapid.SampledFrom([]time.Duration{0, 0, 2 * time.Second}).Draw(t, "jobDeadline")
+	nj.Opts.Unique = rapid.SampledFrom([]string{"", "", "k1", "k2"}).Draw(t, "unique")
+	if nj.Opts.Unique != "" {
+		nj.Opts.Kind = rapid.SampledFrom([]string{"", "sms"}).Draw(t, "kind")
+	}
 	return nj
+}
+
+// holder is the model's non-terminal job holding o's unique key, or 0.
+func (m *model) holder(o Opts) uint64 {
+	if o.Unique == "" {
+		return 0
+	}
+	for id, j := range m.jobs { // at most one matches: order does not matter
+		if !j.State.Terminal() && j.Opts.Kind == o.Kind && j.Opts.Unique == o.Unique {
+			return id
+		}
+	}
+	return 0
 }
 
 // admitJob adds an enqueued job to the model.
@@ -181,12 +200,22 @@ func (m *model) admitJob(id uint64, nj NewJob) {
 	m.jobs[id] = &Job{ID: id, Target: nj.Target, Payload: nj.Payload, State: Waiting, FirstDue: norm(nj.Due), Due: norm(nj.Due), Opts: nj.Opts}
 }
 
-func (rm *runnerMachine) Enqueue(t *rapid.T) {
+func (rm *runnerMachine) Enqueue(t *rapid.T) { rm.enqueue(t, rm.drawJob(t)) }
+
+func (rm *runnerMachine) enqueue(t *rapid.T, nj NewJob) {
 	w, m := rm.w, rm.m
-	nj := rm.drawJob(t)
 	tk, id, err := w.e.EnqueueJob(w.now, nj)
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
+	}
+	if h := m.holder(nj.Opts); h != 0 {
+		if id != h {
+			t.Fatalf("enqueue of held key %q got id %d, model's holder is %d", nj.Opts.Unique, id, h)
+		}
+		m.pending = append(m.pending, tk)
+		rm.tickets[tk] = id
+		rm.dups[tk] = true
+		return
 	}
 	if id != m.nextID {
 		t.Fatalf("enqueue got id %d, model expects %d", id, m.nextID)
@@ -209,6 +238,12 @@ func (rm *runnerMachine) EnqueueMany(t *rapid.T) {
 		t.Fatalf("enqueue many: %v", err)
 	}
 	for i, id := range ids {
+		if h := m.holder(jobs[i].Opts); h != 0 {
+			if id != h {
+				t.Fatalf("enqueue many: job %d with held key %q got id %d, model's holder is %d", i, jobs[i].Opts.Unique, id, h)
+			}
+			continue
+		}
 		if id != m.nextID {
 			t.Fatalf("enqueue many got id %d, model expects %d", id, m.nextID)
 		}
@@ -257,6 +292,10 @@ func (rm *runnerMachine) Retry(t *rapid.T) {
 	case j.State != Dead:
 		if !errors.Is(err, ErrNotDead) {
 			t.Fatalf("retry of %v job %d: %v", j.State, id, err)
+		}
+	case m.holder(j.Opts) != 0:
+		if !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("retry of dead job %d whose key %q job %d holds: %v", id, j.Opts.Unique, m.holder(j.Opts), err)
 		}
 	default:
 		if err != nil {
@@ -386,6 +425,9 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 		acked = append(acked, a.Ticket)
 		if id := rm.tickets[a.Ticket]; id != a.ID {
 			t.Fatalf("ack of ticket %d names job %d, want %d", a.Ticket, a.ID, id)
+		}
+		if a.Duplicate != rm.dups[a.Ticket] {
+			t.Fatalf("ack of ticket %d: duplicate %v, model %v", a.Ticket, a.Duplicate, rm.dups[a.Ticket])
 		}
 		if diff := cmp.Diff(rm.batches[a.Ticket], a.IDs); diff != "" {
 			t.Fatalf("ack of ticket %d: ids (-want +got)\n%s", a.Ticket, diff)
@@ -588,6 +630,7 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	m.breakers = map[string]*mBreaker{}
 	rm.tickets = map[Ticket]uint64{}
 	rm.batches = map[Ticket][]uint64{}
+	rm.dups = map[Ticket]bool{}
 	now := norm(w.now)
 	orphans := 0
 	for _, j := range replayed.Jobs {
@@ -625,7 +668,9 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 // engine is poisoned, and reopening recovers a legal state.
 func (rm *runnerMachine) CommitWithFault(t *rapid.T) {
 	w := rm.w
-	rm.Enqueue(t) // the batch is never empty, so the armed fault always fires
+	nj := rm.drawJob(t)
+	nj.Opts.Unique = "" // never a duplicate: the batch is never empty, so the armed fault fires
+	rm.enqueue(t, nj)
 	op := rapid.SampledFrom([]disk.Op{disk.OpWrite, disk.OpSync}).Draw(t, "faultOp")
 	w.d.FailNext(op, disk.ErrInjected)
 	_, err := w.e.Commit(w.now)

@@ -21,6 +21,7 @@ import (
 //	open                      open (or reopen) the engine at the current time
 //	     [age-max=D]
 //	enqueue target=T [due=D] [payload=S] [priority=N] [attempts-max=N] [job-deadline=D]
+//	     [kind=K] [unique=U]
 //	                          submit (D: offset from the epoch)
 //	enqueue-many              one batch; each input line "job <enqueue's arguments>"
 //	cancel id=N | retry id=N
@@ -83,7 +84,7 @@ func argJob(t *testing.T, d *datadriven.TestData, now time.Time) NewJob {
 		Target:  argStr(t, d, "target", "a"),
 		Payload: []byte(argStr(t, d, "payload", "")),
 		Opts: Opts{Priority: argInt(t, d, "priority", 0), AttemptsMax: argInt(t, d, "attempts-max", 0),
-			Deadline: argDur(t, d, "job-deadline", 0)},
+			Deadline: argDur(t, d, "job-deadline", 0), Kind: argStr(t, d, "kind", ""), Unique: argStr(t, d, "unique", "")},
 	}
 }
 
