@@ -165,6 +165,21 @@ func TestInvariantFires(t *testing.T) {
 		{InvRecoveryOpens, func(c *Checker) { c.Fail(InvRecoveryOpens, "open failed: journal: corrupt") }},
 		{InvRecordLimit, func(c *Checker) { c.Fail(InvRecordLimit, "an enqueue of 5000 bytes was accepted") }},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
+		{InvUniqueRespected, func(c *Checker) {
+			enqueue(c, 1, "a")
+			enqueue(c, 2, "a")
+			a, b := view(1, "waiting", 0, 0, "a"), view(2, "running", 1, 0, "a")
+			a.Unique, b.Unique = "/order-7", "/order-7"
+			c.Committed(1, []JobView{a, b})
+		}},
+		{InvUniqueRespected + "/recovered", func(c *Checker) {
+			enqueue(c, 1, "a")
+			enqueue(c, 2, "a")
+			a, b := view(1, "waiting", 0, 0, "a"), view(2, "waiting", 0, 0, "a")
+			a.Unique, b.Unique = "sms/k", "sms/k"
+			c.NodeCrashed(1)
+			c.NodeRecovered(1, []JobView{a, b})
+		}},
 		{InvLeaseNoRenewAfter, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")

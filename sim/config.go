@@ -58,6 +58,7 @@ type Config struct {
 	PCrashHandle float64 // P(a handler crashes its process) — a fault: off in liveness
 	PPriority    float64 // P(a job gets a priority other than 0, drawn in [-5, 5])
 	PBatch       float64 // P(a producer tick submits its jobs as one EnqueueMany)
+	PUnique      float64 // P(a job gets a unique key, from a pool of 5)
 
 	// Queue side: Workers worker processes on one queue.
 	Workers    int
@@ -162,6 +163,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	}
 	c.PPriority = []float64{0, 0.3, 0.9}[r.Intn(3)]
 	c.PBatch = []float64{0, 0.2, 0.6}[r.Intn(3)]
+	c.PUnique = []float64{0, 0.3, 0.8}[r.Intn(3)]
 
 	switch profile {
 	case "calm":

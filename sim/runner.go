@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -457,16 +458,19 @@ func (n *runnerNode) produce() {
 			// A large record: its frame spans sectors, so a crash can persist it in pieces.
 			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
 		}
-		prio := 0
+		var o runner.Opts
 		if w.rWork.Float64() < c.PPriority {
-			prio = w.rWork.Intn(11) - 5
+			o.Priority = w.rWork.Intn(11) - 5
+		}
+		if w.rWork.Float64() < c.PUnique {
+			// A small pool of keys, so duplicates (live and across crashes) are common.
+			o.Unique = "u" + strconv.Itoa(w.rWork.Intn(5))
 		}
 		if batched && !oversize {
-			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload),
-				Opts: runner.Opts{Priority: prio}})
+			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
 		}
-		if !n.enqueuePrio(due, target, payload, oversize, prio) {
+		if !n.enqueueOpts(due, target, payload, oversize, o) {
 			return
 		}
 	}
@@ -501,19 +505,19 @@ func (n *runnerNode) produce() {
 // enqueue submits one job to the node's runner, as a client would; it reports false when a
 // violation ends the run.
 func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize bool) bool {
-	return n.enqueuePrio(due, target, payload, oversize, 0)
+	return n.enqueueOpts(due, target, payload, oversize, runner.Opts{})
 }
 
-// enqueuePrio is enqueue with a job priority.
-func (n *runnerNode) enqueuePrio(due time.Duration, target, payload string, oversize bool, prio int) bool {
+// enqueueOpts is enqueue with per-job options.
+func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, oversize bool, o runner.Opts) bool {
 	w := n.w
 	if !n.up {
 		w.trace(n.name, "enqueue refused: node down")
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
-	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload),
-		Opts: runner.Opts{Priority: prio}})
+	next := n.e.Status().NextID
+	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -527,6 +531,12 @@ func (n *runnerNode) enqueuePrio(due time.Duration, target, payload string, over
 	}
 	if err != nil {
 		w.trace(n.name, "enqueue refused: "+err.Error())
+		return true
+	}
+	if id < next {
+		// A duplicate of the job holding its unique key: nothing was journaled.
+		n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
+		w.trace(n.name, "enqueue duplicate of id="+strconv.FormatUint(id, 10)+" key="+o.Unique)
 		return true
 	}
 	w.chk.JobAppended(n.id, id, due, target, payload)
@@ -550,6 +560,7 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return
 	}
+	next := n.e.Status().NextID
 	t, ids, err := n.e.EnqueueMany(w.now(), jobs)
 	if err != nil {
 		w.trace(n.name, "enqueue many refused: "+err.Error())
@@ -557,6 +568,9 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 	}
 	for i, id := range ids {
 		j := jobs[i]
+		if id < next || (i > 0 && slices.Contains(ids[:i], id)) {
+			continue // a duplicate: its holder was appended before, or earlier in this batch
+		}
 		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
 		if w.mutation == mutAckEarly {
 			w.chk.JobAcked(n.id, id)
@@ -851,6 +865,9 @@ func jobViews(s runner.Snapshot) []JobView {
 	for i, j := range s.Jobs {
 		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
 			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
+		if j.Opts.Unique != "" {
+			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
+		}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()
 		}
