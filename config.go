@@ -89,7 +89,7 @@ type Settled struct {
 	ID       uint64
 	State    State
 	Attempts int
-	Reason   string // dead: "spent", "late", "permanent" or "panic"
+	Reason   Reason // dead: ReasonSpent, ReasonLate, ReasonPermanent or ReasonPanic
 	Err      error  // dead: the last failure
 }
 

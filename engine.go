@@ -157,11 +157,11 @@ func stateOf(s runner.JobState, deferred bool, attempts int) State {
 	panic(fmt.Sprintf("sluice: unknown engine job state %v", s))
 }
 
-func reasonOf(r runner.Reason) string {
+func reasonOf(r runner.Reason) Reason {
 	if r == runner.NoReason {
 		return ""
 	}
-	return r.String()
+	return Reason(r.String())
 }
 
 func statsOf(st runner.Status, syncs int64) Stats {

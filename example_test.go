@@ -167,3 +167,50 @@ func ExampleWithUnique() {
 	// Output:
 	// 1 1 duplicate: true
 }
+
+// ExampleRunner_List pages through the dead jobs of one target, 2 at a time, with the cursor.
+func ExampleRunner_List() {
+	dir, err := os.MkdirTemp("", "sluice-list")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](),
+		func(_ context.Context, j sluice.Job[email]) sluice.Outcome {
+			if j.Payload.To == "" {
+				return sluice.OutcomeOf(sluice.Permanent(fmt.Errorf("no recipient")))
+			}
+			return sluice.Succeeded()
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for _, to := range []string{"", "ada@example.com", "", ""} {
+		if _, err := r.Enqueue(ctx, time.Time{}, "smtp.example.com", email{To: to}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := r.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	f := sluice.ListFilter{States: []sluice.State{sluice.StateDead}, Target: "smtp.example.com", Limit: 2}
+	for {
+		page, err := r.List(ctx, f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			fmt.Println("job", j.ID, j.State, j.Reason == sluice.ReasonPermanent, j.LastErr)
+		}
+		if !page.More {
+			break
+		}
+		f.After = page.Next
+	}
+	// Output:
+	// job 1 dead true permanent: no recipient
+	// job 3 dead true permanent: no recipient
+	// job 4 dead true permanent: no recipient
+}

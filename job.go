@@ -48,6 +48,17 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
+// Reason says why a job is dead.
+type Reason string
+
+// The reasons a job is dead.
+const (
+	ReasonSpent     Reason = "spent"     // every attempt was used
+	ReasonLate      Reason = "late"      // the deadline passed
+	ReasonPermanent Reason = "permanent" // a non-retryable failure (or an undecodable payload)
+	ReasonPanic     Reason = "panic"     // the handler panicked
+)
+
 // JobInfo is a read-only copy of a job, returned by Get.
 type JobInfo[A any] struct {
 	ID       uint64
@@ -56,7 +67,7 @@ type JobInfo[A any] struct {
 	Attempts int       // attempts started so far
 	FirstDue time.Time // the start of the retry deadline
 	Due      time.Time // when it may start next (non-terminal states)
-	Reason   string    // why a dead job died: "spent", "late", "permanent", "panic"
+	Reason   Reason    // why a dead job died (ReasonSpent, ...); "" otherwise
 	LastErr  string    // the last failure's message
 	Priority int       // WithPriority's value (0 by default)
 	Unique   string    // WithUnique's key ("" without one)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/internal/runneropt"
 	"github.com/sluicehq/sluice/sim/disk"
@@ -154,5 +156,61 @@ func TestUniqueKeyAdmitsOneLiveJob(t *testing.T) {
 	}
 	if j, err := r.Get(first); err != nil || j.Unique != "order-7" {
 		t.Fatalf("Get(%d) = %+v, %v", first, j, err)
+	}
+}
+
+// TestListFiltersAndPaginates: List filters by state, target, priority and ids, and a cursor
+// walk returns every matching job once, in id order.
+func TestListFiltersAndPaginates(t *testing.T) {
+	r := openOn(t, disk.New(1), Config{Capacity: 1}, succeedString)
+	defer r.Close()
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	var want []uint64
+	for i := range 25 {
+		target := "a"
+		if i%2 == 1 {
+			target = "b"
+		}
+		id, err := r.Enqueue(ctx, later, target, "x", WithPriority(i%5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if target == "b" && i%5 >= 3 {
+			want = append(want, id)
+		}
+	}
+	if err := r.Cancel(ctx, want[0]); err != nil {
+		t.Fatal(err)
+	}
+	want = want[1:]
+	three := 3
+	var got []uint64
+	f := ListFilter{States: []State{StatePending}, Target: "b", PriorityMin: &three, Limit: 2}
+	for pages := 0; ; pages++ {
+		if pages > 25 {
+			t.Fatal("List never ended")
+		}
+		p, err := r.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range p.Jobs {
+			got = append(got, j.ID)
+		}
+		if !p.More {
+			break
+		}
+		f.After = p.Next
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("listed ids (-want +got)\n%s", diff)
+	}
+	p, err := r.List(ctx, ListFilter{IDMin: 3, IDMax: 5})
+	if err != nil || len(p.Jobs) != 3 || p.Jobs[0].ID != 3 || p.More {
+		t.Fatalf("ids [3, 5]: %+v %v", p, err)
+	}
+	if _, err := r.List(ctx, ListFilter{Limit: 1001}); !errors.Is(err, ErrInvalidJob) {
+		t.Fatalf("Limit 1001: %v", err)
 	}
 }

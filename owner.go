@@ -104,7 +104,7 @@ func (o *owner[A]) command(c command) {
 		t, err = o.eng.Cancel(c.id)
 	case cmdRetry:
 		t, err = o.eng.Retry(now, c.id)
-	case cmdGet, cmdStats:
+	case cmdGet, cmdStats, cmdList:
 		o.reads = append(o.reads, c)
 		return
 	case cmdDispatch:
@@ -246,6 +246,8 @@ func (o *owner[A]) answerReads() {
 			c.reply <- rep
 		case cmdStats:
 			c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
+		case cmdList:
+			c.reply <- reply{page: listPage(o.eng, c.filter)}
 		}
 	}
 	o.reads = o.reads[:0]

@@ -57,6 +57,7 @@ const (
 	cmdCancel
 	cmdRetry
 	cmdGet
+	cmdList
 	cmdStats
 	cmdDispatch    // on: admission on, or off to begin a graceful stop
 	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
@@ -70,6 +71,7 @@ type command struct {
 	payload []byte
 	opts    runner.Opts
 	jobs    []runner.NewJob // cmdEnqueueMany
+	filter  ListFilter      // cmdList
 	id      uint64
 	on      bool
 	reply   chan reply
@@ -79,6 +81,7 @@ type reply struct {
 	id    uint64
 	ids   []uint64 // cmdEnqueueMany
 	dup   bool     // cmdEnqueue: a duplicate of a job holding its unique key
+	page  Page[[]byte]
 	err   error
 	job   JobInfo[[]byte]
 	found bool
@@ -231,6 +234,33 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 		return info, fmt.Errorf("sluice: get %d: %w", id, err)
 	}
 	return info, nil
+}
+
+// List returns a page of the jobs that match f, ascending by id, from one consistent view
+// (the state after the last commit). Resume with f.After = page.Next while page.More.
+// A page holds at most f.Limit jobs (default 100, at most 1,000) and looks at no more than
+// ListScanMax ids, so a filter that matches rarely returns short pages, with More set.
+func (r *Runner[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
+	if err := f.validate(); err != nil {
+		return Page[A]{}, err
+	}
+	rep, err := r.call(ctx, command{kind: cmdList, filter: f})
+	if err != nil {
+		return Page[A]{}, err
+	}
+	if rep.err != nil {
+		return Page[A]{}, rep.err
+	}
+	p := Page[A]{Next: rep.page.Next, More: rep.page.More, Jobs: make([]JobInfo[A], len(rep.page.Jobs))}
+	for i, v := range rep.page.Jobs {
+		info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts, FirstDue: v.FirstDue,
+			Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique}
+		if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
+			return p, fmt.Errorf("sluice: list: job %d: %w", v.ID, err)
+		}
+		p.Jobs[i] = info
+	}
+	return p, nil
 }
 
 // Stats returns counts by state and the disk work done since Open. After Close it returns the

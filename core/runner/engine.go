@@ -456,6 +456,11 @@ func (e *Engine) State() Snapshot {
 	return s
 }
 
+// List returns a page of jobs (Machine.List).
+func (e *Engine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) ([]Job, uint64, bool) {
+	return e.m.List(from, to, match, limit, scanMax)
+}
+
 // Breaker returns the state of target's breaker.
 func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(target) }
 

@@ -1130,6 +1130,27 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 	return c, true
 }
 
+// List returns copies of the jobs with ids in [from, to] that match, ascending by id: at most
+// limit of them, looking at no more than scanMax ids. next is the last id looked at (the
+// cursor to resume from next+1); more reports ids left in the range. Ids are dense (1 to
+// NextID-1, minus pruned jobs), so a page costs O(ids scanned), not O(jobs).
+func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) (jobs []Job, next uint64, more bool) {
+	from, to = max(from, 1), min(to, m.nextID-1)
+	next = from - 1
+	for id := from; id <= to && len(jobs) < limit && scanMax > 0; id++ {
+		scanMax--
+		next = id
+		j := m.jobs[id]
+		if j == nil || !match(&j.Job) {
+			continue
+		}
+		c := j.Job
+		c.Payload = append([]byte(nil), j.Payload...)
+		jobs = append(jobs, c)
+	}
+	return jobs, next, next < to
+}
+
 // Breaker returns the state of target's breaker (Closed when it has none).
 func (m *Machine) Breaker(target string) breaker.State {
 	if b := m.breakers[target]; b != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"sort"
 	"testing"
@@ -664,6 +665,36 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	m.durable = w.e.State()
 }
 
+// ListPages walks every job with List in pages of a drawn size and a drawn filter (priority
+// ≥ 0 or none): the pages, joined, are exactly the matching jobs of State, in id order.
+func (rm *runnerMachine) ListPages(t *rapid.T) {
+	w := rm.w
+	size := rapid.IntRange(1, 4).Draw(t, "pageSize")
+	filtered := rapid.Bool().Draw(t, "filtered")
+	match := func(j *Job) bool { return !filtered || j.Opts.Priority >= 0 }
+	var want, got []Job
+	for _, j := range w.e.State().Jobs {
+		if match(&j) {
+			want = append(want, j)
+		}
+	}
+	after := uint64(0)
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatalf("List never ended")
+		}
+		jobs, next, more := w.e.List(after+1, math.MaxUint64, match, size, 1<<20)
+		got = append(got, jobs...)
+		if !more {
+			break
+		}
+		after = next
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("List pages (-want +got)\n%s", diff)
+	}
+}
+
 // CommitWithFault makes the next commit's write or sync fail: nothing is acknowledged, the
 // engine is poisoned, and reopening recovers a legal state.
 func (rm *runnerMachine) CommitWithFault(t *rapid.T) {
@@ -766,6 +797,7 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 			"CrashAndReopen":  rare(rm.CrashAndReopen),
 			"CommitWithFault": rare(rm.CommitWithFault),
 			"Compact":         rare(rm.Compact),
+			"ListPages":       rm.ListPages,
 			"":                rm.check,
 		})
 	})
