@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,5 +213,43 @@ func TestListFiltersAndPaginates(t *testing.T) {
 	}
 	if _, err := r.List(ctx, ListFilter{Limit: 1001}); !errors.Is(err, ErrInvalidJob) {
 		t.Fatalf("Limit 1001: %v", err)
+	}
+}
+
+// TestDrainDueWorksWhatIsDueAndReturns: DrainDue runs the job due now, does not wait for the
+// job due in an hour nor for the retry whose backoff ends later, and returns.
+func TestDrainDueWorksWhatIsDueAndReturns(t *testing.T) {
+	var ran []string
+	var mu sync.Mutex
+	h := func(_ context.Context, j Job[string]) Outcome {
+		mu.Lock()
+		ran = append(ran, j.Payload)
+		mu.Unlock()
+		if j.Payload == "flaky" {
+			return Failed(errors.New("try later"), true)
+		}
+		return Succeeded()
+	}
+	r := openOn(t, disk.New(1), Config{Capacity: 2, Policy: Policy{Base: time.Hour, Cap: time.Hour}}, h)
+	defer r.Close()
+	ctx := context.Background()
+	now, err := r.Enqueue(ctx, time.Time{}, "a", "now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, _ := r.Enqueue(ctx, time.Now().Add(time.Hour), "a", "later")
+	flaky, _ := r.Enqueue(ctx, time.Time{}, "b", "flaky")
+	if err := r.DrainDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[uint64]State{now: StateSucceeded, later: StatePending, flaky: StateWaiting} {
+		if j, err := r.Get(id); err != nil || j.State != want {
+			t.Errorf("job %d: %v %v, want %v", id, j.State, err, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 2 {
+		t.Fatalf("handlers ran %v, want now and flaky once each", ran)
 	}
 }

@@ -40,6 +40,13 @@ type owner[A any] struct {
 
 	idleWaiters []chan struct{}
 	stopWaiters []chan struct{}
+	dueWaiters  []dueWaiter
+}
+
+// dueWaiter is a DrainDue waiting until nothing due at or before t waits or runs.
+type dueWaiter struct {
+	t  time.Time
+	ch chan struct{}
 }
 
 func (o *owner[A]) loop() {
@@ -119,6 +126,11 @@ func (o *owner[A]) command(c command) {
 	case cmdWaitStopped:
 		ch := make(chan struct{})
 		o.stopWaiters = append(o.stopWaiters, ch)
+		c.reply <- reply{wait: ch}
+		return
+	case cmdWaitDue:
+		ch := make(chan struct{})
+		o.dueWaiters = append(o.dueWaiters, dueWaiter{c.due, ch})
 		c.reply <- reply{wait: ch}
 		return
 	default:
@@ -262,7 +274,19 @@ func (o *owner[A]) notifyWaiters(stopped bool) {
 		}
 		o.stopWaiters = nil
 	}
-	if o.failed != nil || !o.eng.Idle() {
+	if o.failed != nil {
+		return
+	}
+	keep := o.dueWaiters[:0]
+	for _, w := range o.dueWaiters {
+		if o.eng.IdleThrough(w.t) {
+			close(w.ch)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	o.dueWaiters = keep
+	if !o.eng.Idle() {
 		return
 	}
 	for _, ch := range o.idleWaiters {

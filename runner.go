@@ -62,6 +62,7 @@ const (
 	cmdDispatch    // on: admission on, or off to begin a graceful stop
 	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
 	cmdWaitStopped // reply.wait closes once the engine says a stop is done
+	cmdWaitDue     // reply.wait closes once nothing due at or before command.due waits or runs
 )
 
 type command struct {
@@ -307,11 +308,22 @@ func (r *Runner[A]) Run(ctx context.Context) error {
 // (the runner stays open). If ctx ends first, it stops as Run does (grace, cancel, release)
 // without closing, and returns ctx.Err().
 func (r *Runner[A]) Drain(ctx context.Context) error {
+	return r.drain(ctx, command{kind: cmdWaitIdle})
+}
+
+// DrainDue is Drain for tests: it starts attempts until nothing that was due when it was
+// called (by Config.Clock) is waiting or running, then returns nil. It does not wait for jobs
+// due later, retries whose backoff ends later, or jobs a breaker deferred past that time.
+func (r *Runner[A]) DrainDue(ctx context.Context) error {
+	return r.drain(ctx, command{kind: cmdWaitDue, due: r.clk.Now()})
+}
+
+func (r *Runner[A]) drain(ctx context.Context, wait command) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
 	defer r.end()
-	rep, err := r.call(ctx, command{kind: cmdWaitIdle})
+	rep, err := r.call(ctx, wait)
 	if err != nil {
 		r.stopDispatch()
 		return err

@@ -472,6 +472,10 @@ func (e *Engine) Status() Status {
 	return s
 }
 
+// IdleThrough reports that nothing due at or before t is waiting and nothing runs: DrainDue
+// is done.
+func (e *Engine) IdleThrough(t time.Time) bool { return e.m.IdleThrough(t) }
+
 // Idle reports that nothing is waiting (due or not, deferred included) or running: Drain is done.
 func (e *Engine) Idle() bool { return e.m.Idle() }
 

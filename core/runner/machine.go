@@ -1116,6 +1116,12 @@ func (m *Machine) Prune(ids []uint64) {
 	}
 }
 
+// IdleThrough reports that no waiting job is due at or before t and nothing holds a unit.
+func (m *Machine) IdleThrough(t time.Time) bool {
+	e := m.queue.earliest()
+	return (e == nil || e.Due.After(t)) && m.pool.Status().Used == 0
+}
+
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
 func (m *Machine) Idle() bool { return m.queue.len() == 0 && m.pool.Status().Used == 0 }
 
