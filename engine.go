@@ -172,7 +172,11 @@ func statsOf(st runner.Status, syncs int64) Stats {
 
 // infoOf is a job in public terms, its payload still encoded.
 func infoOf(j runner.Job) JobInfo[[]byte] {
-	return JobInfo[[]byte]{ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
+	var hist []Attempt
+	for _, h := range j.History {
+		hist = append(hist, Attempt{Number: h.Attempt, Start: h.Start, End: h.End, Outcome: h.Outcome.String(), Err: h.Err})
+	}
+	return JobInfo[[]byte]{History: hist, ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
 		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
 		LastErr: j.LastErr, Priority: j.Opts.Priority, Unique: j.Opts.Unique, Payload: j.Payload}
 }

@@ -59,6 +59,14 @@ const (
 	ReasonPanic     Reason = "panic"     // the handler panicked
 )
 
+// Attempt is one attempt in a job's history.
+type Attempt struct {
+	Number     int       // 1-based; a manual Retry starts again at 1
+	Start, End time.Time // End is zero while it runs
+	Outcome    string    // "running", "succeeded", "failed", "panicked", "released" (given back by a stop)
+	Err        string
+}
+
 // JobInfo is a read-only copy of a job, returned by Get.
 type JobInfo[A any] struct {
 	ID       uint64
@@ -71,7 +79,9 @@ type JobInfo[A any] struct {
 	LastErr  string    // the last failure's message
 	Priority int       // WithPriority's value (0 by default)
 	Unique   string    // WithUnique's key ("" without one)
-	Payload  A
+	// History is the job's last attempts (at most 10), oldest first; Retry keeps it.
+	History []Attempt
+	Payload A
 }
 
 // Stats counts jobs by state and the runner's disk work since Open.

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -251,5 +252,47 @@ func TestDrainDueWorksWhatIsDueAndReturns(t *testing.T) {
 	defer mu.Unlock()
 	if len(ran) != 2 {
 		t.Fatalf("handlers ran %v, want now and flaky once each", ran)
+	}
+}
+
+// TestRetryKeepsTheAttemptHistory: a dead job retried by hand keeps its history; the new
+// attempt is added after the old ones, numbered from 1 again.
+func TestRetryKeepsTheAttemptHistory(t *testing.T) {
+	var calls sync.Map
+	h := func(_ context.Context, j Job[string]) Outcome {
+		if _, again := calls.LoadOrStore(j.ID, true); !again {
+			return Failed(errors.New("bad gateway"), false)
+		}
+		return Succeeded()
+	}
+	r := openOn(t, disk.New(1), Config{Capacity: 1}, h)
+	defer r.Close()
+	ctx := context.Background()
+	id, err := r.Enqueue(ctx, time.Time{}, "a", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Retry(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, err := r.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range j.History {
+		if a.Start.IsZero() || a.End.Before(a.Start) {
+			t.Errorf("attempt %+v: bad times", a)
+		}
+		got = append(got, fmt.Sprintf("%d %s %s", a.Number, a.Outcome, a.Err))
+	}
+	if diff := cmp.Diff([]string{"1 failed bad gateway", "1 succeeded "}, got); diff != "" {
+		t.Fatalf("history (-want +got)\n%s", diff)
 	}
 }

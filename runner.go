@@ -230,7 +230,7 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	}
 	v := rep.job
 	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,
-		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique}
+		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique, History: v.History}
 	if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
 		return info, fmt.Errorf("sluice: get %d: %w", id, err)
 	}
@@ -255,7 +255,7 @@ func (r *Runner[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 	p := Page[A]{Next: rep.page.Next, More: rep.page.More, Jobs: make([]JobInfo[A], len(rep.page.Jobs))}
 	for i, v := range rep.page.Jobs {
 		info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts, FirstDue: v.FirstDue,
-			Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique}
+			Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique, History: v.History}
 		if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
 			return p, fmt.Errorf("sluice: list: job %d: %w", v.ID, err)
 		}

@@ -55,7 +55,9 @@
 //     A breaker that would decide as a new one (breaker.Idle) is forgotten, so memory holds
 //     only targets that failed within the Window or are open or half-open.
 //  8. Retry(id) of a dead job re-enqueues it at now with a fresh budget (attempts 0, first due
-//     now); its last error is kept.
+//     now); its last error and its attempt history are kept. The history (Job.History, the
+//     last HistoryMax attempts) is built by apply from the times Started, Finished and
+//     Released carry, so replay and snapshots give the same history as the live machine.
 //  9. Compaction (Commit, when the journal grew past CompactBytes, or Compact) writes one
 //     snapshot of the whole state minus all but the last Retention terminal jobs (by the order
 //     they became terminal). Kept failure: error reported, old journal stands, engine goes on.

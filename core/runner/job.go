@@ -167,4 +167,44 @@ type Job struct {
 	// TermSeq orders terminal transitions (retention keeps the highest); 0 unless terminal.
 	TermSeq uint64
 	Opts    Opts
+	// History is the last HistoryMax attempts, oldest first; a manual Retry keeps it.
+	History []AttemptRecord
+}
+
+// HistoryMax bounds a job's attempt history.
+const HistoryMax = 10
+
+// AttemptOutcome is how a recorded attempt ended; AttemptRunning while it runs.
+type AttemptOutcome uint8
+
+const (
+	AttemptRunning AttemptOutcome = iota
+	AttemptSucceeded
+	AttemptFailed
+	AttemptPanicked
+	AttemptReleased // a graceful stop gave it back; not counted
+)
+
+func (o AttemptOutcome) String() string {
+	switch o {
+	case AttemptRunning:
+		return "running"
+	case AttemptSucceeded:
+		return "succeeded"
+	case AttemptFailed:
+		return "failed"
+	case AttemptPanicked:
+		return "panicked"
+	case AttemptReleased:
+		return "released"
+	}
+	return fmt.Sprintf("attempt-outcome(%d)", uint8(o))
+}
+
+// AttemptRecord is one attempt in a job's history (times as journaled).
+type AttemptRecord struct {
+	Attempt    int
+	Start, End time.Time // End is zero while it runs (or if a crash cut it before it ended)
+	Outcome    AttemptOutcome
+	Err        string
 }

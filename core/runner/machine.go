@@ -690,7 +690,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		// The runner's own stop cut it: the attempt is given back, the target not judged.
 		m.breakerFor(a.target).Step(breaker.Release{Probe: a.probe})
 		if current {
-			m.record(Record{Tag: TagReleased, ID: j.ID, Attempt: j.Attempts})
+			m.record(Record{Tag: TagReleased, ID: j.ID, Attempt: j.Attempts, At: now})
 		}
 		return
 	}
@@ -705,7 +705,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 
 // finish journals the end of j's current attempt at now.
 func (m *Machine) finish(j *job, now time.Time, o Outcome) {
-	r := Record{Tag: TagFinished, ID: j.ID, Attempt: j.Attempts, Kind: o.Kind, Err: o.Err}
+	r := Record{Tag: TagFinished, ID: j.ID, Attempt: j.Attempts, Kind: o.Kind, Err: o.Err, At: now}
 	switch o.Kind {
 	case OutcomeSucceeded:
 		r.Next, r.Err = Succeeded, ""
@@ -812,7 +812,7 @@ func (m *Machine) schedule(now time.Time) {
 		case retry.Start:
 			m.maybeForgetBreaker(j.Target, now)
 			tok := Token{j.ID, j.Attempts + 1}
-			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt})
+			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt, At: now})
 			v, err := m.decode(j.Payload)
 			if err != nil {
 				// Never dispatched: the attempt ends in the same batch as a permanent failure
@@ -945,6 +945,8 @@ func (m *Machine) applyRecord(r Record) error {
 		}
 		m.queue.remove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
+		h := append(j.History, AttemptRecord{Attempt: r.Attempt, Start: r.At})
+		j.History = h[max(0, len(h)-HistoryMax):]
 	case TagFinished:
 		if r.Attempt != j.Attempts {
 			return fmt.Errorf("job %d: finished attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
@@ -952,6 +954,7 @@ func (m *Machine) applyRecord(r Record) error {
 		if r.Kind != OutcomeSucceeded {
 			j.LastErr = r.Err
 		}
+		j.endAttempt(r.Attempt, r.At, attemptOutcome(r.Kind), r.Err)
 		switch r.Next {
 		case Waiting:
 			j.State, j.Due = Waiting, r.Due
@@ -964,6 +967,7 @@ func (m *Machine) applyRecord(r Record) error {
 			return fmt.Errorf("job %d: released attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
 		}
 		// The attempt is given back: not counted, the job waits again at the due it started at.
+		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
 		m.queue.push(j)
 	case TagExpired:
@@ -988,6 +992,26 @@ func (m *Machine) applyRecord(r Record) error {
 		return fmt.Errorf("unknown tag %d", r.Tag)
 	}
 	return nil
+}
+
+// endAttempt records the end of attempt n in the history (if it is still there).
+func (j *job) endAttempt(n int, at time.Time, o AttemptOutcome, err string) {
+	if k := len(j.History) - 1; k >= 0 && j.History[k].Attempt == n && j.History[k].Outcome == AttemptRunning {
+		// Copy on write: Get and Snapshot hand out the slice.
+		h := slices.Clone(j.History)
+		h[k].End, h[k].Outcome, h[k].Err = at, o, err
+		j.History = h
+	}
+}
+
+func attemptOutcome(k OutcomeKind) AttemptOutcome {
+	switch k {
+	case OutcomeSucceeded:
+		return AttemptSucceeded
+	case OutcomePanicked:
+		return AttemptPanicked
+	}
+	return AttemptFailed
 }
 
 func newJob(j Job) *job {

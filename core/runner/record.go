@@ -46,17 +46,18 @@ func formatError(what string, v uint8) error {
 //
 //	Enqueued   | ver | id | due time | target str | payload bytes | priority i32 | attempts u32 |
 //	           | deadline i64 ns | kind str | unique str |
-//	Started    | ver | id | attempt u32 |
-//	Finished   | ver | id | attempt u32 | kind u8 | retryable u8 | err str | next u8 | reason u8 | [due time if next=waiting] |
+//	Started    | ver | id | attempt u32 | at time |
+//	Finished   | ver | id | attempt u32 | kind u8 | retryable u8 | err str | next u8 | reason u8 | [due time if next=waiting] | at time |
 //	Deferred   | ver | id | due time |
 //	Cancelled  | ver | id |
 //	Retried    | ver | id | due time |
 //	Expired    | ver | id | reason u8 |
-//	Released   | ver | id | attempt u32 |
+//	Released   | ver | id | attempt u32 | at time |
 //	Snapshot   | ver | next id u64 | terminal seq u64 | count u32 | count × job |
 //	  job      | id u64 | state u8 | reason u8 | deferred u8 | attempts u32 | first due | due |
 //	           | terminal seq u64 | target str | payload bytes | last err str | priority i32 |
-//	           | attempts max u32 | deadline i64 ns | kind str | unique str |
+//	           | attempts max u32 | deadline i64 ns | kind str | unique str | history count u8 |
+//	           | history count × (attempt u32 | start time | outcome u8 | [end time unless running] | err str) |
 //
 // Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
 // rejects anything encode would not write.
@@ -73,6 +74,7 @@ type Record struct {
 	Next      JobState    // Finished: Waiting, Succeeded or Dead
 	Reason    Reason      // Finished and Expired when dead
 	Opts      Opts        // Enqueued
+	At        time.Time   // Started, Finished, Released: when (for the attempt history)
 }
 
 // validate states which field combinations encode writes.
@@ -139,6 +141,7 @@ func EncodeRecord(r Record) []byte {
 		w.opts(r.Opts)
 	case TagStarted, TagReleased:
 		w.u32(uint32(r.Attempt))
+		w.time(r.At)
 	case TagFinished:
 		w.u32(uint32(r.Attempt))
 		w.u8(uint8(r.Kind))
@@ -149,6 +152,7 @@ func EncodeRecord(r Record) []byte {
 		if r.Next == Waiting {
 			w.time(r.Due)
 		}
+		w.time(r.At)
 	case TagDeferred, TagRetried:
 		w.time(r.Due)
 	case TagExpired:
@@ -176,6 +180,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 		r.Opts = rd.opts()
 	case TagStarted, TagReleased:
 		r.Attempt = int(rd.u32())
+		r.At = rd.time()
 	case TagFinished:
 		r.Attempt = int(rd.u32())
 		r.Kind = OutcomeKind(rd.u8())
@@ -186,6 +191,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 		if r.Next == Waiting {
 			r.Due = rd.time()
 		}
+		r.At = rd.time()
 	case TagDeferred, TagRetried:
 		r.Due = rd.time()
 	case TagExpired:
@@ -234,6 +240,14 @@ func (s *Snapshot) validate() error {
 		if err := j.Opts.validate(); err != nil {
 			return bad("job %d: %v", j.ID, err)
 		}
+		if len(j.History) > HistoryMax {
+			return bad("job %d: %d attempts in its history, at most %d", j.ID, len(j.History), HistoryMax)
+		}
+		for _, h := range j.History {
+			if h.Attempt < 1 || h.Attempt > math.MaxUint32 || h.Outcome > AttemptReleased {
+				return bad("job %d: history entry %+v", j.ID, h)
+			}
+		}
 		prev = j.ID
 	}
 	return nil
@@ -263,6 +277,16 @@ func EncodeSnapshot(s Snapshot) []byte {
 		w.bytes(j.Payload)
 		w.str(j.LastErr)
 		w.opts(j.Opts)
+		w.u8(uint8(len(j.History)))
+		for _, h := range j.History {
+			w.u32(uint32(h.Attempt))
+			w.time(h.Start)
+			w.u8(uint8(h.Outcome))
+			if h.Outcome != AttemptRunning {
+				w.time(h.End)
+			}
+			w.str(h.Err)
+		}
 	}
 	return w.b
 }
@@ -277,8 +301,8 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 	s.NextID = rd.u64()
 	s.TermSeq = rd.u64()
 	n := rd.u32()
-	// Each job takes at least 75 bytes: refuse counts the data cannot hold before allocating.
-	if rd.err == nil && uint64(n) > uint64(len(rd.b))/75 {
+	// Each job takes at least 76 bytes: refuse counts the data cannot hold before allocating.
+	if rd.err == nil && uint64(n) > uint64(len(rd.b))/76 {
 		return s, fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
 	}
 	if n > 0 {
@@ -298,6 +322,19 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 		j.Payload = rd.bytes()
 		j.LastErr = rd.str()
 		j.Opts = rd.opts()
+		if n := rd.u8(); n > 0 && rd.err == nil {
+			j.History = make([]AttemptRecord, n)
+			for k := range j.History {
+				h := &j.History[k]
+				h.Attempt = int(rd.u32())
+				h.Start = rd.time()
+				h.Outcome = AttemptOutcome(rd.u8())
+				if h.Outcome != AttemptRunning {
+					h.End = rd.time()
+				}
+				h.Err = rd.str()
+			}
+		}
 		if rd.err != nil {
 			break
 		}

@@ -30,8 +30,10 @@ func genRecord(t *rapid.T) Record {
 		r.Opts = genOpts(t)
 	case TagStarted:
 		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+		r.At = genTime(t, "at")
 	case TagFinished:
 		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+		r.At = genTime(t, "at")
 		switch rapid.IntRange(0, 5).Draw(t, "kind") {
 		case 0:
 			r.Kind, r.Next = OutcomeSucceeded, Succeeded
@@ -100,6 +102,14 @@ func genSnapshot(t *rapid.T) Snapshot {
 			j.Payload = p
 		}
 		j.Opts = genOpts(t)
+		for k := range rapid.IntRange(0, HistoryMax).Draw(t, "history") {
+			j.History = append(j.History, AttemptRecord{Attempt: k + 1, Start: genTime(t, "start"), End: genTime(t, "end"),
+				Outcome: rapid.SampledFrom([]AttemptOutcome{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptPanicked, AttemptReleased}).Draw(t, "outcome"),
+				Err:     rapid.String().Draw(t, "herr")})
+			if h := &j.History[k]; h.Outcome == AttemptRunning {
+				h.End = time.Time{}
+			}
+		}
 		j.State = rapid.SampledFrom([]JobState{Waiting, Running, Succeeded, Dead, Cancelled}).Draw(t, "state")
 		j.Attempts = rapid.IntRange(0, 10).Draw(t, "attempts")
 		if j.State == Running && j.Attempts == 0 {

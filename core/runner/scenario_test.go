@@ -37,6 +37,7 @@ import (
 //	crash-after n=K           the K-th mutating disk op from now and all later ones fail
 //	fail-next op=write|sync|rename|syncdir|create
 //	compact | state | replay | status | files | breaker target=T
+//	history id=N              the job's attempt history
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "../../corpus/runner", func(t *testing.T, path string) {
 		var w *world
@@ -248,6 +249,24 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			return "", err
 		}
 		return "compacted\n" + w.files(), nil
+	case "history":
+		needEngine()
+		j, ok := w.e.Get(uint64(argInt(t, d, "id", 0)))
+		if !ok {
+			return "no such job\n", nil
+		}
+		var b strings.Builder
+		for _, h := range j.History {
+			fmt.Fprintf(&b, "attempt %d start=%s %v", h.Attempt, offset(h.Start, epoch), h.Outcome)
+			if !h.End.IsZero() {
+				fmt.Fprintf(&b, " end=%s", offset(h.End, epoch))
+			}
+			if h.Err != "" {
+				fmt.Fprintf(&b, " err=%q", h.Err)
+			}
+			b.WriteByte('\n')
+		}
+		return b.String(), nil
 	case "state":
 		needEngine()
 		return Describe(w.e.State(), epoch), nil
