@@ -211,9 +211,17 @@ func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	var format error // a record of another format: said plainly, not as corruption
 	if _, err := journal.Read(fsys, name, cfg.journal(), func(r journal.Record) error {
-		return m.Replay(r.Tag, r.Snapshot, r.Data)
+		err := m.Replay(r.Tag, r.Snapshot, r.Data)
+		if errors.Is(err, ErrFormat) {
+			format = err
+		}
+		return err
 	}); err != nil {
+		if format != nil {
+			err = format
+		}
 		return Snapshot{}, fmt.Errorf("runner: replaying %q: %w", name, err)
 	}
 	s, _ := m.Snapshot(math.MaxInt)

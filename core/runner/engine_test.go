@@ -491,6 +491,9 @@ func TestOpenRefusesPreviousFormatJournal(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+	if _, err := Replay(d, journalName, Config{Capacity: 1}); !errors.Is(err, ErrFormat) || strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("read-only replay of a format-1 journal: %v, want ErrFormat (not called corrupt)", err)
+	}
 	if d.Ops() != ops {
 		t.Errorf("a refused open did %d disk operations that changed something? ops %d→%d", d.Ops()-ops, ops, d.Ops())
 	}
