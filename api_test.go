@@ -187,6 +187,7 @@ func TestWorkerConfigErrorsNameTheFieldSet(t *testing.T) {
 		{WorkerConfig{Window: time.Hour, Ceiling: time.Minute}, "WorkerConfig.Ceiling"},
 		{WorkerConfig{Concurrency: -1}, "WorkerConfig.Concurrency"},
 		{WorkerConfig{Window: 10 * time.Second, Wait: 7 * time.Second}, "WorkerConfig.Wait"},
+		{WorkerConfig{Window: 10 * time.Second, StopMargin: time.Second}, "WorkerConfig.StopMargin"},
 		{WorkerConfig{Policy: Policy{Base: -1}}, "WorkerConfig.Policy.Base"},
 		{WorkerConfig{RedriveMax: -1}, "WorkerConfig.RedriveMax"},
 	} {

@@ -22,7 +22,7 @@ type Job[A any] struct {
 // A panic is recovered and recorded as a non-retryable failure (Panicked).
 type Handler[A any] func(ctx context.Context, job Job[A]) Outcome
 
-// OutcomeKind says how an attempt ended (SPEC 2.1).
+// OutcomeKind says how an attempt ended (docs/runner.md).
 type OutcomeKind uint8
 
 const (

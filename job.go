@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// State is where a job stands (SPEC 2.1).
+// State is where a job stands (docs/runner.md).
 type State uint8
 
 const (

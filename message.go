@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/worker"
 )
 
-// The queue port a Worker runs on, and its typed errors (SPEC 3.2, 4). adapters/sqs implements
+// The queue port a Worker runs on, and its typed errors (docs/worker.md). adapters/sqs implements
 // Transport on Amazon SQS; a Transport of your own returns a *TransportError with a class for
 // every failed call or batch entry (any other error counts as retryable).
 type (
@@ -52,7 +52,7 @@ type Message struct {
 // ErrLeaseLost. A panic is recovered and treated as a permanent failure (Reject).
 type WorkerHandler func(ctx context.Context, msg Message) Result
 
-// ResultKind is a handler's verdict on a message (SPEC 3.3).
+// ResultKind is a handler's verdict on a message (docs/worker.md).
 type ResultKind uint8
 
 const (
@@ -153,6 +153,12 @@ type WorkerConfig struct {
 	// Grace is how long shutdown keeps renewing running handlers' leases before cancelling
 	// them, and then how long it waits for cancelled handlers to return; default 30s.
 	Grace time.Duration
+	// StopMargin is how long before a message's local deadline a handler whose lease is
+	// ending is cancelled (context.Cause: ErrLeaseLost), and after which no call about the
+	// message is still running; default min(1s, Window/20), under Window/10. The queue's own
+	// deadline is later than the local one by the receive's one-way latency, so a handler
+	// that returns within StopMargin of its cancellation never overlaps the next consumer.
+	StopMargin time.Duration
 	// Logger receives the worker's logs; default slog.Default().
 	Logger *slog.Logger
 	// Clock supplies time and the timer; default clock.New().
@@ -165,7 +171,7 @@ type WorkerConfig struct {
 	Decode func(Message) error
 }
 
-// Worker defaults (SPEC 3).
+// Worker defaults (docs/worker.md).
 const (
 	DefaultWindow      = worker.WindowDefault
 	DefaultCeiling     = worker.CeilingDefault

@@ -17,7 +17,7 @@ import (
 // without limit under a flood of enqueues.
 const gatherMax = 4096
 
-// Runner runs jobs with payloads of type A durably (SPEC 2). All methods are safe for
+// Runner runs jobs with payloads of type A durably (docs/runner.md). All methods are safe for
 // concurrent use. Enqueue, Cancel and Retry work from Open to Close; attempts start only while
 // Run or Drain is active.
 type Runner[A any] struct {

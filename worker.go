@@ -85,6 +85,12 @@ type WorkerStats struct {
 	// the ones that were retries after a failed renewal.
 	RenewalsSent, RenewalRetries int
 	ReceiveErrors                int // failed receive calls (retried with backoff unless fatal)
+	// DispositionRetries counts disposition entries sent again after a retryable failure;
+	// DispositionsFailed those that still failed (the lease ended, logged at Warn).
+	DispositionRetries, DispositionsFailed int
+	// LostWaiting counts dispositions that waited behind a renewal of their receipt and lost
+	// the lease before their turn: the handler's result was not delivered to the queue.
+	LostWaiting int
 }
 
 // eventsMax bounds the events waiting for the loop; senders block beyond it.
@@ -118,6 +124,7 @@ func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, e
 		Rand:               rand.New(rand.NewSource(cfg.Seed)),
 		Decode:             decode,
 		Grace:              cfg.Grace,
+		StopMargin:         cfg.StopMargin,
 		Lease:              lease.Config{Logger: cfg.Logger},
 		Logger:             cfg.Logger,
 	})
@@ -180,7 +187,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Calls are not derived from ctx: the releases of the shutdown must still go out.
 	calls, stopCalls := context.WithCancel(context.Background())
 	defer stopCalls()
-	l := &workerLoop{w: w, calls: calls, handlers: map[string]context.CancelCauseFunc{}}
+	l := &workerLoop{w: w, calls: calls, handlers: map[string]context.CancelCauseFunc{},
+		leaseCalls: map[lease.CallID]context.CancelFunc{}}
 	return l.run(ctx)
 }
 
@@ -188,8 +196,9 @@ type workerLoop struct {
 	w          *Worker
 	timer      *clock.Timer
 	calls      context.Context
-	recvCancel context.CancelFunc                 // the receive in flight's, nil when none
-	handlers   map[string]context.CancelCauseFunc // running handlers by receipt
+	recvCancel context.CancelFunc                  // the receive in flight's, nil when none
+	handlers   map[string]context.CancelCauseFunc  // running handlers by receipt
+	leaseCalls map[lease.CallID]context.CancelFunc // lease calls in flight
 }
 
 func (l *workerLoop) run(ctx context.Context) error {
@@ -273,6 +282,11 @@ func (l *workerLoop) step(ev worker.Event) error {
 	case worker.HandlerDone:
 		l.handlers[ev.Receipt](nil)
 		delete(l.handlers, ev.Receipt)
+	case worker.CallDone:
+		if cancel := l.leaseCalls[ev.Call]; cancel != nil {
+			cancel()
+			delete(l.leaseCalls, ev.Call)
+		}
 	}
 	l.w.heartbeat.Store(l.w.clk.Now().UnixNano())
 	return l.w.m.Step(ev)
@@ -299,15 +313,28 @@ func (l *workerLoop) perform(rd worker.Ready) {
 	if rd.AbandonReceive != 0 {
 		l.recvCancel()
 	}
+	for _, id := range rd.AbandonCalls {
+		// Every receipt it names was dropped: nobody waits for it.
+		if cancel := l.leaseCalls[id]; cancel != nil {
+			cancel()
+			delete(l.leaseCalls, id)
+		}
+	}
+	// Each lease call's context ends at the machine's deadline: no call about a receipt
+	// outlives its lease (Transport adapters make no retries of their own past it).
 	for _, c := range rd.Changes {
+		ctx, cancel := w.clk.WithDeadline(l.calls, c.Deadline)
+		l.leaseCalls[c.Call] = cancel
 		go func() {
-			entries, err := w.t.ChangeVisibilityBatch(l.calls, c.Entries)
+			entries, err := w.t.ChangeVisibilityBatch(ctx, c.Entries)
 			w.send(worker.CallDone{Call: c.Call, Now: w.clk.Now(), Entries: entries, Err: err})
 		}()
 	}
 	for _, d := range rd.Deletes {
+		ctx, cancel := w.clk.WithDeadline(l.calls, d.Deadline)
+		l.leaseCalls[d.Call] = cancel
 		go func() {
-			entries, err := w.t.DeleteBatch(l.calls, d.Receipts)
+			entries, err := w.t.DeleteBatch(ctx, d.Receipts)
 			w.send(worker.CallDone{Call: d.Call, Now: w.clk.Now(), Entries: entries, Err: err})
 		}()
 	}
@@ -346,7 +373,8 @@ func (w *Worker) publish(st worker.Status) {
 		Released: st.Released, Permanent: st.Permanent, Terminal: st.Terminal, Retired: st.Retired,
 		Poison: st.Poison, Dropped: st.Dropped, Cancelled: st.Cancelled, ReleasedAtEnd: st.ReleasedAtEnd, ReleasedExtra: st.ReleasedExtra,
 		Running: st.Running, Waiting: st.Waiting, Held: st.Lease.Held,
-		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors}
+		RenewalsSent: st.Lease.RenewalsSent, RenewalRetries: st.Lease.Retries, ReceiveErrors: st.ReceiveErrors,
+		DispositionRetries: st.Lease.DisposeRetries, DispositionsFailed: st.Lease.DisposeFailed, LostWaiting: st.Lease.WaitLost}
 }
 
 // runWorkerHandler calls h, mapping its Result to the machine's; a panic or an invalid Result

@@ -38,6 +38,10 @@ type memQueue struct {
 	receiveMore  int
 	// fatalReceive makes every receive fail as if the queue did not exist.
 	fatalReceive bool
+	// stallRenewals makes every renewal call hang until its context ends (an answer the
+	// network lost); deadlines records each change or delete call's context deadline.
+	stallRenewals bool
+	deadlines     []time.Duration
 }
 
 func newMemQueue() *memQueue {
@@ -102,6 +106,11 @@ func (m *memQueue) ChangeVisibility(ctx context.Context, receipt string, timeout
 }
 
 func (m *memQueue) ChangeVisibilityBatch(ctx context.Context, entries []core.VisibilityChange) ([]error, error) {
+	m.noteDeadline(ctx)
+	if m.stallRenewals && entries[0].Timeout > 0 {
+		<-ctx.Done() // a call without a deadline would hang here for ever
+		return nil, &core.TransportError{Class: core.Retryable, Op: "change-visibility", Err: ctx.Err()}
+	}
 	time.Sleep(m.latency)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -129,6 +138,17 @@ func (m *memQueue) ChangeVisibilityBatch(ctx context.Context, entries []core.Vis
 	return errs, nil
 }
 
+func (m *memQueue) noteDeadline(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := ctx.Deadline()
+	if !ok {
+		m.deadlines = append(m.deadlines, -1)
+		return
+	}
+	m.deadlines = append(m.deadlines, time.Until(d))
+}
+
 func (m *memQueue) Delete(ctx context.Context, receipt string) error {
 	errs, err := m.DeleteBatch(ctx, []string{receipt})
 	if err != nil {
@@ -138,6 +158,7 @@ func (m *memQueue) Delete(ctx context.Context, receipt string) error {
 }
 
 func (m *memQueue) DeleteBatch(ctx context.Context, receipts []string) ([]error, error) {
+	m.noteDeadline(ctx)
 	time.Sleep(m.latency)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -382,7 +403,7 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mq := newMemQueue()
 		mq.latency = 300 * time.Millisecond
-		mq.flaky = 2 // two throttled renewals before each success (SPEC 3.2: no drop)
+		mq.flaky = 2 // two throttled renewals before each success (docs/worker.md: no drop)
 		id := mq.send("slow")
 		var visible atomic.Int64
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
@@ -554,4 +575,42 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A success waiting behind a renewal whose answer never comes still gets its turn: the
+// renewal's context ends at retryUntil (W/10 before the local deadline), so the delete goes
+// out with the lease still held, and every call about the receipt carries a deadline no later
+// than its stop point.
+func TestWorkerSuccessBehindAStalledRenewalIsDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq := newMemQueue()
+		mq.stallRenewals = true
+		id := mq.send("behind a renewal")
+		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 6 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+			select {
+			case <-time.After(2500 * time.Millisecond): // past the first renewal, sent at 2 s
+				return Ack()
+			case <-ctx.Done():
+				return Retry(ctx.Err())
+			}
+		})
+		time.Sleep(6 * time.Second)
+		if s := mq.status(id); s.State != queue.Deleted || s.ReceiveCount != 1 {
+			t.Errorf("message %+v, want deleted on its first delivery", s)
+		}
+		cancel()
+		wait()
+		mq.mu.Lock()
+		defer mq.mu.Unlock()
+		if len(mq.deadlines) < 2 {
+			t.Fatalf("calls with deadlines %v, want a renewal and a delete", mq.deadlines)
+		}
+		for i, d := range mq.deadlines {
+			// Sent at 2 s (renewal) and about 5.4 s (delete): none may outlive 6 s − 300 ms.
+			if d < 0 || d > 4*time.Second {
+				t.Errorf("call %d: context deadline %v from its start, want one within the lease", i, d)
+			}
+		}
+		settle()
+	})
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Class says what a transport failure means for the receipt it named (SPEC 3.2).
+// Class says what a transport failure means for the receipt it named (docs/worker.md).
 type Class int
 
 const (

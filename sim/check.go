@@ -29,9 +29,12 @@ const (
 	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
 	InvLeaseRequestExact = "lease-request-exact"
 	InvLeaseNoOverlap    = "lease-no-overlap"
+	InvCallWithinLease   = "lease-call-within-lease"
+	InvStopMargin        = "stop-margin"
 	InvHiddenWhileWork   = "hidden-while-working"
 	InvNoConcurrent      = "no-concurrent-consumers"
 	InvSingleDisposition = "single-disposition"
+	InvConfigRefused     = "config-refused"
 	InvLiveness          = "liveness"
 )
 
@@ -58,9 +61,12 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},
 	{InvLeaseRequestExact, "every renewal asks for request(now) = min(W, floor(t0+C-now)) and none is sent under 1 s"},
 	{InvLeaseNoOverlap, "a disposition is never sent while a renewal of the same receipt is in flight"},
+	{InvCallWithinLease, "no call about a receipt reaches the queue after the receipt's stop point (local deadline minus the stop margin) as of when it was sent"},
+	{InvStopMargin, "a handler cancelled because its lease is ending is cancelled while the queue still hides its message for the stop margin (given the latency bound)"},
 	{InvHiddenWhileWork, "a handler never runs while its message is visible at the queue (given the latency bound)"},
 	{InvNoConcurrent, "no message is processed by two consumers at once while one holds its lease"},
-	{InvSingleDisposition, "each delivery gets at most one disposition"},
+	{InvSingleDisposition, "each delivery gets at most one disposition (a retry follows only a retryable failure of the last)"},
+	{InvConfigRefused, "an open or start with a field of its configuration out of range is refused before it does anything, with an error naming that field"},
 	{InvLiveness, "with faults off, every non-cancelled job ends and every message is deleted or dead-lettered within the bound"},
 }
 

@@ -15,7 +15,8 @@ type receiptModel struct {
 	dropped      bool
 	began        bool // disposition began: the handler's result reached the worker
 	dispositions int
-	renewing     int // renewal calls in flight
+	retryOK      bool // the last disposition call failed retryably: it may go out again
+	renewing     int  // renewal calls in flight
 	working      bool
 	dead         bool // its worker crashed
 	visible      bool // seen visible at the queue while its handler ran (only under slack)
@@ -124,9 +125,20 @@ func (c *Checker) RenewReplied(receipt string) {
 func (c *Checker) DispositionSent(receipt string, op string) {
 	m := c.receipt(receipt)
 	c.check(InvLeaseNoCallAfter, !m.dropped && !m.dead, "%s of receipt %s sent after it was dropped", op, receipt)
-	c.check(InvSingleDisposition, m.dispositions == 0, "%s of receipt %s is its disposition number %d", op, receipt, m.dispositions+1)
+	c.check(InvSingleDisposition, m.dispositions == 0 || m.retryOK, "%s of receipt %s is its disposition number %d", op, receipt, m.dispositions+1)
+	m.retryOK = false
 	c.check(InvLeaseNoOverlap, m.renewing == 0, "%s of receipt %s sent while %d renewal(s) of it are in flight", op, receipt, m.renewing)
 	m.dispositions++
+}
+
+// DispositionFailed: a disposition call of receipt failed retryably; the worker may retry it.
+func (c *Checker) DispositionFailed(receipt string) { c.receipt(receipt).retryOK = true }
+
+// CallAtQueue: a call about receipt reached the queue now; stop was the receipt's stop point
+// (local deadline minus the stop margin) when the call was sent.
+func (c *Checker) CallAtQueue(receipt string, stop time.Duration) {
+	c.check(InvCallWithinLease, c.now <= stop, "call about receipt %s reached the queue at %s, after its stop point %s",
+		receipt, Offset(c.now), Offset(stop))
 }
 
 // Dropped: the worker gave receipt up (lost lease, gone, fatal, margin reached).

@@ -11,9 +11,9 @@ type RunnerParams struct {
 	Capacity int
 	Attempts int
 	Deadline time.Duration // 0: none
-	Base     time.Duration // retry policy, SPEC 2.2
+	Base     time.Duration // retry policy, docs/runner.md
 	Cap      time.Duration
-	// Circuit breaker, SPEC 2.3.
+	// Circuit breaker, docs/runner.md.
 	Threshold int
 	Window    time.Duration
 	Cooldown  time.Duration
@@ -89,7 +89,7 @@ type failFact struct {
 	after   *time.Duration
 }
 
-// delay is SPEC 2.2's delay(n) = min(Base·2^n, Cap), computed independently of core/retry.
+// delay is docs/runner.md's delay(n) = min(Base·2^n, Cap), computed independently of core/retry.
 func (p RunnerParams) delay(n int) time.Duration {
 	d := p.Base
 	for i := 0; i < n && d < p.Cap; i++ {
@@ -117,7 +117,7 @@ type nodeModel struct {
 	pending  []JobView     // state after a commit that was written but not acknowledged, if any
 }
 
-// breakerModel is an independent model of SPEC 2.3, fed with attempt starts and outcomes.
+// breakerModel is an independent model of docs/runner.md, fed with attempt starts and outcomes.
 type breakerModel struct {
 	fails    []time.Duration // closed: recent failure times
 	open     bool
@@ -287,7 +287,7 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure, succes
 		return
 	}
 	// Every dispatched attempt's outcome reaches the breaker, also a cancelled job's (the
-	// runner's choice; SPEC 2.3 counts outcomes, not jobs).
+	// runner's choice; docs/runner.md counts outcomes, not jobs).
 	b := n.breaker(j.target)
 	switch {
 	case b.half:
@@ -343,7 +343,9 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 		}
 		if r := j.released; r != nil {
 			j.released = nil
-			c.check(InvStopSpendsNothing, v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due,
+			// A user's Cancel that reached the commit first wins: the job is cancelled, and
+			// nothing is spent on it either way.
+			c.check(InvStopSpendsNothing, v.State == "cancelled" || v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due,
 				"node %d: attempt %d of job %d was cut by a graceful stop, but the job is %v (want waiting, attempts=%d, due=%s)",
 				node, r.attempt, v.ID, v, r.attempt-1, Offset(r.due))
 		}

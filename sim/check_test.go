@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 var testParams = RunnerParams{Capacity: 2, Attempts: 3, Deadline: time.Minute, Base: time.Second, Cap: 8 * time.Second,
@@ -164,6 +167,17 @@ func TestInvariantFires(t *testing.T) {
 		}},
 		{InvRecoveryOpens, func(c *Checker) { c.Fail(InvRecoveryOpens, "open failed: journal: corrupt") }},
 		{InvRecordLimit, func(c *Checker) { c.Fail(InvRecordLimit, "an enqueue of 5000 bytes was accepted") }},
+		{InvConfigRefused + "/wrong-field", func(c *Checker) {
+			err := &runner.ConfigError{Field: "Capacity", Value: -1, Rule: "must be ≥ 1"}
+			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, true)
+		}},
+		{InvConfigRefused + "/not-wrapped", func(c *Checker) {
+			checkConfigRefusal(&World{chk: c}, "node/1", errors.New("Grace is bad"), runner.ErrInvalidConfig, "Grace", "", true)
+		}},
+		{InvConfigRefused + "/touched-disk", func(c *Checker) {
+			err := &runner.ConfigError{Field: "Grace", Value: -1, Rule: "must be ≥ 0"}
+			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, false)
+		}},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
 		{InvUniqueRespected, func(c *Checker) {
 			enqueue(c, 1, "a")
@@ -208,6 +222,24 @@ func TestInvariantFires(t *testing.T) {
 			c.SetTime(sec(10))
 			c.RenewSent("r1", sec(30))
 			c.DispositionSent("r1", "delete")
+		}},
+		{InvCallWithinLease, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.SetTime(sec(29.5))
+			c.CallAtQueue("r1", sec(29)) // a delete past its stop point
+		}},
+		{InvSingleDisposition + "/retry-after-success", func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.DispositionSent("r1", "delete")
+			c.DispositionFailed("r1")
+			c.DispositionSent("r1", "delete") // a retry: fine
+			c.DispositionSent("r1", "delete") // no failure in between
+		}},
+		{InvStopMargin, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(29.5))
+			c.StopMarginKept("r1", "expired", false)
 		}},
 		{InvHiddenWhileWork, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)

@@ -127,7 +127,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PollWait = s(0, 20) // 0: short polls (worker.Config.WaitNone)
 	if limit := (c.Visibility * 2 / 3).Truncate(time.Second); c.PollWait > limit {
 		// core/worker refuses a long poll over two thirds of the window: a receive's stamp is
-		// read before the call (SPEC 3.1), so a message that arrives late in a longer poll is
+		// read before the call (docs/worker.md), so a message that arrives late in a longer poll is
 		// dropped as late on every delivery (docs/simulator.md bug 1, seeds 276 and 212).
 		c.PollWait = max(time.Second, limit)
 	}
@@ -161,9 +161,12 @@ func NewConfig(seed int64, profile string) (Config, error) {
 		c.MsgEvery /= 10
 		c.Heavy = true
 	}
-	c.PPriority = []float64{0, 0.3, 0.9}[r.Intn(3)]
-	c.PBatch = []float64{0, 0.2, 0.6}[r.Intn(3)]
-	c.PUnique = []float64{0, 0.3, 0.8}[r.Intn(3)]
+	// The job options' probabilities come from their own stream, so adding them left every
+	// other draw of the swarm stream as it was.
+	jr := Stream(seed, "job-options")
+	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
+	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
+	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
 
 	switch profile {
 	case "calm":

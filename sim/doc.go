@@ -1,4 +1,4 @@
-// Package sim is sluice's deterministic simulator (SPEC 5): a single-threaded world that runs
+// Package sim is sluice's deterministic simulator (docs/simulator.md): a single-threaded world that runs
 // the production machines — runner.Engine over core/journal on sim/disk, lease.Machine against
 // sim/queue — under crashes and faults, and checks named invariants after every step.
 //
@@ -9,8 +9,9 @@
 //     map iteration reaching output, state or a random stream, integer time formatting.
 //  2. Randomness comes only from named streams, Stream(seed, name): FNV-1a 64 of the name mixed
 //     with the seed by splitmix64. Each concern has its own stream ("swarm", "workload",
-//     "executor", "network", "faults", "schedule", "crash-point", "damage", "disk/N",
-//     "jitter/N", "queue"), so adding draws to one never shifts another.
+//     "executor", "network", "faults", "schedule", "crash-point", "damage", "forge", "disk/N",
+//     "jitter/N", "misconfig/<name>", "defaults/<name>", "queue"), so adding draws to one never
+//     shifts another.
 //  3. Time is simulated: a heap of events ordered by (time, sequence number) (Loop); the loop
 //     jumps to the next event. Times print as offsets from Epoch. In the safety phase the
 //     scheduling families (Loop.Shift) may fire an event late, bunch it to a grain, or let later
@@ -25,7 +26,9 @@
 //     violation stops the run; it is reported with its invariant's name, the last events and the
 //     command that reproduces it.
 //  7. Every event adds one trace line "<time> <who> <what>" to a running SHA-256; the digest is
-//     the last line of every report, and corpus entries (corpus/sim) pin it.
+//     the last line of every report, and corpus entries (corpus/sim) pin it. What core can
+//     render (a commit's result, recovered jobs, a worker's effects and counters, a refused
+//     journal's frames) is rendered by core's Describe functions, not by the world.
 //  8. A run's verdict is ok, violation, incomplete (stopped at the steps max) or fault (a panic
 //     inside the simulator, caught by Run with its stack): Run never panics on a seed.
 //  9. Everything that explains a run is derived from its trace by running the seed again:

@@ -25,7 +25,7 @@ func Machine(v *Violation) string {
 	switch v.Invariant {
 	case InvNoLostAck, InvReplayEqualsLive, InvNoPhantom, InvCorruptionRefused, InvRecoveryOpens, InvRecordLimit:
 		return "the runner's journal and recovery (core/runner engine over core/journal)"
-	case InvSingleRun, InvCapacity, InvAttemptsMax, InvNoStartAfterLate, InvNoStartBeforeDue, InvNoRestartTerminal:
+	case InvSingleRun, InvCapacity, InvAttemptsMax, InvNoStartAfterLate, InvNoStartBeforeDue, InvNoRestartTerminal, InvStopSpendsNothing:
 		return "the runner machine (core/runner)"
 	case InvBackoff:
 		return "the retry policy as the runner machine applies it (core/retry, core/runner)"
@@ -33,7 +33,9 @@ func Machine(v *Violation) string {
 		return "the target's circuit breaker (core/breaker, via core/runner)"
 	case InvLeaseNoRenewAfter, InvLeaseNoCallAfter, InvLeaseRequestExact, InvLeaseNoOverlap:
 		return "the lease controller (core/lease, inside core/worker)"
-	case InvHiddenWhileWork, InvNoConcurrent, InvSingleDisposition:
+	case InvCallWithinLease:
+		return "the lease controller (core/lease, inside core/worker)"
+	case InvHiddenWhileWork, InvNoConcurrent, InvSingleDisposition, InvStopMargin:
 		return "the worker engine and its lease controller (core/worker, core/lease)"
 	case InvMachine:
 		switch {
@@ -45,6 +47,8 @@ func Machine(v *Violation) string {
 			return "the worker engine's own checkInvariants (core/worker, core/lease)"
 		}
 		return "a machine's own checkInvariants (see the detail)"
+	case InvConfigRefused:
+		return "configuration validation (the machines' New and the runner engine's Open)"
 	case InvLiveness:
 		return "the whole world: something did not settle once faults were off"
 	}

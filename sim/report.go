@@ -78,6 +78,7 @@ func (r *Result) Report(out io.Writer) error {
 		fmt.Fprintf(&b, "messages       %s\n", r.Stats.Messages)
 		fmt.Fprintf(&b, "renewals       %s\n", r.Stats.Renewals)
 		fmt.Fprintf(&b, "drops          %s\n", r.Stats.Drops)
+		fmt.Fprintf(&b, "duplicates     %s per 100 messages: %s\n", per100(r.Stats.Duplicates.Total(), r.Stats.Messages.Get("sent")), r.Stats.Duplicates)
 	}
 	total := 0
 	var parts []string
@@ -132,4 +133,12 @@ func indent(s string) string {
 		lines[i] = "config         " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// per100 renders n per 100 of total with two decimals ("0.00" when total is 0).
+func per100(n, total int) string {
+	if total == 0 {
+		return "0.00"
+	}
+	return strconv.FormatFloat(float64(n)*100/float64(total), 'f', 2, 64)
 }

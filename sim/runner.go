@@ -187,6 +187,7 @@ func (w *World) setupRunner() {
 			Grace:  drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
 			Decode: decodePayload,
 		}
+		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
 		w.nodes = append(w.nodes, n)
@@ -225,6 +226,11 @@ func (n *runnerNode) start() {
 	if n.refused {
 		return
 	}
+	if n.gen == 0 {
+		if r := Stream(w.cfg.Seed, "misconfig/"+n.name); misconfigDrawn(r) {
+			n.tryBadRunnerConfig(r)
+		}
+	}
 	w.chk.OpenAttempted(n.id)
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
 	if n.flipped != "" {
@@ -233,6 +239,8 @@ func (n *runnerNode) start() {
 		if err != nil && (errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)) {
 			w.chk.Pass(InvCorruptionRefused)
 			w.trace(n.name, "open refused the corrupted journal, as it must: "+err.Error())
+			n.traceJournal()
+			n.checkScanRefuses(what)
 			n.refused = true
 			return
 		}
@@ -264,6 +272,9 @@ func (n *runnerNode) start() {
 	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
 	st := e.State()
 	w.tracef(n.name, "open: %d jobs, next id %d, %d interrupted attempts requeued", len(st.Jobs), st.NextID, e.Orphans())
+	if n.gen > 1 {
+		n.traceRecovered(st)
+	}
 	views := jobViews(st)
 	w.chk.NodeRecovered(n.id, views)
 	n.noteState(views)
@@ -390,7 +401,15 @@ func (n *runnerNode) calm() {
 }
 
 func (n *runnerNode) settled() bool {
-	return n.refused || (n.up && n.open == 0 && n.executing == 0 && !n.commitPending)
+	if n.refused {
+		return true
+	}
+	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending
+	if s && !n.e.Idle() {
+		// The world's count and the engine's own (what Drain waits for) must agree.
+		n.w.chk.Fail(InvMachine, "%s: no job open or executing at the last commit, but the engine is not idle", n.name)
+	}
+	return s
 }
 
 func (n *runnerNode) unsettled() string {
@@ -400,14 +419,32 @@ func (n *runnerNode) unsettled() string {
 	if !n.up {
 		return n.name + " is down"
 	}
-	var ids []string
+	var jobs []string
 	for _, j := range n.e.State().Jobs {
-		if !j.State.Terminal() && len(ids) < 5 {
-			ids = append(ids, fmt.Sprintf("%d(%s attempts=%d due=%s)", j.ID, j.State, j.Attempts, Offset(j.Due.Sub(Epoch))))
+		if !j.State.Terminal() && len(jobs) < 5 {
+			jobs = append(jobs, "("+runner.DescribeJob(j, Epoch)+")")
 		}
 	}
-	return fmt.Sprintf("%s has %d jobs not terminal (%s), %d attempts executing", n.name, n.open, strings.Join(ids, " "), n.executing)
+	return fmt.Sprintf("%s has %d jobs not terminal %s, %d attempts executing", n.name, n.open, strings.Join(jobs, " "), n.executing)
 }
+
+// traceRecovered traces, after a restart, the recovered jobs a reader of the trace follows:
+// those not terminal and the dead (one line each, in core's own rendering).
+func (n *runnerNode) traceRecovered(st runner.Snapshot) {
+	var s runner.Snapshot
+	for _, j := range st.Jobs {
+		if !j.State.Terminal() || j.State == runner.Dead {
+			s.Jobs = append(s.Jobs, j)
+		}
+	}
+	s.NextID = st.NextID
+	for _, line := range strings.Split(strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), "\n") {
+		n.w.trace(n.name, "recovered "+line)
+	}
+}
+
+// oneLine joins core's multi-line renderings into one trace line.
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "; ") }
 
 func (n *runnerNode) summarize() {
 	if n.e == nil {
@@ -516,8 +553,12 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
+	at := Epoch.Add(due)
+	if due == w.loop.Now() && len(payload)%2 == 0 {
+		at = time.Time{} // "due now" as a client writes it, for half the payloads
+	}
 	next := n.e.Status().NextID
-	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
+	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -655,15 +696,13 @@ func (n *runnerNode) commit() {
 	}
 	if res.CompactErr != nil {
 		w.fault("compaction-failed")
-		w.trace(n.name, "compaction failed: "+res.CompactErr.Error())
 	}
 	if res.Compacted {
 		n.boundaries = n.boundaries[:0]
 		w.chk.Compacted(n.id, views)
-		w.trace(n.name, "compacted")
 	}
-	if len(res.Acks)+len(res.Starts) > 0 || res.Compacted {
-		w.trace(n.name, "commit acks="+strconv.Itoa(len(res.Acks))+" starts="+strconv.Itoa(len(res.Starts)))
+	if len(res.Acks)+len(res.Starts)+len(res.Cancels) > 0 || res.Compacted || res.CompactErr != nil {
+		w.trace(n.name, "commit: "+oneLine(runner.DescribeResult(res, Epoch)))
 	}
 	if perr := n.e.Poisoned(); perr != nil {
 		n.crash("after a compaction poisoned it: " + perr.Error())
@@ -874,4 +913,54 @@ func jobViews(s runner.Snapshot) []JobView {
 		out[i] = v
 	}
 	return out
+}
+
+// traceJournal traces the refused journal file as core renders it, frame by frame: its header
+// and the frames around the damage (the first bad frame is the last line before the size).
+func (n *runnerNode) traceJournal() {
+	b, err := readAll(n.disk, journalName)
+	if err != nil {
+		n.w.trace(n.name, "journal unreadable: "+err.Error())
+		return
+	}
+	lines := strings.Split(strings.TrimSuffix(journal.Describe(b), "\n"), "\n")
+	if len(lines) > 6 {
+		lines = append(lines[:1:1], append([]string{"..."}, lines[len(lines)-4:]...)...)
+	}
+	for _, line := range lines {
+		n.w.trace(n.name, "journal "+line)
+	}
+}
+
+// checkScanRefuses checks that the read-only inspection the refusal points to (journal.Scan,
+// its records decoded by the runner's codec) refuses the damaged file too when the damage is
+// in the frames or the codec, and that runner.Replay refuses it in every case: a user who
+// follows the error's advice must not be shown a journal that replays.
+func (n *runnerNode) checkScanRefuses(what string) {
+	b, err := readAll(n.disk, journalName)
+	if err != nil {
+		return // traced by traceJournal
+	}
+	_, err = journal.Scan(b, func(r journal.Record) error {
+		if r.Snapshot {
+			_, err := runner.DecodeSnapshot(r.Data)
+			return err
+		}
+		_, err := runner.DecodeRecord(r.Tag, r.Data)
+		return err
+	})
+	// Scan sees frames and the codec, not replay: a forged record that decodes but does not
+	// replay (an id no job has) passes it, and only the replay below must refuse it.
+	if err != nil && !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
+		return
+	}
+	// runner.Replay (read-only: journal.Read) must refuse it as well.
+	cfg := n.cfg
+	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
+	if _, err := runner.Replay(n.disk, journalName, cfg); !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but runner.Replay returned %v", n.name, what, err)
+		return
+	}
+	n.w.chk.Pass(InvCorruptionRefused)
 }

@@ -136,11 +136,12 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 				l.marks = append(l.marks, tlMark{at: e.at, class: "restart", title: e.what, highlight: hl})
 			case "open:", "open":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "open", title: e.what, highlight: hl})
-			case "commit":
+			case "commit:":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "sync", title: e.what})
-			case "compacted":
-				l.marks = append(l.marks, tlMark{at: e.at, class: "compact", title: e.what})
-			case "FLIP":
+				if strings.Contains(e.what, "; compacted") || strings.HasPrefix(e.what, "commit: compacted") {
+					l.marks = append(l.marks, tlMark{at: e.at, class: "compact", title: e.what})
+				}
+			case "FLIP", "FORGE":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "crash", title: e.what, highlight: true})
 			case "crash":
 				// "crash armed after k disk ops", "crash point armed at disk op k of this commit"
@@ -194,9 +195,9 @@ func renderTimeline(out io.Writer, res *Result, evs []tlEvent) error {
 						delete(open, r)
 					}
 				}
-			case "start":
+			case "START":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "open", title: "start"})
-			case "SHUTDOWN", "stopped":
+			case "SHUTDOWN", "stopped", "stopped:":
 				l.marks = append(l.marks, tlMark{at: e.at, class: "restart", title: e.what})
 			}
 		case e.who == "world":
@@ -329,8 +330,8 @@ func sortedKeys(m map[string]*tlBar) []string {
 
 // lifecycle reports whether a trace line is a process's crash, restart, open or stop.
 func lifecycle(what string) bool {
-	for _, p := range []string{"CRASH", "RESTART", "open", "FLIP", "crash", "SHUTDOWN", "start"} {
-		if strings.HasPrefix(what, p) && !strings.HasPrefix(what, "start ") {
+	for _, p := range []string{"CRASH", "RESTART", "open", "FLIP", "FORGE", "crash", "SHUTDOWN", "START"} {
+		if strings.HasPrefix(what, p) {
 			return true
 		}
 	}

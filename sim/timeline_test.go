@@ -58,7 +58,7 @@ func parseTimeline(t *testing.T, page []byte) tlDoc {
 // per worker, marks crashes and the violation with its leading events outlined, and is the
 // same bytes every time.
 func TestTimelineLanesAndMarks(t *testing.T) {
-	o := Options{Seed: 12, Profile: "swarm", mutation: mutAckEarly}
+	o := firstFailing(t, "swarm", mutAckEarly, 40)
 	var a, b bytes.Buffer
 	res, err := WriteTimeline(&a, o)
 	if err != nil {

@@ -128,6 +128,7 @@ type workerProc struct {
 	handlers map[string]*msgHandler
 	open     []string // receipts received whose lease has not ended yet (for drop detection)
 	wakeAt   time.Duration
+	calls    map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
 }
 
 type msgHandler struct {
@@ -137,6 +138,15 @@ type msgHandler struct {
 	end       time.Duration // when its work is done, cancelled or not
 }
 
+// stopMargin is the workers' stop margin: the default, or (mutNoStopMargin) the least the
+// machine accepts, as if handlers were cancelled at the local deadline itself.
+func (p *workerProc) stopMargin() time.Duration {
+	if p.w.mutation == mutNoStopMargin {
+		return time.Nanosecond
+	}
+	return 0
+}
+
 func (p *workerProc) config() worker.Config {
 	c := p.w.cfg
 	return worker.Config{
@@ -144,6 +154,7 @@ func (p *workerProc) config() worker.Config {
 		BatchMax: c.ReceiveMax, Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget,
 		RedriveMaxReceives: c.MaxReceive,
 		Retry:              retry.Policy{Attempts: 5, Base: c.MsgBase, Cap: c.MsgCap},
+		StopMargin:         p.stopMargin(),
 		Rand:               Stream(c.Seed, "worker-jitter/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen)),
 		Decode: func(m core.Message) error {
 			if strings.HasPrefix(string(m.Body), "poison") {
@@ -161,7 +172,10 @@ func (p *workerProc) start() {
 	w := p.w
 	p.up, p.stopping = true, false
 	p.gen++
-	e, err := worker.New(p.config())
+	if p.gen == 1 {
+		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
+	}
+	e, err := worker.New(p.zeroWorkerDefaults(p.config()))
 	if err != nil {
 		w.chk.Fail(InvMachine, "%s: worker.New: %v", p.name, err)
 		return
@@ -171,7 +185,7 @@ func (p *workerProc) start() {
 	p.recv = nil
 	p.open = p.open[:0]
 	p.wakeAt = 0
-	w.trace(p.name, "start")
+	w.trace(p.name, "START")
 	p.step(worker.Tick{Now: w.now()})
 }
 
@@ -240,6 +254,7 @@ func (p *workerProc) crash() {
 		w.chk.CheckHiddenUntilEnd(r, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), r))
 	}
 	w.chk.WorkerCrashed(p.id)
+	w.dups.crashed(p.id)
 	p.account()
 	p.scheduleRestart()
 }
@@ -255,7 +270,7 @@ func (p *workerProc) scheduleRestart() {
 	})
 }
 
-// shutdown begins a graceful stop (SPEC 3.2): no more receives, waiting deliveries released,
+// shutdown begins a graceful stop (docs/worker.md): no more receives, waiting deliveries released,
 // running handlers renewed for Grace then cancelled. The process exits when the machine says
 // it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {
@@ -300,11 +315,9 @@ func (p *workerProc) step(ev worker.Event) {
 		})
 	}
 	if p.stopping && p.up && st.Done && (st.Err == nil || w.mutation != mutIgnoreFatal) {
-		if st.HandlersAbandoned > 0 {
-			w.trace(p.name, "stopped, abandoning "+strconv.Itoa(st.HandlersAbandoned)+" handlers that ignore cancellation")
-		} else {
-			w.trace(p.name, "stopped")
-		}
+		// The machine's counters as core renders them (handlers-abandoned: those that ignore
+		// their cancellation).
+		w.trace(p.name, "stopped: "+strings.TrimSuffix(worker.DescribeStatus(st), "\n"))
 		p.up = false
 		w.chk.WorkerCrashed(p.id)
 		p.account()
@@ -339,11 +352,23 @@ func (p *workerProc) closeOpen(receipt string) {
 // the abandoned receive, calls, the new receive, handler starts; then the timer.
 func (p *workerProc) perform(rd worker.Ready) {
 	w := p.w
+	// The effects as core renders them, one trace line each (handler starts are traced as
+	// "handle" lines, with their drawn duration and outcome, by startHandler).
+	if len(rd.Cancel)+len(rd.Changes)+len(rd.Deletes)+len(rd.Start) > 0 || rd.AbandonReceive != 0 || rd.Receive != nil {
+		for _, line := range strings.Split(strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), "\n") {
+			if !strings.HasPrefix(line, "start ") {
+				w.trace(p.name, line)
+			}
+		}
+	}
 	for _, c := range rd.Cancel {
 		w.chk.Dropped(c.Receipt)
 		p.closeOpen(c.Receipt)
-		w.trace(p.name, "cancel "+c.Receipt+" "+c.Reason.String())
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
+			if c.Reason != lease.DropGone {
+				// The queue said nothing yet: it must still hide the message for the margin.
+				w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(lease.StopMarginFor(w.cfg.Visibility)-time.Nanosecond), c.Receipt))
+			}
 			h.running, h.cancelled = false, true
 			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
 			w.chk.HandlerEnded(c.Receipt)
@@ -365,13 +390,14 @@ func (p *workerProc) perform(rd worker.Ready) {
 	if rd.AbandonReceive != 0 {
 		p.abandonReceive(rd.AbandonReceive)
 	}
+	for _, id := range rd.AbandonCalls {
+		p.abandonCall(id)
+	}
 	for _, c := range rd.Changes {
 		op := "renew"
 		if c.Purpose == lease.Disposal {
 			op = "release"
 		}
-		var b strings.Builder
-		b.WriteString(op)
 		for _, e := range c.Entries {
 			if c.Purpose == lease.Renewal {
 				w.chk.RenewSent(e.Receipt, e.Timeout)
@@ -380,21 +406,18 @@ func (p *workerProc) perform(rd worker.Ready) {
 				w.chk.DispositionSent(e.Receipt, op)
 				p.closeOpen(e.Receipt)
 			}
-			b.WriteString(" " + e.Receipt + "=" + strconv.Itoa(int(e.Timeout/time.Second)) + "s")
 		}
-		w.trace(p.name, b.String())
 		p.changeCall(c)
 	}
 	for _, d := range rd.Deletes {
 		for _, r := range d.Receipts {
+			w.dups.fate(r, fateSent)
 			w.chk.DispositionSent(r, "delete")
 			p.closeOpen(r)
 		}
-		w.trace(p.name, "delete "+strings.Join(d.Receipts, " "))
 		p.deleteCall(d)
 	}
 	if rd.Receive != nil {
-		w.trace(p.name, "receive call="+strconv.FormatUint(uint64(rd.Receive.Call), 10)+" max="+strconv.Itoa(rd.Receive.Max)+" wait="+rd.Receive.Wait.String())
 		p.receive(*rd.Receive)
 	}
 	for _, s := range rd.Start {
@@ -456,7 +479,6 @@ func (p *workerProc) abandonReceive(call worker.CallID) {
 		w.chk.Fail(InvMachine, "%s: abandon of receive %d, which is not in flight", p.name, call)
 		return
 	}
-	w.trace(p.name, "abandon receive call="+strconv.FormatUint(uint64(call), 10))
 	if lp.done {
 		return
 	}
@@ -610,6 +632,9 @@ func (p *workerProc) startHandler(m core.Message) {
 		w.chk.CheckHiddenUntilEnd(h.receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), h.receipt))
 		w.chk.HandlerEnded(h.receipt)
 		w.chk.DispositionBegan(h.receipt)
+		if res.Outcome == worker.Success {
+			w.dups.succeeded(&w.st.Duplicates, p.id, m.ID, h.receipt)
+		}
 		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
 		p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 	}))
@@ -637,7 +662,11 @@ func (p *workerProc) network(namesReceipt bool) (call faults.Call, out, back tim
 }
 
 func (p *workerProc) changeCall(c lease.ChangeVisibility) {
-	p.batchCall("change-visibility", len(c.Entries),
+	rs := make([]string, len(c.Entries))
+	for i, e := range c.Entries {
+		rs[i] = e.Receipt
+	}
+	p.batchCall(uint64(c.Call), c.Deadline, "change-visibility", rs,
 		func() []error { return p.w.queue.ChangeVisibilityBatch(p.w.now(), c.Entries) },
 		func(entries []error, whole error) {
 			w := p.w
@@ -649,15 +678,24 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 				w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
 			} else {
 				w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+				p.dispositionReplied(rs, entries, whole)
 			}
 			p.step(worker.CallDone{Call: c.Call, Now: at, Entries: entries, Err: whole})
 		})
 }
 
 func (p *workerProc) deleteCall(d lease.Delete) {
-	p.batchCall("delete", len(d.Receipts),
+	p.batchCall(uint64(d.Call), d.Deadline, "delete", d.Receipts,
 		func() []error { return p.w.queue.DeleteBatch(p.w.now(), d.Receipts) },
 		func(entries []error, whole error) {
+			p.dispositionReplied(d.Receipts, entries, whole)
+			for i, r := range d.Receipts {
+				if whole == nil && i < len(entries) && entries[i] == nil {
+					p.w.dups.fate(r, fateDeleted)
+				} else {
+					p.w.dups.fate(r, fateFailed)
+				}
+			}
 			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
 			p.step(worker.CallDone{Call: d.Call, Now: p.w.now(), Entries: entries, Err: whole})
 		})
@@ -666,15 +704,52 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 // batchCall sends one batch call of n entries across the simulated network: perform runs at
 // the queue when the request arrives (unless the drawn fate stops it first), and reply runs
 // back at the process, if it is still the same incarnation, with what it was told.
-func (p *workerProc) batchCall(op string, n int, perform func() []error, reply func(entries []error, whole error)) {
+//
+// The call runs under a context ending at deadline, as the production driver's does: a
+// request that has not reached the queue by then is never performed, and a reply not back
+// by then is replaced by the context's error at the deadline. Abandoning it (abandonCall)
+// ends its context at once.
+func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipts []string, perform func() []error, reply func(entries []error, whole error)) {
 	w := p.w
+	n := len(receipts)
+	stops := make([]time.Duration, n)
+	for i, r := range receipts {
+		l, _ := p.e.Lease(r)
+		stops[i] = l.Deadline.Sub(Epoch) - lease.StopMarginFor(w.cfg.Visibility)
+	}
 	call, out, back := p.network(true)
 	gen := p.gen
+	dl := deadline.Sub(Epoch)
+	st := &simCall{}
+	if p.calls == nil {
+		p.calls = map[uint64]*simCall{}
+	}
+	p.calls[id] = st
+	st.end = func(err error) {
+		if st.settled {
+			return
+		}
+		st.settled = true
+		if p.calls[id] == st {
+			delete(p.calls, id)
+		}
+		if !p.up || p.gen != gen {
+			return
+		}
+		p.alive(func() { reply(nil, &core.TransportError{Class: core.Retryable, Op: op, Err: err}) })()
+	}
+	w.loop.At(max(dl, w.loop.Now()), func() { st.end(context.DeadlineExceeded) })
 	w.loop.After(out, func() {
+		if st.settled {
+			return // its context ended before the request reached the queue
+		}
 		var entries []error
 		var whole error
 		switch call {
 		case faults.CallOK, faults.CallFailAfter:
+			for i, r := range receipts {
+				w.chk.CallAtQueue(r, stops[i])
+			}
 			entries = perform()
 			w.checkQueue()
 			if call == faults.CallFailAfter {
@@ -689,12 +764,48 @@ func (p *workerProc) batchCall(op string, n int, perform func() []error, reply f
 			whole = callErr(w, call, op)
 		}
 		w.loop.After(back, func() {
+			if st.settled {
+				return
+			}
+			st.settled = true
+			if p.calls[id] == st {
+				delete(p.calls, id)
+			}
 			if !p.up || p.gen != gen {
 				return
 			}
 			p.alive(func() { reply(entries, whole) })()
 		})
 	})
+}
+
+// dispositionReplied tells the checker which disposition calls failed retryably (the
+// worker may send them again).
+func (p *workerProc) dispositionReplied(receipts []string, entries []error, whole error) {
+	for i, r := range receipts {
+		e := whole
+		if e == nil && i < len(entries) {
+			e = entries[i]
+		}
+		if e != nil && core.ClassOf(e) != core.Gone && core.ClassOf(e) != core.Fatal {
+			p.w.chk.DispositionFailed(r)
+		}
+	}
+}
+
+// simCall is a lease call in flight: settled once its reply or its context's end went back.
+type simCall struct {
+	settled bool
+	end     func(error)
+}
+
+// abandonCall performs Ready.AbandonCalls as the production driver does: the call's context
+// is cancelled, so it ends at once unless its reply already went back.
+func (p *workerProc) abandonCall(id lease.CallID) {
+	if c := p.calls[uint64(id)]; c != nil {
+		p.w.trace(p.name, "abandon call="+strconv.FormatUint(uint64(id), 10))
+		p.w.loop.After(0, func() { c.end(context.Canceled) })
+	}
 }
 
 func replyString(entries []error, whole error) string {
@@ -748,5 +859,51 @@ func callErr(w *World, call faults.Call, op string) error {
 		return transportErr(core.Fatal, op, "AccessDenied")
 	default:
 		return transportErr(core.Retryable, op, "RequestTimeout")
+	}
+}
+
+// dupTracker attributes each duplicate successful run of a message (a success after an
+// earlier success) to what kept the earlier one from deleting it.
+type dupTracker struct {
+	last  map[string]string   // message id → receipt of its latest successful run
+	fates map[string]*dupFate // receipt of a successful run → what became of its delete
+}
+
+type dupFate struct {
+	worker int
+	fate   string
+}
+
+// Fates of a successful run's delete, which name the cause of a later duplicate.
+const (
+	fateNone    = "lease-lost-before-delete" // dropped (waiting behind a renewal, or past the stop point) before a delete went out
+	fateSent    = "delete-unanswered"        // a delete went out; no answer came back (abandoned, or its deadline passed)
+	fateFailed  = "delete-failed"            // the delete failed for good, retries spent
+	fateDeleted = "after-delete"             // the delete succeeded, yet the message came back
+	fateCrash   = "worker-crash"             // the worker died before its delete was answered
+)
+
+func (d *dupTracker) succeeded(c *Counts, worker int, msg, receipt string) {
+	if d.last == nil {
+		d.last, d.fates = map[string]string{}, map[string]*dupFate{}
+	}
+	if prev, ok := d.last[msg]; ok {
+		c.Add(d.fates[prev].fate, 1)
+	}
+	d.last[msg] = receipt
+	d.fates[receipt] = &dupFate{worker: worker, fate: fateNone}
+}
+
+func (d *dupTracker) fate(receipt, fate string) {
+	if f := d.fates[receipt]; f != nil && f.fate != fateDeleted && f.fate != fateCrash {
+		f.fate = fate
+	}
+}
+
+func (d *dupTracker) crashed(worker int) {
+	for _, f := range d.fates { // each is marked alike: the order does not matter
+		if f.worker == worker && f.fate != fateDeleted {
+			f.fate = fateCrash
+		}
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand"
 	"runtime/debug"
 	"sort"
@@ -48,11 +49,13 @@ type World struct {
 	bound     time.Duration // liveness deadline (absolute offset)
 	stopped   string
 	mutation  mutation // tests only: a deliberately broken world (Options.mutation)
+	dups      dupTracker
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 	rSched                      *rand.Rand // the scheduling families' own stream
 	rPoint                      *rand.Rand // the crash-point family's own stream
 	rDamage                     *rand.Rand // the damage family's choice of nodes and of a lost sector
+	rForge                      *rand.Rand // the damage family's choice of a forged frame (forge.go)
 	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	queue      *queue.Queue
@@ -68,11 +71,12 @@ type World struct {
 type mutation uint8
 
 const (
-	mutNone        mutation = iota
-	mutAckEarly             // acknowledge enqueues before their commit
-	mutKeepDropped          // keep running a handler after its receipt was dropped
-	mutIgnoreFatal          // keep a worker process up after a fatal receive error ended its Run
-	mutPanic                // the simulator panics mid-run (a simulator fault)
+	mutNone         mutation = iota
+	mutAckEarly              // acknowledge enqueues before their commit
+	mutKeepDropped           // keep running a handler after its receipt was dropped
+	mutIgnoreFatal           // keep a worker process up after a fatal receive error ended its Run
+	mutPanic                 // the simulator panics mid-run (a simulator fault)
+	mutNoStopMargin          // workers cancel handlers at the local deadline itself (no stop margin)
 )
 
 // Stats counts what a run did.
@@ -83,6 +87,9 @@ type Stats struct {
 	Messages Counts
 	Renewals Counts
 	Drops    Counts
+	// Duplicates counts successful handler runs of a message after its first, by the cause
+	// that kept the earlier success from deleting it.
+	Duplicates Counts
 }
 
 // Counts is a set of named counters rendered in name order.
@@ -222,6 +229,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
 		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
 		rDamage: Stream(cfg.Seed, "damage"),
+		rForge:  Stream(cfg.Seed, "forge"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
@@ -448,10 +456,36 @@ func (w *World) damage(n *runnerNode) {
 			return
 		}
 	}
+	if w.rForge.Intn(3) == 0 && w.forgeFrame(n, end, last) {
+		return
+	}
 	n.disk.FlipBit(journalName, off, bit)
 	n.flipped = fmt.Sprintf("bit %d of byte %d flipped (synced; %d later bytes of complete batches)", bit, off, last-off)
 	w.fault("bit-flip")
 	w.trace(n.name, "FLIP "+n.flipped)
+}
+
+// forgeFrame rewrites one synced frame before end so that its CRC still matches (forge.go),
+// bit by bit through the disk's FlipBit. It reports whether it did.
+func (w *World) forgeFrame(n *runnerNode, end, last int64) bool {
+	b, err := readAll(n.disk, journalName)
+	if err != nil || int64(len(b)) < end {
+		return false
+	}
+	forged := append([]byte(nil), b...)
+	what := forge(w.rForge, forged, int(end))
+	if what == "" {
+		return false
+	}
+	for i := range forged {
+		for d := forged[i] ^ b[i]; d != 0; d &= d - 1 {
+			n.disk.FlipBit(journalName, int64(i), uint(bits.TrailingZeros8(d)))
+		}
+	}
+	n.flipped = fmt.Sprintf("%s (synced; %d later bytes of complete batches)", what, last-end)
+	w.fault("forged-frame")
+	w.trace(n.name, "FORGE "+n.flipped)
+	return true
 }
 
 // damaged reports whether node id's synced data is damaged at its crashes: every node under the

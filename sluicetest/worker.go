@@ -3,7 +3,6 @@ package sluicetest
 import (
 	"container/heap"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -280,17 +279,7 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 	w.onCallDone = w.callHook
 	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
 	w.loop()
-	res := result{violation: w.violation, timeline: w.log}
-	h := sha256.New()
-	for _, l := range w.log {
-		h.Write([]byte(l))
-		h.Write([]byte{'\n'})
-	}
-	copy(res.digest[:], h.Sum(nil))
-	if res.violation != nil {
-		res.violation.Timeline = w.log
-	}
-	return res
+	return finished(w.violation, w.log)
 }
 
 func (w *wworld) callHook() {

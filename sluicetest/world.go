@@ -103,15 +103,21 @@ type result struct {
 func run[A any](sc *Scenario[A], seed int64, k Knobs) result {
 	w := newWorld(sc, seed, k)
 	w.loop()
-	res := result{violation: w.violation, timeline: w.log}
+	return finished(w.violation, w.log)
+}
+
+// finished is a run's result: its violation (with the timeline attached) and the digest of
+// its timeline, which the determinism guard compares.
+func finished(v *Violation, log []string) result {
+	res := result{violation: v, timeline: log}
 	h := sha256.New()
-	for _, l := range w.log {
+	for _, l := range log {
 		h.Write([]byte(l))
 		h.Write([]byte{'\n'})
 	}
 	copy(res.digest[:], h.Sum(nil))
 	if res.violation != nil {
-		res.violation.Timeline = w.log
+		res.violation.Timeline = log
 	}
 	return res
 }

@@ -5,7 +5,7 @@
 //  1. File.Sync is fdatasync(2) on Linux (it flushes the data and the size, which is all a
 //     reader needs), fsync(2) elsewhere. A failed Sync is returned, never retried.
 //  2. Create, Rename and Remove each fsync the directory themselves before returning, so on
-//     osfs they are durable when they return nil (SPEC 6). SyncDir fsyncs the directory again.
+//     osfs they are durable when they return nil (docs/worker.md). SyncDir fsyncs the directory again.
 //     Code written against core.FS must still call SyncDir after them: sim/disk does not sync
 //     the directory on its own, and the core.FS contract promises durability only after SyncDir.
 //  3. If the directory fsync after Create, Rename or Remove fails, the call returns the error

@@ -65,7 +65,7 @@ func classOfCode(code, msg string) (core.Class, bool) {
 	return 0, false
 }
 
-// classify wraps a failed call's error as a *core.TransportError with its SPEC 3.2 class.
+// classify wraps a failed call's error as a *core.TransportError with its docs/worker.md class.
 func classify(op string, err error) *core.TransportError {
 	te := &core.TransportError{Op: op, Err: err}
 	var ae smithy.APIError

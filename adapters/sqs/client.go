@@ -19,7 +19,8 @@ type ClientOptions struct {
 	// local server; "" resolves it the SDK's normal way.
 	Endpoint string
 	// MaxAttempts caps the SDK's own retries per call (1: none); 0 keeps the SDK default.
-	// The lease controller paces its own retries, so workers may want 1.
+	// It applies to receives only: the Transport makes one attempt at every call naming a
+	// receipt, whose retries the lease controller paces itself.
 	MaxAttempts int
 	// Load is passed to config.LoadDefaultConfig (region, credentials, profile, ...).
 	Load []func(*config.LoadOptions) error

@@ -16,7 +16,7 @@
 //     SQS would answer it and as sim/queue's Transport does). They send entry ids "0".."9"
 //     and map SQS's per-entry results back to one error per entry, in entry order; an entry
 //     SQS answered neither way is Retryable (code NoEntryResult).
-//  4. Errors are *core.TransportError classed as SPEC 3.2 says (classify, table-tested):
+//  4. Errors are *core.TransportError classed as docs/worker.md says (classify, table-tested):
 //     - Gone: MessageNotInflight, ReceiptHandleIsInvalid, and InvalidParameterValue whose message
 //     says the receipt handle expired (the message was redelivered or deleted);
 //     - Retryable: throttling codes (the SDK's list, plus RequestThrottled, KmsThrottled and
@@ -27,6 +27,11 @@
 //     visibility past the 12 h ceiling).
 //     Codes are reported without the "AWS.SimpleQueueService." prefix the query-compatible
 //     protocol adds.
+//  7. Calls that name a receipt (change visibility, delete) make one attempt: the SDK's
+//     retryer is replaced for them (aws.NopRetryer), whatever the client was configured with.
+//     The lease machine retries them with its pacing inside the receipt's lease; an SDK retry
+//     could reach the queue after the machine dropped the receipt. Receives keep the client's
+//     retries.
 //  5. The adapter keeps no state between calls and is safe for concurrent use (as the SDK
 //     client is).
 //

@@ -71,6 +71,12 @@ func New(c Client, cfg Config) (*Transport, error) {
 	return &Transport{c: c, cfg: cfg, url: aws.String(cfg.QueueURL)}, nil
 }
 
+// oneAttempt turns the SDK's own retries off for one call about a receipt: the lease machine
+// paces renewal and disposition retries itself, within the receipt's lease, and an SDK retry
+// could reach the queue after the machine dropped the receipt. Receives keep the client's
+// retryer: they name no receipt.
+func oneAttempt(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} }
+
 // QueueURL is the queue the transport talks to.
 func (t *Transport) QueueURL() string { return t.cfg.QueueURL }
 
@@ -126,7 +132,7 @@ func (t *Transport) ChangeVisibility(ctx context.Context, receipt string, timeou
 	defer cancel()
 	_, err := t.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
 		QueueUrl: t.url, ReceiptHandle: aws.String(receipt), VisibilityTimeout: seconds(timeout),
-	})
+	}, oneAttempt)
 	if err != nil {
 		return classify(op, fmt.Errorf("sqs: change visibility to %v: %w", timeout, err))
 	}
@@ -138,7 +144,7 @@ func (t *Transport) Delete(ctx context.Context, receipt string) error {
 	const op = "delete"
 	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
-	_, err := t.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: t.url, ReceiptHandle: aws.String(receipt)})
+	_, err := t.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: t.url, ReceiptHandle: aws.String(receipt)}, oneAttempt)
 	if err != nil {
 		return classify(op, fmt.Errorf("sqs: delete: %w", err))
 	}
@@ -174,7 +180,7 @@ func (t *Transport) ChangeVisibilityBatch(ctx context.Context, entries []core.Vi
 	}
 	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
-	out, err := t.c.ChangeMessageVisibilityBatch(ctx, in)
+	out, err := t.c.ChangeMessageVisibilityBatch(ctx, in, oneAttempt)
 	if err != nil {
 		return nil, classify(op, fmt.Errorf("sqs: change visibility batch of %d: %w", len(entries), err))
 	}
@@ -198,7 +204,7 @@ func (t *Transport) DeleteBatch(ctx context.Context, receipts []string) ([]error
 	}
 	ctx, cancel := t.callContext(ctx, 0)
 	defer cancel()
-	out, err := t.c.DeleteMessageBatch(ctx, in)
+	out, err := t.c.DeleteMessageBatch(ctx, in, oneAttempt)
 	if err != nil {
 		return nil, classify(op, fmt.Errorf("sqs: delete batch of %d: %w", len(receipts), err))
 	}

@@ -1,4 +1,4 @@
-// Package extras measures the sluice-only figures of SPEC 7: journal replay
+// Package extras measures the sluice-only figures of docs/BENCHMARKS.md: journal replay
 // and runner recovery speed, compaction time against live state, the
 // simulator's speed and the lease controller's cost per action.
 package extras

@@ -1,4 +1,4 @@
-// Command simrun runs sluice's deterministic simulator (SPEC 5): one seed, a sweep of seeds on
+// Command simrun runs sluice's deterministic simulator (docs/simulator.md): one seed, a sweep of seeds on
 // all cores, or a corpus entry. A run is a pure function of (seed, profile, code): the same
 // command prints the same bytes on every run and machine.
 //

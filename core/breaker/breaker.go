@@ -17,7 +17,7 @@ type Circuit struct {
 	Probes    int           // attempts admitted at once while half-open; ≥ 1
 }
 
-// DefaultCircuit is SPEC 2.3's default: 5 failures in 30s open for 30s, 1 probe.
+// DefaultCircuit is docs/runner.md's default: 5 failures in 30s open for 30s, 1 probe.
 func DefaultCircuit() Circuit {
 	return Circuit{Threshold: 5, Window: 30 * time.Second, Cooldown: 30 * time.Second, Probes: 1}
 }

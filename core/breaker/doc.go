@@ -1,4 +1,4 @@
-// Package breaker is the per-target circuit breaker of SPEC 2.3, a pure machine.
+// Package breaker is the per-target circuit breaker of docs/runner.md, a pure machine.
 //
 // Rules:
 //

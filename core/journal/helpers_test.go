@@ -191,3 +191,9 @@ func markClosed(b []byte) []byte {
 	copy(b[markOff:], encodeMark(mark{size: t.Size, last: t.Last}))
 	return b
 }
+
+// Buffered returns the number of records appended and not yet committed (tests only).
+func (j *Journal) Buffered() int { return j.buffered }
+
+// Size returns the file's length: the header and the complete batches (tests only).
+func (j *Journal) Size() int64 { return j.size }

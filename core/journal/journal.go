@@ -261,9 +261,6 @@ func (j *Journal) fail(first error) error {
 // Durable returns the highest LSN synced to disk.
 func (j *Journal) Durable() LSN { return j.durable }
 
-// Buffered returns the number of records appended and not yet committed.
-func (j *Journal) Buffered() int { return j.buffered }
-
 // GrownBytes returns the bytes written since open or the last compaction.
 func (j *Journal) GrownBytes() int64 { return j.grown }
 
@@ -340,6 +337,3 @@ func (j *Journal) Close() error {
 	}
 	return err
 }
-
-// Size returns the file's length: the header and the complete batches.
-func (j *Journal) Size() int64 { return j.size }

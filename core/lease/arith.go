@@ -2,7 +2,7 @@ package lease
 
 import "time"
 
-// The lease arithmetic of SPEC 3.1. Each exported function has an internal twin on int64
+// The lease arithmetic of docs/worker.md. Each exported function has an internal twin on int64
 // nanosecond offsets (the machine stores times as offsets from a base instant, obtained with
 // time.Time.Sub, so monotonic readings are kept and a wall-clock step never moves a lease).
 // The twins are one line each and the table and property tests hold them to the exported forms.

@@ -15,8 +15,8 @@ func TestRenewAt(t *testing.T) {
 	for _, tc := range []struct {
 		now, d, want float64
 	}{
-		{10, 40, 20}, // SPEC 3.1
-		{50, 40, 50}, // SPEC 3.1: nothing left
+		{10, 40, 20}, // docs/worker.md
+		{50, 40, 50}, // docs/worker.md: nothing left
 		{0, 30, 10},
 		{40, 40, 40},
 		{39.7, 40, 39.8},
@@ -34,7 +34,7 @@ func TestRetryUntil(t *testing.T) {
 		d    float64
 		want float64
 	}{
-		{30 * time.Second, 100, 97}, // SPEC 3.1
+		{30 * time.Second, 100, 97}, // docs/worker.md
 		{time.Second, 10, 9.9},
 		{12 * time.Hour, 43200, 38880},
 	} {

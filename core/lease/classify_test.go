@@ -12,7 +12,7 @@ import (
 )
 
 // TestFaultClassification pins core.ClassOf on the errors a transport returns and what the
-// machine does with a renewal reply of each class (SPEC 3.2).
+// machine does with a renewal reply of each class (docs/worker.md).
 func TestFaultClassification(t *testing.T) {
 	type got struct {
 		Class   core.Class

@@ -18,10 +18,13 @@ func Describe(r Ready, wake, epoch time.Time) string {
 		for _, e := range c.Entries {
 			fmt.Fprintf(&b, " %s=%v", e.Receipt, e.Timeout)
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, " until=%s\n", Offset(c.Deadline, epoch))
 	}
 	for _, d := range r.Deletes {
-		fmt.Fprintf(&b, "delete call=%d %s\n", d.Call, strings.Join(d.Receipts, " "))
+		fmt.Fprintf(&b, "delete call=%d %s until=%s\n", d.Call, strings.Join(d.Receipts, " "), Offset(d.Deadline, epoch))
+	}
+	for _, id := range r.Abandon {
+		fmt.Fprintf(&b, "abandon call=%d\n", id)
 	}
 	for _, e := range r.Ended {
 		if e.Err != nil {

@@ -1,7 +1,7 @@
 package lease
 
 // timerHeap is a binary min-heap of receipts keyed by (next, seq): one timer structure for
-// every receipt (SPEC 3.4). Each receipt records its index so removal is O(log n).
+// every receipt (docs/worker.md). Each receipt records its index so removal is O(log n).
 type timerHeap struct {
 	// Invariant: for every i > 0, !less(items[i], items[(i-1)/2]), and items[i].idx == i.
 	items []*receipt

@@ -25,13 +25,18 @@ func (m *Machine) checkInvariants() error {
 		if len(c.receipts) == 0 || len(c.receipts) > 10 {
 			fail("call %d has %d entries", id, len(c.receipts))
 		}
+		live := 0
 		for _, r := range c.receipts {
 			if !r.removed && r.call == id {
+				live++
 				if prev, ok := inCall[r]; ok {
 					fail("%q in calls %d and %d", r.key, prev, id)
 				}
 				inCall[r] = id
 			}
+		}
+		if live != c.live {
+			fail("call %d names %d held receipts, counted %d", id, live, c.live)
 		}
 	}
 	for key, r := range m.receipts {
@@ -47,21 +52,21 @@ func (m *Machine) checkInvariants() error {
 				fail("held %q: heap index %d, call %d", key, r.idx, r.call)
 			}
 		case phaseRenewing, phaseWaiting:
-			if r.idx < 0 || r.next != r.deadline {
-				fail("%v %q must wait in the heap at its deadline", r.phase, key)
+			if r.idx < 0 || r.next != r.stop() {
+				fail("%v %q must wait in the heap at its stop point", r.phase, key)
 			}
 			if r.phase == phaseWaiting && r.call == 0 {
 				fail("waiting %q has no renewal in flight", key)
 			}
 		case phaseDisposing:
-			if r.idx >= 0 {
-				fail("disposing %q still in the heap", key)
+			if r.idx >= 0 && (r.call != 0 || r.next >= retryUntil(r.window, r.deadline)) {
+				fail("disposing %q in the heap with call %d, retry at %d past retryUntil", key, r.call, r.next)
 			}
 		default:
 			fail("%q has phase %v", key, r.phase)
 		}
-		if r.phase != phaseDisposing && r.deadline <= m.now {
-			fail("%q held at %d past its deadline %d", key, m.now, r.deadline)
+		if r.phase != phaseDisposing && r.stop() <= m.now {
+			fail("%q held at %d past its stop point %d", key, m.now, r.stop())
 		}
 		if r.call != 0 && inCall[r] != r.call {
 			fail("%q names call %d which does not hold it", key, r.call)

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
 )
 
-// Defaults (SPEC 3.2).
+// Defaults (docs/worker.md).
 const (
 	// CoalesceDefault is how early a scheduled renewal may ride along with a batch that is
 	// going out anyway. 250 ms is under 1% of the default 30 s window, so riding early never
@@ -22,7 +23,14 @@ const (
 	CoalesceDefault = 250 * time.Millisecond
 	// ReceiptsMaxDefault bounds the receipts one machine holds.
 	ReceiptsMaxDefault = 1 << 20
+	// StopMarginMax caps the default stop margin, min(StopMarginMax, W/20).
+	StopMarginMax = time.Second
 )
+
+// StopMarginFor returns the default stop margin for a window: min(1 s, W/20). A handler is
+// cancelled that long before the local deadline, so one that stops within it never overlaps
+// the next consumer, and no call about the receipt runs past that point.
+func StopMarginFor(window time.Duration) time.Duration { return min(StopMarginMax, window/20) }
 
 // PacingDefault is the delay before each retry of a failed renewal; the last one repeats.
 func PacingDefault() []time.Duration {
@@ -46,7 +54,11 @@ type Config struct {
 	Pacing      []time.Duration // retry delays after a retryable renewal failure; last repeats
 	Coalesce    time.Duration   // see CoalesceDefault
 	ReceiptsMax int             // receipts held at once; Received beyond it is refused (ErrFull)
-	Logger      *slog.Logger    // nil discards
+	// StopMargin is how long before a receipt's local deadline its lease ends for us: its
+	// handler is cancelled and no call about it runs past that point. 0: StopMarginFor(W).
+	// It must be under W/10 for every window received (Received is refused otherwise).
+	StopMargin time.Duration
+	Logger     *slog.Logger // nil discards
 }
 
 func (c Config) withDefaults() Config {
@@ -104,7 +116,7 @@ type DisposeResult struct {
 	Err     error
 }
 
-// Dispose gives a held receipt its disposition (SPEC 3.3).
+// Dispose gives a held receipt its disposition (docs/worker.md).
 type Dispose struct {
 	Now         time.Time
 	Receipt     string
@@ -137,7 +149,7 @@ const (
 	Abandon
 )
 
-// TerminalBackoffDuration is the visibility timeout of a terminal backoff (SPEC 3.3).
+// TerminalBackoffDuration is the visibility timeout of a terminal backoff (docs/worker.md).
 const TerminalBackoffDuration = 300 * time.Second
 
 func (k Kind) String() string {
@@ -177,17 +189,25 @@ func (p Purpose) String() string {
 
 // ChangeVisibility asks the driver to call ChangeVisibilityBatch with Entries (1..10) and to
 // feed the reply back with Call.
+//
+// Deadline is when the call's context must end (the driver applies it with
+// context.WithDeadline): no call about a receipt outlives its lease. For a disposal it is the
+// earliest entry's stop point (local deadline minus the stop margin); for a renewal the
+// earliest entry's retryUntil, so a disposition waiting behind a slow renewal still gets its
+// turn between retryUntil and the stop point.
 type ChangeVisibility struct {
-	Call    CallID
-	Purpose Purpose
-	Entries []core.VisibilityChange
+	Call     CallID
+	Purpose  Purpose
+	Entries  []core.VisibilityChange
+	Deadline time.Time
 }
 
 // Delete asks the driver to call DeleteBatch with Receipts (1..10) and to feed the reply back
-// as a DisposeResult with Call.
+// as a DisposeResult with Call. Deadline is as for a disposal ChangeVisibility.
 type Delete struct {
 	Call     CallID
 	Receipts []string
+	Deadline time.Time
 }
 
 // DropReason says why a receipt was dropped.
@@ -199,7 +219,7 @@ const (
 	DropFatal                          // a fatal transport fault
 	DropCeiling                        // under 1 s left before the ceiling
 	DropLate                           // a success arrived at or after the local deadline
-	DropExpired                        // the local deadline passed with a renewal unanswered
+	DropExpired                        // the stop point passed with a renewal unanswered
 	DropShutdown                       // Shutdown
 )
 
@@ -245,7 +265,12 @@ type Ended struct {
 // machine expects a reply event for every call, and re-arming one timer for WakeAt.
 // Call Ready after a Step, or after a burst of Steps for events already waiting, before time
 // moves on: a renewal's request was computed at the step's time and should leave at once.
+//
+// Abandon names calls in flight none of whose receipts is held any more (all dropped): the
+// driver may cancel their contexts, and nothing waits for their replies (a reply that still
+// comes is accepted and ignored).
 type Ready struct {
+	Abandon []CallID
 	Cancel  []CancelHandler
 	Changes []ChangeVisibility
 	Deletes []Delete
@@ -255,10 +280,12 @@ type Ready struct {
 type phase uint8
 
 const (
-	phaseHeld      phase = iota + 1 // in the heap, keyed at the next renewal send
-	phaseRenewing                   // renewal queued (call 0) or in flight; heap key = deadline
-	phaseWaiting                    // disposition waits for the in-flight renewal; heap key = deadline
-	phaseDisposing                  // disposition queued (call 0) or in flight; not in the heap
+	phaseHeld     phase = iota + 1 // in the heap, keyed at the next renewal send
+	phaseRenewing                  // renewal queued (call 0) or in flight; heap key = deadline
+	phaseWaiting                   // disposition waits for the in-flight renewal; heap key = deadline
+	// phaseDisposing: disposition queued (call 0, not in the heap), in flight, or waiting in
+	// the heap at its retry time after a retryable failure.
+	phaseDisposing
 )
 
 func (p phase) String() string {
@@ -283,6 +310,7 @@ type receipt struct {
 	t0      int64
 	window  time.Duration
 	ceiling time.Duration
+	margin  time.Duration // stop margin
 	// Invariant: deadline <= t0 + ceiling, and deadline > now while phase is held, renewing
 	// or waiting.
 	deadline  int64
@@ -291,17 +319,21 @@ type receipt struct {
 	sentAt    int64 // the renewal in flight: when it was decided
 	requested time.Duration
 	call      CallID // the call in flight for this receipt; 0 when queued or none
-	attempt   int    // consecutive failed renewal sends in this round
+	attempt   int    // consecutive failed sends in this round (renewal, then disposal)
 	phase     phase
 	removed   bool
 	disp      Disposition
 	timeout   time.Duration // disposal ChangeVisibility timeout
+	err       error         // the last failed disposal's error, while its retry waits
+	// hiddenUntil: a release or terminal backoff is retried only before it (see startDisposal).
+	hiddenUntil int64
 }
 
 type call struct {
 	purpose  Purpose
 	del      bool
 	receipts []*receipt
+	live     int // receipts still naming this call; 0: abandoned
 }
 
 // Status counts what the machine did and what it holds.
@@ -311,14 +343,21 @@ type Status struct {
 	Retries       int
 	Drops         map[DropReason]int
 	Disposed      map[Kind]int
-	DisposeFailed int
-	CallsRenew    int
-	CallsDispose  int
-	StaleReplies  int // reply entries for receipts dropped meanwhile
-	Held          int // receipts in held, renewing or waiting phases
-	Disposing     int
-	InFlightCalls int
-	HeapLen       int
+	DisposeFailed int // disposition calls that failed for good (the lease ended)
+	// DisposeRetries counts disposal entries sent again after a retryable failure.
+	DisposeRetries int
+	// WaitLost counts dispositions that waited behind a renewal and lost the lease before
+	// their turn (the stop point passed, or the renewal said gone or fatal): no call went out.
+	WaitLost int
+	// AbandonedCalls counts calls abandoned in flight (Ready.Abandon).
+	AbandonedCalls int
+	CallsRenew     int
+	CallsDispose   int
+	StaleReplies   int // reply entries for receipts dropped meanwhile
+	Held           int // receipts in held, renewing or waiting phases
+	Disposing      int
+	InFlightCalls  int
+	HeapLen        int
 }
 
 // Machine is the lease controller: it keeps every held receipt's visibility window renewed
@@ -343,6 +382,7 @@ type Machine struct {
 	disposeQ []*receipt
 	cancels  []CancelHandler
 	ended    []Ended
+	abandon  []CallID
 
 	stats Status
 }
@@ -360,6 +400,9 @@ func New(cfg Config) (*Machine, error) {
 	}
 	if cfg.ReceiptsMax < 0 {
 		return nil, fmt.Errorf("%w: negative ReceiptsMax %d", ErrConfig, cfg.ReceiptsMax)
+	}
+	if cfg.StopMargin < 0 {
+		return nil, fmt.Errorf("%w: negative StopMargin %v", ErrConfig, cfg.StopMargin)
 	}
 	return &Machine{
 		cfg:      cfg,
@@ -446,24 +489,32 @@ func (m *Machine) onReceived(ev Received) error {
 			}
 		}
 	}
+	margin := m.cfg.StopMargin
+	if margin == 0 {
+		margin = StopMarginFor(ev.Window)
+	}
+	if margin >= ev.Window/10 {
+		return fmt.Errorf("%w: stop margin %v must be under a tenth of the window %v", ErrBadEvent, margin, ev.Window)
+	}
 	t0 := m.at(ev.Stamp)
 	now := m.at(ev.Now)
 	for _, msg := range ev.Messages {
 		m.seq++
 		r := &receipt{
 			key: msg.Receipt, msgID: msg.ID, seq: m.seq, t0: t0,
-			window: ev.Window, ceiling: ev.Ceiling,
+			window: ev.Window, ceiling: ev.Ceiling, margin: margin,
 			deadline: t0 + int64(ev.Window), idx: -1, phase: phaseHeld,
 		}
 		m.receipts[r.key] = r
 		m.stats.Received++
-		if now >= r.deadline {
-			// The window lapsed before the reply arrived: never held.
+		if now >= r.stop() {
+			// The window (less the stop margin) lapsed before the reply arrived: never held,
+			// and nothing, not even a release, is sent for it.
 			m.log.Warn("lease: receive reply arrived after the window lapsed", "receipt", r.key, "message", r.msgID)
 			m.drop(r, DropLate)
 			continue
 		}
-		r.next = renewAt(now, r.deadline)
+		r.next = min(renewAt(now, r.deadline), r.stop())
 		m.heap.push(r)
 	}
 	m.advance(now)
@@ -491,10 +542,12 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 		}
 		switch class {
 		case 0:
-			if at >= r.deadline {
-				m.log.Warn("lease: renewal succeeded after the local deadline; lease lost",
-					"receipt", r.key, "message", r.msgID, "late", time.Duration(at-r.deadline))
-				m.drop(r, DropLate)
+			// Late if the reply came after the stop point, or after the one the grant
+			// buys (shorter when the ceiling clipped it).
+			if at >= r.stop() || at >= r.sentAt+int64(r.requested)-int64(r.margin) {
+				m.log.Warn("lease: renewal succeeded after the stop point; lease lost",
+					"receipt", r.key, "message", r.msgID, "late", time.Duration(at-r.stop()))
+				m.dropRenewing(r, DropLate)
 				continue
 			}
 			m.heap.remove(r)
@@ -505,13 +558,14 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 				continue
 			}
 			r.phase = phaseHeld
-			r.next = renewAt(at, r.deadline)
+			// Never later than the stop point: a receipt too near it to renew is dropped there.
+			r.next = min(renewAt(at, r.deadline), r.stop())
 			m.heap.push(r)
 		case core.Retryable:
 			m.heap.remove(r)
 			if r.phase == phaseWaiting {
-				if at >= r.deadline {
-					m.drop(r, DropExpired) // the lease lapsed while the disposition waited
+				if at >= r.stop() {
+					m.dropRenewing(r, DropExpired) // the lease lapsed while the disposition waited
 				} else {
 					m.startDisposal(r, at)
 				}
@@ -530,10 +584,10 @@ func (m *Machine) onRenewResult(ev RenewResult) error {
 			m.heap.push(r)
 		case core.Gone:
 			m.log.Warn("lease: receipt gone", "receipt", r.key, "message", r.msgID, "err", e)
-			m.drop(r, DropGone)
+			m.dropRenewing(r, DropGone)
 		case core.Fatal:
 			m.log.Error("lease: fatal transport fault on renewal", "receipt", r.key, "message", r.msgID, "err", e)
-			m.drop(r, DropFatal)
+			m.dropRenewing(r, DropFatal)
 		}
 	}
 	m.advance(at)
@@ -548,14 +602,27 @@ func (m *Machine) onDisposeResult(ev DisposeResult) error {
 	at := m.at(ev.Now)
 	for i, r := range c.receipts {
 		e := entryErr(ev.Err, ev.Entries, i)
+		r.call = 0
 		if e != nil {
-			m.stats.DisposeFailed++
-			m.log.Warn("lease: disposition call failed; the lease ends anyway",
-				"receipt", r.key, "message", r.msgID, "disposition", r.disp.Kind.String(), "err", e)
+			class := core.ClassOf(e)
+			next := at + int64(m.pacing(r.attempt))
+			// A delete that took effect leaves nothing to redeliver, so its retries are safe;
+			// a release's only while its first call, had it taken effect, still hides the
+			// message (a release at once is therefore not retried: it lapses instead).
+			safe := r.disp.Kind == Ack || next < r.hiddenUntil
+			if class != core.Gone && class != core.Fatal && safe && next < retryUntil(r.window, r.deadline) {
+				// Retried with the renewal pacing while the lease allows; renewal stays stopped.
+				r.attempt++
+				r.next = next
+				r.err = e
+				m.heap.push(r)
+				m.log.Debug("lease: disposition call failed; retrying", "receipt", r.key,
+					"message", r.msgID, "disposition", r.disp.Kind.String(), "attempt", r.attempt, "err", e)
+				continue
+			}
+			r.attempt++
 		}
-		m.remove(r)
-		m.stats.Disposed[r.disp.Kind]++
-		m.ended = append(m.ended, Ended{Receipt: r.key, Kind: r.disp.Kind, Err: e})
+		m.end(r, e)
 	}
 	m.advance(at)
 	return nil
@@ -601,8 +668,8 @@ func (m *Machine) onDispose(ev Dispose) error {
 	now := m.at(ev.Now)
 	r.disp = ev.Disposition
 	switch {
-	case now >= r.deadline:
-		// The handler finished after the lease lapsed: no disposition (SPEC 3.2).
+	case now >= r.stop():
+		// The handler finished after the lease lapsed: no disposition (docs/worker.md).
 		m.drop(r, DropExpired)
 	case r.disp.Kind == Abandon:
 		// Nothing is sent, so nothing can overlap an in-flight renewal.
@@ -650,10 +717,17 @@ func (m *Machine) advance(now int64) {
 			if m.maybeRenew(r) {
 				sent = true
 			}
-		default: // renewing or waiting: the deadline passed with the renewal unanswered
-			m.log.Warn("lease: deadline passed with a renewal unanswered; lease lost",
+		case phaseDisposing: // a disposal retry is due
+			if m.now >= retryUntil(r.window, r.deadline) {
+				m.end(r, r.err) // woken too late to send it in time
+				continue
+			}
+			m.stats.DisposeRetries++
+			m.queueDisposal(r, m.now)
+		default: // renewing or waiting: the stop point passed with the renewal unanswered
+			m.log.Warn("lease: stop point passed with a renewal unanswered; lease lost",
 				"receipt", r.key, "message", r.msgID)
-			m.drop(r, DropExpired)
+			m.dropRenewing(r, DropExpired)
 		}
 	}
 	if !sent {
@@ -693,16 +767,40 @@ func (m *Machine) maybeRenew(r *receipt) bool {
 	r.sentAt = m.now
 	r.requested = req
 	r.call = 0
-	r.next = r.deadline
+	r.next = r.stop()
 	m.heap.push(r)
 	m.renewQ = append(m.renewQ, r)
 	return true
+}
+
+// stop is the receipt's stop point: the local deadline minus the stop margin. Its handler is
+// cancelled by then and no call about it runs past it.
+func (r *receipt) stop() int64 { return r.deadline - int64(r.margin) }
+
+// dropRenewing drops r, counting a disposition that waited behind its renewal as lost.
+func (m *Machine) dropRenewing(r *receipt, why DropReason) {
+	if r.phase == phaseWaiting {
+		m.stats.WaitLost++
+		m.log.Warn("lease: disposition waited behind a renewal and lost the lease",
+			"receipt", r.key, "message", r.msgID, "disposition", r.disp.Kind.String(), "reason", why.String())
+	}
+	m.drop(r, why)
 }
 
 func (m *Machine) startDisposal(r *receipt, now int64) {
 	r.phase = phaseDisposing
 	m.disposing++
 	r.call = 0
+	r.attempt = 0
+	m.queueDisposal(r, now)
+	// A release's first call hides the message until at least now + timeout if it took
+	// effect (its answer may be lost): retries sent before then cannot touch a redelivery.
+	r.hiddenUntil = now + int64(r.timeout)
+}
+
+// queueDisposal queues r's disposal call (again, for a retry), its timeout clipped to the
+// ceiling left at now.
+func (m *Machine) queueDisposal(r *receipt, now int64) {
 	if r.disp.Kind == Release || r.disp.Kind == TerminalBackoff {
 		after := r.disp.After
 		if r.disp.Kind == TerminalBackoff {
@@ -717,6 +815,19 @@ func (m *Machine) startDisposal(r *receipt, now int64) {
 	m.disposeQ = append(m.disposeQ, r)
 }
 
+// end completes r's disposition; e is its call's final error, logged once at Warn.
+func (m *Machine) end(r *receipt, e error) {
+	if e != nil {
+		m.stats.DisposeFailed++
+		m.log.Warn("lease: disposition call failed; the lease ends anyway",
+			"receipt", r.key, "message", r.msgID, "disposition", r.disp.Kind.String(),
+			"attempts", r.attempt, "err", e)
+	}
+	m.remove(r)
+	m.stats.Disposed[r.disp.Kind]++
+	m.ended = append(m.ended, Ended{Receipt: r.key, Kind: r.disp.Kind, Err: e})
+}
+
 func (m *Machine) drop(r *receipt, why DropReason) {
 	m.remove(r)
 	m.stats.Drops[why]++
@@ -727,6 +838,14 @@ func (m *Machine) remove(r *receipt) {
 	if r.phase == phaseDisposing {
 		m.disposing--
 	}
+	if c := m.calls[r.call]; r.call != 0 && c != nil {
+		c.live--
+		if c.live == 0 {
+			// Nothing held is left in it: nobody waits for its reply.
+			m.stats.AbandonedCalls++
+			m.abandon = append(m.abandon, r.call)
+		}
+	}
 	m.heap.remove(r)
 	r.removed = true
 	delete(m.receipts, r.key)
@@ -734,8 +853,8 @@ func (m *Machine) remove(r *receipt) {
 
 // Ready returns the effects produced since the last call and forgets them.
 func (m *Machine) Ready() Ready {
-	rd := Ready{Cancel: m.cancels, Ended: m.ended}
-	m.cancels, m.ended = nil, nil
+	rd := Ready{Abandon: m.abandon, Cancel: m.cancels, Ended: m.ended}
+	m.abandon, m.cancels, m.ended = nil, nil, nil
 
 	var batch []*receipt
 	flush := func(p Purpose, del bool) {
@@ -744,9 +863,17 @@ func (m *Machine) Ready() Ready {
 		}
 		m.lastCall++
 		id := m.lastCall
-		m.calls[id] = &call{purpose: p, del: del, receipts: batch}
+		m.calls[id] = &call{purpose: p, del: del, receipts: batch, live: len(batch)}
+		until := int64(math.MaxInt64)
+		for _, r := range batch {
+			if p == Renewal {
+				until = min(until, retryUntil(r.window, r.deadline))
+			} else {
+				until = min(until, r.stop())
+			}
+		}
 		if del {
-			d := Delete{Call: id, Receipts: make([]string, len(batch))}
+			d := Delete{Call: id, Receipts: make([]string, len(batch)), Deadline: m.time(until)}
 			for i, r := range batch {
 				r.call = id
 				d.Receipts[i] = r.key
@@ -754,7 +881,7 @@ func (m *Machine) Ready() Ready {
 			rd.Deletes = append(rd.Deletes, d)
 			m.stats.CallsDispose++
 		} else {
-			cv := ChangeVisibility{Call: id, Purpose: p, Entries: make([]core.VisibilityChange, len(batch))}
+			cv := ChangeVisibility{Call: id, Purpose: p, Entries: make([]core.VisibilityChange, len(batch)), Deadline: m.time(until)}
 			for i, r := range batch {
 				r.call = id
 				t := r.requested
@@ -788,7 +915,7 @@ func (m *Machine) Ready() Ready {
 	m.renewQ = m.renewQ[:0]
 	for _, del := range []bool{false, true} {
 		for _, r := range m.disposeQ {
-			if (r.disp.Kind == Ack) != del || r.call != 0 || r.removed {
+			if (r.disp.Kind == Ack) != del || r.call != 0 || r.removed || r.idx >= 0 {
 				continue
 			}
 			batch = append(batch, r)

@@ -24,9 +24,15 @@ type mReceipt struct {
 	attempt   int
 	disp      *Disposition // disposition began
 	dispCall  CallID       // disposition call sent
+	dattempt  int          // failed disposition sends
+	disposing bool         // a disposition call went out (maybe to be retried)
+	hidden    time.Time    // a release retries only before this (its first call's effect)
 	dropped   bool
 	ended     bool
 }
+
+// stop is the model's stop point: the deadline minus the default stop margin.
+func (r *mReceipt) stop() time.Time { return r.deadline.Add(-StopMarginFor(r.w)) }
 
 type mCall struct {
 	purpose  Purpose
@@ -48,7 +54,7 @@ type leaseModel struct {
 
 func (lm *leaseModel) live(key string) bool {
 	r := lm.rs[key]
-	return r != nil && !r.dropped && !r.ended && r.dispCall == 0
+	return r != nil && !r.dropped && !r.ended && r.dispCall == 0 && !r.disposing
 }
 
 func (lm *leaseModel) sortedKeys(pred func(string, *mReceipt) bool) []string {
@@ -155,6 +161,12 @@ func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 				if e.Timeout != want {
 					t.Fatalf("%s released with %v, want %v", e.Receipt, e.Timeout, want)
 				}
+				if r.hidden.IsZero() {
+					r.hidden = now.Add(e.Timeout)
+				}
+				if c.Deadline.After(r.stop()) || !c.Deadline.After(now) {
+					t.Fatalf("disposal call %d may run until %v; %s stops at %v", c.Call, Offset(c.Deadline, epoch), e.Receipt, Offset(r.stop(), epoch))
+				}
 				continue
 			}
 			// Renewal rules.
@@ -175,6 +187,10 @@ func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 				t.Fatalf("%s renewed at %v, at or after retryUntil %v", e.Receipt, Offset(now, epoch), Offset(RetryUntil(r.w, r.deadline), epoch))
 			}
 			r.call, r.sentAt, r.requested = c.Call, now, e.Timeout
+			if c.Deadline.After(RetryUntil(r.w, r.deadline)) {
+				t.Fatalf("renewal call %d may run until %v, past %s's retryUntil %v", c.Call,
+					Offset(c.Deadline, epoch), e.Receipt, Offset(RetryUntil(r.w, r.deadline), epoch))
+			}
 		}
 		lm.calls[c.Call] = mc
 	}
@@ -184,6 +200,9 @@ func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 		}
 		for _, k := range d.Receipts {
 			lm.dispatched(t, k, d.Call)
+			if r := lm.rs[k]; d.Deadline.After(r.stop()) || !d.Deadline.After(now) {
+				t.Fatalf("delete call %d may run until %v; %s stops at %v", d.Call, Offset(d.Deadline, epoch), k, Offset(r.stop(), epoch))
+			}
 			if lm.rs[k].disp.Kind != Ack {
 				t.Fatalf("%s deleted with disposition %v", k, lm.rs[k].disp.Kind)
 			}
@@ -192,7 +211,8 @@ func (lm *leaseModel) check(t *rapid.T, rd Ready) {
 	}
 	for _, e := range rd.Ended {
 		r := lm.rs[e.Receipt]
-		if !(lm.replied[e.Receipt] || (r.disp != nil && r.disp.Kind == Abandon)) || r.ended {
+		late := r.disposing && r.dispCall == 0 && !now.Before(RetryUntil(r.w, r.deadline))
+		if !(lm.replied[e.Receipt] || late || (r.disp != nil && r.disp.Kind == Abandon)) || r.ended {
 			t.Fatalf("ended %s without its disposition reply", e.Receipt)
 		}
 		r.ended = true
@@ -219,8 +239,8 @@ func (lm *leaseModel) checkHeld(t *rapid.T) {
 		if !held {
 			continue
 		}
-		if !now.Before(r.deadline) {
-			t.Fatalf("%s held at %v past its deadline %v", k, Offset(now, epoch), Offset(r.deadline, epoch))
+		if !now.Before(r.stop()) {
+			t.Fatalf("%s held at %v past its stop point %v", k, Offset(now, epoch), Offset(r.stop(), epoch))
 		}
 		l, _ := lm.m.Lease(k)
 		if !l.Deadline.Equal(r.deadline) {
@@ -247,6 +267,7 @@ func (lm *leaseModel) dispatched(t *rapid.T, k string, call CallID) {
 		t.Fatalf("disposition of %s while renewal %d is in flight", k, r.call)
 	}
 	r.dispCall = call
+	r.disposing = true
 }
 
 // justified says whether a drop the action did not predict follows from a timer rule.
@@ -257,7 +278,7 @@ func (lm *leaseModel) justified(k string, r *mReceipt, why DropReason) bool {
 	}
 	switch why {
 	case DropExpired:
-		return !now.Before(r.deadline)
+		return !now.Before(r.stop())
 	case DropMargin:
 		return r.call == 0 && !now.Before(RetryUntil(r.w, r.deadline))
 	case DropCeiling:
@@ -295,7 +316,7 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 					k := fmt.Sprintf("r%d", lm.n)
 					ev.Messages = append(ev.Messages, core.Message{ID: "m" + k, Receipt: k, ReceiveCount: 1})
 					lm.rs[k] = &mReceipt{t0: stamp, w: w, c: c, deadline: stamp.Add(w)}
-					if !at.Before(stamp.Add(w)) {
+					if !at.Before(stamp.Add(w - StopMarginFor(w))) {
 						lm.expectDrop[k] = DropLate
 					}
 				}
@@ -348,7 +369,7 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 						lm.expectDrop[k] = DropGone
 					case cls[i] == "fatal":
 						lm.expectDrop[k] = DropFatal
-					case cls[i] == "ok" && !at.Before(r.deadline):
+					case cls[i] == "ok" && (!at.Before(r.stop()) || !at.Before(DeadlineAfter(r.sentAt, r.requested).Add(-StopMarginFor(r.w)))):
 						lm.expectDrop[k] = DropLate
 					case cls[i] == "ok":
 						r.deadline = DeadlineAfter(r.sentAt, r.requested)
@@ -385,7 +406,7 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 				d := Disposition{Kind: kind, After: after}
 				r.disp = &d
 				lm.expectDrop = map[string]DropReason{}
-				if !at.Before(r.deadline) {
+				if !at.Before(r.stop()) {
 					lm.expectDrop[k] = DropExpired
 				}
 				lm.step(t, Dispose{Now: at, Receipt: k, Disposition: d}, at)
@@ -421,11 +442,19 @@ func TestLeaseMachineKeepsLeaseRules(t *testing.T) {
 				delete(lm.calls, id)
 				at := lm.now.Add(drawLatency(t, "disposeLatency"))
 				ev := DisposeResult{Call: id, Now: at}
-				for range c.receipts {
-					ev.Entries = append(ev.Entries, errOf(rapid.SampledFrom(classes).Draw(t, "class")))
-				}
 				lm.replied = map[string]bool{}
 				for _, k := range c.receipts {
+					cl := rapid.SampledFrom(classes).Draw(t, "class")
+					ev.Entries = append(ev.Entries, errOf(cl))
+					r := lm.rs[k]
+					pace := PacingDefault()[min(r.dattempt, 2)]
+					safe := r.disp.Kind == Ack || at.Add(pace).Before(r.hidden)
+					if cl == "retryable" && safe && at.Add(pace).Before(RetryUntil(r.w, r.deadline)) {
+						// Retried later with the renewal pacing: not ended yet.
+						r.dispCall = 0
+						r.dattempt++
+						continue
+					}
 					lm.replied[k] = true
 				}
 				lm.step(t, ev, maxTime(lm.now, at))

@@ -1,4 +1,4 @@
-// Package pool bounds the attempts running at once (SPEC 2.4).
+// Package pool bounds the attempts running at once (docs/runner.md).
 //
 // Rules:
 //

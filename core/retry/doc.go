@@ -1,4 +1,4 @@
-// Package retry is the retry policy and budget of SPEC 2.2 as pure functions.
+// Package retry is the retry policy and budget of docs/runner.md as pure functions.
 //
 // Rules:
 //

@@ -22,7 +22,7 @@ type Policy struct {
 	Deadline time.Duration
 }
 
-// DefaultPolicy is SPEC 2.2's default: 5 attempts, 1s base, 5m cap, no deadline.
+// DefaultPolicy is docs/runner.md's default: 5 attempts, 1s base, 5m cap, no deadline.
 func DefaultPolicy() Policy {
 	return Policy{Attempts: 5, Base: time.Second, Cap: 5 * time.Minute}
 }
@@ -176,7 +176,7 @@ type Candidate struct {
 	Spent    bool // Policy.Spent(attempts made)
 }
 
-// Admit is SPEC 2.2's admission order. breakerAdmits is called only when every earlier check
+// Admit is docs/runner.md's admission order. breakerAdmits is called only when every earlier check
 // passed (it may take a probe), and never more than once.
 func Admit(c Candidate, breakerAdmits func() bool) Verdict {
 	switch {

@@ -171,12 +171,16 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	}
 	m.at(now)
 	m.replaying = true
-	var format error // a record of another format: said plainly, not as corruption
+	// A first record of an older format is a journal of an earlier sluice: said plainly, not as
+	// corruption. A later one, or a newer format (never written yet), is damage: corruption.
+	var format error
+	first := true
 	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
 		err := m.Replay(r.Tag, r.Snapshot, r.Data)
-		if errors.Is(err, ErrFormat) {
+		if first && older(err) {
 			format = err
 		}
+		first = false
 		return err
 	})
 	if format != nil {
@@ -211,12 +215,14 @@ func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	var format error // a record of another format: said plainly, not as corruption
+	var format error // as in Open: only a first record of another format
+	first := true
 	if _, err := journal.Read(fsys, name, cfg.journal(), func(r journal.Record) error {
 		err := m.Replay(r.Tag, r.Snapshot, r.Data)
-		if errors.Is(err, ErrFormat) {
+		if first && older(err) {
 			format = err
 		}
+		first = false
 		return err
 	}); err != nil {
 		if format != nil {
@@ -468,9 +474,6 @@ func (e *Engine) State() Snapshot {
 func (e *Engine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) ([]Job, uint64, bool) {
 	return e.m.List(from, to, match, limit, scanMax)
 }
-
-// Breaker returns the state of target's breaker.
-func (e *Engine) Breaker(target string) breaker.State { return e.m.Breaker(target) }
 
 // Status summarises the engine in O(1): the machine's Status with the journal's fields.
 func (e *Engine) Status() Status {

@@ -418,7 +418,7 @@ func TestZeroDueIsNowAndUndecodablePayloadFailsPermanently(t *testing.T) {
 	if j.State != Dead || j.Reason != Permanent || !strings.Contains(j.LastErr, "not json") {
 		t.Fatalf("undecodable job: %+v", j)
 	}
-	if s := e.Breaker("a"); s != breaker.Closed {
+	if s := e.m.breakerState("a"); s != breaker.Closed {
 		t.Fatalf("breaker %v after a decode refusal, want closed", s)
 	}
 	if err := e.CheckInvariants(); err != nil {
@@ -556,4 +556,12 @@ func TestLowPriorityStartsOnceItHasWaitedAgeMax(t *testing.T) {
 	if got := lowStartsAfter(t, time.Hour, 5*time.Minute); got != 0 {
 		t.Errorf("AgeMax 1h: the low-priority job started after %v, want not within 5m", got)
 	}
+}
+
+// breakerState returns the state of target's breaker (Closed when it has none).
+func (m *Machine) breakerState(target string) breaker.State {
+	if b := m.breakers[target]; b != nil {
+		return b.Status().State
+	}
+	return breaker.Closed
 }

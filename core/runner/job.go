@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// JobState is a job's state (SPEC 2.1). Waiting covers enqueued, due, requeued and deferred
+// JobState is a job's state (docs/runner.md). Waiting covers enqueued, due, requeued and deferred
 // jobs: a job in the queue ordered by (due, id).
 type JobState uint8
 
@@ -93,7 +93,7 @@ func (k OutcomeKind) String() string {
 	return fmt.Sprintf("outcome(%d)", uint8(k))
 }
 
-// Outcome is how one attempt ended (SPEC 2.1).
+// Outcome is how one attempt ended (docs/runner.md).
 type Outcome struct {
 	Kind OutcomeKind
 	// Err is the failure or the panic value as text (journaled; empty on success).
@@ -115,7 +115,7 @@ func Failure(err string, retryable bool) Outcome {
 // Panicked is an attempt whose handler panicked with value v (as text).
 func Panicked(v string) Outcome { return Outcome{Kind: OutcomePanicked, Err: v} }
 
-// Interrupted is the error text of an attempt found running at open (SPEC 2.6).
+// Interrupted is the error text of an attempt found running at open (docs/journal.md).
 const Interrupted = "interrupted"
 
 // Priority bounds: a job's priority is in [PriorityMin, PriorityMax]; 0 is the default.

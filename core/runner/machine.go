@@ -249,7 +249,7 @@ type MachineConfig struct {
 	AgeMax time.Duration
 }
 
-// Machine is the runner's pure state machine (SPEC 2.1-2.4).
+// Machine is the runner's pure state machine (docs/runner.md).
 type Machine struct {
 	cfg MachineConfig
 
@@ -775,7 +775,7 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 	}
 }
 
-// schedule starts due jobs while a unit is free (SPEC 2.2 admission): the highest priority
+// schedule starts due jobs while a unit is free (docs/runner.md admission): the highest priority
 // first, then (due, id), except that a job due for AgeMax or longer goes first (queue.next).
 func (m *Machine) schedule(now time.Time) {
 	m.queue.promote(now)
@@ -839,7 +839,7 @@ func (m *Machine) decode(payload []byte) (any, error) {
 }
 
 // requeueOrphans records every Running job as a failed, retryable `interrupted` attempt at now
-// (SPEC 2.6). Called once after replay, before anything else.
+// (docs/journal.md). Called once after replay, before anything else.
 func (m *Machine) requeueOrphans(now time.Time) int {
 	var ids []uint64
 	for id, j := range m.jobs {
@@ -1179,14 +1179,6 @@ func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax in
 		jobs = append(jobs, c)
 	}
 	return jobs, next, next < to
-}
-
-// Breaker returns the state of target's breaker (Closed when it has none).
-func (m *Machine) Breaker(target string) breaker.State {
-	if b := m.breakers[target]; b != nil {
-		return b.Status().State
-	}
-	return breaker.Closed
 }
 
 // Status is a summary for Stats and checkers. The journal fields (Durable to Compactions) are

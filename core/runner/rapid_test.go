@@ -18,7 +18,7 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 )
 
-// mBreaker is the model's plain re-statement of SPEC 2.3, used to judge every start.
+// mBreaker is the model's plain re-statement of docs/runner.md, used to judge every start.
 type mBreaker struct {
 	failures []time.Time
 	open     bool
@@ -35,7 +35,7 @@ type mAttempt struct {
 }
 
 // model is a plain model of the runner: jobs as runner.Job values predicted from the rules of
-// SPEC 2, plus what was acknowledged.
+// docs/runner.md, plus what was acknowledged.
 type model struct {
 	cfg      Config
 	jobs     map[uint64]*Job

@@ -33,12 +33,28 @@ var ErrDecode = errors.New("runner: bad record")
 // (a journal of an older sluice): it is refused whole, never misread.
 var ErrFormat = errors.New("runner: journal record format not supported")
 
+// versionError is a payload of another record format; it wraps ErrFormat.
+type versionError struct {
+	v   uint8
+	msg string
+}
+
+func (e *versionError) Error() string { return e.msg }
+func (e *versionError) Unwrap() error { return ErrFormat }
+
+// older reports whether err is a payload of an older record format (a journal of an earlier
+// sluice, when it is the journal's first record).
+func older(err error) bool {
+	var ve *versionError
+	return errors.As(err, &ve) && ve.v < codecVersion
+}
+
 // formatError names the version found and what the user can do.
 func formatError(what string, v uint8) error {
 	if v < codecVersion {
-		return fmt.Errorf("%w: %s has format %d, this version reads format %d: finish its jobs with the sluice that wrote it (Drain until empty) or move the directory aside, then open again", ErrFormat, what, v, codecVersion)
+		return &versionError{v, fmt.Sprintf("%v: %s has format %d, this version reads format %d: finish its jobs with the sluice that wrote it (Drain until empty) or move the directory aside, then open again", ErrFormat, what, v, codecVersion)}
 	}
-	return fmt.Errorf("%w: %s has format %d, newer than this version's %d: open it with the newer sluice", ErrFormat, what, v, codecVersion)
+	return &versionError{v, fmt.Sprintf("%v: %s has format %d, newer than this version's %d: open it with the newer sluice", ErrFormat, what, v, codecVersion)}
 }
 
 // Payload layouts (little-endian; str and bytes are a u32 length then the bytes; time is
@@ -206,7 +222,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 	return r, nil
 }
 
-// Snapshot is the whole durable state (SPEC 2.7); breakers are not part of it.
+// Snapshot is the whole durable state (docs/journal.md); breakers are not part of it.
 type Snapshot struct {
 	NextID  uint64 // the id the next enqueue gets; ≥ 1
 	TermSeq uint64 // the last terminal sequence number handed out

@@ -308,7 +308,7 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 		return b.String(), nil
 	case "breaker":
 		needEngine()
-		return w.e.Breaker(argStr(t, d, "target", "a")).String() + "\n", nil
+		return w.e.m.breakerState(argStr(t, d, "target", "a")).String() + "\n", nil
 	}
 	t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	return "", errors.New("unreachable")

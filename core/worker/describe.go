@@ -15,6 +15,9 @@ func Describe(r Ready, wake, epoch time.Time) string {
 	for _, c := range r.Cancel {
 		fmt.Fprintf(&b, "cancel %s (%s)\n", c.Receipt, c.Reason)
 	}
+	for _, id := range r.AbandonCalls {
+		fmt.Fprintf(&b, "abandon call=%d\n", id)
+	}
 	if r.AbandonReceive != 0 {
 		fmt.Fprintf(&b, "abandon receive call=%d\n", r.AbandonReceive)
 	}

@@ -1,4 +1,4 @@
-// Package worker is the queue worker of SPEC 3: it receives batches of messages, runs a
+// Package worker is the queue worker of docs/worker.md: it receives batches of messages, runs a
 // handler per message under the lease that package lease keeps, and gives each delivery its
 // disposition. Machine has the machine surface of package core (New, Step, Ready, WakeAt,
 // Status): every transport call (receive, change visibility, delete), every handler start or
@@ -32,13 +32,18 @@
 //     effective budget is max(Budget, N+1), so the queue dead-letters before we retire.
 //  4. At most Concurrency handlers run at once (a cancelled handler holds its slot until it
 //     returns); waiting deliveries start in order of receipt.
-//  5. Dispositions (SPEC 3.3): Success → ack (Delete, batched); Permanent → ack and log at
+//  5. Dispositions (docs/worker.md): Success → ack (Delete, batched); Permanent → ack and log at
 //     Error, or a terminal backoff when the queue has a redrive policy; Retryable → release
 //     after retry.Policy.Wait(ReceiveCount−1, r, Result.After) (Delay when Config.Rand is nil
 //     and no After was given; 0 releases at once); Terminal → ChangeVisibility(300 s). A
-//     failed disposition call is logged at Warn and still ends the lease.
+//     disposition call failing retryably is retried by the lease machine within the lease;
+//     one that still fails is logged at Warn and ends the lease.
 //  6. A dropped lease cancels its running handler (CancelHandler) or skips a waiting one; the
-//     result of a cancelled handler is ignored and gets no disposition.
+//     result of a cancelled handler is ignored and gets no disposition. A lease ending on
+//     time is dropped at its stop point, StopMargin (default min(1 s, W/20), validated here,
+//     under W/10) before the local deadline: the queue's deadline is later still by the
+//     receive's one-way latency, so a handler that stops within the margin never overlaps
+//     the next consumer. Every lease call carries the deadline its context must end by.
 //  7. Shutdown: no more receives; waiting deliveries are released at once (ChangeVisibility 0,
 //     batched into as few calls as possible: one for up to 10; one whose renewal is in flight
 //     follows when that renewal's reply arrives); running handlers keep their
@@ -48,8 +53,10 @@
 //     more Grace, then abandoned (Status.HandlersAbandoned). Messages from a receive still in
 //     flight are released at once when it returns; once that receive is all that is left (no
 //     lease held, waiting or being disposed) the machine abandons it (Ready.AbandonReceive:
-//     the driver cancels its context) and still takes its ReceiveDone. Status.Done reports
-//     when nothing is left: no delivery, no call in flight, no handler waited for.
+//     the driver cancels its context) and still takes its ReceiveDone. Lease calls whose
+//     receipts were all dropped are abandoned (Ready.AbandonCalls) and never waited for.
+//     Status.Done reports when nothing is left: no delivery, no call in flight that names a
+//     held receipt, no handler waited for.
 //  8. Status.Heartbeat is the time of the last event processed: a liveness signal.
 //  9. Ready takes the lease machine's effects (its one channel) once, so the calls of
 //     dispositions decided in a burst of steps share batches; the drops it hands out then
@@ -59,5 +66,6 @@
 //
 // Invariants (checkInvariants, which hold after every Ready): the running and waiting counters match the deliveries;
 // running ≤ Concurrency; every waiting or running delivery's lease is held and every
-// cancelled one's is not; each waiting delivery is queued once; the lease machine's own.
+// cancelled one's is not; each waiting delivery is queued once; the count of lease calls
+// not abandoned matches; the lease machine's own.
 package worker

@@ -50,6 +50,15 @@ func (e *Machine) checkInvariants() error {
 	if e.stopping && e.recvCall != 0 && e.out.Receive != nil {
 		fail("receive issued while stopping")
 	}
+	live := 0
+	for _, c := range e.leaseCalls {
+		if !c.abandoned {
+			live++
+		}
+	}
+	if live != e.liveCalls {
+		fail("%d lease calls not abandoned, counted %d", live, e.liveCalls)
+	}
 	if err := e.lease.CheckInvariants(); err != nil {
 		fail("lease: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 )
 
-// TestDispositionTable pins SPEC 3.3: each handler result, with and without a redrive
+// TestDispositionTable pins docs/worker.md: each handler result, with and without a redrive
 // policy, becomes one disposition.
 func TestDispositionTable(t *testing.T) {
 	seven := 7 * time.Second
@@ -166,6 +166,7 @@ type wModel struct {
 	running   map[string]bool // started, not reported
 	cancel    map[string]bool
 	disposed  map[string]bool // a disposition call named it
+	redispose map[string]bool // its disposition call failed retryably: it may go out again
 	finished  map[string]bool // handler succeeded or failed (not cancelled): disposition began
 	waiting   map[string]bool // received, admitted to run, not started
 	renewing  map[string]lease.CallID
@@ -195,6 +196,10 @@ func (w *wModel) step(t *rapid.T, ev Event) {
 
 func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
 	named := func(r, what string) {
+		if w.redispose[r] && (what == "delete" || what == "release") {
+			delete(w.redispose, r)
+			return
+		}
 		if w.disposed[r] {
 			t.Fatalf("%s names %s after its disposition call", what, r)
 		}
@@ -317,7 +322,11 @@ func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
 			continue
 		}
 		l, ok := w.e.Lease(r)
-		if !ok || !l.Deadline.After(w.now) {
+		margin := w.cfg.StopMargin
+		if margin == 0 {
+			margin = lease.StopMarginFor(w.cfg.Window)
+		}
+		if !ok || !l.Deadline.Add(-margin).After(w.now) {
 			t.Fatalf("handler for %s runs without a live lease (%v, %+v)", r, ok, l)
 		}
 	}
@@ -349,7 +358,7 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 		w := &wModel{e: e, cfg: e.cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 			calls: map[lease.CallID][]string{}, msgs: map[string]core.Message{}, stamp: map[string]time.Time{},
 			started: map[string]bool{}, done: map[string]bool{}, running: map[string]bool{}, cancel: map[string]bool{},
-			disposed: map[string]bool{}, finished: map[string]bool{}, waiting: map[string]bool{},
+			disposed: map[string]bool{}, redispose: map[string]bool{}, finished: map[string]bool{}, waiting: map[string]bool{},
 			renewing: map[string]lease.CallID{}, pending: map[string]bool{}}
 		w.step(t, Tick{Now: w.now})
 		latency := func(label string) time.Duration {
@@ -449,6 +458,9 @@ func TestWorkerKeepsHandlersUnderLease(t *testing.T) {
 					switch rapid.IntRange(0, 9).Draw(t, "class") {
 					case 0:
 						err = &core.TransportError{Class: core.Retryable, Op: "call", Err: errors.New("503")}
+						if r := rs[len(ev.Entries)]; w.disposed[r] {
+							w.redispose[r] = true
+						}
 					case 1:
 						err = &core.TransportError{Class: core.Gone, Op: "call", Err: errors.New("gone")}
 					case 2:

@@ -22,7 +22,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestScenarios replays corpus/worker/*.txt. Commands (times in seconds from the epoch):
 //
-//	new [budget=N] [redrive=N] [concurrency=N] [prefetch=N] [grace=D] [poison=(m1,...)]
+//	new [budget=N] [redrive=N] [concurrency=N] [prefetch=N] [grace=D] [margin=D] [poison=(m1,...)]
 //	tick at=T
 //	received call=N at=T msgs=(m1:1,m2:5) | err=CLASS   message id:receive count; the
 //	                                                    receipt is id/count (m1/1); CLASS
@@ -109,6 +109,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 				t.Fatal(err)
 			}
 			cfg.Grace = g
+		}
+		if a, ok := d.Arg("margin"); ok {
+			m, err := time.ParseDuration(a.Vals[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.StopMargin = m
 		}
 		if a, ok := d.Arg("poison"); ok {
 			bad := map[string]bool{}

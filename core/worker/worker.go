@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/retry"
 )
 
-// Defaults (SPEC 3).
+// Defaults (docs/worker.md).
 const (
 	WindowDefault      = 30 * time.Second
 	CeilingDefault     = 12 * time.Hour
@@ -67,7 +67,12 @@ type Config struct {
 	// Decode reports whether a message can be handled; an error makes it poison. nil: all can.
 	Decode func(core.Message) error
 	// Grace is how long running handlers get after Shutdown before they are cancelled.
-	Grace          time.Duration
+	Grace time.Duration
+	// StopMargin: a handler whose lease is ending is cancelled this long before the local
+	// deadline, and no call about its receipt runs past that point, so a handler that stops
+	// within the margin never overlaps the next consumer (the queue's own deadline is later
+	// by at most the one-way latency of the receive). 0: min(1 s, Window/20). Under Window/10.
+	StopMargin     time.Duration
 	ReceiveBackoff []time.Duration
 	// IdleDelay is the least time from one receive to the next when the first returned
 	// nothing, so a short poll (Wait < IdleDelay) on an empty queue does not spin. Default 1 s.
@@ -116,6 +121,10 @@ func (c Config) withDefaults() Config {
 	if c.Lease.Logger == nil {
 		c.Lease.Logger = c.Logger
 	}
+	if c.StopMargin == 0 {
+		c.StopMargin = lease.StopMarginFor(c.Window)
+	}
+	c.Lease.StopMargin = c.StopMargin
 	return c
 }
 
@@ -171,6 +180,10 @@ func (c Config) validate() error {
 		return bad("Grace", c.Grace, "must be ≥ 0")
 	case c.IdleDelay < 0:
 		return bad("IdleDelay", c.IdleDelay, "must be ≥ 0")
+	case c.StopMargin < 0 || c.StopMargin >= c.Window/10:
+		// Renewals stop at retryUntil = deadline − Window/10; the margin must leave room after
+		// it for a disposition waiting behind the last renewal.
+		return bad("StopMargin", c.StopMargin, fmt.Sprintf("must be ≥ 0 and under a tenth of the Window (%v)", c.Window/10))
 	case c.Lease.ReceiptsMax != 0 && c.Lease.ReceiptsMax < c.Concurrency+c.Prefetch+c.BatchMax:
 		return bad("Lease.ReceiptsMax", c.Lease.ReceiptsMax,
 			fmt.Sprintf("cannot hold Concurrency+Prefetch+BatchMax = %d", c.Concurrency+c.Prefetch+c.BatchMax))
@@ -304,8 +317,13 @@ type CancelHandler struct {
 // counts as done once handed out: the machine then waits for its reply event (ReceiveDone,
 // CallDone, HandlerDone), which every call and handler must produce exactly once. Call Ready
 // after a Step, or after a burst of Steps for events already waiting, before time moves on.
+//
+// AbandonCalls names lease calls in flight about receipts no longer held (all dropped): the
+// driver cancels their contexts and nothing waits for them (a CallDone may still follow and
+// is accepted).
 type Ready struct {
-	Cancel []CancelHandler
+	Cancel       []CancelHandler
+	AbandonCalls []lease.CallID
 	// AbandonReceive names the receive call in flight that is no longer wanted (shutdown,
 	// with nothing else left): cancel its context. Its ReceiveDone still follows.
 	AbandonReceive CallID
@@ -390,6 +408,8 @@ type Machine struct {
 	recvAfter     time.Time
 
 	leaseCalls map[lease.CallID]leaseCall // in flight
+	// Invariant: liveCalls == number of leaseCalls not abandoned.
+	liveCalls int
 
 	stopping  bool
 	fatal     error
@@ -404,8 +424,9 @@ type Machine struct {
 
 // leaseCall is a lease call in flight: which reply event it expects and how many entries.
 type leaseCall struct {
-	purpose lease.Purpose // Delete is recorded as Disposal
-	entries int
+	purpose   lease.Purpose // Delete is recorded as Disposal
+	entries   int
+	abandoned bool // no receipt of it is held: nothing waits for its reply
 }
 
 // New returns a machine for cfg, or an error wrapping ErrConfig naming the field at fault.
@@ -526,8 +547,17 @@ func (e *Machine) drain() {
 	for _, c := range lr.Changes {
 		e.leaseCalls[c.Call] = leaseCall{purpose: c.Purpose, entries: len(c.Entries)}
 	}
+	e.liveCalls += len(lr.Changes) + len(lr.Deletes)
 	for _, d := range lr.Deletes {
 		e.leaseCalls[d.Call] = leaseCall{purpose: lease.Disposal, entries: len(d.Receipts)}
+	}
+	for _, id := range lr.Abandon {
+		if c, ok := e.leaseCalls[id]; ok && !c.abandoned {
+			c.abandoned = true
+			e.leaseCalls[id] = c
+			e.liveCalls--
+			e.out.AbandonCalls = append(e.out.AbandonCalls, id)
+		}
 	}
 	e.out.Changes = append(e.out.Changes, lr.Changes...)
 	e.out.Deletes = append(e.out.Deletes, lr.Deletes...)
@@ -690,6 +720,9 @@ func (e *Machine) onCallDone(ev CallDone) error {
 	}
 	e.advance(ev.Now)
 	delete(e.leaseCalls, ev.Call)
+	if !c.abandoned {
+		e.liveCalls--
+	}
 	whole, entries := ev.Err, ev.Entries
 	if whole == nil && len(entries) != c.entries {
 		// One result per entry is the Transport contract. A reply that breaks it costs each
@@ -736,7 +769,7 @@ func (e *Machine) onHandlerDone(ev HandlerDone) error {
 	return e.stepLease(lease.Dispose{Now: ev.Now, Receipt: ev.Receipt, Disposition: disp})
 }
 
-// disposition is the table of SPEC 3.3.
+// disposition is the table of docs/worker.md.
 func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, error) {
 	switch r.Outcome {
 	case Success:
@@ -828,7 +861,7 @@ func (e *Machine) maybeAbandonHandlers() {
 // worker from being done with the queue: nothing held, waiting or being disposed. Whatever
 // it still returns is released (admit).
 func (e *Machine) maybeAbandonReceive() {
-	if !e.stopping || e.recvCall == 0 || e.recvAbandoned || e.waiting > 0 || len(e.leaseCalls) > 0 {
+	if !e.stopping || e.recvCall == 0 || e.recvAbandoned || e.waiting > 0 || e.liveCalls > 0 {
 		return
 	}
 	if st := e.lease.Status(); st.Held > 0 || st.Disposing > 0 {
@@ -925,7 +958,7 @@ func (e *Machine) Status() Status {
 	if e.abandoned {
 		left -= e.running // cancelled handlers no longer waited for
 	}
-	s.Done = e.stopping && left == 0 && e.recvCall == 0 && len(e.leaseCalls) == 0 &&
+	s.Done = e.stopping && left == 0 && e.recvCall == 0 && e.liveCalls == 0 &&
 		s.Lease.Held == 0 && s.Lease.Disposing == 0
 	return s
 }

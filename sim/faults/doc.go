@@ -1,4 +1,4 @@
-// Package faults holds the fault models the simulator injects (SPEC 5): what can go wrong and
+// Package faults holds the fault models the simulator injects (docs/simulator.md): what can go wrong and
 // with which probability, as plain data. The world in package sim draws from these models with
 // its own seeded streams; nothing here holds state or randomness of its own.
 //

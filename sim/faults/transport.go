@@ -95,7 +95,7 @@ func (t Transport) Latency(r *rand.Rand) (d time.Duration, spiked bool) {
 }
 
 // LatencyBound is the most a call can take both ways without a spike: the bound under which
-// the lease controller promises a handled message stays hidden (SPEC 5, hidden-while-working).
+// the lease controller promises a handled message stays hidden (docs/simulator.md, hidden-while-working).
 func (t Transport) LatencyBound() time.Duration { return 2 * t.LatencyMax }
 
 // Validate reports the first probability or range out of bounds.
