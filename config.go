@@ -47,6 +47,10 @@ type Config struct {
 	// return before abandoning them. An attempt the stop cancelled that does not succeed is
 	// released: the job waits again at its due time and the attempt does not count.
 	Grace time.Duration
+	// AgeMax is the starvation rule of priorities: a job due for AgeMax or longer starts
+	// before any job of higher priority (the longest waiting first), so a steady stream of
+	// urgent jobs delays a low-priority one by at most AgeMax and one unit's turn.
+	AgeMax time.Duration
 	// Policy is the retry policy; Circuit the breaker every target gets.
 	Policy  Policy
 	Circuit Circuit
@@ -85,7 +89,7 @@ type Settled struct {
 	ID       uint64
 	State    State
 	Attempts int
-	Reason   string // dead: "spent", "late", "permanent" or "panic"
+	Reason   Reason // dead: ReasonSpent, ReasonLate, ReasonPermanent or ReasonPanic
 	Err      error  // dead: the last failure
 }
 
@@ -93,6 +97,7 @@ type Settled struct {
 //
 //	Capacity      runtime.NumCPU()
 //	Grace         10s
+//	AgeMax        1m
 //	Policy        Attempts 5, Base 1s, Cap 5m (at least Base), Deadline none
 //	Circuit       Threshold 5, Window 30s, Cooldown 30s, Probes 1
 //	CompactBytes  64 MiB
@@ -100,6 +105,7 @@ type Settled struct {
 //	RecordMax     1 MiB
 const (
 	DefaultGrace        = runner.GraceDefault
+	DefaultAgeMax       = runner.AgeMaxDefault
 	DefaultCompactBytes = runner.CompactBytesDefault
 	DefaultRetention    = runner.RetentionDefault
 	DefaultRecordMax    = journal.RecordMaxDefault
@@ -128,6 +134,7 @@ func (c Config) withDefaults() (Config, runner.Config, error) {
 		Retention:    c.Retention,
 		RecordMax:    c.RecordMax,
 		Grace:        c.Grace,
+		AgeMax:       c.AgeMax,
 		Logger:       c.Logger,
 		Rand:         rand.New(rand.NewSource(c.Seed)),
 	}.WithDefaults()
@@ -140,6 +147,7 @@ func (c Config) withDefaults() (Config, runner.Config, error) {
 	}
 	c.Policy, c.Circuit = Policy(ec.Policy), Circuit(ec.Circuit)
 	c.CompactBytes, c.Retention, c.RecordMax, c.Grace = ec.CompactBytes, ec.Retention, ec.RecordMax, ec.Grace
+	c.AgeMax = ec.AgeMax
 	return c, ec, nil
 }
 

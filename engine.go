@@ -27,6 +27,9 @@ var (
 	ErrNotDead = runner.ErrNotDead
 	// ErrPoisoned: a journal write, sync or compaction failed; reopen the runner.
 	ErrPoisoned = runner.ErrPoisoned
+	// ErrFormat: Open found a journal written in another record format (an older or newer
+	// sluice); the error says what to do, and nothing was changed.
+	ErrFormat = runner.ErrFormat
 	// ErrCorrupt: Open found synced journal data damaged and refused; the error names the
 	// file, the offset and the LSNs around it, and nothing was changed.
 	ErrCorrupt = journal.ErrCorrupt
@@ -90,6 +93,10 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w (%w)", ErrNotFound, err)
 	case errors.Is(err, runner.ErrTooLarge):
 		return fmt.Errorf("%w (%w)", ErrTooLarge, err)
+	case errors.Is(err, runner.ErrDuplicate):
+		return fmt.Errorf("%w (%w)", ErrDuplicate, err)
+	case errors.Is(err, runner.ErrJob), errors.Is(err, runner.ErrTime):
+		return fmt.Errorf("%w (%w)", ErrInvalidJob, err)
 	}
 	return err
 }
@@ -150,11 +157,11 @@ func stateOf(s runner.JobState, deferred bool, attempts int) State {
 	panic(fmt.Sprintf("sluice: unknown engine job state %v", s))
 }
 
-func reasonOf(r runner.Reason) string {
+func reasonOf(r runner.Reason) Reason {
 	if r == runner.NoReason {
 		return ""
 	}
-	return r.String()
+	return Reason(r.String())
 }
 
 func statsOf(st runner.Status, syncs int64) Stats {
@@ -165,9 +172,13 @@ func statsOf(st runner.Status, syncs int64) Stats {
 
 // infoOf is a job in public terms, its payload still encoded.
 func infoOf(j runner.Job) JobInfo[[]byte] {
-	return JobInfo[[]byte]{ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
+	var hist []Attempt
+	for _, h := range j.History {
+		hist = append(hist, Attempt{Number: h.Attempt, Start: h.Start, End: h.End, Outcome: h.Outcome.String(), Err: h.Err})
+	}
+	return JobInfo[[]byte]{History: hist, ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
 		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
-		LastErr: j.LastErr, Payload: j.Payload}
+		LastErr: j.LastErr, Priority: j.Opts.Priority, Unique: j.Opts.Unique, Payload: j.Payload}
 }
 
 // Inspection is what Inspect found in a runner's directory.

@@ -80,3 +80,137 @@ func ExampleInspect() {
 	// job 1 pending attempts 0 target smtp.example.com
 	// interrupted: 0
 }
+
+// ExampleWithPriority shows per-job options: among due jobs the higher priority starts first;
+// WithAttempts and WithDeadline replace the policy's budget for one job.
+func ExampleWithPriority() {
+	dir, err := os.MkdirTemp("", "sluice-priority")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](),
+		func(_ context.Context, j sluice.Job[email]) sluice.Outcome {
+			fmt.Println("sending", j.Payload.Subject)
+			return sluice.Succeeded()
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for _, e := range []struct {
+		subject  string
+		priority int
+	}{{"newsletter", -5}, {"receipt", 0}, {"password reset", 10}} {
+		if _, err := r.Enqueue(ctx, time.Time{}, "smtp.example.com", email{Subject: e.subject},
+			sluice.WithPriority(e.priority), sluice.WithAttempts(3), sluice.WithDeadline(time.Hour)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := r.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// sending password reset
+	// sending receipt
+	// sending newsletter
+}
+
+// ExampleRunner_EnqueueMany journals many jobs in one batch: one fsync for all of them.
+func ExampleRunner_EnqueueMany() {
+	dir, err := os.MkdirTemp("", "sluice-many")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
+		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	var jobs []sluice.NewJob[email]
+	for _, to := range []string{"ada@example.com", "grace@example.com", "alan@example.com"} {
+		jobs = append(jobs, sluice.NewJob[email]{Target: "smtp.example.com", Payload: email{To: to, Subject: "hello"}})
+	}
+	before := r.Stats().Commits
+	ids, err := r.EnqueueMany(context.Background(), jobs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ids", ids, "in", r.Stats().Commits-before, "commit")
+	// Output:
+	// ids [1 2 3] in 1 commit
+}
+
+// ExampleWithUnique admits one live job per key: a second enqueue of the same order returns
+// the first job's id and journals nothing.
+func ExampleWithUnique() {
+	dir, err := os.MkdirTemp("", "sluice-unique")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
+		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	receipt := email{To: "ada@example.com", Subject: "order 7 paid"}
+	a, _ := r.Enqueue(ctx, time.Time{}, "smtp.example.com", receipt, sluice.WithUnique("receipt/order-7"))
+	var dup bool
+	b, _ := r.Enqueue(ctx, time.Time{}, "smtp.example.com", receipt, sluice.WithUnique("receipt/order-7"), sluice.WasDuplicate(&dup))
+	fmt.Println(a, b, "duplicate:", dup)
+	// Output:
+	// 1 1 duplicate: true
+}
+
+// ExampleRunner_List pages through the dead jobs of one target, 2 at a time, with the cursor.
+func ExampleRunner_List() {
+	dir, err := os.MkdirTemp("", "sluice-list")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](),
+		func(_ context.Context, j sluice.Job[email]) sluice.Outcome {
+			if j.Payload.To == "" {
+				return sluice.OutcomeOf(sluice.Permanent(fmt.Errorf("no recipient")))
+			}
+			return sluice.Succeeded()
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for _, to := range []string{"", "ada@example.com", "", ""} {
+		if _, err := r.Enqueue(ctx, time.Time{}, "smtp.example.com", email{To: to}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := r.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	f := sluice.ListFilter{States: []sluice.State{sluice.StateDead}, Target: "smtp.example.com", Limit: 2}
+	for {
+		page, err := r.List(ctx, f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			fmt.Println("job", j.ID, j.State, j.Reason == sluice.ReasonPermanent, j.LastErr)
+		}
+		if !page.More {
+			break
+		}
+		f.After = page.Next
+	}
+	// Output:
+	// job 1 dead true permanent: no recipient
+	// job 3 dead true permanent: no recipient
+	// job 4 dead true permanent: no recipient
+}

@@ -48,6 +48,25 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
+// Reason says why a job is dead.
+type Reason string
+
+// The reasons a job is dead.
+const (
+	ReasonSpent     Reason = "spent"     // every attempt was used
+	ReasonLate      Reason = "late"      // the deadline passed
+	ReasonPermanent Reason = "permanent" // a non-retryable failure (or an undecodable payload)
+	ReasonPanic     Reason = "panic"     // the handler panicked
+)
+
+// Attempt is one attempt in a job's history.
+type Attempt struct {
+	Number     int       // 1-based; a manual Retry starts again at 1
+	Start, End time.Time // End is zero while it runs
+	Outcome    string    // "running", "succeeded", "failed", "panicked", "released" (given back by a stop)
+	Err        string
+}
+
 // JobInfo is a read-only copy of a job, returned by Get.
 type JobInfo[A any] struct {
 	ID       uint64
@@ -56,9 +75,13 @@ type JobInfo[A any] struct {
 	Attempts int       // attempts started so far
 	FirstDue time.Time // the start of the retry deadline
 	Due      time.Time // when it may start next (non-terminal states)
-	Reason   string    // why a dead job died: "spent", "late", "permanent", "panic"
+	Reason   Reason    // why a dead job died (ReasonSpent, ...); "" otherwise
 	LastErr  string    // the last failure's message
-	Payload  A
+	Priority int       // WithPriority's value (0 by default)
+	Unique   string    // WithUnique's key ("" without one)
+	// History is the job's last attempts (at most 10), oldest first; Retry keeps it.
+	History []Attempt
+	Payload A
 }
 
 // Stats counts jobs by state and the runner's disk work since Open.

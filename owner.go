@@ -40,6 +40,13 @@ type owner[A any] struct {
 
 	idleWaiters []chan struct{}
 	stopWaiters []chan struct{}
+	dueWaiters  []dueWaiter
+}
+
+// dueWaiter is a DrainDue waiting until nothing due at or before t waits or runs.
+type dueWaiter struct {
+	t  time.Time
+	ch chan struct{}
 }
 
 func (o *owner[A]) loop() {
@@ -97,12 +104,14 @@ func (o *owner[A]) command(c command) {
 	)
 	switch c.kind {
 	case cmdEnqueue:
-		t, _, err = o.eng.Enqueue(now, c.due, c.target, c.payload)
+		t, _, err = o.eng.EnqueueJob(now, runner.NewJob{Due: c.due, Target: c.target, Payload: c.payload, Opts: c.opts})
+	case cmdEnqueueMany:
+		t, _, err = o.eng.EnqueueMany(now, c.jobs)
 	case cmdCancel:
 		t, err = o.eng.Cancel(c.id)
 	case cmdRetry:
 		t, err = o.eng.Retry(now, c.id)
-	case cmdGet, cmdStats:
+	case cmdGet, cmdStats, cmdList:
 		o.reads = append(o.reads, c)
 		return
 	case cmdDispatch:
@@ -117,6 +126,11 @@ func (o *owner[A]) command(c command) {
 	case cmdWaitStopped:
 		ch := make(chan struct{})
 		o.stopWaiters = append(o.stopWaiters, ch)
+		c.reply <- reply{wait: ch}
+		return
+	case cmdWaitDue:
+		ch := make(chan struct{})
+		o.dueWaiters = append(o.dueWaiters, dueWaiter{c.due, ch})
 		c.reply <- reply{wait: ch}
 		return
 	default:
@@ -202,7 +216,7 @@ func (o *owner[A]) perform(res runner.Result) {
 	for _, a := range res.Acks {
 		c := o.pending[a.Ticket]
 		delete(o.pending, a.Ticket)
-		c.reply <- reply{id: a.ID}
+		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate}
 	}
 	if cb := o.r.cfg.OnSettled; cb != nil {
 		for _, s := range res.Settled {
@@ -244,6 +258,8 @@ func (o *owner[A]) answerReads() {
 			c.reply <- rep
 		case cmdStats:
 			c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
+		case cmdList:
+			c.reply <- reply{page: listPage(o.eng, c.filter)}
 		}
 	}
 	o.reads = o.reads[:0]
@@ -258,7 +274,19 @@ func (o *owner[A]) notifyWaiters(stopped bool) {
 		}
 		o.stopWaiters = nil
 	}
-	if o.failed != nil || !o.eng.Idle() {
+	if o.failed != nil {
+		return
+	}
+	keep := o.dueWaiters[:0]
+	for _, w := range o.dueWaiters {
+		if o.eng.IdleThrough(w.t) {
+			close(w.ch)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	o.dueWaiters = keep
+	if !o.eng.Idle() {
 		return
 	}
 	for _, ch := range o.idleWaiters {

@@ -53,13 +53,16 @@ type cmdKind uint8
 
 const (
 	cmdEnqueue cmdKind = iota + 1
+	cmdEnqueueMany
 	cmdCancel
 	cmdRetry
 	cmdGet
+	cmdList
 	cmdStats
 	cmdDispatch    // on: admission on, or off to begin a graceful stop
 	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
 	cmdWaitStopped // reply.wait closes once the engine says a stop is done
+	cmdWaitDue     // reply.wait closes once nothing due at or before command.due waits or runs
 )
 
 type command struct {
@@ -67,6 +70,9 @@ type command struct {
 	due     time.Time
 	target  string
 	payload []byte
+	opts    runner.Opts
+	jobs    []runner.NewJob // cmdEnqueueMany
+	filter  ListFilter      // cmdList
 	id      uint64
 	on      bool
 	reply   chan reply
@@ -74,6 +80,9 @@ type command struct {
 
 type reply struct {
 	id    uint64
+	ids   []uint64 // cmdEnqueueMany
+	dup   bool     // cmdEnqueue: a duplicate of a job holding its unique key
+	page  Page[[]byte]
 	err   error
 	job   JobInfo[[]byte]
 	found bool
@@ -132,20 +141,60 @@ func newRunner[A any](op opened, cfg Config, codec Codec[A], handler Handler[A],
 	return r
 }
 
-// Enqueue adds a job due at due (the zero time means now) and returns its id once the record is
-// durable. A payload whose record would exceed Config.RecordMax is refused with ErrTooLarge
-// before anything is written. If ctx ends first, Enqueue returns ctx.Err() and the job may or
-// may not exist.
-func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A) (uint64, error) {
+// Enqueue adds a job due at due (the zero time means now) for target, with per-job options
+// (WithPriority, WithAttempts, WithDeadline), and returns its id once the record is durable.
+// Refused before anything is written: a payload whose record would exceed Config.RecordMax
+// (ErrTooLarge); an empty target, a due outside the range a record holds (TimeRange) or an
+// option out of range (ErrInvalidJob). If ctx ends first, Enqueue returns ctx.Err() and the
+// job may or may not exist.
+func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...JobOption) (uint64, error) {
 	b, err := r.codec.Encode(payload)
 	if err != nil {
 		return 0, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b})
+	s, err := jobOpts(opts)
 	if err != nil {
 		return 0, err
 	}
+	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b, opts: s.o})
+	if err != nil {
+		return 0, err
+	}
+	if s.dupOut != nil {
+		*s.dupOut = rep.dup
+	}
+	if rep.dup && s.dupFail && rep.err == nil {
+		return rep.id, fmt.Errorf("%w: job %d holds unique key %q", ErrDuplicate, rep.id, s.o.Unique)
+	}
 	return rep.id, rep.err
+}
+
+// EnqueueMany adds jobs in one journal batch (one fsync for all) and returns their ids, in
+// order, once the batch is durable. A job whose unique key is held (or taken by an earlier
+// job of the batch) is a duplicate: its id is the holder's. Every job is checked first, as Enqueue checks one: the
+// first refusal refuses the whole batch, names the job's index, and writes nothing. If ctx
+// ends first, EnqueueMany returns ctx.Err() and the jobs may or may not exist.
+func (r *Runner[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	njs := make([]runner.NewJob, len(jobs))
+	for i, j := range jobs {
+		b, err := r.codec.Encode(j.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+		}
+		s, err := jobOpts(j.Options)
+		if err != nil {
+			return nil, fmt.Errorf("%w (job %d)", err, i)
+		}
+		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: s.o}
+	}
+	rep, err := r.call(ctx, command{kind: cmdEnqueueMany, jobs: njs})
+	if err != nil {
+		return nil, err
+	}
+	return rep.ids, rep.err
 }
 
 // Cancel cancels a job that is not terminal, durably. A running attempt's context is cancelled
@@ -181,11 +230,38 @@ func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
 	}
 	v := rep.job
 	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,
-		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr}
+		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique, History: v.History}
 	if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
 		return info, fmt.Errorf("sluice: get %d: %w", id, err)
 	}
 	return info, nil
+}
+
+// List returns a page of the jobs that match f, ascending by id, from one consistent view
+// (the state after the last commit). Resume with f.After = page.Next while page.More.
+// A page holds at most f.Limit jobs (default 100, at most 1,000) and looks at no more than
+// ListScanMax ids, so a filter that matches rarely returns short pages, with More set.
+func (r *Runner[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
+	if err := f.validate(); err != nil {
+		return Page[A]{}, err
+	}
+	rep, err := r.call(ctx, command{kind: cmdList, filter: f})
+	if err != nil {
+		return Page[A]{}, err
+	}
+	if rep.err != nil {
+		return Page[A]{}, rep.err
+	}
+	p := Page[A]{Next: rep.page.Next, More: rep.page.More, Jobs: make([]JobInfo[A], len(rep.page.Jobs))}
+	for i, v := range rep.page.Jobs {
+		info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts, FirstDue: v.FirstDue,
+			Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique, History: v.History}
+		if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
+			return p, fmt.Errorf("sluice: list: job %d: %w", v.ID, err)
+		}
+		p.Jobs[i] = info
+	}
+	return p, nil
 }
 
 // Stats returns counts by state and the disk work done since Open. After Close it returns the
@@ -232,11 +308,22 @@ func (r *Runner[A]) Run(ctx context.Context) error {
 // (the runner stays open). If ctx ends first, it stops as Run does (grace, cancel, release)
 // without closing, and returns ctx.Err().
 func (r *Runner[A]) Drain(ctx context.Context) error {
+	return r.drain(ctx, command{kind: cmdWaitIdle})
+}
+
+// DrainDue is Drain for tests: it starts attempts until nothing that was due when it was
+// called (by Config.Clock) is waiting or running, then returns nil. It does not wait for jobs
+// due later, retries whose backoff ends later, or jobs a breaker deferred past that time.
+func (r *Runner[A]) DrainDue(ctx context.Context) error {
+	return r.drain(ctx, command{kind: cmdWaitDue, due: r.clk.Now()})
+}
+
+func (r *Runner[A]) drain(ctx context.Context, wait command) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
 	defer r.end()
-	rep, err := r.call(ctx, command{kind: cmdWaitIdle})
+	rep, err := r.call(ctx, wait)
 	if err != nil {
 		r.stopDispatch()
 		return err

@@ -24,6 +24,7 @@ const (
 	InvRecordLimit       = "record-limit"
 	InvMachine           = "machine-invariants"
 	InvStopSpendsNothing = "stop-spends-nothing"
+	InvUniqueRespected   = "unique-respected"
 	InvLeaseNoRenewAfter = "lease-no-renew-after-disposition"
 	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
 	InvLeaseRequestExact = "lease-request-exact"
@@ -55,6 +56,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvRecordLimit, "an enqueue whose record would exceed RecordMax is refused (ErrTooLarge) before anything is written"},
 	{InvMachine, "every machine's own checkInvariants holds after every step"},
 	{InvStopSpendsNothing, "an attempt a graceful stop cut (and that did not succeed) is given back: the job waits again at its due with the attempt uncounted, and its breaker records nothing"},
+	{InvUniqueRespected, "no durable state (committed or recovered after a crash) holds two non-terminal jobs with the same unique key"},
 	{InvLeaseNoRenewAfter, "no renewal is sent after the receipt's disposition began"},
 	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},
 	{InvLeaseRequestExact, "every renewal asks for request(now) = min(W, floor(t0+C-now)) and none is sent under 1 s"},

@@ -32,6 +32,7 @@ type JobView struct {
 	Due      time.Duration // offset from Epoch
 	Target   string
 	Payload  string
+	Unique   string // the job's kind and unique key ("" without one)
 }
 
 func (j JobView) String() string {
@@ -124,6 +125,25 @@ type breakerModel struct {
 	half     bool
 	phase    uint64 // counts half-open phases; a probe belongs to one
 	inFlight int
+}
+
+// checkUnique: at most one non-terminal job per unique key in a durable state (jobs come in
+// id order, so the first violation reported is always the same).
+func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
+	holder := map[string]uint64{}
+	for _, v := range jobs {
+		if v.Unique == "" || Terminal(v.State) {
+			continue
+		}
+		if id, ok := holder[v.Unique]; ok {
+			c.check(InvUniqueRespected, false, "node %d %s state: jobs %d and %d (%s) both hold unique key %q", node, when, id, v.ID, v.State, v.Unique)
+			return
+		}
+		holder[v.Unique] = v.ID
+	}
+	if len(holder) > 0 {
+		c.check(InvUniqueRespected, true, "")
+	}
 }
 
 // RunnerConfigured declares node with its parameters; a restart keeps them.
@@ -310,6 +330,7 @@ func (n *nodeModel) breaker(target string) *breakerModel {
 // Committed: node's runner acknowledged a commit; jobs is its whole live state after it.
 // Terminal states seen here are durable.
 func (c *Checker) Committed(node int, jobs []JobView) {
+	c.checkUnique(node, jobs, "committed")
 	n := c.node(node)
 	n.live, n.pending = jobs, nil
 	for _, v := range jobs {
@@ -417,6 +438,7 @@ func (c *Checker) NodeCrashed(node int) {
 // NodeRecovered: node's runner reopened; jobs is its state after recovery (attempts that were
 // running at the crash requeued as interrupted failures, or dead by the policy).
 func (c *Checker) NodeRecovered(node int, jobs []JobView) {
+	c.checkUnique(node, jobs, "recovered")
 	n := c.node(node)
 	got := make(map[uint64]JobView, len(jobs))
 	for _, v := range jobs {

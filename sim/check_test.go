@@ -179,6 +179,21 @@ func TestInvariantFires(t *testing.T) {
 			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, false)
 		}},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
+		{InvUniqueRespected, func(c *Checker) {
+			enqueue(c, 1, "a")
+			enqueue(c, 2, "a")
+			a, b := view(1, "waiting", 0, 0, "a"), view(2, "running", 1, 0, "a")
+			a.Unique, b.Unique = "/order-7", "/order-7"
+			c.Committed(1, []JobView{a, b})
+		}},
+		{InvUniqueRespected + "/recovered", func(c *Checker) {
+			enqueue(c, 1, "a")
+			enqueue(c, 2, "a")
+			a, b := view(1, "waiting", 0, 0, "a"), view(2, "waiting", 0, 0, "a")
+			a.Unique, b.Unique = "sms/k", "sms/k"
+			c.NodeCrashed(1)
+			c.NodeRecovered(1, []JobView{a, b})
+		}},
 		{InvLeaseNoRenewAfter, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")

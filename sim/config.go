@@ -56,6 +56,9 @@ type Config struct {
 	PPanic       float64
 	PRetryAfter  float64 // P(a retryable failure carries a server-requested wait)
 	PCrashHandle float64 // P(a handler crashes its process) — a fault: off in liveness
+	PPriority    float64 // P(a job gets a priority other than 0, drawn in [-5, 5])
+	PBatch       float64 // P(a producer tick submits its jobs as one EnqueueMany)
+	PUnique      float64 // P(a job gets a unique key, from a pool of 5)
 
 	// Queue side: Workers worker processes on one queue.
 	Workers    int
@@ -158,6 +161,12 @@ func NewConfig(seed int64, profile string) (Config, error) {
 		c.MsgEvery /= 10
 		c.Heavy = true
 	}
+	// The job options' probabilities come from their own stream, so adding them left every
+	// other draw of the swarm stream as it was.
+	jr := Stream(seed, "job-options")
+	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
+	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
+	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
 
 	switch profile {
 	case "calm":

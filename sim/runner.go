@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -466,6 +467,12 @@ func (n *runnerNode) produce() {
 		k = c.Faults.Timing.BurstSize
 		w.fault("burst")
 	}
+	// A batch tick submits its jobs (all but an oversize one) as one EnqueueMany.
+	var batch []runner.NewJob
+	batched := w.rWork.Float64() < c.PBatch
+	if batched && k == 1 {
+		k = 2 + w.rWork.Intn(7)
+	}
 	for i := 0; i < k && n.produced < c.JobsMax; i++ {
 		n.produced++
 		due := w.loop.Now()
@@ -488,9 +495,24 @@ func (n *runnerNode) produce() {
 			// A large record: its frame spans sectors, so a crash can persist it in pieces.
 			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
 		}
-		if !n.enqueue(due, target, payload, oversize) {
+		var o runner.Opts
+		if w.rWork.Float64() < c.PPriority {
+			o.Priority = w.rWork.Intn(11) - 5
+		}
+		if w.rWork.Float64() < c.PUnique {
+			// A small pool of keys, so duplicates (live and across crashes) are common.
+			o.Unique = "u" + strconv.Itoa(w.rWork.Intn(5))
+		}
+		if batched && !oversize {
+			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
+			continue
+		}
+		if !n.enqueueOpts(due, target, payload, oversize, o) {
 			return
 		}
+	}
+	if len(batch) > 0 {
+		n.enqueueMany(batch)
 	}
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
 		id := n.acked[w.rWork.Intn(len(n.acked))]
@@ -520,6 +542,11 @@ func (n *runnerNode) produce() {
 // enqueue submits one job to the node's runner, as a client would; it reports false when a
 // violation ends the run.
 func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize bool) bool {
+	return n.enqueueOpts(due, target, payload, oversize, runner.Opts{})
+}
+
+// enqueueOpts is enqueue with per-job options.
+func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, oversize bool, o runner.Opts) bool {
 	w := n.w
 	if !n.up {
 		w.trace(n.name, "enqueue refused: node down")
@@ -530,7 +557,8 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 	if due == w.loop.Now() && len(payload)%2 == 0 {
 		at = time.Time{} // "due now" as a client writes it, for half the payloads
 	}
-	t, id, err := n.e.Enqueue(w.now(), at, target, []byte(payload))
+	next := n.e.Status().NextID
+	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -546,6 +574,12 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 		w.trace(n.name, "enqueue refused: "+err.Error())
 		return true
 	}
+	if id < next {
+		// A duplicate of the job holding its unique key: nothing was journaled.
+		n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
+		w.trace(n.name, "enqueue duplicate of id="+strconv.FormatUint(id, 10)+" key="+o.Unique)
+		return true
+	}
 	w.chk.JobAppended(n.id, id, due, target, payload)
 	if w.mutation == mutAckEarly {
 		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
@@ -557,6 +591,34 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 	}
 	w.trace(n.name, "enqueue id="+strconv.FormatUint(id, 10)+" due="+Offset(due)+" "+target+" "+shown)
 	return true
+}
+
+// enqueueMany submits jobs as one batch (one Ack for all), as a client calling EnqueueMany would.
+func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
+	w := n.w
+	if !n.up {
+		w.trace(n.name, "enqueue many refused: node down")
+		w.st.Faults.Add("enqueue-refused-down", 1)
+		return
+	}
+	next := n.e.Status().NextID
+	t, ids, err := n.e.EnqueueMany(w.now(), jobs)
+	if err != nil {
+		w.trace(n.name, "enqueue many refused: "+err.Error())
+		return
+	}
+	for i, id := range ids {
+		j := jobs[i]
+		if id < next || (i > 0 && slices.Contains(ids[:i], id)) {
+			continue // a duplicate: its holder was appended before, or earlier in this batch
+		}
+		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
+		if w.mutation == mutAckEarly {
+			w.chk.JobAcked(n.id, id)
+		}
+	}
+	n.pending[t] = pendingCmd{kind: cmdEnqueue, id: ids[0]}
+	w.trace(n.name, fmt.Sprintf("enqueue many ids=%d..%d", ids[0], ids[len(ids)-1]))
 }
 
 // produceStep wraps produce in the crash draw when the node is up (a producer is a client: it
@@ -688,8 +750,14 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 		delete(n.pending, a.Ticket)
 		switch p.kind {
 		case cmdEnqueue:
-			w.chk.JobAcked(n.id, a.ID)
-			n.acked = append(n.acked, a.ID)
+			ids := a.IDs // EnqueueMany's; nil for one job
+			if ids == nil {
+				ids = []uint64{a.ID}
+			}
+			for _, id := range ids {
+				w.chk.JobAcked(n.id, id)
+				n.acked = append(n.acked, id)
+			}
 		case cmdCancel:
 			w.chk.CancelAcked(n.id, p.id)
 		case cmdRetry:
@@ -836,6 +904,9 @@ func jobViews(s runner.Snapshot) []JobView {
 	for i, j := range s.Jobs {
 		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
 			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
+		if j.Opts.Unique != "" {
+			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
+		}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()
 		}

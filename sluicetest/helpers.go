@@ -31,7 +31,7 @@ func RunJob[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) 
 
 // Enqueuer is what code that enqueues needs; *sluice.Runner[A] and *Recorder[A] implement it.
 type Enqueuer[A any] interface {
-	Enqueue(ctx context.Context, due time.Time, target string, payload A) (uint64, error)
+	Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...sluice.JobOption) (uint64, error)
 }
 
 var _ Enqueuer[int] = (*sluice.Runner[int])(nil)
@@ -54,8 +54,8 @@ type Recorder[A any] struct {
 	jobs []Enqueued[A]
 }
 
-// Enqueue records the job and returns its id (1, 2, ...).
-func (r *Recorder[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A) (uint64, error) {
+// Enqueue records the job and returns its id (1, 2, ...); options are accepted, not recorded.
+func (r *Recorder[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, _ ...sluice.JobOption) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

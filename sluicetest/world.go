@@ -784,9 +784,9 @@ func settledOf(s runner.Settled) sluice.Settled {
 	if s.LastErr != "" && s.State == runner.Dead {
 		err = errors.New(s.LastErr)
 	}
-	reason := ""
+	var reason sluice.Reason
 	if s.Reason != runner.NoReason {
-		reason = s.Reason.String()
+		reason = sluice.Reason(s.Reason.String())
 	}
 	return sluice.Settled{ID: s.ID, State: stateOf(s.State), Attempts: s.Attempts, Reason: reason, Err: err}
 }

@@ -83,3 +83,76 @@ func BenchmarkCancelAndComplete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnqueueUnique measures one enqueue with a unique key and its sync, on a machine
+// holding 10^6 waiting jobs that each hold a unique key, against one holding 10^6 waiting jobs
+// without keys: the index is a map, so the ratio should stay near 1.
+func BenchmarkEnqueueUnique(b *testing.B) {
+	const live = 1_000_000
+	per := map[bool]float64{}
+	for _, keyed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("live-keys=%v", keyed), func(b *testing.B) {
+			m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
+				RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
+			for i := range live {
+				o := Opts{}
+				if keyed {
+					o.Unique = fmt.Sprintf("live-%d", i)
+				}
+				m.Step(Enqueue{Due: epoch.Add(time.Hour), Target: "a", Opts: o})
+			}
+			m.Step(Synced{Through: m.seq})
+			m.Ready()
+			keys := make([]string, b.N)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("new-%d", i)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := m.Step(Enqueue{Due: epoch.Add(time.Hour), Target: "a", Opts: Opts{Unique: keys[i]}}); err != nil {
+					b.Fatal(err)
+				}
+				m.Step(Synced{Through: m.seq})
+				m.Ready()
+			}
+			per[keyed] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if per[false] > 0 && keyed {
+				b.ReportMetric(per[true]/per[false], "ratio_keys_none")
+			}
+		})
+	}
+}
+
+// BenchmarkList100 measures one List page of 100 jobs from a machine holding 10^6 jobs: from
+// the middle of the id range with no filter, and with a filter that matches 1 job in 100
+// (target "rare"), which scans 10,000 ids for the page.
+func BenchmarkList100(b *testing.B) {
+	const n = 1_000_000
+	m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
+		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
+	for i := range n {
+		target := "a"
+		if i%100 == 0 {
+			target = "rare"
+		}
+		m.Step(Enqueue{Due: epoch.Add(time.Hour), Target: target, Payload: []byte("0123456789abcdef")})
+	}
+	m.Step(Synced{Through: m.seq})
+	m.Ready()
+	all := func(*Job) bool { return true }
+	rare := func(j *Job) bool { return j.Target == "rare" }
+	for _, c := range []struct {
+		name  string
+		match func(*Job) bool
+	}{{"all", all}, {"1-in-100", rare}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				from := uint64(1 + (i*7919)%(n/2))
+				jobs, _, _ := m.List(from, n, c.match, 100, 100_000)
+				if len(jobs) != 100 {
+					b.Fatalf("page of %d", len(jobs))
+				}
+			}
+		})
+	}
+}

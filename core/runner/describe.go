@@ -32,6 +32,28 @@ func DescribeJob(j Job, epoch time.Time) string {
 	if j.LastErr != "" {
 		fmt.Fprintf(&b, " err=%q", j.LastErr)
 	}
+	b.WriteString(describeOpts(j.Opts))
+	return b.String()
+}
+
+// describeOpts renders the options that differ from the defaults (nothing for none).
+func describeOpts(o Opts) string {
+	var b strings.Builder
+	if o.Priority != 0 {
+		fmt.Fprintf(&b, " priority=%d", o.Priority)
+	}
+	if o.AttemptsMax != 0 {
+		fmt.Fprintf(&b, " attempts-max=%d", o.AttemptsMax)
+	}
+	if o.Deadline != 0 {
+		fmt.Fprintf(&b, " deadline=%v", o.Deadline)
+	}
+	if o.Kind != "" {
+		fmt.Fprintf(&b, " kind=%s", o.Kind)
+	}
+	if o.Unique != "" {
+		fmt.Fprintf(&b, " unique=%q", o.Unique)
+	}
 	return b.String()
 }
 
@@ -50,7 +72,21 @@ func Describe(s Snapshot, epoch time.Time) string {
 func DescribeResult(r Result, epoch time.Time) string {
 	var b strings.Builder
 	for _, a := range r.Acks {
-		fmt.Fprintf(&b, "ack ticket %d job %d\n", a.Ticket, a.ID)
+		if a.IDs != nil {
+			fmt.Fprintf(&b, "ack ticket %d jobs %v", a.Ticket, a.IDs)
+			for i, d := range a.Duplicates {
+				if d {
+					fmt.Fprintf(&b, " [%d]=duplicate", i)
+				}
+			}
+			b.WriteByte('\n')
+			continue
+		}
+		fmt.Fprintf(&b, "ack ticket %d job %d", a.Ticket, a.ID)
+		if a.Duplicate {
+			b.WriteString(" (duplicate)")
+		}
+		b.WriteByte('\n')
 	}
 	for _, a := range r.Starts {
 		fmt.Fprintf(&b, "start %v target=%s", a.Token, a.Target)

@@ -8,7 +8,9 @@
 // Contract (numbered rules):
 //
 //  1. Every durable transition is one journal record (Enqueued, Started, Finished, Deferred,
-//     Cancelled, Retried, Expired, Released, Snapshot; see record.go). The machine applies a record to its
+//     Cancelled, Retried, Expired, Released, Snapshot; see record.go). Records and snapshots carry a
+//     format byte (2); another format is refused whole with ErrFormat, naming what to do,
+//     never misread. The machine applies a record to its
 //     state through one function, apply, both live and in replay, so replaying the journal gives
 //     exactly the live state after the last synced record.
 //  2. An enqueue, cancel or retry is acknowledged, and an attempt dispatched, only after a Synced
@@ -17,14 +19,27 @@
 //  3. Ids start at 1, are assigned in order and never reused once acknowledged: the snapshot
 //     carries the next id. (The id of an enqueue lost with its unsynced batch, never
 //     acknowledged, may be handed out again after the crash.)
-//  4. Waiting jobs are started in (due, id) order from a heap with per-job indices, whenever a
-//     pool unit is free (continuous scheduling). Admission follows retry.Admit: unit, late,
+//  4. Due jobs start, whenever a pool unit is free (continuous scheduling), highest priority
+//     first, then (due, id); the starvation rule: a job due for AgeMax or longer starts before
+//     any higher priority, the longest waiting first (so with a steady flood of higher
+//     priorities a low one waits at most AgeMax plus one unit's turn). Three heaps with
+//     per-job indices hold the waiting jobs (not yet due; due by priority; due by age). Admission follows retry.Admit: unit, late,
 //     spent, breaker. A breaker refusal journals Deferred{due = until} and counts no attempt;
 //     a half-open breaker with its probes taken defers to now+Cooldown (it cannot know when
 //     the probes end); a probe's success that closes the breaker does not re-due them. Enqueue's
 //     due must lie in UnixNano's range; a zero due is the enqueue's now. An enqueue whose
 //     record would exceed RecordMax is refused (ErrTooLarge) before anything is appended: the
-//     one size check. Pool.Acquire's answer decides admission.
+//     one size check. An empty target or options out of range are refused (ErrJob), a due
+//     outside TimeRange too (ErrTime). A job's own options (Opts: priority, attempts,
+//     deadline; kind and unique key carried for the runner's kinds) are journaled in its
+//     Enqueued record; its attempts and deadline replace the policy's. EnqueueMany checks
+//     every job first and refuses the batch at the first bad one; its records go to the
+//     journal together (one batch, one sync) and one Ack lists their ids.
+//     Unique keys: at most one non-terminal job per (kind, key) (Machine.unique). An enqueue
+//     naming a held key journals nothing and is answered with the holder's id (Ack.Duplicate)
+//     once everything appended before it is durable; a Retry that would give a key a second
+//     holder is refused (ErrDuplicate). Replay rebuilds the index and refuses a second holder.
+//     Pool.Acquire's answer decides admission.
 //  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
 //     running attempt is ignored and logged. Its pool unit and breaker probe are still released.
 //     A cancelled attempt not yet dispatched never starts; a dispatched one is cancelled by an
@@ -40,7 +55,9 @@
 //     A breaker that would decide as a new one (breaker.Idle) is forgotten, so memory holds
 //     only targets that failed within the Window or are open or half-open.
 //  8. Retry(id) of a dead job re-enqueues it at now with a fresh budget (attempts 0, first due
-//     now); its last error is kept.
+//     now); its last error and its attempt history are kept. The history (Job.History, the
+//     last HistoryMax attempts) is built by apply from the times Started, Finished and
+//     Released carry, so replay and snapshots give the same history as the live machine.
 //  9. Compaction (Commit, when the journal grew past CompactBytes, or Compact) writes one
 //     snapshot of the whole state minus all but the last Retention terminal jobs (by the order
 //     they became terminal). Kept failure: error reported, old journal stands, engine goes on.
@@ -60,7 +77,8 @@
 //	e, err := runner.Open(fsys, "jobs.journal", cfg, now)
 //	e.Dispatch(now, true)           // Run or Drain
 //	loop:
-//	    submit commands:  e.Enqueue(due, target, payload) / e.Cancel(id) / e.Retry(now, id)
+//	    submit commands:  e.EnqueueJob(now, job) / e.EnqueueMany(now, jobs) / e.Cancel(id) /
+//	                      e.Retry(now, id)
 //	    feed outcomes:    e.AttemptDone(now, token, outcome)
 //	    res, err := e.Commit(now)   // one journal batch, one fsync for everything above
 //	    answer callers from res.Acks (by ticket); dispatch res.Starts (Attempt.Value is the
@@ -70,8 +88,8 @@
 //	    then e.Flush(now), e.Compact() if wanted, e.Close().
 //	crash: drop e without Close; reopen with Open on the same FS.
 //
-// Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs in heap
-// order; units used = attempts in flight ≤ Capacity; a running job's current token holds a
+// Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs, each
+// in the not-yet-due heap or in both due heaps, every heap in order; units used = attempts in flight ≤ Capacity; a running job's current token holds a
 // unit; terminal ⇔ terminal sequence > 0; dead ⇔ a reason; deferred ⇒ waiting; nothing waits
 // for a record already synced; every breaker's own invariants.
 package runner

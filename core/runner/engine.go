@@ -19,6 +19,7 @@ const (
 	CompactBytesDefault = 64 << 20
 	RetentionDefault    = 10_000
 	GraceDefault        = 10 * time.Second
+	AgeMaxDefault       = time.Minute
 	// errMax bounds the error text journaled per outcome, so a Finished record always fits.
 	errMax = 4 << 10
 	// recordOverheadMax bounds a Finished record's bytes besides its error text.
@@ -50,6 +51,9 @@ type Config struct {
 	Rand   *rand.Rand   // jitter draws; nil: rand.New(rand.NewSource(1))
 	// Decode is the decode-check port (MachineConfig.Decode); nil: none.
 	Decode func(payload []byte) (any, error)
+	// AgeMax is the starvation rule (MachineConfig.AgeMax): a job due for AgeMax starts before
+	// higher priorities; 0: 1 minute.
+	AgeMax time.Duration
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -74,6 +78,9 @@ func (c Config) WithDefaults() (Config, error) {
 	c.Circuit = c.Circuit.WithDefaults()
 	if c.Grace == 0 {
 		c.Grace = GraceDefault
+	}
+	if c.AgeMax == 0 {
+		c.AgeMax = AgeMaxDefault
 	}
 	if c.CompactBytes == 0 {
 		c.CompactBytes = CompactBytesDefault
@@ -105,6 +112,8 @@ func (c Config) WithDefaults() (Config, error) {
 	switch {
 	case c.Grace < 0:
 		return c, &ConfigError{"Grace", c.Grace, "must be ≥ 0 (0 means 10s)"}
+	case c.AgeMax < 0:
+		return c, &ConfigError{"AgeMax", c.AgeMax, "must be ≥ 0 (0 means 1m)"}
 	case c.Capacity < 1:
 		return c, &ConfigError{"Capacity", c.Capacity, "must be ≥ 1"}
 	case c.CompactBytes < 0:
@@ -121,7 +130,7 @@ func (c Config) WithDefaults() (Config, error) {
 
 func (c Config) machine() MachineConfig {
 	return MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity,
-		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode}
+		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode, AgeMax: c.AgeMax}
 }
 
 func (c Config) journal() journal.Config {
@@ -162,9 +171,21 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	}
 	m.at(now)
 	m.replaying = true
+	// A first record of an older format is a journal of an earlier sluice: said plainly, not as
+	// corruption. A later one, or a newer format (never written yet), is damage: corruption.
+	var format error
+	first := true
 	j, err := journal.Open(fsys, name, cfg.journal(), func(r journal.Record) error {
-		return m.Replay(r.Tag, r.Snapshot, r.Data)
+		err := m.Replay(r.Tag, r.Snapshot, r.Data)
+		if first && older(err) {
+			format = err
+		}
+		first = false
+		return err
 	})
+	if format != nil {
+		return nil, fmt.Errorf("runner: opening %q: %w; nothing was changed", name, format)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: opening %q: %w", name, err)
 	}
@@ -194,9 +215,19 @@ func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	var format error // as in Open: only a first record of another format
+	first := true
 	if _, err := journal.Read(fsys, name, cfg.journal(), func(r journal.Record) error {
-		return m.Replay(r.Tag, r.Snapshot, r.Data)
+		err := m.Replay(r.Tag, r.Snapshot, r.Data)
+		if first && older(err) {
+			format = err
+		}
+		first = false
+		return err
 	}); err != nil {
+		if format != nil {
+			err = format
+		}
 		return Snapshot{}, fmt.Errorf("runner: replaying %q: %w", name, err)
 	}
 	s, _ := m.Snapshot(math.MaxInt)
@@ -227,6 +258,9 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	case Enqueue:
 		v.Ticket = t
 		ev = v
+	case EnqueueMany:
+		v.Ticket = t
+		ev = v
 	case Cancel:
 		v.Ticket = t
 		ev = v
@@ -241,17 +275,37 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	return t, nil
 }
 
-// Enqueue submits a job due at due (zero: now); the id is assigned now, and the job is
-// acknowledged (durable) by the Commit whose Result.Acks holds the ticket. The one size check:
-// an enqueue whose record would exceed RecordMax is refused with ErrTooLarge, before anything
-// is written. Errors: ErrTooLarge, ErrTime, ErrPoisoned.
+// Enqueue submits a job due at due (zero: now) with the default options: EnqueueJob.
 func (e *Engine) Enqueue(now, due time.Time, target string, payload []byte) (Ticket, uint64, error) {
-	id := e.m.nextID
-	t, err := e.step(Enqueue{Now: now, Due: due, Target: target, Payload: payload})
+	return e.EnqueueJob(now, NewJob{Due: due, Target: target, Payload: payload})
+}
+
+// EnqueueJob submits a job; the id is assigned now, and the job is acknowledged (durable) by
+// the Commit whose Result.Acks holds the ticket. Checked before anything is written: a record
+// exceeding RecordMax (ErrTooLarge), a due outside TimeRange (ErrTime), an empty target or
+// options out of range (ErrJob). Also ErrPoisoned.
+//
+// A job whose unique key (Opts.Unique, within Opts.Kind) a non-terminal job holds is a
+// duplicate: nothing is journaled, the id returned is the holder's, and its Ack says
+// Duplicate (answered once the holder's record is durable).
+func (e *Engine) EnqueueJob(now time.Time, nj NewJob) (Ticket, uint64, error) {
+	t, err := e.step(Enqueue{Now: now, Due: nj.Due, Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts})
 	if err != nil {
 		return 0, 0, err
 	}
-	return t, id, nil
+	return t, e.m.answer.ID, nil
+}
+
+// EnqueueMany submits jobs as one batch: all are checked first (the first refusal, naming its
+// index, refuses them all and writes nothing), then their records go to the journal in the
+// next Commit's one batch (one sync), answered by one Ack whose IDs are the jobs' ids in order.
+// Duplicates (see EnqueueJob; also of an earlier job of the same batch) get their holder's id.
+func (e *Engine) EnqueueMany(now time.Time, jobs []NewJob) (Ticket, []uint64, error) {
+	t, err := e.step(EnqueueMany{Now: now, Jobs: jobs})
+	if err != nil {
+		return 0, nil, err
+	}
+	return t, e.m.answer.IDs, nil
 }
 
 // Cancel submits the cancellation of a non-terminal job. Errors: ErrNotFound, ErrTerminal,
@@ -260,7 +314,8 @@ func (e *Engine) Enqueue(now, due time.Time, target string, payload []byte) (Tic
 func (e *Engine) Cancel(id uint64) (Ticket, error) { return e.step(Cancel{ID: id}) }
 
 // Retry submits the manual retry of a dead job, due at now with a fresh attempt budget.
-// Errors: ErrNotFound, ErrNotDead, ErrTime, ErrPoisoned.
+// Errors: ErrNotFound, ErrNotDead, ErrTime, ErrDuplicate (another job took its unique key),
+// ErrPoisoned.
 func (e *Engine) Retry(now time.Time, id uint64) (Ticket, error) {
 	return e.step(Retry{ID: id, Now: now})
 }
@@ -415,6 +470,11 @@ func (e *Engine) State() Snapshot {
 	return s
 }
 
+// List returns a page of jobs (Machine.List).
+func (e *Engine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) ([]Job, uint64, bool) {
+	return e.m.List(from, to, match, limit, scanMax)
+}
+
 // Status summarises the engine in O(1): the machine's Status with the journal's fields.
 func (e *Engine) Status() Status {
 	s := e.m.Status()
@@ -422,6 +482,10 @@ func (e *Engine) Status() Status {
 	s.Commits, s.Records, s.Compactions = e.commits, e.records, e.compactions
 	return s
 }
+
+// IdleThrough reports that nothing due at or before t is waiting and nothing runs: DrainDue
+// is done.
+func (e *Engine) IdleThrough(t time.Time) bool { return e.m.IdleThrough(t) }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or running: Drain is done.
 func (e *Engine) Idle() bool { return e.m.Idle() }

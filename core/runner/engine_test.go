@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/sim/disk"
 )
@@ -102,7 +103,7 @@ func TestCancelBeforeDispatchNeverStarts(t *testing.T) {
 	if diff := cmp.Diff([]Token{{2, 1}}, starts); diff != "" {
 		t.Fatalf("starts (-want +got)\n%s", diff)
 	}
-	if diff := cmp.Diff([]Ack{{1, 1}, {2, 2}, {3, 1}}, rd.Acks); diff != "" {
+	if diff := cmp.Diff([]Ack{{Ticket: 1, ID: 1}, {Ticket: 2, ID: 2}, {Ticket: 3, ID: 1}}, rd.Acks); diff != "" {
 		t.Fatalf("acks (-want +got)\n%s", diff)
 	}
 }
@@ -451,6 +452,109 @@ func TestCancelEffectOnlyNamesARunningHandler(t *testing.T) {
 	}
 	if j, _ := e.Get(id); j.State != Cancelled {
 		t.Fatalf("job %+v, want cancelled", j)
+	}
+}
+
+// TestOpenRefusesPreviousFormatJournal writes a journal as the record format 1 wrote it (an
+// Enqueued record without the per-job fields) and opens it: the open is refused with
+// ErrFormat, the message names the formats and what to do, and the journal is left as it was
+// (never read as format 2).
+func TestOpenRefusesPreviousFormatJournal(t *testing.T) {
+	d := disk.New(1)
+	j, err := journal.Open(d, journalName, journal.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w writer
+	w.u8(1) // format 1
+	w.u64(1)
+	w.time(epoch)
+	w.str("a")
+	w.bytes([]byte("payload"))
+	if _, err := j.Append(TagEnqueued, w.b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops := d.Ops()
+	_, err = Open(d, journalName, Config{Capacity: 1}, epoch)
+	if !errors.Is(err, ErrFormat) {
+		t.Fatalf("open of a format-1 journal: %v, want ErrFormat", err)
+	}
+	t.Logf("refusal: %v", err)
+	for _, want := range []string{"format 1", "reads format 2", "Drain", "move the directory aside"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if _, err := Replay(d, journalName, Config{Capacity: 1}); !errors.Is(err, ErrFormat) || strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("read-only replay of a format-1 journal: %v, want ErrFormat (not called corrupt)", err)
+	}
+	if d.Ops() != ops {
+		t.Errorf("a refused open did %d disk operations that changed something? ops %d→%d", d.Ops()-ops, ops, d.Ops())
+	}
+	var got [][]byte
+	if _, err := journal.Read(d, journalName, journal.Config{}, func(r journal.Record) error {
+		got = append(got, bytes.Clone(r.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][]byte{w.b}, got); diff != "" {
+		t.Fatalf("journal after the refused open (-want +got)\n%s", diff)
+	}
+}
+
+// lowStartsAfter runs capacity 1 under a flood: a priority -5 job due at 0, then every second
+// a new priority-10 job and the running attempt's success. It returns when the low job
+// started (or a zero duration if it did not within limit).
+func lowStartsAfter(t *testing.T, ageMax, limit time.Duration) time.Duration {
+	e, err := Open(disk.New(1), journalName, Config{Capacity: 1, AgeMax: ageMax}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Dispatch(epoch, true)
+	if _, _, err := e.EnqueueJob(epoch, NewJob{Target: "a", Opts: Opts{Priority: -5}}); err != nil {
+		t.Fatal(err)
+	}
+	var running []Token
+	for now := epoch; now.Sub(epoch) <= limit; now = now.Add(time.Second) {
+		for _, tok := range running {
+			if err := e.AttemptDone(now, tok, Success()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		running = nil
+		if _, _, err := e.EnqueueJob(now, NewJob{Target: "b", Opts: Opts{Priority: 10}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Commit(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Starts {
+			if s.Token.ID == 1 {
+				return now.Sub(epoch)
+			}
+			running = append(running, s.Token)
+		}
+	}
+	return 0
+}
+
+// TestLowPriorityStartsOnceItHasWaitedAgeMax is the starvation rule: under a steady flood of
+// higher-priority jobs, a low-priority job starts as soon as it has waited AgeMax (and a unit
+// frees); with a longer AgeMax the same flood holds it back for the whole run.
+func TestLowPriorityStartsOnceItHasWaitedAgeMax(t *testing.T) {
+	if got := lowStartsAfter(t, 30*time.Second, 5*time.Minute); got != 30*time.Second {
+		t.Errorf("AgeMax 30s: the low-priority job started after %v, want 30s", got)
+	}
+	if got := lowStartsAfter(t, time.Hour, 5*time.Minute); got != 0 {
+		t.Errorf("AgeMax 1h: the low-priority job started after %v, want not within 5m", got)
 	}
 }
 

@@ -39,8 +39,8 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("runner: job %d %v with reason %v", id, j.State, j.Reason)
 		case j.Deferred && j.State != Waiting:
 			return fmt.Errorf("runner: job %d deferred while %v", id, j.State)
-		case (j.State == Waiting) != (j.idx >= 0 && j.idx < len(m.queue) && m.queue[j.idx] == j):
-			return fmt.Errorf("runner: job %d %v at queue index %d", id, j.State, j.idx)
+		case (j.State == Waiting) != m.queue.holds(j):
+			return fmt.Errorf("runner: job %d %v at queue indexes %v", id, j.State, j.idx)
 		}
 		if j.State == Waiting {
 			waiting++
@@ -50,23 +50,41 @@ func (m *Machine) checkInvariants() error {
 			deferred++
 		}
 		if j.State == Running {
-			if j.Attempts < 1 || j.Attempts > m.cfg.Policy.Attempts {
-				return fmt.Errorf("runner: job %d running attempt %d of %d", id, j.Attempts, m.cfg.Policy.Attempts)
+			if p := m.policy(j); j.Attempts < 1 || j.Attempts > p.Attempts {
+				return fmt.Errorf("runner: job %d running attempt %d of %d", id, j.Attempts, p.Attempts)
 			}
 			if _, ok := m.inflight[Token{id, j.Attempts}]; !ok && !m.replaying {
 				return fmt.Errorf("runner: job %d running attempt %d holds no unit", id, j.Attempts)
 			}
 		}
 	}
+	held := 0
+	for _, id := range ids {
+		j := m.jobs[id]
+		k := uniqueKey(j.Opts)
+		if k == "" || j.State.Terminal() {
+			continue
+		}
+		held++
+		if m.unique[k] != id {
+			return fmt.Errorf("runner: job %d %v holds unique key %q, the index names job %d", id, j.State, j.Opts.Unique, m.unique[k])
+		}
+	}
+	if held != len(m.unique) {
+		return fmt.Errorf("runner: unique index has %d keys, %d non-terminal jobs hold one", len(m.unique), held)
+	}
 	if counts != m.counts || deferred != m.deferred {
 		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
 	}
-	if waiting != len(m.queue) {
-		return fmt.Errorf("runner: %d waiting jobs, %d queued", waiting, len(m.queue))
+	if waiting != m.queue.len() || m.queue.prio.len() != m.queue.age.len() {
+		return fmt.Errorf("runner: %d waiting jobs, %d queued (%d timers, %d due by priority, %d by age)",
+			waiting, m.queue.len(), m.queue.timers.len(), m.queue.prio.len(), m.queue.age.len())
 	}
-	for i := 1; i < len(m.queue); i++ {
-		if m.queue.less(i, (i-1)/2) {
-			return fmt.Errorf("runner: queue out of heap order at %d", i)
+	for _, h := range []*heap{&m.queue.timers, &m.queue.prio, &m.queue.age} {
+		for i := 1; i < h.len(); i++ {
+			if h.less(h.h[i], h.h[(i-1)/2]) {
+				return fmt.Errorf("runner: heap %d out of order at %d", h.slot, i)
+			}
 		}
 	}
 	toks := make([]Token, 0, len(m.inflight))

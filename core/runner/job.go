@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -117,6 +118,40 @@ func Panicked(v string) Outcome { return Outcome{Kind: OutcomePanicked, Err: v} 
 // Interrupted is the error text of an attempt found running at open (docs/journal.md).
 const Interrupted = "interrupted"
 
+// Priority bounds: a job's priority is in [PriorityMin, PriorityMax]; 0 is the default.
+const (
+	PriorityMin = -1000
+	PriorityMax = 1000
+)
+
+// Opts are a job's own options, journaled in its Enqueued record and kept for its life.
+// Zero values mean the runner's defaults.
+type Opts struct {
+	// Priority orders due jobs: higher starts first, then (due, id). See MachineConfig.AgeMax
+	// for the rule that keeps low priorities from starving.
+	Priority int
+	// AttemptsMax, when > 0, replaces Policy.Attempts for this job.
+	AttemptsMax int
+	// Deadline, when > 0, replaces Policy.Deadline for this job.
+	Deadline time.Duration
+	// Kind names the job's kind (its codec and handler); "" is the default kind.
+	Kind string
+	// Unique is the job's unique key within its kind; "" means none.
+	Unique string
+}
+
+func (o Opts) validate() error {
+	switch {
+	case o.Priority < PriorityMin || o.Priority > PriorityMax:
+		return fmt.Errorf("priority %d outside [%d, %d]", o.Priority, PriorityMin, PriorityMax)
+	case o.AttemptsMax < 0 || o.AttemptsMax > math.MaxInt32:
+		return fmt.Errorf("attempts %d outside [0, %d] (0: the policy's)", o.AttemptsMax, math.MaxInt32)
+	case o.Deadline < 0:
+		return fmt.Errorf("deadline %v is negative (0: the policy's)", o.Deadline)
+	}
+	return nil
+}
+
 // Job is a read-only copy of one job, for Get, State and checkers.
 type Job struct {
 	ID       uint64
@@ -131,4 +166,45 @@ type Job struct {
 	LastErr  string    // the last failure's text, kept across a manual Retry
 	// TermSeq orders terminal transitions (retention keeps the highest); 0 unless terminal.
 	TermSeq uint64
+	Opts    Opts
+	// History is the last HistoryMax attempts, oldest first; a manual Retry keeps it.
+	History []AttemptRecord
+}
+
+// HistoryMax bounds a job's attempt history.
+const HistoryMax = 10
+
+// AttemptOutcome is how a recorded attempt ended; AttemptRunning while it runs.
+type AttemptOutcome uint8
+
+const (
+	AttemptRunning AttemptOutcome = iota
+	AttemptSucceeded
+	AttemptFailed
+	AttemptPanicked
+	AttemptReleased // a graceful stop gave it back; not counted
+)
+
+func (o AttemptOutcome) String() string {
+	switch o {
+	case AttemptRunning:
+		return "running"
+	case AttemptSucceeded:
+		return "succeeded"
+	case AttemptFailed:
+		return "failed"
+	case AttemptPanicked:
+		return "panicked"
+	case AttemptReleased:
+		return "released"
+	}
+	return fmt.Sprintf("attempt-outcome(%d)", uint8(o))
+}
+
+// AttemptRecord is one attempt in a job's history (times as journaled).
+type AttemptRecord struct {
+	Attempt    int
+	Start, End time.Time // End is zero while it runs (or if a crash cut it before it ended)
+	Outcome    AttemptOutcome
+	Err        string
 }

@@ -22,7 +22,13 @@ var (
 	ErrNotDead  = errors.New("runner: only a dead job can be retried")
 	ErrTooLarge = errors.New("runner: record too large")
 	ErrTime     = errors.New("runner: time out of range")
+	ErrJob      = errors.New("runner: invalid job")
+	// ErrDuplicate: a Retry would give a unique key a second non-terminal job.
+	ErrDuplicate = errors.New("runner: unique key held by another job")
 )
+
+// TimeRange states the times a record can hold (UnixNano's range), for error messages.
+const TimeRange = "[1677-09-21T00:12:43Z, 2262-04-11T23:47:16Z]"
 
 // Ticket names one submitted command (Enqueue, Cancel, Retry) in the Ack that answers it.
 type Ticket uint64
@@ -39,6 +45,23 @@ type Enqueue struct {
 	Due     time.Time
 	Target  string
 	Payload []byte
+	Opts    Opts
+}
+
+// NewJob is one job of an EnqueueMany: Enqueue's fields without the ticket and now.
+type NewJob struct {
+	Due     time.Time
+	Target  string
+	Payload []byte
+	Opts    Opts
+}
+
+// EnqueueMany adds Jobs at Now in one batch: every record or none (the first refused job
+// refuses them all, naming its index), one Ack listing the ids in order.
+type EnqueueMany struct {
+	Ticket Ticket
+	Now    time.Time
+	Jobs   []NewJob
 }
 
 // Cancel cancels a non-terminal job.
@@ -82,6 +105,7 @@ type Dispatch struct {
 
 func (Dispatch) isEvent()    {}
 func (Enqueue) isEvent()     {}
+func (EnqueueMany) isEvent() {}
 func (Cancel) isEvent()      {}
 func (Retry) isEvent()       {}
 func (Synced) isEvent()      {}
@@ -99,6 +123,11 @@ type Append struct {
 type Ack struct {
 	Ticket Ticket
 	ID     uint64
+	IDs    []uint64 // EnqueueMany: every id, in the order of its Jobs (ID is the first)
+	// Duplicate: the enqueue named a unique key a non-terminal job holds; ID is that job and
+	// nothing was journaled. Duplicates is the same per job of an EnqueueMany.
+	Duplicate  bool
+	Duplicates []bool
 }
 
 // Attempt is an attempt to dispatch.
@@ -164,7 +193,7 @@ type Ready struct {
 // job is the machine's job; fields mirror Job.
 type job struct {
 	Job
-	idx int // position in the queue; -1 unless Waiting
+	idx [slots]int // position in each of the queue's heaps; -1 when not in it
 }
 
 // attempt is an attempt holding a pool unit.
@@ -215,6 +244,9 @@ type MachineConfig struct {
 	// it refuses is never dispatched: that attempt is a permanent failure. nil: no check, and
 	// Attempt.Value stays nil.
 	Decode func(payload []byte) (any, error)
+	// AgeMax is the starvation rule: a due job that has waited AgeMax past its due starts
+	// before any job of higher priority (the longest waiting first). 0: priority is strict.
+	AgeMax time.Duration
 }
 
 // Machine is the runner's pure state machine (docs/runner.md).
@@ -225,9 +257,14 @@ type Machine struct {
 	// Invariant: every job id < nextID; nextID ≥ 1.
 	nextID  uint64
 	termSeq uint64
-	// Invariant: holds exactly the Waiting jobs, as a heap on (due, id).
+	// Invariant: holds exactly the Waiting jobs (see queue).
 	queue queue
-	pool  *pool.Pool
+	// unique maps the key (uniqueKey) of every non-terminal job that has one to its id.
+	// Invariant: at most one non-terminal job per key, and it is this one.
+	unique map[string]uint64
+	// answer is the last enqueue's ids and duplicate flags, for the Engine to return.
+	answer Ack
+	pool   *pool.Pool
 	// breakers holds only targets whose breaker is not idle (breaker.Idle): memory is bounded
 	// by the targets that failed within the Window or are open or half-open.
 	breakers map[string]*breaker.Breaker
@@ -283,6 +320,8 @@ func New(cfg MachineConfig) (*Machine, error) {
 		return nil, fmt.Errorf("%w: RecordMax must be ≥ 1, got %d", ErrInvalidConfig, cfg.RecordMax)
 	case cfg.Grace < 0:
 		return nil, fmt.Errorf("%w: Grace must be ≥ 0, got %v", ErrInvalidConfig, cfg.Grace)
+	case cfg.AgeMax < 0:
+		return nil, fmt.Errorf("%w: AgeMax must be ≥ 0, got %v", ErrInvalidConfig, cfg.AgeMax)
 	}
 	p, err := pool.New(pool.Config{Capacity: cfg.Capacity})
 	if err != nil {
@@ -291,6 +330,8 @@ func New(cfg MachineConfig) (*Machine, error) {
 	return &Machine{
 		cfg:      cfg,
 		jobs:     map[uint64]*job{},
+		queue:    newQueue(),
+		unique:   map[string]uint64{},
 		nextID:   1,
 		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
@@ -304,6 +345,8 @@ func (m *Machine) Step(ev Event) error {
 	switch ev := ev.(type) {
 	case Enqueue:
 		return m.enqueue(ev)
+	case EnqueueMany:
+		return m.enqueueMany(ev)
 	case Cancel:
 		return m.cancel(ev)
 	case Retry:
@@ -350,10 +393,10 @@ func (m *Machine) WakeAt() time.Time {
 		}
 		return time.Time{}
 	}
-	if len(m.queue) == 0 || m.pool.Status().Free == 0 {
+	if m.queue.len() == 0 || m.pool.Status().Free == 0 {
 		return time.Time{}
 	}
-	return m.queue[0].Due
+	return m.queue.earliest().Due
 }
 
 // at moves the machine's clock; time never goes back.
@@ -425,21 +468,115 @@ func cmpU64(a, b uint64) int {
 
 func (m *Machine) enqueue(ev Enqueue) error {
 	m.at(ev.Now)
-	due := ev.Due
-	if due.IsZero() {
-		due = ev.Now
+	nj := NewJob{Due: ev.Due, Target: ev.Target, Payload: ev.Payload, Opts: ev.Opts}
+	r, data, err := m.enqueueRecord(m.nextID, ev.Now, nj)
+	if err != nil {
+		return err
 	}
-	if !inRange(due) {
-		return fmt.Errorf("%w: enqueue due %v", ErrTime, due)
-	}
-	r := Record{Tag: TagEnqueued, ID: m.nextID, Due: norm(due), Target: ev.Target, Payload: ev.Payload}
-	data := EncodeRecord(r)
-	if len(data) > m.cfg.RecordMax {
-		return fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
+	if id, dup := m.unique[uniqueKey(nj.Opts)]; dup {
+		m.ack(Ack{Ticket: ev.Ticket, ID: id, Duplicate: true})
+		return nil
 	}
 	m.applyAndAppend(r, data)
-	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, r.ID}})
+	m.ack(Ack{Ticket: ev.Ticket, ID: r.ID})
 	return nil
+}
+
+// ack answers a command once everything appended so far is durable (at once if it is): a
+// duplicate's holder may still be waiting for its sync.
+func (m *Machine) ack(a Ack) {
+	m.answer = a
+	if m.seq <= m.synced {
+		m.acks = append(m.acks, a)
+		return
+	}
+	m.acking = append(m.acking, pending{m.seq, a})
+}
+
+// uniqueKey is the index key of a job's unique key within its kind; "" when it has none.
+func uniqueKey(o Opts) string {
+	if o.Unique == "" {
+		return ""
+	}
+	return o.Kind + "\x00" + o.Unique
+}
+
+// enqueueMany checks every job before recording any, so a refused batch changes nothing.
+func (m *Machine) enqueueMany(ev EnqueueMany) error {
+	m.at(ev.Now)
+	if len(ev.Jobs) == 0 {
+		return fmt.Errorf("%w: EnqueueMany with no jobs", ErrJob)
+	}
+	// Check every job first; a key held, or taken by an earlier job of the batch, makes a
+	// duplicate that gets the holder's id and no record.
+	rs := make([]Record, len(ev.Jobs))
+	ds := make([][]byte, len(ev.Jobs))
+	ids := make([]uint64, len(ev.Jobs))
+	dups := make([]bool, len(ev.Jobs))
+	taken := map[string]uint64{}
+	next := m.nextID
+	for i, nj := range ev.Jobs {
+		r, data, err := m.enqueueRecord(next, ev.Now, nj)
+		if err != nil {
+			return fmt.Errorf("%w (job %d of %d, counting from 0)", err, i, len(ev.Jobs))
+		}
+		k := uniqueKey(nj.Opts)
+		if id, ok := m.unique[k]; ok {
+			ids[i], dups[i] = id, true
+			continue
+		}
+		if id, ok := taken[k]; ok && k != "" {
+			ids[i], dups[i] = id, true
+			continue
+		}
+		if k != "" {
+			taken[k] = next
+		}
+		rs[i], ds[i], ids[i] = r, data, next
+		next++
+	}
+	for i := range rs {
+		if !dups[i] {
+			m.applyAndAppend(rs[i], ds[i])
+		}
+	}
+	m.ack(Ack{Ticket: ev.Ticket, ID: ids[0], IDs: ids, Duplicates: dups})
+	return nil
+}
+
+// enqueueRecord is the Enqueued record of nj as job id, or why it is refused.
+func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []byte, error) {
+	due := nj.Due
+	if due.IsZero() {
+		due = now
+	}
+	if !inRange(due) {
+		return Record{}, nil, fmt.Errorf("%w: enqueue due %v: a due time must lie in %s", ErrTime, due, TimeRange)
+	}
+	if nj.Target == "" {
+		return Record{}, nil, fmt.Errorf("%w: empty target: every job names the target its breaker guards", ErrJob)
+	}
+	if err := nj.Opts.validate(); err != nil {
+		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
+	}
+	r := Record{Tag: TagEnqueued, ID: id, Due: norm(due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
+	data := EncodeRecord(r)
+	if len(data) > m.cfg.RecordMax {
+		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
+	}
+	return r, data, nil
+}
+
+// policy is the retry policy of j: the runner's, with the job's own attempts and deadline.
+func (m *Machine) policy(j *job) retry.Policy {
+	p := m.cfg.Policy
+	if j.Opts.AttemptsMax > 0 {
+		p.Attempts = j.Opts.AttemptsMax
+	}
+	if j.Opts.Deadline > 0 {
+		p.Deadline = j.Opts.Deadline
+	}
+	return p
 }
 
 func (m *Machine) cancel(ev Cancel) error {
@@ -453,7 +590,7 @@ func (m *Machine) cancel(ev Cancel) error {
 	tok := Token{j.ID, j.Attempts}
 	wasRunning := j.State == Running
 	m.record(Record{Tag: TagCancelled, ID: j.ID})
-	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, j.ID}})
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: j.ID}})
 	// An attempt not yet dispatched never starts; a dispatched one is cancelled once the
 	// Cancelled record is durable, and finishes, ignored.
 	a := m.inflight[tok]
@@ -480,9 +617,12 @@ func (m *Machine) retry(ev Retry) error {
 	if !inRange(ev.Now) {
 		return fmt.Errorf("%w: retry at %v", ErrTime, ev.Now)
 	}
+	if id, held := m.unique[uniqueKey(j.Opts)]; held {
+		return fmt.Errorf("%w: retry job %d: its unique key %q is held by job %d until that one ends", ErrDuplicate, j.ID, j.Opts.Unique, id)
+	}
 	m.at(ev.Now)
 	m.record(Record{Tag: TagRetried, ID: j.ID, Due: norm(ev.Now)})
-	m.acking = append(m.acking, pending{m.seq, Ack{ev.Ticket, j.ID}})
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: j.ID}})
 	return nil
 }
 
@@ -550,7 +690,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		// The runner's own stop cut it: the attempt is given back, the target not judged.
 		m.breakerFor(a.target).Step(breaker.Release{Probe: a.probe})
 		if current {
-			m.record(Record{Tag: TagReleased, ID: j.ID, Attempt: j.Attempts})
+			m.record(Record{Tag: TagReleased, ID: j.ID, Attempt: j.Attempts, At: now})
 		}
 		return
 	}
@@ -565,7 +705,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 
 // finish journals the end of j's current attempt at now.
 func (m *Machine) finish(j *job, now time.Time, o Outcome) {
-	r := Record{Tag: TagFinished, ID: j.ID, Attempt: j.Attempts, Kind: o.Kind, Err: o.Err}
+	r := Record{Tag: TagFinished, ID: j.ID, Attempt: j.Attempts, Kind: o.Kind, Err: o.Err, At: now}
 	switch o.Kind {
 	case OutcomeSucceeded:
 		r.Next, r.Err = Succeeded, ""
@@ -577,7 +717,7 @@ func (m *Machine) finish(j *job, now time.Time, o Outcome) {
 			r.Next, r.Reason = Dead, Permanent
 			break
 		}
-		due, v := m.cfg.Policy.Next(j.FirstDue, now, j.Attempts, m.cfg.Rand.Uint32(), o.After)
+		due, v := m.policy(j).Next(j.FirstDue, now, j.Attempts, m.cfg.Rand.Uint32(), o.After)
 		switch v {
 		case retry.DeadSpent:
 			r.Next, r.Reason = Dead, Spent
@@ -635,17 +775,22 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 	}
 }
 
-// schedule starts due jobs in (due, id) order while a unit is free (docs/runner.md admission).
+// schedule starts due jobs while a unit is free (docs/runner.md admission): the highest priority
+// first, then (due, id), except that a job due for AgeMax or longer goes first (queue.next).
 func (m *Machine) schedule(now time.Time) {
-	for len(m.queue) > 0 && !m.queue[0].Due.After(now) {
-		j := m.queue[0]
+	m.queue.promote(now)
+	for {
+		j := m.queue.next(now, m.cfg.AgeMax)
+		if j == nil {
+			return
+		}
 		var d breaker.Decision
 		m.pool.Step(pool.Acquire{})
 		unit := m.pool.Ready().Granted
 		v := retry.Admit(retry.Candidate{
 			UnitFree: unit,
-			Late:     m.cfg.Policy.Late(j.FirstDue, now),
-			Spent:    m.cfg.Policy.Spent(j.Attempts),
+			Late:     m.policy(j).Late(j.FirstDue, now),
+			Spent:    m.policy(j).Spent(j.Attempts),
 		}, func() bool {
 			b := m.breakerFor(j.Target)
 			b.Step(breaker.Admit{Now: now})
@@ -667,7 +812,7 @@ func (m *Machine) schedule(now time.Time) {
 		case retry.Start:
 			m.maybeForgetBreaker(j.Target, now)
 			tok := Token{j.ID, j.Attempts + 1}
-			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt})
+			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt, At: now})
 			v, err := m.decode(j.Payload)
 			if err != nil {
 				// Never dispatched: the attempt ends in the same batch as a permanent failure
@@ -761,11 +906,15 @@ func (m *Machine) applyRecord(r Record) error {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
 		}
-		j := &job{Job: Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
-			State: Waiting, FirstDue: r.Due, Due: r.Due}}
+		if id, held := m.unique[uniqueKey(r.Opts)]; held {
+			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
+		}
+		j := newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
+			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
 		m.nextID++
 		m.queue.push(j)
+		m.holdKey(j)
 		return nil
 	}
 	j, ok := m.jobs[r.ID]
@@ -786,6 +935,9 @@ func (m *Machine) applyRecord(r Record) error {
 	if j.State != want {
 		return fmt.Errorf("tag %d for job %d in state %v", r.Tag, r.ID, j.State)
 	}
+	if id, held := m.unique[uniqueKey(j.Opts)]; r.Tag == TagRetried && held {
+		return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
+	}
 	switch r.Tag {
 	case TagStarted:
 		if r.Attempt != j.Attempts+1 {
@@ -793,6 +945,8 @@ func (m *Machine) applyRecord(r Record) error {
 		}
 		m.queue.remove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
+		h := append(j.History, AttemptRecord{Attempt: r.Attempt, Start: r.At})
+		j.History = h[max(0, len(h)-HistoryMax):]
 	case TagFinished:
 		if r.Attempt != j.Attempts {
 			return fmt.Errorf("job %d: finished attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
@@ -800,6 +954,7 @@ func (m *Machine) applyRecord(r Record) error {
 		if r.Kind != OutcomeSucceeded {
 			j.LastErr = r.Err
 		}
+		j.endAttempt(r.Attempt, r.At, attemptOutcome(r.Kind), r.Err)
 		switch r.Next {
 		case Waiting:
 			j.State, j.Due = Waiting, r.Due
@@ -812,6 +967,7 @@ func (m *Machine) applyRecord(r Record) error {
 			return fmt.Errorf("job %d: released attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
 		}
 		// The attempt is given back: not counted, the job waits again at the due it started at.
+		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
 		m.queue.push(j)
 	case TagExpired:
@@ -831,13 +987,52 @@ func (m *Machine) applyRecord(r Record) error {
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.FirstDue, j.Due = 0, r.Due, r.Due
 		m.queue.push(j)
+		m.holdKey(j)
 	default:
 		return fmt.Errorf("unknown tag %d", r.Tag)
 	}
 	return nil
 }
 
+// endAttempt records the end of attempt n in the history (if it is still there).
+func (j *job) endAttempt(n int, at time.Time, o AttemptOutcome, err string) {
+	if k := len(j.History) - 1; k >= 0 && j.History[k].Attempt == n && j.History[k].Outcome == AttemptRunning {
+		// Copy on write: Get and Snapshot hand out the slice.
+		h := slices.Clone(j.History)
+		h[k].End, h[k].Outcome, h[k].Err = at, o, err
+		j.History = h
+	}
+}
+
+func attemptOutcome(k OutcomeKind) AttemptOutcome {
+	switch k {
+	case OutcomeSucceeded:
+		return AttemptSucceeded
+	case OutcomePanicked:
+		return AttemptPanicked
+	}
+	return AttemptFailed
+}
+
+func newJob(j Job) *job {
+	nj := &job{Job: j}
+	for i := range nj.idx {
+		nj.idx[i] = -1
+	}
+	return nj
+}
+
+// holdKey indexes a job that became non-terminal under its unique key.
+func (m *Machine) holdKey(j *job) {
+	if k := uniqueKey(j.Opts); k != "" {
+		m.unique[k] = j.ID
+	}
+}
+
 func (m *Machine) becomeTerminal(j *job, s JobState, why Reason) {
+	if k := uniqueKey(j.Opts); k != "" && m.unique[k] == j.ID {
+		delete(m.unique, k)
+	}
 	m.termSeq++
 	j.State, j.Reason, j.TermSeq = s, why, m.termSeq
 }
@@ -854,7 +1049,9 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("runner: replay snapshot: %w", err)
 		}
-		m.load(s)
+		if err := m.load(s); err != nil {
+			return fmt.Errorf("runner: replay snapshot: %w: %w", ErrDecode, err)
+		}
 		return nil
 	}
 	r, err := DecodeRecord(tag, data)
@@ -867,16 +1064,24 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	return nil
 }
 
-func (m *Machine) load(s Snapshot) {
+// load installs a snapshot; the unique index is rebuilt from the jobs' keys.
+func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
 	for i := range s.Jobs {
-		j := &job{Job: s.Jobs[i], idx: -1}
+		j := newJob(s.Jobs[i])
+		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
+			if id, held := m.unique[k]; held {
+				return fmt.Errorf("jobs %d and %d both hold unique key %q", id, j.ID, j.Opts.Unique)
+			}
+			m.unique[k] = j.ID
+		}
 		m.jobs[j.ID] = j
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
 		}
 	}
+	return nil
 }
 
 // Snapshot returns the durable state with all but the last retain terminal jobs left out, and
@@ -935,8 +1140,14 @@ func (m *Machine) Prune(ids []uint64) {
 	}
 }
 
+// IdleThrough reports that no waiting job is due at or before t and nothing holds a unit.
+func (m *Machine) IdleThrough(t time.Time) bool {
+	e := m.queue.earliest()
+	return (e == nil || e.Due.After(t)) && m.pool.Status().Used == 0
+}
+
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
-func (m *Machine) Idle() bool { return len(m.queue) == 0 && m.pool.Status().Used == 0 }
+func (m *Machine) Idle() bool { return m.queue.len() == 0 && m.pool.Status().Used == 0 }
 
 // Get returns a copy of job id.
 func (m *Machine) Get(id uint64) (Job, bool) {
@@ -947,6 +1158,27 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 	c := j.Job
 	c.Payload = append([]byte(nil), j.Payload...)
 	return c, true
+}
+
+// List returns copies of the jobs with ids in [from, to] that match, ascending by id: at most
+// limit of them, looking at no more than scanMax ids. next is the last id looked at (the
+// cursor to resume from next+1); more reports ids left in the range. Ids are dense (1 to
+// NextID-1, minus pruned jobs), so a page costs O(ids scanned), not O(jobs).
+func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) (jobs []Job, next uint64, more bool) {
+	from, to = max(from, 1), min(to, m.nextID-1)
+	next = from - 1
+	for id := from; id <= to && len(jobs) < limit && scanMax > 0; id++ {
+		scanMax--
+		next = id
+		j := m.jobs[id]
+		if j == nil || !match(&j.Job) {
+			continue
+		}
+		c := j.Job
+		c.Payload = append([]byte(nil), j.Payload...)
+		jobs = append(jobs, c)
+	}
+	return jobs, next, next < to
 }
 
 // Status is a summary for Stats and checkers. The journal fields (Durable to Compactions) are

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"sort"
 	"testing"
@@ -114,9 +115,23 @@ type runnerMachine struct {
 	w       *world
 	m       *model
 	tickets map[Ticket]uint64
+	batches map[Ticket][]uint64 // EnqueueMany's ids by ticket
+	dups    map[Ticket]bool     // single enqueues the model expects answered as duplicates
 }
 
-var ignoreTermSeq = cmpopts.IgnoreFields(Job{}, "TermSeq")
+// policyOf is the model's per-job policy: the runner's, with the job's own attempts and deadline.
+func (m *model) policyOf(j *Job) retry.Policy {
+	p := m.cfg.Policy
+	if j.Opts.AttemptsMax > 0 {
+		p.Attempts = j.Opts.AttemptsMax
+	}
+	if j.Opts.Deadline > 0 {
+		p.Deadline = j.Opts.Deadline
+	}
+	return p
+}
+
+var ignoreTermSeq = cmpopts.IgnoreFields(Job{}, "TermSeq", "History") // history: checked by ListPages, scenarios and the round trip
 
 func (rm *runnerMachine) init(t *rapid.T) {
 	cfg := Config{
@@ -128,11 +143,14 @@ func (rm *runnerMachine) init(t *rapid.T) {
 		Capacity:     rapid.IntRange(1, 3).Draw(t, "capacity"),
 		CompactBytes: rapid.SampledFrom([]int64{1 << 30, 1500}).Draw(t, "compactBytes"),
 		Retention:    1 << 30,
+		AgeMax:       rapid.SampledFrom([]time.Duration{2 * time.Second, 10 * time.Second, time.Minute}).Draw(t, "ageMax"),
 	}
 	rm.w = newWorld(rapid.Int64().Draw(t, "seed"), cfg)
 	rm.m = &model{cfg: cfg, jobs: map[uint64]*Job{}, nextID: 1, acked: map[uint64]bool{},
 		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}}
 	rm.tickets = map[Ticket]uint64{}
+	rm.batches = map[Ticket][]uint64{}
+	rm.dups = map[Ticket]bool{}
 	if err := rm.w.open(); err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -143,25 +161,99 @@ func (rm *runnerMachine) pickID(t *rapid.T) uint64 {
 	return rapid.Uint64Range(1, rm.m.nextID).Draw(t, "id") // nextID itself: unknown
 }
 
-func (rm *runnerMachine) Enqueue(t *rapid.T) {
+// drawJob draws a job: due around now, a target, a payload and per-job options (priority,
+// attempts, deadline) that are mostly the defaults.
+func (rm *runnerMachine) drawJob(t *rapid.T) NewJob {
+	w := rm.w
+	nj := NewJob{
+		Due:     w.now.Add(time.Duration(rapid.IntRange(-2, 8).Draw(t, "dueSeconds")) * time.Second),
+		Target:  rapid.SampledFrom([]string{"a", "a", "b"}).Draw(t, "target"),
+		Payload: []byte(rapid.StringN(0, 4, -1).Draw(t, "payload")),
+	}
+	nj.Opts.Priority = rapid.SampledFrom([]int{0, 0, 1, -1, 5}).Draw(t, "priority")
+	nj.Opts.AttemptsMax = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "attemptsMax")
+	nj.Opts.Deadline = rapid.SampledFrom([]time.Duration{0, 0, 2 * time.Second}).Draw(t, "jobDeadline")
+	nj.Opts.Unique = rapid.SampledFrom([]string{"", "", "k1", "k2"}).Draw(t, "unique")
+	if nj.Opts.Unique != "" {
+		nj.Opts.Kind = rapid.SampledFrom([]string{"", "sms"}).Draw(t, "kind")
+	}
+	return nj
+}
+
+// holder is the model's non-terminal job holding o's unique key, or 0.
+func (m *model) holder(o Opts) uint64 {
+	if o.Unique == "" {
+		return 0
+	}
+	for id, j := range m.jobs { // at most one matches: order does not matter
+		if !j.State.Terminal() && j.Opts.Kind == o.Kind && j.Opts.Unique == o.Unique {
+			return id
+		}
+	}
+	return 0
+}
+
+// admitJob adds an enqueued job to the model.
+func (m *model) admitJob(id uint64, nj NewJob) {
+	if len(nj.Payload) == 0 {
+		nj.Payload = nil
+	}
+	m.jobs[id] = &Job{ID: id, Target: nj.Target, Payload: nj.Payload, State: Waiting, FirstDue: norm(nj.Due), Due: norm(nj.Due), Opts: nj.Opts}
+}
+
+func (rm *runnerMachine) Enqueue(t *rapid.T) { rm.enqueue(t, rm.drawJob(t)) }
+
+func (rm *runnerMachine) enqueue(t *rapid.T, nj NewJob) {
 	w, m := rm.w, rm.m
-	due := w.now.Add(time.Duration(rapid.IntRange(-2, 8).Draw(t, "dueSeconds")) * time.Second)
-	target := rapid.SampledFrom([]string{"a", "a", "b"}).Draw(t, "target")
-	payload := []byte(rapid.StringN(0, 4, -1).Draw(t, "payload"))
-	tk, id, err := w.e.Enqueue(w.now, due, target, payload)
+	tk, id, err := w.e.EnqueueJob(w.now, nj)
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
+	}
+	if h := m.holder(nj.Opts); h != 0 {
+		if id != h {
+			t.Fatalf("enqueue of held key %q got id %d, model's holder is %d", nj.Opts.Unique, id, h)
+		}
+		m.pending = append(m.pending, tk)
+		rm.tickets[tk] = id
+		rm.dups[tk] = true
+		return
 	}
 	if id != m.nextID {
 		t.Fatalf("enqueue got id %d, model expects %d", id, m.nextID)
 	}
 	m.nextID++
-	if len(payload) == 0 {
-		payload = nil
-	}
-	m.jobs[id] = &Job{ID: id, Target: target, Payload: payload, State: Waiting, FirstDue: norm(due), Due: norm(due)}
+	m.admitJob(id, nj)
 	m.pending = append(m.pending, tk)
 	rm.tickets[tk] = id
+}
+
+// EnqueueMany submits 1 to 4 jobs in one batch: consecutive ids, one ack listing them.
+func (rm *runnerMachine) EnqueueMany(t *rapid.T) {
+	w, m := rm.w, rm.m
+	jobs := make([]NewJob, rapid.IntRange(1, 4).Draw(t, "batch"))
+	for i := range jobs {
+		jobs[i] = rm.drawJob(t)
+	}
+	tk, ids, err := w.e.EnqueueMany(w.now, jobs)
+	if err != nil {
+		t.Fatalf("enqueue many: %v", err)
+	}
+	for i, id := range ids {
+		if h := m.holder(jobs[i].Opts); h != 0 {
+			if id != h {
+				t.Fatalf("enqueue many: job %d with held key %q got id %d, model's holder is %d", i, jobs[i].Opts.Unique, id, h)
+			}
+			continue
+		}
+		if id != m.nextID {
+			t.Fatalf("enqueue many got id %d, model expects %d", id, m.nextID)
+		}
+		m.nextID++
+		m.admitJob(id, jobs[i])
+	}
+	m.pending = append(m.pending, tk)
+	rm.tickets[tk] = ids[0]
+	rm.batches[tk] = ids
 }
 
 func (rm *runnerMachine) Cancel(t *rapid.T) {
@@ -201,6 +293,10 @@ func (rm *runnerMachine) Retry(t *rapid.T) {
 	case j.State != Dead:
 		if !errors.Is(err, ErrNotDead) {
 			t.Fatalf("retry of %v job %d: %v", j.State, id, err)
+		}
+	case m.holder(j.Opts) != 0:
+		if !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("retry of dead job %d whose key %q job %d holds: %v", id, j.Opts.Unique, m.holder(j.Opts), err)
 		}
 	default:
 		if err != nil {
@@ -277,7 +373,7 @@ func (rm *runnerMachine) AttemptDone(t *rapid.T) {
 		return
 	}
 	j.LastErr = o.Err
-	p := m.cfg.Policy
+	p := m.policyOf(j)
 	if j.Attempts >= p.Attempts {
 		j.State, j.Reason = Dead, Spent
 		return
@@ -331,6 +427,17 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 		if id := rm.tickets[a.Ticket]; id != a.ID {
 			t.Fatalf("ack of ticket %d names job %d, want %d", a.Ticket, a.ID, id)
 		}
+		if a.Duplicate != rm.dups[a.Ticket] {
+			t.Fatalf("ack of ticket %d: duplicate %v, model %v", a.Ticket, a.Duplicate, rm.dups[a.Ticket])
+		}
+		if diff := cmp.Diff(rm.batches[a.Ticket], a.IDs); diff != "" {
+			t.Fatalf("ack of ticket %d: ids (-want +got)\n%s", a.Ticket, diff)
+		}
+		for _, id := range a.IDs[min(1, len(a.IDs)):] {
+			if m.jobs[id] != nil {
+				m.acked[id] = true
+			}
+		}
 		if j := m.jobs[a.ID]; j != nil {
 			m.acked[a.ID] = true
 		}
@@ -339,23 +446,32 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 		t.Fatalf("acks (-want +got)\n%s", diff)
 	}
 	m.pending = nil
-	// Walk the due jobs in (due, id) order as admission does.
+	// Walk the due jobs in admission's order: those due for AgeMax or longer first, in (due,
+	// id) order; then the rest by priority (higher first), then (due, id).
 	var due []*Job
 	for _, j := range m.jobs {
 		if j.State == Waiting && !j.Due.After(now) {
 			due = append(due, j)
 		}
 	}
+	aged := func(j *Job) bool { return !now.Before(j.Due.Add(m.cfg.AgeMax)) }
 	sort.Slice(due, func(a, b int) bool {
-		if !due[a].Due.Equal(due[b].Due) {
-			return due[a].Due.Before(due[b].Due)
+		x, y := due[a], due[b]
+		if aged(x) != aged(y) {
+			return aged(x)
 		}
-		return due[a].ID < due[b].ID
+		if !aged(x) && x.Opts.Priority != y.Opts.Priority {
+			return x.Opts.Priority > y.Opts.Priority
+		}
+		if !x.Due.Equal(y.Due) {
+			return x.Due.Before(y.Due)
+		}
+		return x.ID < y.ID
 	})
 	starts := res.Starts
 	full := false
-	p := m.cfg.Policy
 	for _, j := range due {
+		p := m.policyOf(j)
 		got, _ := w.e.Get(j.ID)
 		if len(starts) > 0 && starts[0].Token.ID == j.ID {
 			s := starts[0]
@@ -514,8 +630,9 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	m.inflight = map[Token]mAttempt{}
 	m.breakers = map[string]*mBreaker{}
 	rm.tickets = map[Ticket]uint64{}
+	rm.batches = map[Ticket][]uint64{}
+	rm.dups = map[Ticket]bool{}
 	now := norm(w.now)
-	p := m.cfg.Policy
 	orphans := 0
 	for _, j := range replayed.Jobs {
 		j := j
@@ -526,6 +643,7 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 		orphans++
 		mj := m.jobs[j.ID]
 		mj.LastErr = Interrupted
+		p := m.policyOf(mj)
 		got, _ := w.e.Get(j.ID)
 		deadline, hasDeadline := p.DeadlineAt(j.FirstDue)
 		lo, hi := now.Add(p.Delay(j.Attempts-1)/2), now.Add(p.Delay(j.Attempts-1))
@@ -547,11 +665,43 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	m.durable = w.e.State()
 }
 
+// ListPages walks every job with List in pages of a drawn size and a drawn filter (priority
+// ≥ 0 or none): the pages, joined, are exactly the matching jobs of State, in id order.
+func (rm *runnerMachine) ListPages(t *rapid.T) {
+	w := rm.w
+	size := rapid.IntRange(1, 4).Draw(t, "pageSize")
+	filtered := rapid.Bool().Draw(t, "filtered")
+	match := func(j *Job) bool { return !filtered || j.Opts.Priority >= 0 }
+	var want, got []Job
+	for _, j := range w.e.State().Jobs {
+		if match(&j) {
+			want = append(want, j)
+		}
+	}
+	after := uint64(0)
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatalf("List never ended")
+		}
+		jobs, next, more := w.e.List(after+1, math.MaxUint64, match, size, 1<<20)
+		got = append(got, jobs...)
+		if !more {
+			break
+		}
+		after = next
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("List pages (-want +got)\n%s", diff)
+	}
+}
+
 // CommitWithFault makes the next commit's write or sync fail: nothing is acknowledged, the
 // engine is poisoned, and reopening recovers a legal state.
 func (rm *runnerMachine) CommitWithFault(t *rapid.T) {
 	w := rm.w
-	rm.Enqueue(t) // the batch is never empty, so the armed fault always fires
+	nj := rm.drawJob(t)
+	nj.Opts.Unique = "" // never a duplicate: the batch is never empty, so the armed fault fires
+	rm.enqueue(t, nj)
 	op := rapid.SampledFrom([]disk.Op{disk.OpWrite, disk.OpSync}).Draw(t, "faultOp")
 	w.d.FailNext(op, disk.ErrInjected)
 	_, err := w.e.Commit(w.now)
@@ -593,8 +743,8 @@ func (rm *runnerMachine) check(t *rapid.T) {
 		t.Fatalf("in flight %d, model %d, capacity %d", got, len(rm.m.inflight), rm.m.cfg.Capacity)
 	}
 	for tok := range rm.m.inflight {
-		if tok.Attempt > rm.m.cfg.Policy.Attempts {
-			t.Fatalf("attempt %v beyond %d", tok, rm.m.cfg.Policy.Attempts)
+		if p := rm.m.policyOf(rm.m.jobs[tok.ID]); tok.Attempt > p.Attempts {
+			t.Fatalf("attempt %v beyond %d", tok, p.Attempts)
 		}
 	}
 	rm.compareLive(t)
@@ -636,6 +786,7 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"Enqueue":         rm.Enqueue,
 			"EnqueueMore":     rm.Enqueue,
+			"EnqueueMany":     rm.EnqueueMany,
 			"Cancel":          rm.Cancel,
 			"Retry":           rm.Retry,
 			"AttemptDone":     rm.AttemptDone,
@@ -646,6 +797,7 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 			"CrashAndReopen":  rare(rm.CrashAndReopen),
 			"CommitWithFault": rare(rm.CommitWithFault),
 			"Compact":         rare(rm.Compact),
+			"ListPages":       rm.ListPages,
 			"":                rm.check,
 		})
 	})

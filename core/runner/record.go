@@ -21,26 +21,59 @@ const (
 	TagReleased  uint8 = 9 // a graceful stop gave the running attempt back: not counted
 )
 
-// codecVersion is the first byte of every record and snapshot payload.
-const codecVersion = 1
+// codecVersion is the first byte of every record and snapshot payload. Version 2 added the
+// per-job fields (priority, attempts, deadline, kind, unique key) to Enqueued and to the
+// snapshot's jobs; a version-1 payload is refused with ErrFormat, never read as version 2.
+const codecVersion = 2
 
 // ErrDecode is wrapped by every decode error.
 var ErrDecode = errors.New("runner: bad record")
 
+// ErrFormat is wrapped when a record or snapshot was written by a different record format
+// (a journal of an older sluice): it is refused whole, never misread.
+var ErrFormat = errors.New("runner: journal record format not supported")
+
+// versionError is a payload of another record format; it wraps ErrFormat.
+type versionError struct {
+	v   uint8
+	msg string
+}
+
+func (e *versionError) Error() string { return e.msg }
+func (e *versionError) Unwrap() error { return ErrFormat }
+
+// older reports whether err is a payload of an older record format (a journal of an earlier
+// sluice, when it is the journal's first record).
+func older(err error) bool {
+	var ve *versionError
+	return errors.As(err, &ve) && ve.v < codecVersion
+}
+
+// formatError names the version found and what the user can do.
+func formatError(what string, v uint8) error {
+	if v < codecVersion {
+		return &versionError{v, fmt.Sprintf("%v: %s has format %d, this version reads format %d: finish its jobs with the sluice that wrote it (Drain until empty) or move the directory aside, then open again", ErrFormat, what, v, codecVersion)}
+	}
+	return &versionError{v, fmt.Sprintf("%v: %s has format %d, newer than this version's %d: open it with the newer sluice", ErrFormat, what, v, codecVersion)}
+}
+
 // Payload layouts (little-endian; str and bytes are a u32 length then the bytes; time is
-// UnixNano as u64; every payload starts with version u8 = 1 and id u64):
+// UnixNano as u64; every payload starts with version u8 = 2 and id u64):
 //
-//	Enqueued   | ver | id | due time | target str | payload bytes |
-//	Started    | ver | id | attempt u32 |
-//	Finished   | ver | id | attempt u32 | kind u8 | retryable u8 | err str | next u8 | reason u8 | [due time if next=waiting] |
+//	Enqueued   | ver | id | due time | target str | payload bytes | priority i32 | attempts u32 |
+//	           | deadline i64 ns | kind str | unique str |
+//	Started    | ver | id | attempt u32 | at time |
+//	Finished   | ver | id | attempt u32 | kind u8 | retryable u8 | err str | next u8 | reason u8 | [due time if next=waiting] | at time |
 //	Deferred   | ver | id | due time |
 //	Cancelled  | ver | id |
 //	Retried    | ver | id | due time |
 //	Expired    | ver | id | reason u8 |
-//	Released   | ver | id | attempt u32 |
+//	Released   | ver | id | attempt u32 | at time |
 //	Snapshot   | ver | next id u64 | terminal seq u64 | count u32 | count × job |
 //	  job      | id u64 | state u8 | reason u8 | deferred u8 | attempts u32 | first due | due |
-//	           | terminal seq u64 | target str | payload bytes | last err str |
+//	           | terminal seq u64 | target str | payload bytes | last err str | priority i32 |
+//	           | attempts max u32 | deadline i64 ns | kind str | unique str | history count u8 |
+//	           | history count × (attempt u32 | start time | outcome u8 | [end time unless running] | err str) |
 //
 // Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
 // rejects anything encode would not write.
@@ -56,6 +89,8 @@ type Record struct {
 	Err       string      // Finished, empty on success
 	Next      JobState    // Finished: Waiting, Succeeded or Dead
 	Reason    Reason      // Finished and Expired when dead
+	Opts      Opts        // Enqueued
+	At        time.Time   // Started, Finished, Released: when (for the attempt history)
 }
 
 // validate states which field combinations encode writes.
@@ -67,7 +102,11 @@ func (r *Record) validate() error {
 		return bad("id 0")
 	}
 	switch r.Tag {
-	case TagEnqueued, TagDeferred, TagRetried, TagCancelled:
+	case TagEnqueued:
+		if err := r.Opts.validate(); err != nil {
+			return bad("%v", err)
+		}
+	case TagDeferred, TagRetried, TagCancelled:
 	case TagStarted, TagReleased:
 		if r.Attempt < 1 || r.Attempt > math.MaxUint32 {
 			return bad("attempt %d out of range", r.Attempt)
@@ -115,8 +154,10 @@ func EncodeRecord(r Record) []byte {
 		w.time(r.Due)
 		w.str(r.Target)
 		w.bytes(r.Payload)
+		w.opts(r.Opts)
 	case TagStarted, TagReleased:
 		w.u32(uint32(r.Attempt))
+		w.time(r.At)
 	case TagFinished:
 		w.u32(uint32(r.Attempt))
 		w.u8(uint8(r.Kind))
@@ -127,6 +168,7 @@ func EncodeRecord(r Record) []byte {
 		if r.Next == Waiting {
 			w.time(r.Due)
 		}
+		w.time(r.At)
 	case TagDeferred, TagRetried:
 		w.time(r.Due)
 	case TagExpired:
@@ -143,7 +185,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 	}
 	rd := reader{b: data}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
-		return r, fmt.Errorf("%w: version %d, want %d", ErrDecode, v, codecVersion)
+		return r, formatError(fmt.Sprintf("record (tag %d)", tag), v)
 	}
 	r.ID = rd.u64()
 	switch tag {
@@ -151,8 +193,10 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 		r.Due = rd.time()
 		r.Target = rd.str()
 		r.Payload = rd.bytes()
+		r.Opts = rd.opts()
 	case TagStarted, TagReleased:
 		r.Attempt = int(rd.u32())
+		r.At = rd.time()
 	case TagFinished:
 		r.Attempt = int(rd.u32())
 		r.Kind = OutcomeKind(rd.u8())
@@ -163,6 +207,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 		if r.Next == Waiting {
 			r.Due = rd.time()
 		}
+		r.At = rd.time()
 	case TagDeferred, TagRetried:
 		r.Due = rd.time()
 	case TagExpired:
@@ -208,6 +253,17 @@ func (s *Snapshot) validate() error {
 		case j.Attempts < 0 || j.Attempts > math.MaxUint32 || (j.State == Running && j.Attempts == 0):
 			return bad("job %d: %v with %d attempts", j.ID, j.State, j.Attempts)
 		}
+		if err := j.Opts.validate(); err != nil {
+			return bad("job %d: %v", j.ID, err)
+		}
+		if len(j.History) > HistoryMax {
+			return bad("job %d: %d attempts in its history, at most %d", j.ID, len(j.History), HistoryMax)
+		}
+		for _, h := range j.History {
+			if h.Attempt < 1 || h.Attempt > math.MaxUint32 || h.Outcome > AttemptReleased {
+				return bad("job %d: history entry %+v", j.ID, h)
+			}
+		}
 		prev = j.ID
 	}
 	return nil
@@ -236,6 +292,17 @@ func EncodeSnapshot(s Snapshot) []byte {
 		w.str(j.Target)
 		w.bytes(j.Payload)
 		w.str(j.LastErr)
+		w.opts(j.Opts)
+		w.u8(uint8(len(j.History)))
+		for _, h := range j.History {
+			w.u32(uint32(h.Attempt))
+			w.time(h.Start)
+			w.u8(uint8(h.Outcome))
+			if h.Outcome != AttemptRunning {
+				w.time(h.End)
+			}
+			w.str(h.Err)
+		}
 	}
 	return w.b
 }
@@ -245,13 +312,13 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 	var s Snapshot
 	rd := reader{b: data}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
-		return s, fmt.Errorf("%w: snapshot version %d, want %d", ErrDecode, v, codecVersion)
+		return s, formatError("snapshot", v)
 	}
 	s.NextID = rd.u64()
 	s.TermSeq = rd.u64()
 	n := rd.u32()
-	// Each job takes at least 51 bytes: refuse counts the data cannot hold before allocating.
-	if rd.err == nil && uint64(n) > uint64(len(rd.b))/51 {
+	// Each job takes at least 76 bytes: refuse counts the data cannot hold before allocating.
+	if rd.err == nil && uint64(n) > uint64(len(rd.b))/76 {
 		return s, fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
 	}
 	if n > 0 {
@@ -270,6 +337,20 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 		j.Target = rd.str()
 		j.Payload = rd.bytes()
 		j.LastErr = rd.str()
+		j.Opts = rd.opts()
+		if n := rd.u8(); n > 0 && rd.err == nil {
+			j.History = make([]AttemptRecord, n)
+			for k := range j.History {
+				h := &j.History[k]
+				h.Attempt = int(rd.u32())
+				h.Start = rd.time()
+				h.Outcome = AttemptOutcome(rd.u8())
+				if h.Outcome != AttemptRunning {
+					h.End = rd.time()
+				}
+				h.Err = rd.str()
+			}
+		}
 		if rd.err != nil {
 			break
 		}
@@ -295,6 +376,24 @@ var (
 func inRange(t time.Time) bool { return !t.Before(timeMin) && !t.After(timeMax) }
 
 type writer struct{ b []byte }
+
+func (w *writer) opts(o Opts) {
+	w.u32(uint32(int32(o.Priority)))
+	w.u32(uint32(o.AttemptsMax))
+	w.u64(uint64(o.Deadline))
+	w.str(o.Kind)
+	w.str(o.Unique)
+}
+
+func (r *reader) opts() Opts {
+	var o Opts
+	o.Priority = int(int32(r.u32()))
+	o.AttemptsMax = int(r.u32())
+	o.Deadline = time.Duration(int64(r.u64()))
+	o.Kind = r.str()
+	o.Unique = r.str()
+	return o
+}
 
 func (w *writer) u8(v uint8)   { w.b = append(w.b, v) }
 func (w *writer) u32(v uint32) { w.b = binary.LittleEndian.AppendUint32(w.b, v) }

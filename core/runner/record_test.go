@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,10 +27,13 @@ func genRecord(t *rapid.T) Record {
 		if p := rapid.SliceOf(rapid.Byte()).Draw(t, "payload"); len(p) > 0 {
 			r.Payload = p
 		}
+		r.Opts = genOpts(t)
 	case TagStarted:
 		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+		r.At = genTime(t, "at")
 	case TagFinished:
 		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+		r.At = genTime(t, "at")
 		switch rapid.IntRange(0, 5).Draw(t, "kind") {
 		case 0:
 			r.Kind, r.Next = OutcomeSucceeded, Succeeded
@@ -51,6 +55,16 @@ func genRecord(t *rapid.T) Record {
 		r.Reason = rapid.SampledFrom([]Reason{Spent, Late}).Draw(t, "reason")
 	}
 	return r
+}
+
+func genOpts(t *rapid.T) Opts {
+	return Opts{
+		Priority:    rapid.IntRange(PriorityMin, PriorityMax).Draw(t, "priority"),
+		AttemptsMax: rapid.IntRange(0, 1<<31-1).Draw(t, "attemptsMax"),
+		Deadline:    time.Duration(rapid.Int64Range(0, 1<<62).Draw(t, "deadline")),
+		Kind:        rapid.String().Draw(t, "kind"),
+		Unique:      rapid.String().Draw(t, "unique"),
+	}
 }
 
 func TestRecordRoundTripDecodesWhatEncodeWrote(t *testing.T) {
@@ -86,6 +100,15 @@ func genSnapshot(t *rapid.T) Snapshot {
 			LastErr: rapid.String().Draw(t, "err")}
 		if p := rapid.SliceOf(rapid.Byte()).Draw(t, "payload"); len(p) > 0 {
 			j.Payload = p
+		}
+		j.Opts = genOpts(t)
+		for k := range rapid.IntRange(0, HistoryMax).Draw(t, "history") {
+			j.History = append(j.History, AttemptRecord{Attempt: k + 1, Start: genTime(t, "start"), End: genTime(t, "end"),
+				Outcome: rapid.SampledFrom([]AttemptOutcome{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptPanicked, AttemptReleased}).Draw(t, "outcome"),
+				Err:     rapid.String().Draw(t, "herr")})
+			if h := &j.History[k]; h.Outcome == AttemptRunning {
+				h.End = time.Time{}
+			}
 		}
 		j.State = rapid.SampledFrom([]JobState{Waiting, Running, Succeeded, Dead, Cancelled}).Draw(t, "state")
 		j.Attempts = rapid.IntRange(0, 10).Draw(t, "attempts")
@@ -139,7 +162,8 @@ func TestDecodeRejects(t *testing.T) {
 		data []byte
 	}{
 		{"empty", TagStarted, nil},
-		{"wrong version", TagStarted, set(started, 0, 2)},
+		{"newer version", TagStarted, set(started, 0, 3)},
+		{"older version", TagStarted, set(started, 0, 1)},
 		{"unknown tag", 99, started},
 		{"snapshot tag as record", TagSnapshot, started},
 		{"wrong tag for length", TagCancelled, started},
@@ -149,7 +173,14 @@ func TestDecodeRejects(t *testing.T) {
 		{"finished success going dead", TagFinished, set(finished, 19, byte(Dead))},
 		{"bool byte 2", TagFinished, set(finished, 14, 2)},
 	} {
-		if _, err := DecodeRecord(tc.tag, tc.data); !errors.Is(err, ErrDecode) {
+		_, err := DecodeRecord(tc.tag, tc.data)
+		if strings.HasSuffix(tc.name, "version") {
+			if !errors.Is(err, ErrFormat) {
+				t.Errorf("%s: err = %v, want ErrFormat", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrDecode) {
 			t.Errorf("%s: err = %v, want ErrDecode", tc.name, err)
 		}
 	}

@@ -19,7 +19,11 @@ import (
 //	init [seed=N] [capacity=N] [attempts=N] [base=D] [cap=D] [deadline=D] [threshold=N]
 //	     [window=D] [cooldown=D] [probes=N] [compact-bytes=N] [retention=N]
 //	open                      open (or reopen) the engine at the current time
-//	enqueue target=T [due=D] [payload=S]   submit (D: offset from the epoch)
+//	     [age-max=D]
+//	enqueue target=T [due=D] [payload=S] [priority=N] [attempts-max=N] [job-deadline=D]
+//	     [kind=K] [unique=U]
+//	                          submit (D: offset from the epoch)
+//	enqueue-many              one batch; each input line "job <enqueue's arguments>"
 //	cancel id=N | retry id=N
 //	done id=N attempt=K outcome=success|retry|permanent|panic [after=D] [err=S]
 //	commit                    one batch; prints acks, starts, cancels, wake
@@ -33,6 +37,7 @@ import (
 //	crash-after n=K           the K-th mutating disk op from now and all later ones fail
 //	fail-next op=write|sync|rename|syncdir|create
 //	compact | state | replay | status | files | breaker target=T
+//	history id=N              the job's attempt history
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "../../corpus/runner", func(t *testing.T, path string) {
 		var w *world
@@ -73,6 +78,17 @@ func argInt(t *testing.T, d *datadriven.TestData, key string, def int) int {
 	return v
 }
 
+// argJob is the job an enqueue's arguments describe (due as an offset from epoch).
+func argJob(t *testing.T, d *datadriven.TestData, now time.Time) NewJob {
+	return NewJob{
+		Due:     epoch.Add(argDur(t, d, "due", now.Sub(epoch))),
+		Target:  argStr(t, d, "target", "a"),
+		Payload: []byte(argStr(t, d, "payload", "")),
+		Opts: Opts{Priority: argInt(t, d, "priority", 0), AttemptsMax: argInt(t, d, "attempts-max", 0),
+			Deadline: argDur(t, d, "job-deadline", 0), Kind: argStr(t, d, "kind", ""), Unique: argStr(t, d, "unique", "")},
+	}
+}
+
 func argStr(t *testing.T, d *datadriven.TestData, key, def string) string {
 	if !d.HasArg(key) {
 		return def
@@ -107,6 +123,7 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			CompactBytes: int64(argInt(t, d, "compact-bytes", 1<<30)),
 			Retention:    argInt(t, d, "retention", 0),
 			Grace:        argDur(t, d, "grace", 10*time.Second),
+			AgeMax:       argDur(t, d, "age-max", 0),
 		}
 		*wp = newWorld(int64(argInt(t, d, "seed", 1)), cfg)
 		return "ok\n", nil
@@ -117,12 +134,27 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 		return fmt.Sprintf("opened: %d orphans requeued\n", w.e.Orphans()) + Describe(w.e.State(), epoch), nil
 	case "enqueue":
 		needEngine()
-		due := epoch.Add(argDur(t, d, "due", w.now.Sub(epoch)))
-		tk, id, err := w.e.Enqueue(w.now, due, argStr(t, d, "target", "a"), []byte(argStr(t, d, "payload", "")))
+		tk, id, err := w.e.EnqueueJob(w.now, argJob(t, d, w.now))
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("ticket %d job %d (not yet durable)\n", tk, id), nil
+	case "enqueue-many":
+		// One job per input line: "job target=a priority=2 ...", the arguments of enqueue.
+		needEngine()
+		var jobs []NewJob
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			_, args, err := datadriven.ParseLine(line)
+			if err != nil {
+				t.Fatalf("%s: %v", d.Pos, err)
+			}
+			jobs = append(jobs, argJob(t, &datadriven.TestData{Pos: d.Pos, CmdArgs: args}, w.now))
+		}
+		tk, ids, err := w.e.EnqueueMany(w.now, jobs)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("ticket %d jobs %v (not yet durable)\n", tk, ids), nil
 	case "cancel", "retry":
 		needEngine()
 		id := uint64(argInt(t, d, "id", 0))
@@ -217,6 +249,24 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			return "", err
 		}
 		return "compacted\n" + w.files(), nil
+	case "history":
+		needEngine()
+		j, ok := w.e.Get(uint64(argInt(t, d, "id", 0)))
+		if !ok {
+			return "no such job\n", nil
+		}
+		var b strings.Builder
+		for _, h := range j.History {
+			fmt.Fprintf(&b, "attempt %d start=%s %v", h.Attempt, offset(h.Start, epoch), h.Outcome)
+			if !h.End.IsZero() {
+				fmt.Fprintf(&b, " end=%s", offset(h.End, epoch))
+			}
+			if h.Err != "" {
+				fmt.Fprintf(&b, " err=%q", h.Err)
+			}
+			b.WriteByte('\n')
+		}
+		return b.String(), nil
 	case "state":
 		needEngine()
 		return Describe(w.e.State(), epoch), nil

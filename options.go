@@ -1,0 +1,114 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core/runner"
+)
+
+// Priority bounds: WithPriority takes a value in [PriorityMin, PriorityMax]; 0 is the default.
+const (
+	PriorityMin = runner.PriorityMin
+	PriorityMax = runner.PriorityMax
+)
+
+// TimeRange is the range a due time must lie in (the range a journal record holds).
+const TimeRange = runner.TimeRange
+
+// ErrInvalidJob is returned by Enqueue and EnqueueMany for a job that cannot be journaled: an
+// empty target, a due outside TimeRange, or an option out of range. The message says which.
+var ErrInvalidJob = errors.New("sluice: invalid job")
+
+// JobOption sets one of a job's own options; Enqueue and EnqueueMany (NewJob.Options) take
+// them. Options are journaled with the job and kept for its life (a manual Retry included).
+type JobOption func(*jobSettings)
+
+// jobSettings is what the options set; err is the first option refused.
+type jobSettings struct {
+	o       runner.Opts
+	err     error
+	dupOut  *bool // WasDuplicate
+	dupFail bool  // FailOnDuplicate
+}
+
+// WithPriority orders the job among due jobs: higher priorities start first, then earlier
+// due times, then lower ids. The starvation rule (Config.AgeMax): a job due for AgeMax or
+// longer starts before any higher priority, the longest waiting first.
+func WithPriority(p int) JobOption {
+	return func(s *jobSettings) {
+		if p < PriorityMin || p > PriorityMax {
+			s.refuse(fmt.Errorf("WithPriority(%d): must be in [%d, %d]", p, PriorityMin, PriorityMax))
+		}
+		s.o.Priority = p
+	}
+}
+
+// WithAttempts replaces Config.Policy.Attempts for this job (n ≥ 1; the first attempt counts).
+func WithAttempts(n int) JobOption {
+	return func(s *jobSettings) {
+		if n < 1 {
+			s.refuse(fmt.Errorf("WithAttempts(%d): must be ≥ 1", n))
+		}
+		s.o.AttemptsMax = n
+	}
+}
+
+// WithDeadline replaces Config.Policy.Deadline for this job: no attempt starts at or after
+// its first due time plus d (d > 0).
+func WithDeadline(d time.Duration) JobOption {
+	return func(s *jobSettings) {
+		if d <= 0 {
+			s.refuse(fmt.Errorf("WithDeadline(%v): must be > 0", d))
+		}
+		s.o.Deadline = d
+	}
+}
+
+// ErrDuplicate is returned, with the holder's id, by an Enqueue given FailOnDuplicate when
+// its unique key is held.
+var ErrDuplicate = errors.New("sluice: duplicate of a job holding the unique key")
+
+// WithUnique gives the job a unique key: while a job holding key has not ended (succeeded,
+// dead or cancelled), an Enqueue with the same key journals nothing and returns the holder's
+// id, with no error (WasDuplicate says so; FailOnDuplicate makes it ErrDuplicate). The key
+// is free again once its job ends. A dead job cannot be retried while another job holds its
+// key.
+func WithUnique(key string) JobOption {
+	return func(s *jobSettings) {
+		if key == "" {
+			s.refuse(fmt.Errorf("WithUnique(\"\"): the key must not be empty"))
+		}
+		s.o.Unique = key
+	}
+}
+
+// WasDuplicate sets *dup to whether the Enqueue was a duplicate (see WithUnique).
+func WasDuplicate(dup *bool) JobOption { return func(s *jobSettings) { s.dupOut = dup } }
+
+// FailOnDuplicate makes a duplicate Enqueue return ErrDuplicate (with the holder's id).
+func FailOnDuplicate() JobOption { return func(s *jobSettings) { s.dupFail = true } }
+
+// NewJob is one job of EnqueueMany: Enqueue's arguments.
+type NewJob[A any] struct {
+	Due     time.Time // zero: now
+	Target  string
+	Payload A
+	Options []JobOption
+}
+
+func (s *jobSettings) refuse(err error) {
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+}
+
+// jobOpts applies opts, or returns the first refusal.
+func jobOpts(opts []JobOption) (jobSettings, error) {
+	var s jobSettings
+	for _, f := range opts {
+		f(&s)
+	}
+	return s, s.err
+}
