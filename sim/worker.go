@@ -367,9 +367,12 @@ func (p *workerProc) perform(rd worker.Ready) {
 		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
 			if c.Reason != lease.DropGone {
 				// The queue said nothing yet: it must still hide the message for the margin,
-				// less what the scheduling families may have made this cancel late by.
-				keep := max(0, lease.StopMarginFor(w.cfg.Visibility)-w.chk.hiddenSlack)
-				w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(keep-time.Nanosecond), c.Receipt))
+				// less what the scheduling families may have made this cancel late by. A
+				// timer late by more than the whole margin cannot keep it (hidden-while-working
+				// still bounds the overlap by that slack).
+				if keep := lease.StopMarginFor(w.cfg.Visibility) - w.chk.hiddenSlack; keep > 0 {
+					w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(keep-time.Nanosecond), c.Receipt))
+				}
 			}
 			h.running, h.cancelled = false, true
 			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
