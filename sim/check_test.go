@@ -168,14 +168,14 @@ func TestInvariantFires(t *testing.T) {
 		{InvRecoveryOpens, func(c *Checker) { c.Fail(InvRecoveryOpens, "open failed: journal: corrupt") }},
 		{InvRecordLimit, func(c *Checker) { c.Fail(InvRecordLimit, "an enqueue of 5000 bytes was accepted") }},
 		{InvConfigRefused + "/wrong-field", func(c *Checker) {
-			err := &runner.ConfigError{Field: "Capacity", Value: -1, Rule: "must be ≥ 1"}
+			err := &runner.ConfigError{Err: runner.ErrInvalidConfig, Field: "Capacity", Value: -1, Rule: "must be ≥ 1"}
 			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, true)
 		}},
 		{InvConfigRefused + "/not-wrapped", func(c *Checker) {
 			checkConfigRefusal(&World{chk: c}, "node/1", errors.New("Grace is bad"), runner.ErrInvalidConfig, "Grace", "", true)
 		}},
 		{InvConfigRefused + "/touched-disk", func(c *Checker) {
-			err := &runner.ConfigError{Field: "Grace", Value: -1, Rule: "must be ≥ 0"}
+			err := &runner.ConfigError{Err: runner.ErrInvalidConfig, Field: "Grace", Value: -1, Rule: "must be ≥ 0"}
 			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, false)
 		}},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},

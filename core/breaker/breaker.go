@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
 )
 
 // ErrInvalid is wrapped by every Validate error.
@@ -40,30 +42,20 @@ func (c Circuit) WithDefaults() Circuit {
 	return c
 }
 
-// FieldError names the field Validate refused, for callers that report it in their own terms.
-type FieldError struct {
-	Field string
-	Value any
-	Rule  string
-}
-
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalid, e.Field, e.Value, e.Rule)
-}
-
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// FieldError is the error Validate returns, naming the field (Err is ErrInvalid).
+type FieldError = core.FieldError
 
 // Validate reports the first field out of range, naming it (a *FieldError).
 func (c Circuit) Validate() error {
 	switch {
 	case c.Threshold < 1:
-		return &FieldError{"Threshold", c.Threshold, "must be ≥ 1"}
+		return &FieldError{Err: ErrInvalid, Field: "Threshold", Value: c.Threshold, Rule: "must be ≥ 1"}
 	case c.Window <= 0:
-		return &FieldError{"Window", c.Window, "must be > 0"}
+		return &FieldError{Err: ErrInvalid, Field: "Window", Value: c.Window, Rule: "must be > 0"}
 	case c.Cooldown <= 0:
-		return &FieldError{"Cooldown", c.Cooldown, "must be > 0"}
+		return &FieldError{Err: ErrInvalid, Field: "Cooldown", Value: c.Cooldown, Rule: "must be > 0"}
 	case c.Probes < 1:
-		return &FieldError{"Probes", c.Probes, "must be ≥ 1"}
+		return &FieldError{Err: ErrInvalid, Field: "Probes", Value: c.Probes, Rule: "must be ≥ 1"}
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
 )
 
 // ErrInvalid is wrapped by every Validate error.
@@ -43,30 +45,20 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// FieldError names the field Validate refused, for callers that report it in their own terms.
-type FieldError struct {
-	Field string
-	Value any
-	Rule  string
-}
-
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalid, e.Field, e.Value, e.Rule)
-}
-
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// FieldError is the error Validate returns, naming the field (Err is ErrInvalid).
+type FieldError = core.FieldError
 
 // Validate reports the first field out of range, naming it (a *FieldError).
 func (p Policy) Validate() error {
 	switch {
 	case p.Attempts < 1:
-		return &FieldError{"Attempts", p.Attempts, "must be ≥ 1"}
+		return &FieldError{Err: ErrInvalid, Field: "Attempts", Value: p.Attempts, Rule: "must be ≥ 1"}
 	case p.Base <= 0:
-		return &FieldError{"Base", p.Base, "must be > 0"}
+		return &FieldError{Err: ErrInvalid, Field: "Base", Value: p.Base, Rule: "must be > 0"}
 	case p.Cap < p.Base:
-		return &FieldError{"Cap", p.Cap, fmt.Sprintf("must be ≥ Base (%v)", p.Base)}
+		return &FieldError{Err: ErrInvalid, Field: "Cap", Value: p.Cap, Rule: fmt.Sprintf("must be ≥ Base (%v)", p.Base)}
 	case p.Deadline < 0:
-		return &FieldError{"Deadline", p.Deadline, "must be ≥ 0 (0 means none)"}
+		return &FieldError{Err: ErrInvalid, Field: "Deadline", Value: p.Deadline, Rule: "must be ≥ 0 (0 means none)"}
 	}
 	return nil
 }

@@ -58,17 +58,12 @@ type Config struct {
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
 // as "Policy.Base", "Circuit.Probes"); it wraps ErrInvalidConfig.
-type ConfigError struct {
-	Field string
-	Value any
-	Rule  string
-}
+type ConfigError = core.FieldError
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalidConfig, e.Field, e.Value, e.Rule)
+// configErr refuses field of Config (the error wraps ErrInvalidConfig).
+func configErr(field string, value any, rule string) error {
+	return &ConfigError{Err: ErrInvalidConfig, Field: field, Value: value, Rule: rule}
 }
-
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // WithDefaults returns c with zero fields defaulted (the one table: the constants above,
 // retry.DefaultPolicy, breaker.DefaultCircuit, journal's limits), and a *ConfigError naming
@@ -102,28 +97,28 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	var rf *retry.FieldError
 	if err := c.Policy.Validate(); errors.As(err, &rf) {
-		return c, &ConfigError{"Policy." + rf.Field, rf.Value, rf.Rule}
+		return c, configErr("Policy."+rf.Field, rf.Value, rf.Rule)
 	}
 	var bf *breaker.FieldError
 	if err := c.Circuit.Validate(); errors.As(err, &bf) {
-		return c, &ConfigError{"Circuit." + bf.Field, bf.Value, bf.Rule}
+		return c, configErr("Circuit."+bf.Field, bf.Value, bf.Rule)
 	}
 	const formatMax = math.MaxUint32 / 2
 	switch {
 	case c.Grace < 0:
-		return c, &ConfigError{"Grace", c.Grace, "must be ≥ 0 (0 means 10s)"}
+		return c, configErr("Grace", c.Grace, "must be ≥ 0 (0 means 10s)")
 	case c.AgeMax < 0:
-		return c, &ConfigError{"AgeMax", c.AgeMax, "must be ≥ 0 (0 means 1m)"}
+		return c, configErr("AgeMax", c.AgeMax, "must be ≥ 0 (0 means 1m)")
 	case c.Capacity < 1:
-		return c, &ConfigError{"Capacity", c.Capacity, "must be ≥ 1"}
+		return c, configErr("Capacity", c.Capacity, "must be ≥ 1")
 	case c.CompactBytes < 0:
-		return c, &ConfigError{"CompactBytes", c.CompactBytes, "must be ≥ 0 (0 means 64 MiB)"}
+		return c, configErr("CompactBytes", c.CompactBytes, "must be ≥ 0 (0 means 64 MiB)")
 	case c.Retention < 0:
-		return c, &ConfigError{"Retention", c.Retention, "must be ≥ 0 (0 means 10,000)"}
+		return c, configErr("Retention", c.Retention, "must be ≥ 0 (0 means 10,000)")
 	case c.RecordMax < 1024 || c.RecordMax > formatMax:
-		return c, &ConfigError{"RecordMax", c.RecordMax, fmt.Sprintf("must be in [1024, %d] (0 means 1 MiB)", formatMax)}
+		return c, configErr("RecordMax", c.RecordMax, fmt.Sprintf("must be in [1024, %d] (0 means 1 MiB)", formatMax))
 	case c.SnapshotMax < c.RecordMax || c.SnapshotMax > formatMax:
-		return c, &ConfigError{"SnapshotMax", c.SnapshotMax, fmt.Sprintf("must be in [RecordMax, %d]", formatMax)}
+		return c, configErr("SnapshotMax", c.SnapshotMax, fmt.Sprintf("must be in [RecordMax, %d]", formatMax))
 	}
 	return c, nil
 }

@@ -129,20 +129,10 @@ func (c Config) withDefaults() Config {
 }
 
 // ConfigError names the Config field at fault; it wraps ErrConfig.
-type ConfigError struct {
-	Field string // e.g. "Window"
-	Value any
-	Rule  string
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%v: %s %v %s", ErrConfig, e.Field, e.Value, e.Rule)
-}
-
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+type ConfigError = core.FieldError
 
 func bad(field string, value any, rule string) error {
-	return &ConfigError{Field: field, Value: value, Rule: rule}
+	return &ConfigError{Err: ErrConfig, Field: field, Value: value, Rule: rule}
 }
 
 // validateSet checks what only the fields as given can tell: which of Window and Ceiling is
@@ -193,7 +183,10 @@ func (c Config) validate() error {
 			return bad("ReceiveBackoff", d, "delays must be positive")
 		}
 	}
-	if err := c.Retry.Validate(); err != nil {
+	var fe *retry.FieldError
+	if err := c.Retry.Validate(); errors.As(err, &fe) {
+		return bad("Retry."+fe.Field, fe.Value, fe.Rule)
+	} else if err != nil {
 		return fmt.Errorf("%w: Retry: %w", ErrConfig, err)
 	}
 	return nil
