@@ -1,0 +1,120 @@
+package sluiceui
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Source is what the UI and the inspector CLI read and act on: a live runner (FromRunner) or a
+// stopped directory (FromDir). Every method is safe for concurrent use.
+type Source interface {
+	// Stats counts jobs by state and the journal's work (see sluice.Stats).
+	Stats(ctx context.Context) (sluice.Stats, error)
+	// List returns a page of the jobs that match f, ascending by id.
+	List(ctx context.Context, f Filter) (Page, error)
+	// Get returns one job; an unknown id is an error wrapping sluice.ErrNotFound.
+	Get(ctx context.Context, id uint64) (Job, error)
+	// Breakers returns the targets whose breaker is not idly closed, sorted by target.
+	Breakers(ctx context.Context) ([]Breaker, error)
+	// Retry re-enqueues a dead job; Cancel cancels a job that is not terminal. A read-only
+	// source returns ErrReadOnly and changes nothing.
+	Retry(ctx context.Context, id uint64) error
+	Cancel(ctx context.Context, id uint64) error
+	// ReadOnly reports whether Retry and Cancel always return ErrReadOnly.
+	ReadOnly() bool
+}
+
+// ErrReadOnly is returned by Retry and Cancel of a read-only source (a stopped directory
+// inspected without its lock).
+var ErrReadOnly = errors.New("sluice: read-only: this view inspects a directory without its lock; " +
+	"retry or cancel through the live runner (its UI), or with `sluice retry|cancel` once it has stopped")
+
+// Job is a job as the UI shows it: sluice's JobInfo with the payload as journaled.
+type Job struct {
+	ID       uint64
+	Kind     string // "" until the runner names kinds
+	Target   string
+	State    sluice.State
+	Attempts int
+	FirstDue time.Time
+	Due      time.Time
+	Reason   sluice.Reason
+	LastErr  string
+	Priority int
+	Unique   string
+	History  []sluice.Attempt
+	Payload  []byte
+	// Interrupted: the journal says an attempt was running when it was last written (a
+	// stopped directory only: the next Open records it as a failed, interrupted attempt).
+	Interrupted bool
+}
+
+// Filter selects jobs for List. Zero fields select everything.
+type Filter struct {
+	States []sluice.State
+	Kind   string
+	Target string
+	After  uint64 // the cursor: only ids after it (the previous page's Next)
+	Limit  int    // jobs per page; 0: 50; at most 1,000
+}
+
+// limitMax bounds a page, as sluice.ListFilter does.
+const limitMax = 1000
+
+func (f Filter) limit() int {
+	switch {
+	case f.Limit <= 0:
+		return 50
+	case f.Limit > limitMax:
+		return limitMax
+	}
+	return f.Limit
+}
+
+func (f Filter) match(j Job) bool {
+	if f.Kind != "" && j.Kind != f.Kind || f.Target != "" && j.Target != f.Target {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if s == j.State {
+			return true
+		}
+	}
+	return false
+}
+
+// Page is one page of List.
+type Page struct {
+	Jobs []Job
+	Next uint64 // pass as Filter.After for the next page
+	More bool   // ids are left: call again
+}
+
+// Breaker is one target's circuit breaker.
+type Breaker struct {
+	Target   string
+	State    string    // "closed", "open" or "half-open"
+	Until    time.Time // open: when it may half-open (the end of its cooldown)
+	Failures int       // closed: failures remembered within the window
+	InFlight int       // half-open: probes in flight
+}
+
+// States lists every job state in order, for filters and overviews.
+var States = []sluice.State{sluice.StatePending, sluice.StateWaiting, sluice.StateDeferred,
+	sluice.StateRunning, sluice.StateSucceeded, sluice.StateDead, sluice.StateCancelled}
+
+// ParseState is the State named s ("dead", ...).
+func ParseState(s string) (sluice.State, bool) {
+	for _, st := range States {
+		if st.String() == s {
+			return st, true
+		}
+	}
+	return 0, false
+}
