@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluiceui"
+)
+
+// errLocked is the directory lock held by a running runner.
+var errLocked = sluice.ErrLocked
+
+// change runs retry and cancel: it opens the directory as the runner does, taking its lock
+// (sluice.Open refuses with ErrLocked, writing nothing, while a runner holds it), writes the
+// one record and closes. No attempt starts: the runner is never Run.
+func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
+	path := filepath.Join(o.dir, sluiceui.JournalName)
+	if _, err := os.Stat(path); err != nil {
+		// Open would create a journal here: a mistyped --dir must not become a runner directory.
+		return exitFinding, fmt.Errorf("--dir %s holds no runner journal (%s): %w", o.dir, sluiceui.JournalName, err)
+	}
+	// Open records an interrupted attempt as failed under the retry policy it is given, and
+	// this command does not know the runner's: leave that to the runner.
+	in, err := sluice.Inspect(o.dir)
+	if err != nil {
+		return exitFinding, err
+	}
+	if len(in.Interrupted) > 0 {
+		return exitFinding, fmt.Errorf("%s: %d attempts in %s were interrupted by a crash (jobs %s), and only the runner knows the retry policy to record them with: start the runner once, then %s the job through it or stop it and try again; nothing was written",
+			o.cmd, len(in.Interrupted), o.dir, idList(in.Interrupted), o.cmd)
+	}
+	r, err := openForChange(o.dir)
+	if isLocked(err) {
+		return exitLocked, fmt.Errorf("%s: a running runner holds %s, so nothing was written: stop it first, or %s the job through the UI mounted beside it (sluiceui)",
+			o.cmd, o.dir, o.cmd)
+	}
+	if err != nil {
+		return exitFinding, err
+	}
+	if o.cmd == "retry" {
+		err = r.Retry(ctx, o.id)
+	} else {
+		err = r.Cancel(ctx, o.id)
+	}
+	if cerr := r.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing %s: %w", o.dir, cerr)
+	}
+	switch {
+	case errors.Is(err, sluice.ErrNotFound):
+		return exitFinding, fmt.Errorf("%s %d: %w (list the ids with `sluice jobs --dir %s`)", o.cmd, o.id, err, shellQuote(o.dir))
+	case errors.Is(err, sluice.ErrNotDead):
+		return exitFinding, fmt.Errorf("retry %d: only a dead job can be retried: %w (see `sluice show --dir %s %d`)", o.id, err, shellQuote(o.dir), o.id)
+	case errors.Is(err, sluice.ErrTerminal):
+		return exitFinding, fmt.Errorf("cancel %d: the job is already terminal: %w (see `sluice show --dir %s %d`)", o.id, err, shellQuote(o.dir), o.id)
+	case err != nil:
+		return exitFinding, err
+	}
+	if o.cmd == "retry" {
+		fmt.Fprintf(stdout, "job %d is pending again, due now: the runner starts it when it next runs\n", o.id)
+	} else {
+		fmt.Fprintf(stdout, "job %d is cancelled\n", o.id)
+	}
+	return exitOK, nil
+}
+
+// changer is what retry and cancel need of an opened directory.
+type changer interface {
+	Retry(ctx context.Context, id uint64) error
+	Cancel(ctx context.Context, id uint64) error
+	Close() error
+}
+
+// openForChange opens dir as a runner of raw payloads whose handler never runs (the runner
+// is never Run). Its warnings (a torn tail cut) go to stderr.
+func openForChange(dir string) (changer, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	never := func(context.Context, sluice.Job[[]byte]) sluice.Outcome {
+		panic("sluice: the inspector's runner started an attempt")
+	}
+	return sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)
+}
