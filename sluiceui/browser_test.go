@@ -1,0 +1,130 @@
+package sluiceui_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluiceui"
+)
+
+// chromiumPath is Debian's chromium, which .ci/run installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// browser returns a chromedp context on a fresh headless Chromium. Without Chromium the test
+// is skipped locally and fails in CI (CI set), where it must run.
+func browser(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		if p, lerr := exec.LookPath("chromium"); lerr == nil {
+			path = p
+		} else if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and Chromium is missing (%v): .ci/run installs Debian's chromium package", err)
+		} else {
+			t.Skipf("skipping the browser test: Chromium is missing (%v); install it with `apt-get install chromium` (in CI, with CI set, this test fails instead)", err)
+		}
+	}
+	actx, cancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	t.Cleanup(cancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	return bctx
+}
+
+// TestBrowserFilterAndRetry drives the UI in a real headless Chromium: the overview renders
+// the counts, the jobs filter narrows the list to dead jobs, and retry with its confirmation
+// makes a dead job pending again, in the runner too.
+func TestBrowserFilterAndRetry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bctx := browser(t, ctx)
+
+	r, _ := fixture(t)
+	mux := http.NewServeMux()
+	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Authorize: allowAll})
+	mux.Handle("/ops/", http.StripPrefix("/ops", ui))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	rows := `Array.from(document.querySelectorAll('#jobs tbody tr[data-id]')).map(r => r.dataset.id)`
+	must := func(step string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		must("text of "+sel, err)
+		return s
+	}
+	ids := func() []string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](rows))
+		must("job rows", err)
+		return v
+	}
+
+	must("overview", chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ops/")))
+	title, err := chromedp.Run(bctx, chromedp.Title())
+	must("title", err)
+	if dead := text(`td[data-state="dead"]`); dead != "2" || title != "Overview · sluice" {
+		t.Errorf("overview: dead count %q, title %q; want 2 and %q", dead, title, "Overview · sluice")
+	}
+
+	must("jobs", chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`header a[href$="jobs"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#filter`)),
+	))
+	if diff := cmp.Diff([]string{"1", "2", "3", "4", "5"}, ids()); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+	must("filter", chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#state`), "dead"),
+		chromedp.Click(chromedp.CSS(`#apply`)),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs tbody tr[data-state="dead"]`)),
+	))
+	if diff := cmp.Diff([]string{"2", "5"}, ids()); diff != "" {
+		t.Errorf("jobs filtered to dead (-want +got):\n%s", diff)
+	}
+
+	must("retry", chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#jobs a[href$="jobs/2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#retry`)),
+		chromedp.Click(chromedp.CSS(`#retry`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#yes`)),
+		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+	))
+	location, err := chromedp.Run(bctx, chromedp.Location())
+	must("location", err)
+	state, flash := text(`#state`), text(`#flash`)
+	if state != "pending" || flash != "Done: retry." || location != srv.URL+"/ops/jobs/2?done=retry" {
+		t.Errorf("after retry: state %q, flash %q, location %q; want pending, %q, %s", state, flash, location,
+			"Done: retry.", srv.URL+"/ops/jobs/2?done=retry")
+	}
+	if j, err := r.Get(2); err != nil || j.State != sluice.StatePending {
+		t.Errorf("runner's job 2 after retry in the browser = %v, %v; want pending", j.State, err)
+	}
+}
