@@ -111,7 +111,7 @@ func (o *owner[A]) command(c command) {
 		t, err = o.eng.Cancel(c.id)
 	case cmdRetry:
 		t, err = o.eng.Retry(now, c.id)
-	case cmdGet, cmdStats, cmdList:
+	case cmdGet, cmdStats, cmdList, cmdBreakers:
 		o.reads = append(o.reads, c)
 		return
 	case cmdDispatch:
@@ -260,6 +260,8 @@ func (o *owner[A]) answerReads() {
 			c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
 		case cmdList:
 			c.reply <- reply{page: listPage(o.eng, c.filter)}
+		case cmdBreakers:
+			c.reply <- reply{breakers: breakersOf(o.eng.Breakers())}
 		}
 	}
 	o.reads = o.reads[:0]

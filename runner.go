@@ -63,6 +63,7 @@ const (
 	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
 	cmdWaitStopped // reply.wait closes once the engine says a stop is done
 	cmdWaitDue     // reply.wait closes once nothing due at or before command.due waits or runs
+	cmdBreakers
 )
 
 type command struct {
@@ -88,6 +89,8 @@ type reply struct {
 	found bool
 	stats Stats
 	wait  <-chan struct{}
+
+	breakers []BreakerInfo // cmdBreakers
 }
 
 type doneMsg struct {

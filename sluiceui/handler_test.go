@@ -1,6 +1,7 @@
 package sluiceui_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -237,5 +239,34 @@ func TestMountedUnderAPrefix(t *testing.T) {
 	css := u.ResolveReference(&url.URL{Path: string(m[1])})
 	if resp, err := http.Get(css.String()); err != nil || resp.StatusCode != 200 {
 		t.Errorf("GET %s = %v, %v; want 200", css, resp, err)
+	}
+}
+
+func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
+	h := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {
+		return sluice.Failed(errors.New("503 from upstream"), true)
+	}
+	cfg := sluice.Config{Capacity: 1, Circuit: sluice.Circuit{Threshold: 1, Window: time.Minute, Cooldown: time.Hour}}
+	r, err := sluice.Open(t.TempDir(), cfg, sluice.JSON[string](), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	if _, err := r.Enqueue(ctx, time.Time{}, "down.example", "x", sluice.WithAttempts(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DrainDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Now: func() time.Time { return now }})
+	code, body := get(t, ui, "/breakers")
+	row := regexp.MustCompile(`(?s)<tr data-target="down.example">.*?</tr>`).FindString(body)
+	if code != 200 || !strings.Contains(row, `class="breaker-open">open<`) || !strings.Contains(row, "(in 59m5") && !strings.Contains(row, "(in 1h0m0s)") {
+		t.Errorf("GET /breakers = %d, want down.example open with an hour of cooldown; row %q:\n%s", code, row, body)
+	}
+	if _, body := get(t, ui, "/"); !strings.Contains(body, "1 target(s)</a> with a breaker") {
+		t.Errorf("overview does not count the open breaker:\n%s", body)
 	}
 }

@@ -57,7 +57,13 @@ func (s runnerSource[A]) job(j sluice.JobInfo[A]) (Job, error) {
 		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: b}, nil
 }
 
-func (s runnerSource[A]) Breakers(context.Context) ([]Breaker, error) { return nil, nil }
+func (s runnerSource[A]) Breakers(context.Context) ([]Breaker, error) {
+	var out []Breaker
+	for _, b := range s.r.Breakers() {
+		out = append(out, Breaker{Target: b.Target, State: b.State, Until: b.Until, Failures: b.Failures, InFlight: b.InFlight})
+	}
+	return out, nil
+}
 
 func (s runnerSource[A]) Retry(ctx context.Context, id uint64) error  { return s.r.Retry(ctx, id) }
 func (s runnerSource[A]) Cancel(ctx context.Context, id uint64) error { return s.r.Cancel(ctx, id) }
