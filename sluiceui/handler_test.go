@@ -3,6 +3,7 @@ package sluiceui_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -268,5 +269,33 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 	}
 	if _, body := get(t, ui, "/"); !strings.Contains(body, "1 target(s)</a> with a breaker") {
 		t.Errorf("overview does not count the open breaker:\n%s", body)
+	}
+}
+
+// TestOverviewThroughputBetweenViews: throughput is the journal's records and batches per
+// second between two views a second or more apart; before that it says when it will know.
+func TestOverviewThroughputBetweenViews(t *testing.T) {
+	r, _ := fixture(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Now: func() time.Time { return now }})
+	before := r.Stats()
+	if _, body := get(t, ui, "/"); !strings.Contains(body, "measured from the next refresh") {
+		t.Errorf("first overview claims a throughput:\n%s", body)
+	}
+	for i := 0; i < 4; i++ {
+		if _, err := r.Enqueue(context.Background(), time.Now().Add(time.Hour), "c.example", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := r.Stats()
+	now = now.Add(2 * time.Second)
+	_, body := get(t, ui, "/")
+	want := fmt.Sprintf("%.1f records/s, %.1f batches/s (over 2s)",
+		float64(after.Records-before.Records)/2, float64(after.Commits-before.Commits)/2)
+	if !strings.Contains(body, want) {
+		t.Errorf("overview lacks %q:\n%s", want, body)
+	}
+	if !strings.Contains(body, fmt.Sprintf(`<td id="commits">%d</td>`, after.Commits)) {
+		t.Errorf("overview lacks %d fsync batches:\n%s", after.Commits, body)
 	}
 }
