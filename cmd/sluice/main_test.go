@@ -266,3 +266,38 @@ func TestRetryRefusesWhileARunnerHoldsTheDirectory(t *testing.T) {
 		t.Errorf("job 2 = %v, %v; want dead", j.State, err)
 	}
 }
+
+// TestVerifyTornTailIsNotDamage: a journal copied while its runner is open has no clean-close
+// mark; half a batch appended after it is a torn tail (a crash mid-write), which the next
+// Open cuts: verify explains it and exits 0. The same bytes after a clean close are damage.
+func TestVerifyTornTailIsNotDamage(t *testing.T) {
+	live := closedDir(t)
+	r, err := sluice.Open(live, sluice.Config{}, sluice.Bytes(),
+		func(context.Context, sluice.Job[[]byte]) sluice.Outcome { return sluice.Succeeded() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := os.ReadFile(filepath.Join(live, "jobs.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := t.TempDir()
+	if err := os.WriteFile(filepath.Join(torn, "jobs.journal"), append(b, 40, 0, 0, 0, 1, 2, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "verify torn", runArgs("verify", "--dir", torn), 0,
+		[]string{"no clean-close mark", "tail     torn:", "the 7 bytes after offset", "the next Open cuts them", "\nok\n"}, nil)
+
+	closed := closedDir(t)
+	path := filepath.Join(closed, "jobs.journal")
+	b, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, 40, 0, 0, 0, 1, 2, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "verify grown after close", runArgs("verify", "--dir", closed), 1,
+		[]string{"damage", "closed cleanly at", "no longer matches"}, []string{"is damaged at offset"})
+}
