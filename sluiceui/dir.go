@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// JournalName is the runner's journal file in its directory.
-const JournalName = "jobs.journal"
+// journalName is the runner's journal file in its directory (the root package's journalName).
+const journalName = "jobs.journal"
 
 // FromDir returns a read-only Source over the runner directory dir, read with sluice.Inspect:
 // it writes nothing and takes no lock, so it also works beside a live runner (it then sees the
@@ -49,7 +49,7 @@ func (d *dirSource) load() error {
 	defer d.mu.Unlock()
 	var size int64
 	var mtime time.Time
-	if fi, err := os.Stat(filepath.Join(d.dir, JournalName)); err == nil {
+	if fi, err := os.Stat(filepath.Join(d.dir, journalName)); err == nil {
 		size, mtime = fi.Size(), fi.ModTime()
 		if d.jobs != nil && size == d.size && mtime.Equal(d.mtime) {
 			return nil

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/sluiceui"
 )
 
 // errLocked is the directory lock held by a running runner.
@@ -20,10 +19,10 @@ var errLocked = sluice.ErrLocked
 // (sluice.Open refuses with ErrLocked, writing nothing, while a runner holds it), writes the
 // one record and closes. No attempt starts: the runner is never Run.
 func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
-	path := filepath.Join(o.dir, sluiceui.JournalName)
+	path := filepath.Join(o.dir, journalName)
 	if _, err := os.Stat(path); err != nil {
 		// Open would create a journal here: a mistyped --dir must not become a runner directory.
-		return exitFinding, fmt.Errorf("--dir %s holds no runner journal (%s): %w", o.dir, sluiceui.JournalName, err)
+		return exitFinding, fmt.Errorf("--dir %s holds no runner journal (%s): %w", o.dir, journalName, err)
 	}
 	// Open records an interrupted attempt as failed under the retry policy it is given, and
 	// this command does not know the runner's: leave that to the runner.

@@ -10,8 +10,10 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/journal"
-	"github.com/sluicehq/sluice/sluiceui"
 )
+
+// journalName is the runner's journal file in its directory (the root package's journalName).
+const journalName = "jobs.journal"
 
 // verify scans the journal twice: frame by frame (journal.Read over a file system that cannot
 // write), then record by record (sluice.Inspect, which replays every record as the runner
@@ -23,7 +25,7 @@ func verify(o options, stdout io.Writer) (int, error) {
 		}
 		return exitFinding, fmt.Errorf("--dir %s: %w", o.dir, err)
 	}
-	path := filepath.Join(o.dir, sluiceui.JournalName)
+	path := filepath.Join(o.dir, journalName)
 	fmt.Fprintf(stdout, "journal  %s\n", path)
 	if _, err := os.Stat(path + ".compact"); err == nil {
 		fmt.Fprintf(stdout, "note     %s.compact is left from a compaction a crash interrupted before its rename: the next Open removes it (the journal holds every job)\n", path)
@@ -31,7 +33,7 @@ func verify(o options, stdout io.Writer) (int, error) {
 	if held, err := lockHeld(o.dir); err == nil && held {
 		fmt.Fprintln(stdout, "note     a running runner holds the directory: this scan sees the journal as of its last sync")
 	}
-	tail, err := journal.Read(roFS{o.dir}, sluiceui.JournalName, journal.Config{}, nil)
+	tail, err := journal.Read(roFS{o.dir}, journalName, journal.Config{}, nil)
 	var fe *journal.FormatError
 	if errors.As(err, &fe) {
 		fmt.Fprintf(stdout, "damage   at offset %d of %s (LSN before %d, after %d): %s\n", fe.Offset, path, fe.Before, fe.After, fe.Reason)
