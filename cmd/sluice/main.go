@@ -199,8 +199,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runContext is run; serve stops when ctx ends.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	for _, a := range args {
-		if a == "-h" || a == "--help" || a == "-help" || a == "help" {
+	for i, a := range args {
+		if a == "-h" || a == "--help" || a == "-help" || i == 0 && a == "help" {
 			fmt.Fprint(stdout, usage)
 			return exitOK
 		}

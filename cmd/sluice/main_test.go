@@ -118,6 +118,8 @@ func TestUsage(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, []string{"usage:", "exit status:"}, nil},
 		{[]string{"jobs", "-h"}, 0, []string{"sluice jobs"}, nil},
+		{[]string{"help"}, 0, []string{"usage:"}, nil},
+		{[]string{"jobs", "--dir", dir, "--target", "help"}, 0, []string{"ID  STATE"}, nil},
 		{nil, 2, nil, []string{"sluice: give a command", "usage:"}},
 		{[]string{"list"}, 2, nil, []string{`sluice: unknown command "list"`}},
 		{[]string{"stats"}, 2, nil, []string{"sluice: stats: --dir is required"}},
