@@ -17,7 +17,7 @@ func (f failing) Stats(context.Context) (sluice.Stats, error) { return sluice.St
 func (f failing) List(context.Context, sluiceui.Filter) (sluiceui.Page, error) {
 	return sluiceui.Page{}, f.err
 }
-func (f failing) Get(context.Context, uint64) (sluiceui.Job, error)   { return sluiceui.Job{}, f.err }
+func (f failing) Get(context.Context, uint64) (sluiceui.Job, error)    { return sluiceui.Job{}, f.err }
 func (f failing) Breakers(context.Context) ([]sluiceui.Breaker, error) { return nil, f.err }
 func (f failing) Retry(context.Context, uint64) error                  { return f.err }
 func (f failing) Cancel(context.Context, uint64) error                 { return f.err }
