@@ -16,22 +16,19 @@ import (
 	"github.com/sluicehq/sluice/sluiceui"
 )
 
-// chromiumPath is Debian's chromium, which .ci/run installs.
+// chromiumPath is Debian's chromium, which .ci/run installs; SLUICE_CHROMIUM names another.
 const chromiumPath = "/usr/bin/chromium"
 
 // browser returns a chromedp context on a fresh headless Chromium. Without Chromium the test
 // is skipped locally and fails in CI (CI set), where it must run.
 func browser(t *testing.T, ctx context.Context) context.Context {
 	t.Helper()
-	path := chromiumPath
-	if _, err := os.Stat(path); err != nil {
-		if p, lerr := exec.LookPath("chromium"); lerr == nil {
-			path = p
-		} else if os.Getenv("CI") != "" {
+	path, err := chromium()
+	if err != nil {
+		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set and Chromium is missing (%v): .ci/run installs Debian's chromium package", err)
-		} else {
-			t.Skipf("skipping the browser test: Chromium is missing (%v); install it with `apt-get install chromium` (in CI, with CI set, this test fails instead)", err)
 		}
+		t.Skipf("skipping the browser test: Chromium is missing (%v); install it with `apt-get install chromium` or name it in SLUICE_CHROMIUM (in CI, with CI set, this test fails instead)", err)
 	}
 	actx, cancel := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(path),
@@ -49,6 +46,18 @@ func browser(t *testing.T, ctx context.Context) context.Context {
 	bctx, bcancel := chromedp.NewContext(actx)
 	t.Cleanup(bcancel)
 	return bctx
+}
+
+// chromium finds the browser: SLUICE_CHROMIUM if set, else Debian's path, else PATH.
+func chromium() (string, error) {
+	if p := os.Getenv("SLUICE_CHROMIUM"); p != "" {
+		_, err := os.Stat(p)
+		return p, err
+	}
+	if _, err := os.Stat(chromiumPath); err == nil {
+		return chromiumPath, nil
+	}
+	return exec.LookPath("chromium")
 }
 
 // TestBrowserFilterAndRetry drives the UI in a real headless Chromium: the overview renders
