@@ -60,10 +60,10 @@ func chromium() (string, error) {
 	return exec.LookPath("chromium")
 }
 
-// TestBrowserFilterAndRetry drives the UI in a real headless Chromium: the overview renders
-// the counts, the jobs filter narrows the list to dead jobs, and retry with its confirmation
-// makes a dead job pending again, in the runner too.
-func TestBrowserFilterAndRetry(t *testing.T) {
+// TestBrowserFilterRetryAndCancel drives the UI in a real headless Chromium: the overview renders
+// the counts, the jobs filter narrows the list to dead jobs, retry with its confirmation
+// makes a dead job pending again, in the runner too, and cancel a pending one cancelled.
+func TestBrowserFilterRetryAndCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	bctx := browser(t, ctx)
@@ -135,5 +135,20 @@ func TestBrowserFilterAndRetry(t *testing.T) {
 	}
 	if j, err := r.Get(2); err != nil || j.State != sluice.StatePending {
 		t.Errorf("runner's job 2 after retry in the browser = %v, %v; want pending", j.State, err)
+	}
+
+	// Cancel the pending job 4: its confirmation page, then the job page says cancelled.
+	must("cancel", chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/ops/jobs/4"),
+		chromedp.Click(chromedp.CSS(`#cancel`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#yes`)),
+		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+	))
+	if state := text(`#state`); state != "cancelled" {
+		t.Errorf("job 4's page after cancel says %q, want cancelled", state)
+	}
+	if j, err := r.Get(4); err != nil || j.State != sluice.StateCancelled {
+		t.Errorf("runner's job 4 after cancel in the browser = %v, %v; want cancelled", j.State, err)
 	}
 }

@@ -261,6 +261,7 @@ func TestRetryRefusesWhileARunnerHoldsTheDirectory(t *testing.T) {
 	}
 	// Reads still work beside it, and verify says a runner holds the directory.
 	check(t, "verify beside a runner", runArgs("verify", "--dir", dir), 0, []string{"a running runner holds the directory", "ok"}, nil)
+	check(t, "stats beside a runner", runArgs("stats", "--dir", dir), 0, []string{"a running runner holds the directory", "(last id 5)"}, nil)
 	if diff := cmp.Diff(before, snapshotDir(t, dir)); diff != "" {
 		t.Errorf("a refused retry changed the directory (-before +after):\n%.2000s", diff)
 	}

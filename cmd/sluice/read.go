@@ -68,6 +68,10 @@ func stats(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer
 	for _, s := range sluiceui.States {
 		fmt.Fprintf(tw, "%s\t%d\n", s, out.States[s.String()])
 	}
+	live, _ := lockHeld(o.dir)
+	if live {
+		fmt.Fprintln(tw, "note\ta running runner holds the directory: these are its jobs as of its last sync (running jobs show as interrupted)\t")
+	}
 	if len(out.Interrupted) > 0 {
 		fmt.Fprintf(tw, "interrupted\t%d\t(running at the last write: the next Open records each as a failed attempt; ids %s)\n",
 			len(out.Interrupted), idList(out.Interrupted))
