@@ -3,6 +3,7 @@ package sluiceui_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -53,3 +54,6 @@ func fixture(t *testing.T) (*sluice.Runner[string], string) {
 	}
 	return r, dir
 }
+
+// quiet drops the handler's logs in tests.
+var quiet = slog.New(slog.DiscardHandler)

@@ -51,7 +51,7 @@ func allowAll(*http.Request, sluiceui.Action) error { return nil }
 
 func TestPagesRender(t *testing.T) {
 	r, _ := fixture(t)
-	h := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{})
+	h := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet})
 	for _, tc := range []struct {
 		path string
 		code int
@@ -81,7 +81,7 @@ func TestPagesRender(t *testing.T) {
 
 func TestJobsFilterAndPaging(t *testing.T) {
 	r, _ := fixture(t)
-	h := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{})
+	h := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet})
 	for _, tc := range []struct {
 		query string
 		want  []string
@@ -128,7 +128,7 @@ func token(t *testing.T, body string) string {
 func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 	r, _ := fixture(t)
 	src := sluiceui.FromRunner(r, sluice.JSON[string]())
-	refusing := sluiceui.New(src, sluiceui.Options{})
+	refusing := sluiceui.New(src, sluiceui.Options{Logger: quiet})
 	if code, body := get(t, refusing, "/jobs/2/retry"); code != 403 || !strings.Contains(body, "Options.Authorize") {
 		t.Errorf("confirm page without Authorize = %d, want 403 naming Options.Authorize:\n%s", code, body)
 	}
@@ -140,7 +140,7 @@ func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 	}
 
 	denied := errors.New("only admins")
-	h := sluiceui.New(src, sluiceui.Options{Authorize: func(req *http.Request, a sluiceui.Action) error {
+	h := sluiceui.New(src, sluiceui.Options{Logger: quiet, Authorize: func(req *http.Request, a sluiceui.Action) error {
 		if a != sluiceui.ActionView && req.Header.Get("X-Admin") == "" {
 			return denied
 		}
@@ -200,7 +200,7 @@ func TestReadOnlySourceHidesAndRefusesActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sluiceui.New(src, sluiceui.Options{Authorize: allowAll})
+	h := sluiceui.New(src, sluiceui.Options{Logger: quiet, Authorize: allowAll})
 	code, body := get(t, h, "/jobs/2")
 	if code != 200 || strings.Contains(body, `id="retry"`) || !strings.Contains(body, "read-only") {
 		t.Errorf("GET /jobs/2 of a directory = %d, want no retry link and a read-only badge:\n%s", code, body)
@@ -223,7 +223,7 @@ func TestReadOnlySourceHidesAndRefusesActions(t *testing.T) {
 func TestMountedUnderAPrefix(t *testing.T) {
 	r, _ := fixture(t)
 	mux := http.NewServeMux()
-	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{})))
+	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet})))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/ops/sluice/jobs/2")
@@ -261,7 +261,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Now: func() time.Time { return now }})
+	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
 	code, body := get(t, ui, "/breakers")
 	row := regexp.MustCompile(`(?s)<tr data-target="down.example">.*?</tr>`).FindString(body)
 	if code != 200 || !strings.Contains(row, `class="breaker-open">open<`) || !strings.Contains(row, "(in 59m5") && !strings.Contains(row, "(in 1h0m0s)") {
@@ -277,7 +277,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 func TestOverviewThroughputBetweenViews(t *testing.T) {
 	r, _ := fixture(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Now: func() time.Time { return now }})
+	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
 	before := r.Stats()
 	if _, body := get(t, ui, "/"); !strings.Contains(body, "measured from the next refresh") {
 		t.Errorf("first overview claims a throughput:\n%s", body)

@@ -26,7 +26,7 @@ func (f failing) ReadOnly() bool                                       { return 
 // TestSourceErrorsArePagesNotPanics: a source that fails gives each page a 500 naming the
 // error (escaped), and nothing else.
 func TestSourceErrorsArePagesNotPanics(t *testing.T) {
-	h := sluiceui.New(failing{errors.New("sluice: closed <now>")}, sluiceui.Options{})
+	h := sluiceui.New(failing{errors.New("sluice: closed <now>")}, sluiceui.Options{Logger: quiet})
 	for _, path := range []string{"/", "/jobs", "/jobs/1", "/breakers"} {
 		code, body := get(t, h, path)
 		if code != 500 || !strings.Contains(body, "sluice: closed &lt;now&gt;") {
