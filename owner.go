@@ -173,7 +173,11 @@ func (o *owner[A]) outcome(d doneMsg) {
 // true once the runner is closed.
 func (o *owner[A]) commit() bool {
 	now := o.r.clk.Now()
+	records := o.eng.Status().Records
 	res, err := o.engineCommit(now)
+	if n := o.eng.Status().Records - records; n > 0 {
+		o.r.cfg.OnCommitted(Committed{Records: int(n), Duration: o.r.clk.Since(now)})
+	}
 	o.perform(res)
 	if err == nil {
 		// A compaction lost after a durable batch poisons the engine with a nil error from
@@ -218,10 +222,9 @@ func (o *owner[A]) perform(res runner.Result) {
 		delete(o.pending, a.Ticket)
 		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate}
 	}
-	if cb := o.r.cfg.OnSettled; cb != nil {
-		for _, s := range res.Settled {
-			cb(settledOf(s))
-		}
+	reportTransitions(&o.r.cfg, res.Transitions)
+	for _, s := range res.Settled {
+		o.r.cfg.OnSettled(settledOf(s))
 	}
 	for _, c := range res.Cancels {
 		o.running[c.Token](causeOf(c.Why))
@@ -237,8 +240,16 @@ func (o *owner[A]) startAttempt(s runner.Attempt) {
 	ctx, cancel := context.WithCancelCause(o.r.base)
 	o.running[s.Token] = cancel
 	job := Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
+	o.r.cfg.OnAttemptStarted(attemptStarted(s, o.r.clk.Now()))
 	go func() {
-		out := runHandler(ctx, o.r.handler, job)
+		var out Outcome
+		if o.r.chain == nil {
+			out = runHandler(ctx, o.r.handler, job)
+		} else {
+			call := jobCall(job)
+			call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(runHandler(ctx, o.r.handler, job)) }
+			out = outcomeOfVerdict(callChain(ctx, o.r.chain, call))
+		}
 		select {
 		case o.r.done <- doneMsg{tok: s.Token, out: out}:
 		case <-o.r.exit:
