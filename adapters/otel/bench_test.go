@@ -33,7 +33,9 @@ func benchInstruments(b *testing.B) *sluiceotel.Instruments {
 // BenchmarkMiddlewareCall is the middleware alone around a handler that does nothing: bare
 // is the call, otel the call with a span (and, for a worker, the two metric records).
 func BenchmarkMiddlewareCall(b *testing.B) {
-	inner := func(context.Context, sluice.Call) sluice.Verdict { return sluice.Verdict{Kind: sluice.VerdictSucceeded} }
+	inner := func(context.Context, sluice.Call) sluice.Verdict {
+		return sluice.Verdict{Kind: sluice.VerdictSucceeded}
+	}
 	ctx := context.Background()
 	run := func(b *testing.B, h sluice.CallHandler, c sluice.Call) {
 		b.ReportAllocs()
