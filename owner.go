@@ -162,7 +162,7 @@ func (o *owner[A]) outcome(d doneMsg) {
 	o.running[d.tok](nil) // release the attempt's context
 	delete(o.running, d.tok)
 	if d.out.Kind != KindSucceeded {
-		o.r.log.Debug("sluice: attempt failed", "id", d.tok.ID, "attempt", d.tok.Attempt,
+		o.r.log.Debug("sluice: attempt failed", "job", d.tok.ID, "attempt", d.tok.Attempt,
 			"outcome", d.out.Kind.String(), "retryable", d.out.Retryable, "err", d.out.Err)
 	}
 	// A poisoned engine refuses the outcome; the commit reports the poison.

@@ -712,7 +712,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 	now := norm(ev.Now)
 	a, ok := m.inflight[ev.Token]
 	if !ok {
-		m.cfg.Logger.Info("runner: outcome of an unknown attempt ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
+		m.cfg.Logger.Info("runner: outcome of an unknown attempt ignored", "job", ev.Token.ID, "attempt", ev.Token.Attempt, "outcome", ev.Outcome.Kind.String())
 		return
 	}
 	if !a.dispatched {
@@ -732,7 +732,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 	m.breakerFor(a.target).Step(breaker.Record{Now: now, Result: breakerResult(ev.Outcome), Probe: a.probe})
 	m.maybeForgetBreaker(a.target, now)
 	if !current {
-		m.cfg.Logger.Info("runner: stale outcome ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
+		m.cfg.Logger.Info("runner: stale outcome ignored", "job", ev.Token.ID, "attempt", ev.Token.Attempt, "outcome", ev.Outcome.Kind.String())
 		return
 	}
 	m.finish(j, now, ev.Outcome)
@@ -854,7 +854,7 @@ func (m *Machine) schedule(now time.Time) {
 				// of the job; the target was never called, so its breaker records nothing.
 				m.pool.Step(pool.Release{})
 				m.breakerFor(j.Target).Step(breaker.Release{Probe: d.Probe})
-				m.cfg.Logger.Error("runner: cannot decode payload; the job fails permanently", "token", tok.String(), "err", err)
+				m.cfg.Logger.Error("runner: cannot decode payload; the job fails permanently", "job", tok.ID, "attempt", tok.Attempt, "err", err)
 				m.finish(j, now, Failure("decoding payload: "+err.Error(), false))
 				continue
 			}
