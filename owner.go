@@ -18,6 +18,34 @@ const gatherBytesMax = 16 << 20
 // wakeMin is the shortest timer the owner sets, so a wake time at or before now cannot spin.
 const wakeMin = time.Millisecond
 
+// The owner's rules (the Runner's internals; docs/runner.md has the user's view):
+//
+//  1. One owner goroutine per Runner drives core/runner's Engine, and decides nothing: it
+//     submits commands and outcomes, commits, and performs what the commit's result says
+//     (acknowledge, report to the hooks, start, cancel, wake; at a stop: flush, compact,
+//     close). Zero due times, the record size limit, undecodable payloads (the engine's
+//     decode-check port, fed by the Codec) and which handlers to cancel are all the engine's
+//     decisions, which the simulator runs too.
+//  2. Group commit: the owner blocks for one command, outcome or timer, then takes everything
+//     else already waiting (up to gatherMax) into the same commit: one journal batch, one fsync.
+//  3. Attempts start only while Run or Drain is active, and only as the engine returns them
+//     (their Started record durable). Each runs its handler, through the middleware, on its
+//     own goroutine with a context that the engine's cancels end: context.Cause is
+//     ErrJobCancelled (Cancel) or ErrShutdown (a stop's grace passed). Panics become Panicked.
+//  4. A stop (Run's context ends, Drain's context ends, Close) turns admission off; the engine
+//     waits Grace for running attempts, cancels those left, and waits Grace again. One still
+//     running after that is abandoned (its outcome ignored). Close then flushes, compacts if
+//     CompactOnClose, and closes the journal.
+//  5. A failed commit (a poisoned journal), or a durable one after which the engine is
+//     poisoned (a compaction lost after its rename), fails every waiting and later command
+//     with the first failure, cancels running handlers and stops dispatch at once; Run and
+//     Drain return it. Recovery is Close and Open again (the disk is the truth).
+//  6. Time comes only from Config.Clock: one timer, set to the engine's next wake time.
+//  7. Stats after Close returns the values at close.
+//
+// Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
+// run; no read is left unanswered after a commit.
+
 // owner is the single goroutine that drives the engine; every engine call happens here. It
 // decides nothing: it submits commands and outcomes, commits, and performs what the result
 // says (acknowledge, start, cancel, wake, and at a stop: flush, compact, close).
