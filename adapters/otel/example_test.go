@@ -24,7 +24,12 @@ import (
 // (prometheus.DefaultRegisterer in a real service, served by promhttp.Handler()), a meter
 // provider reading into it, and the runner's Config instrumented.
 func Example_prometheus() {
-	reg := prometheus.NewRegistry()
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	handler := func(ctx context.Context, j sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() }
+
+	// README:begin
+	reg := prometheus.NewRegistry() // prometheus.DefaultRegisterer in a service
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutTargetInfo(), otelprom.WithoutScopeInfo())
 	if err != nil {
 		log.Fatal(err)
@@ -33,19 +38,16 @@ func Example_prometheus() {
 	if err != nil {
 		log.Fatal(err)
 	}
-
-	dir, _ := os.MkdirTemp("", "sluice-example")
-	defer os.RemoveAll(dir)
-	cfg := in.Runner(sluice.Config{Capacity: 2, Logger: quiet})
-	r, err := sluice.Open(dir, cfg, sluice.JSON[string](), func(ctx context.Context, j sluice.Job[string]) sluice.Outcome {
-		return sluice.Succeeded()
-	})
+	cfg := in.Runner(sluice.Config{Capacity: 2}) // your Config, with hooks and middleware added
+	r, err := sluice.Open(dir, cfg, sluice.JSON[string](), handler)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer r.Close()
-	stats, _ := in.ObserveRunner(r.Stats)
+	stats, _ := in.ObserveRunner(r.Stats) // jobs by state, read at each scrape
 	defer stats.Unregister()
+	// then serve reg: http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// README:end
 	ctx := context.Background()
 	for range 3 {
 		if _, err := r.Enqueue(ctx, time.Time{}, "mail.example.com", "hello"); err != nil {
