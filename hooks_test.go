@@ -257,3 +257,42 @@ func TestWorkerHooksReportReceiveRenewDropDispose(t *testing.T) {
 		}
 	})
 }
+
+// TestHooksReportAttemptsACrashInterrupted: an attempt running at a crash is recorded at the
+// next Open as a failed, retryable "interrupted" attempt; the first commit after Open reports
+// it (and, with Attempts 1, the job's death) to the hooks, as if it had just ended.
+func TestHooksReportAttemptsACrashInterrupted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := disk.New(1)
+		started, finish := make(chan struct{}), make(chan struct{})
+		old := openOn(t, d, Config{Capacity: 1, Policy: Policy{Attempts: 1}}, func(ctx context.Context, j Job[string]) Outcome {
+			close(started)
+			<-finish
+			return Succeeded()
+		})
+		ctx := context.Background()
+		id, _ := old.Enqueue(ctx, time.Time{}, "a", "x")
+		go func() { _ = old.Drain(ctx) }()
+		<-started
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		d.Crash()
+		var log eventLog
+		r := openOn(t, d, Config{Capacity: 1, Policy: Policy{Attempts: 1},
+			OnAttemptEnded: func(e AttemptEnded) {
+				log.add("ended %d#%d %s %v next=%v reason=%s err=%s", e.ID, e.Attempt, e.Outcome(), e.Duration, e.Next, e.Reason, e.Err)
+			},
+			OnSettled: func(s Settled) { log.add("settled %d %v", s.ID, s.State) },
+		}, succeedString)
+		if _, err := r.Get(id); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"ended 1#1 retry 3s next=dead reason=spent err=interrupted", "settled 1 dead"}
+		if diff := cmp.Diff(want, log.get()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		_ = r.Close()
+		close(finish)
+		_ = old.Close()
+	})
+}
