@@ -203,9 +203,7 @@ func (o *owner[A]) commit() bool {
 	now := o.r.clk.Now()
 	records := o.eng.Status().Records
 	res, err := o.engineCommit(now)
-	if n := o.eng.Status().Records - records; n > 0 {
-		o.r.cfg.OnCommitted(Committed{Records: int(n), Duration: o.r.clk.Since(now)})
-	}
+	o.committed(now, records)
 	o.perform(res)
 	if err == nil {
 		// A compaction lost after a durable batch poisons the engine with a nil error from
@@ -226,6 +224,14 @@ func (o *owner[A]) commit() bool {
 		panic(err)
 	}
 	return false
+}
+
+// committed reports the batch a commit begun at start wrote, if any, to OnCommitted; records
+// is the engine's record count before it.
+func (o *owner[A]) committed(start time.Time, records int64) {
+	if n := o.eng.Status().Records - records; n > 0 {
+		o.r.cfg.OnCommitted(Committed{Records: int(n), Duration: o.r.clk.Since(start)})
+	}
 }
 
 // engineCommit is one Commit; with the internal SyncEveryRecord option the commands and
@@ -356,7 +362,9 @@ func (o *owner[A]) becomeFailed(err error) {
 func (o *owner[A]) finishClose() {
 	stopTimer(o.timer)
 	if o.failed == nil {
-		res, err := o.eng.Flush(o.r.clk.Now())
+		now, records := o.r.clk.Now(), o.eng.Status().Records
+		res, err := o.eng.Flush(now)
+		o.committed(now, records)
 		o.perform(res)
 		if err == nil && o.r.cfg.CompactOnClose {
 			_ = o.eng.Compact() // the engine logs a failure; the journal stands either way
