@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,19 +66,24 @@ func TestReadmeSnippetsAreTheExamplePrograms(t *testing.T) {
 
 // regionOf returns the lines between "// README:begin" and "// README:end" in path, less the
 // begin line's indentation.
-func regionOf(path string) (string, error) {
+func regionOf(path string) (string, error) { return markedRegion(path, "README") }
+
+// markedRegion returns the lines between "// NAME:begin" and "// NAME:end" in path, less the
+// begin line's indentation.
+func markedRegion(path, name string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
 	s := string(b)
-	i := strings.Index(s, "// README:begin\n")
-	j := strings.Index(s, "// README:end")
+	begin := "// " + name + ":begin\n"
+	i := strings.Index(s, begin)
+	j := strings.Index(s, "// "+name+":end")
 	if i < 0 || j < i {
-		return "", os.ErrNotExist
+		return "", fmt.Errorf("%s: no %s:begin and %s:end lines", path, name, name)
 	}
 	indent := s[strings.LastIndex(s[:i], "\n")+1 : i]
-	body := strings.TrimSuffix(s[i+len("// README:begin\n"):strings.LastIndex(s[:j], "\n")+1], "\n")
+	body := strings.TrimSuffix(s[i+len(begin):strings.LastIndex(s[:j], "\n")+1], "\n")
 	var out []string
 	for _, l := range strings.Split(body, "\n") {
 		out = append(out, strings.TrimPrefix(l, indent))
@@ -98,5 +104,44 @@ func TestQuickStartRuns(t *testing.T) {
 	}
 	if len(in.Jobs) != 1 || in.Jobs[0].State != sluice.StateSucceeded {
 		t.Errorf("jobs %+v, want one succeeded", in.Jobs)
+	}
+}
+
+// TestDocProgramIsTheSmallestExample: the program doc.go shows is, line for line, the marked
+// region of examples/quickstart/smallest, which `go test ./...` builds.
+func TestDocProgramIsTheSmallestExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	start := -1
+	for i, l := range lines {
+		if l == "// The smallest program:" {
+			start = i + 2 // after the blank comment line
+		}
+	}
+	if start < 0 {
+		t.Fatal("doc.go has no line \"// The smallest program:\"")
+	}
+	var prog []string
+	for _, l := range lines[start:] {
+		if code, ok := strings.CutPrefix(l, "//\t"); ok {
+			prog = append(prog, code)
+			continue
+		}
+		if l == "//" {
+			prog = append(prog, "")
+			continue
+		}
+		break
+	}
+	got := strings.TrimRight(strings.Join(prog, "\n"), "\n")
+	want, err := markedRegion(filepath.Join("smallest", "main.go"), "doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(strings.TrimRight(want, "\n"), got); diff != "" {
+		t.Errorf("doc.go's program differs from examples/quickstart/smallest (-example +doc.go):\n%s", diff)
 	}
 }
