@@ -81,6 +81,21 @@ type Instruments struct {
 
 	mu      sync.Mutex
 	openTil map[string]time.Time // target → end of its last deferral
+
+	// opts caches attribute sets by their values, so a measurement allocates none.
+	opts sync.Map // optKey → metric.MeasurementOption
+}
+
+type optKey struct{ a, b, c, d string }
+
+// option returns the attribute set of key, made once by mk.
+func (in *Instruments) option(key optKey, mk func() []attribute.KeyValue) metric.MeasurementOption {
+	if o, ok := in.opts.Load(key); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(mk()...))
+	in.opts.Store(key, o)
+	return o
 }
 
 // New makes the instruments.
@@ -224,7 +239,9 @@ func (in *Instruments) Middleware() sluice.Middleware {
 			start := time.Now()
 			v := next(ctx, c)
 			if c.Worker {
-				set := metric.WithAttributeSet(attribute.NewSet(roleWorker, attribute.String("outcome", v.Kind.String())))
+				set := in.option(optKey{"worker", v.Kind.String(), "", ""}, func() []attribute.KeyValue {
+					return []attribute.KeyValue{roleWorker, attribute.String("outcome", v.Kind.String())}
+				})
 				in.duration.Record(ctx, time.Since(start).Seconds(), set)
 				in.outcomes.Add(ctx, 1, set)
 			}
@@ -263,9 +280,13 @@ func spanOf(c sluice.Call) (string, []attribute.KeyValue) {
 
 func (in *Instruments) attemptEnded(e sluice.AttemptEnded) {
 	ctx := context.Background()
-	target, outcome := attribute.String("sluice.target", e.Target), attribute.String("outcome", e.Outcome())
-	in.duration.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(roleRunner, outcome, target))
-	in.outcomes.Add(ctx, 1, metric.WithAttributes(roleRunner, outcome, target, attribute.String("next", e.Next.String())))
+	outcome, next := e.Outcome(), e.Next.String()
+	in.duration.Record(ctx, e.Duration.Seconds(), in.option(optKey{"runner", outcome, e.Target, ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{roleRunner, attribute.String("outcome", outcome), attribute.String("sluice.target", e.Target)}
+	}))
+	in.outcomes.Add(ctx, 1, in.option(optKey{"runner", outcome, e.Target, next}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{roleRunner, attribute.String("outcome", outcome), attribute.String("sluice.target", e.Target), attribute.String("next", next)}
+	}))
 }
 
 func (in *Instruments) deferred(e sluice.Deferred) {
@@ -278,11 +299,14 @@ func (in *Instruments) deferred(e sluice.Deferred) {
 }
 
 func (in *Instruments) settledJob(s sluice.Settled) {
-	attrs := []attribute.KeyValue{attribute.String("state", s.State.String())}
-	if s.Reason != "" {
-		attrs = append(attrs, attribute.String("reason", string(s.Reason)))
-	}
-	in.settled.Add(context.Background(), 1, metric.WithAttributes(attrs...))
+	state := s.State.String()
+	in.settled.Add(context.Background(), 1, in.option(optKey{"settled", state, string(s.Reason), ""}, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{attribute.String("state", state)}
+		if s.Reason != "" {
+			attrs = append(attrs, attribute.String("reason", string(s.Reason)))
+		}
+		return attrs
+	}))
 }
 
 func (in *Instruments) committed(c sluice.Committed) {
