@@ -74,6 +74,15 @@ type Config struct {
 	// is durable. It runs on the runner's owner goroutine: it must be quick and must not call
 	// the Runner.
 	OnSettled func(Settled)
+	// OnAttemptStarted, OnAttemptEnded, OnDeferred and OnCommitted report attempts, breaker
+	// deferrals and journal batches as they become durable; they run on the owner goroutine
+	// too, with the same rules (see Hooks in docs/observability.md).
+	OnAttemptStarted func(AttemptStarted)
+	OnAttemptEnded   func(AttemptEnded)
+	OnDeferred       func(Deferred)
+	OnCommitted      func(Committed)
+	// Middleware wraps every attempt's handler, outermost first (see Middleware).
+	Middleware []Middleware
 
 	// opts are the internal seams (internal/runneropt): a core.FS instead of the directory,
 	// and the benchmark's one-commit-per-record baseline.
@@ -126,6 +135,7 @@ func (c Config) withDefaults() (Config, runner.Config, error) {
 	}
 	setDefault(&c.Capacity, max(1, runtime.NumCPU()))
 	envDefaults(&c.Logger, &c.Clock, &c.Seed)
+	c.hookDefaults()
 	ec, err := runner.Config{
 		Policy:       retry.Policy(c.Policy),
 		Circuit:      breaker.Circuit(c.Circuit),

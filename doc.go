@@ -1,41 +1,45 @@
-// Package sluice runs background jobs without losing them (a durable runner over a
-// write-ahead journal) and works SQS-style queues under leases (a worker whose lease controller
-// keeps each message hidden while its handler runs). It is the production driver of the pure
-// machines and synchronous engines in core/: the only layer with goroutines, channels, select,
-// context and a clock (github.com/benbjohnson/clock; clock.New() unless a test injects one).
+// Package sluice runs background jobs without losing them, and works SQS-style queues under
+// leases. A Runner keeps its jobs in a write-ahead journal in a directory: Enqueue returns once
+// the job is on disk, a crash loses nothing acknowledged, and failed attempts are retried with
+// backoff behind a circuit breaker per target. A Worker receives messages from a queue (Amazon
+// SQS through adapters/sqs) and keeps each one hidden while its handler runs.
 //
-// Runner contract:
+// The smallest program:
 //
-//  1. One owner goroutine per Runner drives core/runner's Engine, and decides nothing: it
-//     submits commands and outcomes, commits, and performs what the commit's result says
-//     (acknowledge, start, cancel, wake; at a stop: flush, compact, close). Enqueue, Cancel and
-//     Retry return only when the commit that covers the command's record has returned from
-//     fsync (durability is an event), or with the error that refused it. Zero due times, the
-//     record size limit, undecodable payloads (the engine's decode-check port, fed by the
-//     Codec) and which handlers to cancel are all the engine's decisions, which the simulator
-//     runs too.
-//  2. Group commit: the owner blocks for one command, outcome or timer, then takes everything
-//     else already waiting (up to gatherMax) into the same commit: one journal batch, one fsync.
-//  3. Attempts start only while Run or Drain is active, and only as the engine returns them
-//     (their Started record durable). Each runs its handler on its own goroutine with a context
-//     that the engine's cancels end: context.Cause is ErrJobCancelled (Cancel) or ErrShutdown
-//     (a stop's grace passed). Panics become Panicked.
-//  4. A stop (Run's context ends, Drain's context ends, Close) turns admission off; the engine
-//     waits Grace for running attempts, cancels those left, and waits Grace again. An attempt
-//     the stop cancelled that does not succeed is released: journaled as such, the job waits
-//     again at its due time, the attempt is not counted, the breaker records nothing. One
-//     still running after that is abandoned (its outcome ignored; the next Open counts it as
-//     interrupted, as after a crash). Close then flushes, compacts if CompactOnClose, and
-//     closes the journal.
-//  5. A failed commit (a poisoned journal), or a durable one after which the engine is
-//     poisoned (a compaction lost after its rename), fails every waiting and later command
-//     with the first failure, cancels running handlers and stops dispatch at once; Run and
-//     Drain return it. Recovery is Close and Open again (the disk is the truth).
-//  6. Time comes only from Config.Clock: one timer, set to the engine's next wake time.
-//  7. Open takes an flock on dir/LOCK, so two processes never append to one journal. Inspect
-//     takes no lock and writes nothing (see docs/journal.md for the journal's clean-close mark).
-//  8. Stats after Close returns the values at close.
+//	type Email struct{ To, Subject string }
 //
-// Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
-// run; no read is left unanswered after a commit.
+//	func main() {
+//		r, err := sluice.Open("jobs", sluice.Config{}, sluice.JSON[Email](),
+//			func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
+//				return sluice.OutcomeOf(send(ctx, j.Payload)) // nil: done; else retried
+//			})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		ctx := context.Background()
+//		if _, err := r.Enqueue(ctx, time.Time{}, "smtp.example.com", Email{To: "ada@example.com"}); err != nil {
+//			log.Fatal(err)
+//		}
+//		log.Fatal(r.Run(ctx)) // until ctx ends; then a graceful stop and Close
+//	}
+//
+// The module's documentation is in its docs directory: the runner's semantics
+// (docs/runner.md), the journal and its recovery (docs/journal.md), the worker's leases
+// (docs/worker.md), what handlers return (docs/results.md), hooks, middleware and
+// OpenTelemetry (docs/observability.md), the simulator (docs/simulator.md) and testing your
+// own handlers with package sluicetest (docs/testing.md).
+//
+// What a user can rely on:
+//
+//  1. Durable before acknowledged: Enqueue, EnqueueMany, Cancel and Retry return only once
+//     their journal record is fsynced, or with the error that refused it.
+//  2. An attempt's handler runs only after its start is durable, so a job that crashes the
+//     process every time still ends dead after Policy.Attempts tries; an attempt a graceful
+//     stop cuts short is released, not counted.
+//  3. Every decision (what to start, retry, defer, cancel; when to renew, release or delete a
+//     message) is made by the pure machines in core/, which the simulator runs too; Runner and
+//     Worker only perform them. Hooks and middleware observe those effects and decide nothing.
+//  4. Time comes only from Config.Clock (WorkerConfig.Clock), the wall clock by default.
+//  5. One process holds a runner's directory at a time (a lock file); Inspect reads it
+//     without the lock and writes nothing.
 package sluice

@@ -169,6 +169,15 @@ type WorkerConfig struct {
 	// poison: counted, logged with its id, never handled, acked once its receive count reaches
 	// the budget.
 	Decode func(Message) error
+	// OnReceived, OnRenewed, OnDropped and OnDisposed report deliveries received, renewals,
+	// dropped leases and dispositions as the worker performs them, on Run's goroutine: they
+	// must be quick and must not call the Worker (see Hooks in docs/observability.md).
+	OnReceived func(MessageReceived)
+	OnRenewed  func(LeaseRenewed)
+	OnDropped  func(LeaseDropped)
+	OnDisposed func(MessageDisposed)
+	// Middleware wraps every message's handler, outermost first (see Middleware).
+	Middleware []Middleware
 }
 
 // Worker defaults (docs/worker.md).
@@ -193,5 +202,6 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, err
 	}
 	envDefaults(&c.Logger, &c.Clock, &c.Seed)
+	c.hookDefaults()
 	return c, nil
 }

@@ -18,6 +18,34 @@ const gatherBytesMax = 16 << 20
 // wakeMin is the shortest timer the owner sets, so a wake time at or before now cannot spin.
 const wakeMin = time.Millisecond
 
+// The owner's rules (the Runner's internals; docs/runner.md has the user's view):
+//
+//  1. One owner goroutine per Runner drives core/runner's Engine, and decides nothing: it
+//     submits commands and outcomes, commits, and performs what the commit's result says
+//     (acknowledge, report to the hooks, start, cancel, wake; at a stop: flush, compact,
+//     close). Zero due times, the record size limit, undecodable payloads (the engine's
+//     decode-check port, fed by the Codec) and which handlers to cancel are all the engine's
+//     decisions, which the simulator runs too.
+//  2. Group commit: the owner blocks for one command, outcome or timer, then takes everything
+//     else already waiting (up to gatherMax) into the same commit: one journal batch, one fsync.
+//  3. Attempts start only while Run or Drain is active, and only as the engine returns them
+//     (their Started record durable). Each runs its handler, through the middleware, on its
+//     own goroutine with a context that the engine's cancels end: context.Cause is
+//     ErrJobCancelled (Cancel) or ErrShutdown (a stop's grace passed). Panics become Panicked.
+//  4. A stop (Run's context ends, Drain's context ends, Close) turns admission off; the engine
+//     waits Grace for running attempts, cancels those left, and waits Grace again. One still
+//     running after that is abandoned (its outcome ignored). Close then flushes, compacts if
+//     CompactOnClose, and closes the journal.
+//  5. A failed commit (a poisoned journal), or a durable one after which the engine is
+//     poisoned (a compaction lost after its rename), fails every waiting and later command
+//     with the first failure, cancels running handlers and stops dispatch at once; Run and
+//     Drain return it. Recovery is Close and Open again (the disk is the truth).
+//  6. Time comes only from Config.Clock: one timer, set to the engine's next wake time.
+//  7. Stats after Close returns the values at close.
+//
+// Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
+// run; no read is left unanswered after a commit.
+
 // owner is the single goroutine that drives the engine; every engine call happens here. It
 // decides nothing: it submits commands and outcomes, commits, and performs what the result
 // says (acknowledge, start, cancel, wake, and at a stop: flush, compact, close).
@@ -162,7 +190,7 @@ func (o *owner[A]) outcome(d doneMsg) {
 	o.running[d.tok](nil) // release the attempt's context
 	delete(o.running, d.tok)
 	if d.out.Kind != KindSucceeded {
-		o.r.log.Debug("sluice: attempt failed", "id", d.tok.ID, "attempt", d.tok.Attempt,
+		o.r.log.Debug("sluice: attempt failed", "job", d.tok.ID, "attempt", d.tok.Attempt,
 			"outcome", d.out.Kind.String(), "retryable", d.out.Retryable, "err", d.out.Err)
 	}
 	// A poisoned engine refuses the outcome; the commit reports the poison.
@@ -173,7 +201,9 @@ func (o *owner[A]) outcome(d doneMsg) {
 // true once the runner is closed.
 func (o *owner[A]) commit() bool {
 	now := o.r.clk.Now()
+	records := o.eng.Status().Records
 	res, err := o.engineCommit(now)
+	o.committed(now, records)
 	o.perform(res)
 	if err == nil {
 		// A compaction lost after a durable batch poisons the engine with a nil error from
@@ -194,6 +224,14 @@ func (o *owner[A]) commit() bool {
 		panic(err)
 	}
 	return false
+}
+
+// committed reports the batch a commit begun at start wrote, if any, to OnCommitted; records
+// is the engine's record count before it.
+func (o *owner[A]) committed(start time.Time, records int64) {
+	if n := o.eng.Status().Records - records; n > 0 {
+		o.r.cfg.OnCommitted(Committed{Records: int(n), Duration: o.r.clk.Since(start)})
+	}
 }
 
 // engineCommit is one Commit; with the internal SyncEveryRecord option the commands and
@@ -218,10 +256,9 @@ func (o *owner[A]) perform(res runner.Result) {
 		delete(o.pending, a.Ticket)
 		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate}
 	}
-	if cb := o.r.cfg.OnSettled; cb != nil {
-		for _, s := range res.Settled {
-			cb(settledOf(s))
-		}
+	reportTransitions(&o.r.cfg, res.Transitions)
+	for _, s := range res.Settled {
+		o.r.cfg.OnSettled(settledOf(s))
 	}
 	for _, c := range res.Cancels {
 		o.running[c.Token](causeOf(c.Why))
@@ -237,8 +274,16 @@ func (o *owner[A]) startAttempt(s runner.Attempt) {
 	ctx, cancel := context.WithCancelCause(o.r.base)
 	o.running[s.Token] = cancel
 	job := Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
+	o.r.cfg.OnAttemptStarted(attemptStarted(s, o.r.clk.Now()))
 	go func() {
-		out := runHandler(ctx, o.r.handler, job)
+		var out Outcome
+		if o.r.chain == nil {
+			out = runHandler(ctx, o.r.handler, job)
+		} else {
+			call := jobCall(job)
+			call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(runHandler(ctx, o.r.handler, job)) }
+			out = outcomeOfVerdict(callChain(ctx, o.r.chain, call))
+		}
 		select {
 		case o.r.done <- doneMsg{tok: s.Token, out: out}:
 		case <-o.r.exit:
@@ -319,7 +364,9 @@ func (o *owner[A]) becomeFailed(err error) {
 func (o *owner[A]) finishClose() {
 	stopTimer(o.timer)
 	if o.failed == nil {
-		res, err := o.eng.Flush(o.r.clk.Now())
+		now, records := o.r.clk.Now(), o.eng.Status().Records
+		res, err := o.eng.Flush(now)
+		o.committed(now, records)
 		o.perform(res)
 		if err == nil && o.r.cfg.CompactOnClose {
 			_ = o.eng.Compact() // the engine logs a failure; the journal stands either way

@@ -24,6 +24,7 @@ type Runner[A any] struct {
 	cfg     Config
 	codec   Codec[A]
 	handler Handler[A]
+	chain   CallHandler // Config.Middleware around the handler; nil without middleware
 	log     *slog.Logger
 	clk     clock.Clock
 
@@ -127,6 +128,7 @@ func newRunner[A any](op opened, cfg Config, codec Codec[A], handler Handler[A],
 		cfg:      cfg,
 		codec:    codec,
 		handler:  handler,
+		chain:    chain(cfg.Middleware, innerCall),
 		log:      cfg.Logger,
 		clk:      cfg.Clock,
 		cmds:     make(chan command, gatherMax),

@@ -26,12 +26,13 @@ import (
 // release, when to give up on a long poll or on a handler) is the machine's: Run only
 // performs the effects.
 type Worker struct {
-	t   core.Transport
-	cfg WorkerConfig
-	h   WorkerHandler
-	log *slog.Logger
-	clk clock.Clock
-	m   *worker.Machine
+	t     core.Transport
+	cfg   WorkerConfig
+	h     WorkerHandler
+	chain CallHandler // WorkerConfig.Middleware around h; nil without middleware
+	log   *slog.Logger
+	clk   clock.Clock
+	m     *worker.Machine
 
 	events  chan worker.Event
 	stopped chan struct{} // closed when Run returns: late handlers drop their event
@@ -139,7 +140,7 @@ func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, e
 		}
 		return nil, fmt.Errorf("sluice: new worker: %w", err)
 	}
-	return &Worker{t: t, cfg: cfg, h: handler, log: cfg.Logger, clk: cfg.Clock, m: m,
+	return &Worker{t: t, cfg: cfg, h: handler, chain: chain(cfg.Middleware, innerCall), log: cfg.Logger, clk: cfg.Clock, m: m,
 		events: make(chan worker.Event, eventsMax), stopped: make(chan struct{})}, nil
 }
 
@@ -279,6 +280,9 @@ func (l *workerLoop) step(ev worker.Event) error {
 	case worker.ReceiveDone:
 		l.recvCancel()
 		l.recvCancel = nil
+		for _, m := range ev.Messages {
+			l.w.cfg.OnReceived(MessageReceived{ID: m.ID, Receipt: m.Receipt, ReceiveCount: m.ReceiveCount})
+		}
 	case worker.HandlerDone:
 		l.handlers[ev.Receipt](nil)
 		delete(l.handlers, ev.Receipt)
@@ -302,6 +306,7 @@ var causes = map[lease.DropReason]error{
 // own goroutine that reports back with the time it finished.
 func (l *workerLoop) perform(rd worker.Ready) {
 	w := l.w
+	reportLeaseEffects(&w.cfg, rd.Changes, rd.Deletes, rd.Cancel)
 	for _, c := range rd.Cancel {
 		cause, ok := causes[c.Reason]
 		if !ok {
@@ -351,7 +356,7 @@ func (l *workerLoop) perform(rd worker.Ready) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		l.handlers[s.Receipt] = cancel
 		go func() {
-			res := runWorkerHandler(ctx, w.h, messageOf(s.Message))
+			res := w.runHandler(ctx, messageOf(s.Message))
 			w.send(worker.HandlerDone{Receipt: s.Receipt, Now: w.clk.Now(), Result: res})
 		}()
 	}
@@ -377,15 +382,29 @@ func (w *Worker) publish(st worker.Status) {
 		DispositionRetries: st.Lease.DisposeRetries, DispositionsFailed: st.Lease.DisposeFailed, LostWaiting: st.Lease.WaitLost}
 }
 
-// runWorkerHandler calls h, mapping its Result to the machine's; a panic or an invalid Result
-// is a permanent failure.
-func runWorkerHandler(ctx context.Context, h WorkerHandler, msg Message) (res worker.Result) {
+// runHandler calls the handler through the middleware, if any, and maps its Result to the
+// machine's.
+func (w *Worker) runHandler(ctx context.Context, msg Message) worker.Result {
+	if w.chain == nil {
+		return machineResult(callWorkerHandler(ctx, w.h, msg))
+	}
+	call := messageCall(msg)
+	call.inner = func(ctx context.Context) Verdict { return verdictOfResult(callWorkerHandler(ctx, w.h, msg)) }
+	return machineResult(resultOfVerdict(callChain(ctx, w.chain, call)))
+}
+
+// callWorkerHandler calls h; a panic is a permanent failure carrying a *PanicError.
+func callWorkerHandler(ctx context.Context, h WorkerHandler, msg Message) (r Result) {
 	defer func() {
 		if v := recover(); v != nil {
-			res = worker.Result{Outcome: worker.Permanent, Err: &PanicError{Value: v, Stack: debug.Stack()}}
+			r = Reject(&PanicError{Value: v, Stack: debug.Stack()})
 		}
 	}()
-	r := h(ctx, msg)
+	return h(ctx, msg)
+}
+
+// machineResult maps a Result to the machine's; an invalid one is a permanent failure.
+func machineResult(r Result) worker.Result {
 	switch r.Kind {
 	case ResultAck:
 		return worker.Result{Outcome: worker.Success}

@@ -141,7 +141,8 @@ type Engine struct {
 	ticket Ticket
 	poison error
 	// carry holds what Open's own batch settled, for the first Commit to report.
-	carry []Settled
+	carry  []Settled
+	carryT []Transition
 	// compactAt is the journal growth that triggers the next compaction: CompactBytes, pushed
 	// further after a kept failure so a snapshot that cannot be written is not retried on
 	// every Commit.
@@ -195,7 +196,7 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 		_ = j.Close()
 		return nil, fmt.Errorf("runner: opening %q: requeueing orphans: %w", name, err)
 	}
-	e.carry = rd.Settled
+	e.carry, e.carryT = rd.Settled, rd.Transitions
 	return e, nil
 }
 
@@ -352,6 +353,8 @@ type Result struct {
 	// Settled are jobs whose terminal state became durable in this commit (or, for the first
 	// Commit, in Open's orphan requeue).
 	Settled []Settled
+	// Transitions are attempt ends and breaker deferrals made durable in this commit.
+	Transitions []Transition
 	// Wake is when to Commit again if nothing else happens; zero when only a command or an
 	// outcome can make progress.
 	Wake time.Time
@@ -379,8 +382,9 @@ func (e *Engine) tickAndWrite(now time.Time, admit bool) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Acks: rd.Acks, Starts: rd.Starts, Cancels: rd.Cancels, Settled: append(e.carry, rd.Settled...)}
-	e.carry = nil
+	res := Result{Acks: rd.Acks, Starts: rd.Starts, Cancels: rd.Cancels, Settled: append(e.carry, rd.Settled...),
+		Transitions: append(e.carryT, rd.Transitions...)}
+	e.carry, e.carryT = nil, nil
 	res.Wake = e.m.WakeAt()
 	res.Stopped = e.m.Status().Stopped
 	if e.j.GrownBytes() > e.compactAt {
@@ -412,6 +416,7 @@ func (e *Engine) writeBatch() (Ready, error) {
 	rd.Starts = append(rd.Starts, more.Starts...)
 	rd.Settled = append(rd.Settled, more.Settled...)
 	rd.Cancels = append(rd.Cancels, more.Cancels...)
+	rd.Transitions = append(rd.Transitions, more.Transitions...)
 	return rd, nil
 }
 

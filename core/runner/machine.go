@@ -188,6 +188,28 @@ type Ready struct {
 	Starts  []Attempt
 	Settled []Settled
 	Cancels []CancelAttempt
+	// Transitions are the attempt ends and breaker deferrals whose records are durable, for
+	// the driver's hooks.
+	Transitions []Transition
+}
+
+// Transition reports a durable record about an attempt's end or a breaker's deferral, as the
+// machine decided it: the driver hands it to its hooks and decides nothing.
+type Transition struct {
+	Tag     uint8 // TagFinished, TagReleased or TagDeferred
+	ID      uint64
+	Target  string
+	Attempt int // TagFinished, TagReleased
+	// Kind, Retryable, Err, Next and Reason are TagFinished's (Next Waiting: retried at Due).
+	Kind      OutcomeKind
+	Retryable bool
+	Err       string
+	Next      JobState
+	Reason    Reason
+	Due       time.Time // TagDeferred: until when; TagFinished with Next Waiting: the retry's due
+	// Start and End bound the attempt (TagFinished, TagReleased); Start is zero when the
+	// history no longer holds it.
+	Start, End time.Time
 }
 
 // job is the machine's job; fields mirror Job.
@@ -220,6 +242,12 @@ type pending struct {
 type pendingSettled struct {
 	seq uint64
 	s   Settled
+}
+
+// pendingTransition is a Transition waiting for its record to be durable.
+type pendingTransition struct {
+	seq uint64
+	t   Transition
 }
 
 // pendingCancel is a user cancel of a dispatched attempt waiting for its record to be durable.
@@ -280,12 +308,14 @@ type Machine struct {
 	acking     []pending
 	settling   []pendingSettled
 	cancelling []pendingCancel
+	noting     []pendingTransition
 	// Effects ready to drain.
 	appends []Append
 	acks    []Ack
 	starts  []Attempt
 	settled []Settled
 	cancels []CancelAttempt
+	notes   []Transition
 
 	now time.Time // the latest time an event carried
 	// dispatching: admission is on. Off, a graceful stop runs: graceAt is when the running
@@ -373,8 +403,8 @@ func (m *Machine) Step(ev Event) error {
 
 // Ready drains the effects produced so far.
 func (m *Machine) Ready() Ready {
-	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled, Cancels: m.cancels}
-	m.appends, m.acks, m.starts, m.settled, m.cancels = nil, nil, nil, nil, nil
+	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled, Cancels: m.cancels, Transitions: m.notes}
+	m.appends, m.acks, m.starts, m.settled, m.cancels, m.notes = nil, nil, nil, nil, nil, nil
 	return rd
 }
 
@@ -671,13 +701,18 @@ func (m *Machine) becomeSynced(through uint64) {
 		m.settled = append(m.settled, m.settling[i].s)
 	}
 	m.settling = m.settling[i:]
+	i = 0
+	for ; i < len(m.noting) && m.noting[i].seq <= through; i++ {
+		m.notes = append(m.notes, m.noting[i].t)
+	}
+	m.noting = m.noting[i:]
 }
 
 func (m *Machine) attemptDone(ev AttemptDone) {
 	now := norm(ev.Now)
 	a, ok := m.inflight[ev.Token]
 	if !ok {
-		m.cfg.Logger.Info("runner: outcome of an unknown attempt ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
+		m.cfg.Logger.Info("runner: outcome of an unknown attempt ignored", "job", ev.Token.ID, "attempt", ev.Token.Attempt, "outcome", ev.Outcome.Kind.String())
 		return
 	}
 	if !a.dispatched {
@@ -697,7 +732,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 	m.breakerFor(a.target).Step(breaker.Record{Now: now, Result: breakerResult(ev.Outcome), Probe: a.probe})
 	m.maybeForgetBreaker(a.target, now)
 	if !current {
-		m.cfg.Logger.Info("runner: stale outcome ignored", "token", ev.Token.String(), "outcome", ev.Outcome.Kind.String())
+		m.cfg.Logger.Info("runner: stale outcome ignored", "job", ev.Token.ID, "attempt", ev.Token.Attempt, "outcome", ev.Outcome.Kind.String())
 		return
 	}
 	m.finish(j, now, ev.Outcome)
@@ -819,7 +854,7 @@ func (m *Machine) schedule(now time.Time) {
 				// of the job; the target was never called, so its breaker records nothing.
 				m.pool.Step(pool.Release{})
 				m.breakerFor(j.Target).Step(breaker.Release{Probe: d.Probe})
-				m.cfg.Logger.Error("runner: cannot decode payload; the job fails permanently", "token", tok.String(), "err", err)
+				m.cfg.Logger.Error("runner: cannot decode payload; the job fails permanently", "job", tok.ID, "attempt", tok.Attempt, "err", err)
 				m.finish(j, now, Failure("decoding payload: "+err.Error(), false))
 				continue
 			}
@@ -867,10 +902,27 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 	}
 	m.seq++
 	m.appends = append(m.appends, Append{Seq: m.seq, Tag: r.Tag, Data: data})
-	if j := m.jobs[r.ID]; j.State.Terminal() && !was.Terminal() {
+	j := m.jobs[r.ID]
+	if j.State.Terminal() && !was.Terminal() {
 		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
 			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
 	}
+	switch r.Tag {
+	case TagFinished, TagReleased, TagDeferred:
+		m.noting = append(m.noting, pendingTransition{m.seq, transitionOf(r, j)})
+	}
+}
+
+// transitionOf is the Transition of r, applied to j.
+func transitionOf(r Record, j *job) Transition {
+	t := Transition{Tag: r.Tag, ID: r.ID, Target: j.Target, Attempt: r.Attempt, Kind: r.Kind,
+		Retryable: r.Retryable, Err: r.Err, Next: r.Next, Reason: r.Reason, Due: r.Due, End: r.At}
+	for _, h := range j.History {
+		if h.Attempt == r.Attempt && r.Tag != TagDeferred {
+			t.Start = h.Start
+		}
+	}
+	return t
 }
 
 // apply is the one place durable state changes, live and in replay; it keeps the counts.

@@ -547,6 +547,27 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 			t.Fatalf("job %d became %v but was not reported settled", j.ID, m.jobs[j.ID].State)
 		}
 	}
+	// Transitions report only durable ends and deferrals: an attempt end is in the job's
+	// history with the same end time, and every transition names the job's target.
+	for _, tr := range res.Transitions {
+		j, ok := w.e.Get(tr.ID)
+		if !ok {
+			continue // pruned by a compaction in this commit
+		}
+		if tr.Target != j.Target {
+			t.Fatalf("transition %+v names target %q, job has %q", tr, tr.Target, j.Target)
+		}
+		if tr.Tag == TagDeferred {
+			continue
+		}
+		found := len(j.History) == HistoryMax // older attempts leave the history
+		for _, h := range j.History {
+			found = found || (h.Attempt == tr.Attempt && h.End.Equal(tr.End) && h.Outcome != AttemptRunning)
+		}
+		if !found {
+			t.Fatalf("transition %+v has no ended attempt in the job's history %+v", tr, j.History)
+		}
+	}
 	m.durable = w.e.State()
 	// Replay equals live.
 	s, err := w.replay()

@@ -869,7 +869,7 @@ func (e *Machine) maybeAbandonReceive() {
 	e.recvAbandoned = true
 	e.stats.ReceivesAbandoned++
 	e.out.AbandonReceive = e.recvCall
-	e.log.Info("worker: cancelling the receive in flight; whatever it returns is released", "call", uint64(e.recvCall))
+	e.log.Debug("worker: cancelling the receive in flight; whatever it returns is released", "call", uint64(e.recvCall))
 }
 
 // pump starts waiting handlers while slots are free.
