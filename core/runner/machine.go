@@ -194,6 +194,9 @@ type Ready struct {
 type job struct {
 	Job
 	idx [slots]int // position in each of the queue's heaps; -1 when not in it
+	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
+	// re-keyed in the queue: the heaps compare it instead of Due.
+	dueKey int64
 }
 
 // attempt is an attempt holding a pool unit.
@@ -282,6 +285,7 @@ type Machine struct {
 	cancelling []pendingCancel
 	// Effects ready to drain.
 	appends []Append
+	arena   []byte // the chunk records are encoded into (encode)
 	acks    []Ack
 	starts  []Attempt
 	settled []Settled
@@ -560,7 +564,7 @@ func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []
 		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
 	}
 	r := Record{Tag: TagEnqueued, ID: id, Due: norm(due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
-	data := EncodeRecord(r)
+	data := m.encode(r)
 	if len(data) > m.cfg.RecordMax {
 		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
 	}
@@ -855,41 +859,56 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 }
 
 // record applies r and appends it.
-func (m *Machine) record(r Record) { m.applyAndAppend(r, EncodeRecord(r)) }
+func (m *Machine) record(r Record) { m.applyAndAppend(r, m.encode(r)) }
+
+// arenaChunk is the size of the buffers records are encoded into.
+const arenaChunk = 16 << 10
+
+// encode is EncodeRecord into the machine's arena: records share chunks of arenaChunk bytes
+// (one allocation for dozens of records), and a chunk is never written again once a record
+// in it was handed out, so every Append's Data stays valid after Ready.
+func (m *Machine) encode(r Record) []byte {
+	if need := r.sizeMax(); cap(m.arena)-len(m.arena) < need {
+		m.arena = make([]byte, 0, max(arenaChunk, need))
+	}
+	start := len(m.arena)
+	m.arena = appendRecord(m.arena, r)
+	return m.arena[start:len(m.arena):len(m.arena)]
+}
 
 func (m *Machine) applyAndAppend(r Record, data []byte) {
-	var was JobState
-	if j := m.jobs[r.ID]; j != nil {
-		was = j.State
-	}
-	if err := m.apply(r); err != nil {
+	j, was, err := m.apply(r)
+	if err != nil {
 		panic(fmt.Sprintf("runner: live transition refused: %v", err))
 	}
 	m.seq++
 	m.appends = append(m.appends, Append{Seq: m.seq, Tag: r.Tag, Data: data})
-	if j := m.jobs[r.ID]; j.State.Terminal() && !was.Terminal() {
+	if j.State.Terminal() && !was.Terminal() {
 		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
 			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
 	}
 }
 
-// apply is the one place durable state changes, live and in replay; it keeps the counts.
-func (m *Machine) apply(r Record) error {
-	j0 := m.jobs[r.ID]
+// apply is the one place durable state changes, live and in replay; it keeps the counts. It
+// returns the job and its state before (zero for a new job).
+func (m *Machine) apply(r Record) (*job, JobState, error) {
+	// Only an Enqueued record adds a job; every other one changes its job in place.
+	j := m.jobs[r.ID]
 	var s0 JobState
 	var d0 bool
-	if j0 != nil {
-		s0, d0 = j0.State, j0.Deferred
+	if j != nil {
+		s0, d0 = j.State, j.Deferred
 	}
 	if err := m.applyRecord(r); err != nil {
-		return err
+		return nil, 0, err
 	}
-	if j0 != nil {
+	if j != nil {
 		m.count(s0, d0, -1)
+	} else {
+		j = m.jobs[r.ID]
 	}
-	j := m.jobs[r.ID]
 	m.count(j.State, j.Deferred, +1)
-	return nil
+	return j, s0, nil
 }
 
 // count adds n (±1) for a job in state s, deferred or not, to the counts.
@@ -1058,7 +1077,7 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("runner: replay record %d: %w", m.snapshots, err)
 	}
-	if err := m.apply(r); err != nil {
+	if _, _, err := m.apply(r); err != nil {
 		return fmt.Errorf("runner: replay record %d: %w: %w", m.snapshots, ErrDecode, err)
 	}
 	return nil

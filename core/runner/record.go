@@ -142,11 +142,19 @@ func (r *Record) validate() error {
 }
 
 // EncodeRecord returns the payload of r. An invalid record is misuse and panics.
-func EncodeRecord(r Record) []byte {
+func EncodeRecord(r Record) []byte { return appendRecord(make([]byte, 0, r.sizeMax()), r) }
+
+// sizeMax bounds the bytes of r's payload, so an encoding buffer is allocated once.
+func (r *Record) sizeMax() int {
+	return 64 + len(r.Target) + len(r.Payload) + len(r.Err) + len(r.Opts.Kind) + len(r.Opts.Unique)
+}
+
+// appendRecord appends the payload of r to b (EncodeRecord).
+func appendRecord(b []byte, r Record) []byte {
 	if err := r.validate(); err != nil {
 		panic(fmt.Sprintf("runner: encode: %v", err))
 	}
-	var w writer
+	w := writer{b: b}
 	w.u8(codecVersion)
 	w.u64(r.ID)
 	switch r.Tag {
