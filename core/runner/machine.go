@@ -286,6 +286,8 @@ type Machine struct {
 	// Effects ready to drain.
 	appends []Append
 	arena   []byte // the chunk records are encoded into (encode)
+	// appendsLast is the length of the last non-empty batch of appends (its successor's size).
+	appendsLast int
 	acks    []Ack
 	starts  []Attempt
 	settled []Settled
@@ -378,6 +380,9 @@ func (m *Machine) Step(ev Event) error {
 // Ready drains the effects produced so far.
 func (m *Machine) Ready() Ready {
 	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled, Cancels: m.cancels}
+	if len(m.appends) > 0 {
+		m.appendsLast = len(m.appends)
+	}
 	m.appends, m.acks, m.starts, m.settled, m.cancels = nil, nil, nil, nil, nil
 	return rd
 }
@@ -646,14 +651,23 @@ func (m *Machine) becomeSynced(through uint64) {
 		return
 	}
 	m.synced = through
+	// Each effect list is grown once to what this sync releases (a batch may release
+	// hundreds), not doubled from empty.
 	i := 0
-	for ; i < len(m.acking) && m.acking[i].seq <= through; i++ {
-		m.acks = append(m.acks, m.acking[i].ack)
+	for i < len(m.acking) && m.acking[i].seq <= through {
+		i++
+	}
+	m.acks = slices.Grow(m.acks, i)
+	for _, p := range m.acking[:i] {
+		m.acks = append(m.acks, p.ack)
 	}
 	m.acking = m.acking[i:]
 	i = 0
-	for ; i < len(m.starting) && m.starting[i].seq <= through; i++ {
-		a := m.starting[i]
+	for i < len(m.starting) && m.starting[i].seq <= through {
+		i++
+	}
+	m.starts = slices.Grow(m.starts, i)
+	for _, a := range m.starting[:i] {
 		if a.dropped {
 			continue
 		}
@@ -671,8 +685,12 @@ func (m *Machine) becomeSynced(through uint64) {
 	}
 	m.cancelling = m.cancelling[i:]
 	i = 0
-	for ; i < len(m.settling) && m.settling[i].seq <= through; i++ {
-		m.settled = append(m.settled, m.settling[i].s)
+	for i < len(m.settling) && m.settling[i].seq <= through {
+		i++
+	}
+	m.settled = slices.Grow(m.settled, i)
+	for _, p := range m.settling[:i] {
+		m.settled = append(m.settled, p.s)
 	}
 	m.settling = m.settling[i:]
 }
@@ -882,6 +900,10 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 		panic(fmt.Sprintf("runner: live transition refused: %v", err))
 	}
 	m.seq++
+	if m.appends == nil {
+		// A batch tends to be as long as the last one: one allocation, not a doubling series.
+		m.appends = make([]Append, 0, max(8, m.appendsLast))
+	}
 	m.appends = append(m.appends, Append{Seq: m.seq, Tag: r.Tag, Data: data})
 	if j.State.Terminal() && !was.Terminal() {
 		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
@@ -899,7 +921,7 @@ func (m *Machine) apply(r Record) (*job, JobState, error) {
 	if j != nil {
 		s0, d0 = j.State, j.Deferred
 	}
-	if err := m.applyRecord(r); err != nil {
+	if err := m.applyRecord(r, j); err != nil {
 		return nil, 0, err
 	}
 	if j != nil {
@@ -920,7 +942,8 @@ func (m *Machine) count(s JobState, deferred bool, n int) {
 }
 
 // applyRecord validates r against the state, then applies it; it changes nothing on error.
-func (m *Machine) applyRecord(r Record) error {
+// j is job r.ID (nil: none), which the caller has looked up.
+func (m *Machine) applyRecord(r Record, j *job) error {
 	if r.Tag == TagEnqueued {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
@@ -928,7 +951,7 @@ func (m *Machine) applyRecord(r Record) error {
 		if id, held := m.unique[uniqueKey(r.Opts)]; held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
-		j := newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
+		j = newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
 		m.nextID++
@@ -936,8 +959,7 @@ func (m *Machine) applyRecord(r Record) error {
 		m.holdKey(j)
 		return nil
 	}
-	j, ok := m.jobs[r.ID]
-	if !ok {
+	if j == nil {
 		return fmt.Errorf("tag %d for unknown job %d", r.Tag, r.ID)
 	}
 	want := Waiting
