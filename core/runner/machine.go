@@ -285,13 +285,14 @@ type Machine struct {
 	cancelling []pendingCancel
 	// Effects ready to drain.
 	appends []Append
-	arena   []byte // the chunk records are encoded into (encode)
+	acks    []Ack
+	starts  []Attempt
+	settled []Settled
+	cancels []CancelAttempt
+
+	arena []byte // the chunk records are encoded into (encode)
 	// appendsLast is the length of the last non-empty batch of appends (its successor's size).
 	appendsLast int
-	acks        []Ack
-	starts      []Attempt
-	settled     []Settled
-	cancels     []CancelAttempt
 
 	now time.Time // the latest time an event carried
 	// dispatching: admission is on. Off, a graceful stop runs: graceAt is when the running
