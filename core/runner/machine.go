@@ -291,6 +291,8 @@ type Machine struct {
 	cancels []CancelAttempt
 
 	arena []byte // the chunk records are encoded into (encode)
+	// names interns the targets and kinds replay decodes (reader.name).
+	names map[string]string
 	// appendsLast is the length of the last non-empty batch of appends (its successor's size).
 	appendsLast int
 
@@ -864,6 +866,9 @@ func (m *Machine) decode(payload []byte) (any, error) {
 // requeueOrphans records every Running job as a failed, retryable `interrupted` attempt at now
 // (docs/journal.md). Called once after replay, before anything else.
 func (m *Machine) requeueOrphans(now time.Time) int {
+	if m.counts[Running] == 0 {
+		return 0 // the common case after a graceful stop: no scan of every job
+	}
 	var ids []uint64
 	for id, j := range m.jobs {
 		if j.State == Running {
@@ -1096,7 +1101,11 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 		}
 		return nil
 	}
-	r, err := DecodeRecord(tag, data)
+	// The payload aliases data: applying an Enqueued record copies it, nothing else keeps it.
+	if m.names == nil {
+		m.names = map[string]string{}
+	}
+	r, err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag)
 	if err != nil {
 		return fmt.Errorf("runner: replay record %d: %w", m.snapshots, err)
 	}
@@ -1109,6 +1118,9 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 // load installs a snapshot; the unique index is rebuilt from the jobs' keys.
 func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
+	if len(m.jobs) == 0 {
+		m.jobs = make(map[uint64]*job, len(s.Jobs)) // sized once, not grown by doubling
+	}
 	for i := range s.Jobs {
 		j := newJob(s.Jobs[i])
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
