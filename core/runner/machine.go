@@ -293,6 +293,9 @@ type Machine struct {
 	arena []byte // the chunk records are encoded into (encode)
 	// names interns the targets and kinds replay decodes (reader.name).
 	names map[string]string
+	// order is every job of jobs ascending by id (ids are issued in order: enqueue appends),
+	// so Snapshot neither sorts nor looks each job up.
+	order []*job
 	// appendsLast is the length of the last non-empty batch of appends (its successor's size).
 	appendsLast int
 
@@ -960,6 +963,7 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		j = newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
+		m.order = append(m.order, j)
 		m.nextID++
 		m.queue.push(j)
 		m.holdKey(j)
@@ -1130,6 +1134,7 @@ func (m *Machine) load(s Snapshot) error {
 			m.unique[k] = j.ID
 		}
 		m.jobs[j.ID] = j
+		m.order = append(m.order, j)
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
@@ -1143,21 +1148,18 @@ func (m *Machine) load(s Snapshot) error {
 // the simulator calls it on every commit.
 func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 	s := Snapshot{NextID: m.nextID, TermSeq: m.termSeq}
-	ids := make([]uint64, 0, len(m.jobs))
 	terminal := 0
-	for id, j := range m.jobs {
-		ids = append(ids, id)
+	for _, j := range m.order {
 		if j.State.Terminal() {
 			terminal++
 		}
 	}
-	slices.Sort(ids)
 	var dropped []uint64
 	if terminal > retain {
 		// Drop the terminal jobs with the lowest terminal sequence: those before cut.
 		seqs := make([]uint64, 0, terminal)
-		for _, id := range ids {
-			if j := m.jobs[id]; j.State.Terminal() {
+		for _, j := range m.order {
+			if j.State.Terminal() {
 				seqs = append(seqs, j.TermSeq)
 			}
 		}
@@ -1166,31 +1168,36 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 		if retain > 0 {
 			cut = seqs[terminal-retain] // TermSeqs are unique: keep exactly retain of them
 		}
-		for _, id := range ids {
-			if j := m.jobs[id]; j.State.Terminal() && j.TermSeq < cut {
-				dropped = append(dropped, id)
+		for _, j := range m.order {
+			if j.State.Terminal() && j.TermSeq < cut {
+				dropped = append(dropped, j.ID)
 			}
 		}
 	}
-	s.Jobs = make([]Job, 0, len(ids)-len(dropped))
+	s.Jobs = make([]Job, 0, len(m.order)-len(dropped))
 	d := 0
-	for _, id := range ids {
-		if d < len(dropped) && dropped[d] == id {
+	for _, j := range m.order {
+		if d < len(dropped) && dropped[d] == j.ID {
 			d++
 			continue
 		}
-		s.Jobs = append(s.Jobs, m.jobs[id].Job)
+		s.Jobs = append(s.Jobs, j.Job)
 	}
 	return s, dropped
 }
 
 // Prune forgets terminal jobs (after a snapshot without them is durable).
 func (m *Machine) Prune(ids []uint64) {
+	pruned := 0
 	for _, id := range ids {
 		if j := m.jobs[id]; j != nil && j.State.Terminal() {
 			m.count(j.State, j.Deferred, -1)
 			delete(m.jobs, id)
+			pruned++
 		}
+	}
+	if pruned > 0 {
+		m.order = slices.DeleteFunc(m.order, func(j *job) bool { return m.jobs[j.ID] != j })
 	}
 }
 
