@@ -895,8 +895,14 @@ const arenaChunk = 16 << 10
 // (one allocation for dozens of records), and a chunk is never written again once a record
 // in it was handed out, so every Append's Data stays valid after Ready.
 func (m *Machine) encode(r Record) []byte {
-	if need := r.sizeMax(); cap(m.arena)-len(m.arena) < need {
-		m.arena = make([]byte, 0, max(arenaChunk, need))
+	need := r.sizeMax()
+	if need > arenaChunk/4 {
+		// A large record gets its own buffer: in a chunk, it would keep the chunk alive (or a
+		// refused one would leave its bytes in the arena).
+		return appendRecord(make([]byte, 0, need), r)
+	}
+	if cap(m.arena)-len(m.arena) < need {
+		m.arena = make([]byte, 0, arenaChunk)
 	}
 	start := len(m.arena)
 	m.arena = appendRecord(m.arena, r)
