@@ -69,6 +69,19 @@ type owner[A any] struct {
 	idleWaiters []chan struct{}
 	stopWaiters []chan struct{}
 	dueWaiters  []dueWaiter
+
+	// work feeds the attempt goroutines, reused from one attempt to the next; workers is how
+	// many were started. Invariant: queued plus running attempts = len(running) ≤ workers ≤
+	// Capacity = cap(work), so a send on work never blocks the owner.
+	work    chan attemptRun[A]
+	workers int
+}
+
+// attemptRun is one attempt handed to a worker goroutine.
+type attemptRun[A any] struct {
+	ctx context.Context
+	tok runner.Token
+	job Job[A]
 }
 
 // dueWaiter is a DrainDue waiting until nothing due at or before t waits or runs.
@@ -268,27 +281,49 @@ func (o *owner[A]) perform(res runner.Result) {
 	}
 }
 
-// startAttempt runs the handler for s on its own goroutine; the engine's decode check has
-// already made the payload's value.
+// startAttempt hands s to a worker goroutine, starting one if every worker is taken; the
+// engine's decode check has already made the payload's value.
 func (o *owner[A]) startAttempt(s runner.Attempt) {
 	ctx, cancel := context.WithCancelCause(o.r.base)
 	o.running[s.Token] = cancel
 	job := Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
 	o.r.cfg.OnAttemptStarted(attemptStarted(s, o.r.clk.Now()))
-	go func() {
-		var out Outcome
-		if o.r.chain == nil {
-			out = runHandler(ctx, o.r.handler, job)
-		} else {
-			call := jobCall(job)
-			call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(runHandler(ctx, o.r.handler, job)) }
-			out = outcomeOfVerdict(callChain(ctx, o.r.chain, call))
-		}
+	if o.work == nil {
+		o.work = make(chan attemptRun[A], o.r.cfg.Capacity)
+	}
+	if len(o.running) > o.workers {
+		o.workers++
+		go work(o.r, o.work)
+	}
+	o.work <- attemptRun[A]{ctx: ctx, tok: s.Token, job: job}
+}
+
+// attempt runs one attempt's handler, through the middleware chain when one is set.
+func attempt[A any](ctx context.Context, r *Runner[A], job Job[A]) Outcome {
+	if r.chain == nil {
+		return runHandler(ctx, r.handler, job)
+	}
+	call := jobCall(job)
+	call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(runHandler(ctx, r.handler, job)) }
+	return outcomeOfVerdict(callChain(ctx, r.chain, call))
+}
+
+// work runs attempts one after another until the owner has stopped, so a busy runner starts
+// no goroutine per attempt. A handler still running at the stop is abandoned, as before.
+func work[A any](r *Runner[A], in <-chan attemptRun[A]) {
+	for {
 		select {
-		case o.r.done <- doneMsg{tok: s.Token, out: out}:
-		case <-o.r.exit:
+		case a := <-in:
+			out := attempt(a.ctx, r, a.job)
+			select {
+			case r.done <- doneMsg{tok: a.tok, out: out}:
+			case <-r.exit:
+				return
+			}
+		case <-r.exit:
+			return
 		}
-	}()
+	}
 }
 
 func (o *owner[A]) answerReads() {

@@ -183,7 +183,11 @@ func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
 			}
 			ok = c.now-m.visibleSince <= c.hiddenSlack
 		}
-		c.check(InvHiddenWhileWork, ok, "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",
+		if ok { // counted without building the failure's arguments (this runs after every step)
+			c.Pass(InvHiddenWhileWork)
+			continue
+		}
+		c.check(InvHiddenWhileWork, false, "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",
 			m.msg, r, m.worker)
 	}
 	c.checkOverlaps()

@@ -775,7 +775,7 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 	st := n.e.Status()
 	views := n.views
 	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
-		views = jobViews(n.e.State())
+		views = jobViewsAfter(n.views, n.e.State())
 		w.chk.Committed(n.id, views)
 		n.views, n.durable = views, st.Durable
 	}
@@ -899,11 +899,26 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	}))
 }
 
-func jobViews(s runner.Snapshot) []JobView {
+func jobViews(s runner.Snapshot) []JobView { return jobViewsAfter(nil, s) }
+
+// jobViewsAfter is jobViews reusing the payload strings of prev (views of an earlier state of
+// the same node, ascending by id) for jobs whose payload is unchanged: the views are rebuilt
+// after every commit, and converting every payload again was most of their cost.
+func jobViewsAfter(prev []JobView, s runner.Snapshot) []JobView {
 	out := make([]JobView, len(s.Jobs))
+	k := 0
 	for i, j := range s.Jobs {
+		for k < len(prev) && prev[k].ID < j.ID {
+			k++
+		}
+		var payload string
+		if k < len(prev) && prev[k].ID == j.ID && prev[k].Payload == string(j.Payload) {
+			payload = prev[k].Payload
+		} else {
+			payload = string(j.Payload)
+		}
 		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
+			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: payload}
 		if j.Opts.Unique != "" {
 			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
 		}

@@ -20,8 +20,8 @@ const lastEventsMax = 30
 type Trace struct {
 	out   io.Writer
 	sum   hash.Hash
-	ring  [lastEventsMax]string
-	n     int // lines so far
+	ring  [lastEventsMax][]byte // reused buffers: a line becomes a string only in Last
+	n     int                   // lines so far
 	buf   []byte
 	err   error
 	Lines int
@@ -42,7 +42,8 @@ func (t *Trace) Add(at time.Duration, who, what string) {
 	b = append(b, '\n')
 	t.buf = b
 	t.sum.Write(b)
-	t.ring[t.n%lastEventsMax] = string(b[:len(b)-1])
+	i := t.n % lastEventsMax
+	t.ring[i] = append(t.ring[i][:0], b[:len(b)-1]...)
 	t.n++
 	t.Lines++
 	if t.out != nil && t.err == nil {
@@ -58,7 +59,7 @@ func (t *Trace) Last() []string {
 	}
 	out := make([]string, 0, k)
 	for i := t.n - k; i < t.n; i++ {
-		out = append(out, t.ring[i%lastEventsMax])
+		out = append(out, string(t.ring[i%lastEventsMax]))
 	}
 	return out
 }
@@ -84,7 +85,8 @@ func appendOffset(b []byte, d time.Duration) []byte {
 		frac /= 10
 		digits--
 	}
-	s := strconv.AppendInt(nil, frac, 10)
+	var digitsBuf [20]byte
+	s := strconv.AppendInt(digitsBuf[:0], frac, 10)
 	for i := len(s); i < digits; i++ {
 		b = append(b, '0')
 	}

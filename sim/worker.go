@@ -471,6 +471,8 @@ type longPoll struct {
 	until time.Duration
 	seq   int  // re-checks scheduled before the latest are stale
 	done  bool // answered at the queue (its reply may still be on its way back)
+	// listed: in World.pollers (addPoller's membership test, which was a scan of the list).
+	listed bool
 }
 
 // abandonReceive performs Ready.AbandonReceive as the production driver does, by cancelling
@@ -553,11 +555,10 @@ func (lp *longPoll) check() {
 
 // addPoller registers a waiting long poll to be woken by the next send.
 func (w *World) addPoller(lp *longPoll) {
-	for _, q := range w.pollers {
-		if q == lp {
-			return
-		}
+	if lp.listed {
+		return
 	}
+	lp.listed = true
 	w.pollers = append(w.pollers, lp)
 }
 
@@ -565,6 +566,9 @@ func (w *World) addPoller(lp *longPoll) {
 func (w *World) wakePollers() {
 	polls := w.pollers
 	w.pollers = nil
+	for _, lp := range polls {
+		lp.listed = false // before any re-check below may list it again
+	}
 	for _, lp := range polls {
 		if !lp.done {
 			lp.schedule(w.loop.Now())

@@ -79,6 +79,7 @@ func Workloads(p Params) []Workload {
 		{Key: "e2e/s", Title: "end-to-end jobs/s", HigherBetter: true, Compare: true},
 		{Key: "syncs/job", Title: "syncs/job"},
 		{Key: "cpu", Title: "proc CPU cores"},
+		{Key: "cpu µs/job", Title: "CPU µs/job (processing)"},
 	}
 	return []Workload{
 		{
@@ -124,6 +125,7 @@ func Workloads(p Params) []Workload {
 				{Key: "attempts/s", Title: "attempts/s", HigherBetter: true},
 				{Key: "syncs/job", Title: "syncs/job"},
 				{Key: "cpu", Title: "proc CPU cores"},
+				{Key: "cpu µs/job", Title: "CPU µs/job (processing)"},
 			},
 			Run: func(ctx context.Context, sys System, dir string) (Result, error) {
 				r, err := enqueueThenProcess(ctx, sys, dir, p, p.RetryJobs, 2, func(ctx context.Context, inst Instance, pr *Probe) error {
@@ -132,7 +134,7 @@ func Workloads(p Params) []Workload {
 				if err != nil {
 					return nil, err
 				}
-				out := Result{"e2e/s": r["e2e/s"], "attempts/s": r["e2e/s"] * 3, "dups": r["dups"], "cpu": r["cpu"]}
+				out := Result{"e2e/s": r["e2e/s"], "attempts/s": r["e2e/s"] * 3, "dups": r["dups"], "cpu": r["cpu"], "cpu µs/job": r["cpu µs/job"]}
 				for _, k := range []string{"proc jobs/sync", "proc syncs/s"} {
 					if v, ok := r[k]; ok {
 						out[k] = v
@@ -163,6 +165,7 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("enqueue on %s: %w", sys.Name(), err)
 	}
 	t1 := time.Now()
+	c1 := cpuTime()
 	counter, counts := inst.(Counters)
 	var s1 int64
 	if counts {
@@ -175,6 +178,7 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("wait for %d jobs on %s (started %d): %w", n, sys.Name(), pr.Starts.Load(), err)
 	}
 	t2 := time.Now()
+	c2 := cpuTime()
 	var s2 int64
 	if counts {
 		s2 = counter.Syncs()
@@ -184,7 +188,9 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		"process/s": float64(n) / t2.Sub(t1).Seconds(),
 		"e2e/s":     float64(n) / t2.Sub(t0).Seconds(),
 		"dups":      float64(pr.Duplicates()),
-		"cpu":       (cpuTime() - c0).Seconds() / t2.Sub(t0).Seconds(),
+		"cpu":       (c2 - c0).Seconds() / t2.Sub(t0).Seconds(),
+		// The processing phase's process CPU time per job (the server's CPU not included).
+		"cpu µs/job": float64((c2 - c1).Microseconds()) / float64(n),
 	}
 	if counts && s2 > s1 {
 		// The processing phase alone: how many jobs each fsync carried, and

@@ -41,7 +41,7 @@ func (s Sluice) Settings() []string {
 	}
 	return []string{
 		"sluice root package, journal on the scratch disk via adapters for os; " + mode,
-		fmt.Sprintf("Capacity=workers, Policy{Attempts 5, Base %s, Cap %s} (equal jitter: waits %s..%s), breaker inert, binary 17-byte payload codec; a batch = that many concurrent Enqueue calls (sluice has no batch call)",
+		fmt.Sprintf("Capacity=workers, Policy{Attempts 5, Base %s, Cap %s} (equal jitter: waits %s..%s), breaker inert, binary 17-byte payload codec; a batch = one EnqueueMany call (one record batch, one fsync)",
 			RetryBackoff, RetryBackoff, RetryBackoff/2, RetryBackoff),
 	}
 }
@@ -104,23 +104,15 @@ func (si *sluiceInst) Enqueue(ctx context.Context, p harness.Payload) error {
 	return err
 }
 
+// EnqueueBatch is one EnqueueMany call: one record batch, one fsync, as the baselines insert
+// a batch in one transaction.
 func (si *sluiceInst) EnqueueBatch(ctx context.Context, ps []harness.Payload) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(ps))
-	for i := range ps {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			_, errs[i] = si.r.Enqueue(ctx, zeroTime, "bench", ps[i])
-		}(i)
+	jobs := make([]sluice.NewJob[harness.Payload], len(ps))
+	for i, p := range ps {
+		jobs[i] = sluice.NewJob[harness.Payload]{Target: "bench", Payload: p}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := si.r.EnqueueMany(ctx, jobs)
+	return err
 }
 
 func (si *sluiceInst) StartWorkers(ctx context.Context) error {

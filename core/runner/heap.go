@@ -21,8 +21,20 @@ const (
 
 type heap struct {
 	slot int
-	less func(a, b *job) bool
+	prio bool // by (priority desc, due, id) (byPrio), else by (due, id) (byDue)
 	h    []*job
+}
+
+// less is byPrio or byDue on the cached due key, without a call through a func value (the
+// heaps are the owner's hottest code at a large backlog).
+func (q *heap) less(a, b *job) bool {
+	if q.prio && a.Opts.Priority != b.Opts.Priority {
+		return a.Opts.Priority > b.Opts.Priority
+	}
+	if a.dueKey != b.dueKey {
+		return a.dueKey < b.dueKey
+	}
+	return a.ID < b.ID
 }
 
 func byDue(a, b *job) bool {
@@ -115,8 +127,8 @@ type queue struct {
 }
 
 func newQueue() queue {
-	return queue{timers: heap{slot: slotTimers, less: byDue}, prio: heap{slot: slotPrio, less: byPrio},
-		age: heap{slot: slotAge, less: byDue}}
+	return queue{timers: heap{slot: slotTimers}, prio: heap{slot: slotPrio, prio: true},
+		age: heap{slot: slotAge}}
 }
 
 // holds reports that j is where a waiting job must be: in timers, or in both due heaps.
@@ -126,13 +138,16 @@ func (q *queue) holds(j *job) bool {
 		return i >= 0 && i < h.len() && h.h[i] == j
 	}
 	t, p, a := in(&q.timers), in(&q.prio), in(&q.age)
-	return (t && !p && !a) || (!t && p && a)
+	return ((t && !p && !a) || (!t && p && a)) && j.dueKey == j.Due.UnixNano()
 }
 
 func (q *queue) len() int { return q.timers.len() + q.prio.len() }
 
 // push adds a waiting job (to timers: scheduling promotes it when due).
-func (q *queue) push(j *job) { q.timers.push(j) }
+func (q *queue) push(j *job) {
+	j.dueKey = j.Due.UnixNano()
+	q.timers.push(j)
+}
 
 func (q *queue) remove(j *job) {
 	if q.timers.has(j) {
@@ -145,6 +160,7 @@ func (q *queue) remove(j *job) {
 
 // fix re-keys j after its due changed (a deferral moves it later: back to timers).
 func (q *queue) fix(j *job) {
+	j.dueKey = j.Due.UnixNano()
 	if q.timers.has(j) {
 		q.timers.fix(j)
 		return

@@ -25,6 +25,14 @@ func (m *Machine) checkInvariants() error {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	if len(m.order) != len(ids) {
+		return fmt.Errorf("runner: %d jobs in order, %d filed", len(m.order), len(ids))
+	}
+	for i, id := range ids {
+		if m.order[i] != m.jobs[id] {
+			return fmt.Errorf("runner: order holds job %d where job %d belongs", m.order[i].ID, id)
+		}
+	}
 	waiting := 0
 	var counts [Cancelled + 1]int
 	deferred := 0

@@ -216,6 +216,9 @@ type Transition struct {
 type job struct {
 	Job
 	idx [slots]int // position in each of the queue's heaps; -1 when not in it
+	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
+	// re-keyed in the queue: the heaps compare it instead of Due.
+	dueKey int64
 }
 
 // attempt is an attempt holding a pool unit.
@@ -317,6 +320,15 @@ type Machine struct {
 	cancels []CancelAttempt
 	notes   []Transition
 
+	arena []byte // the chunk records are encoded into (encode)
+	// names interns the targets and kinds replay decodes (reader.name).
+	names map[string]string
+	// order is every job of jobs ascending by id (ids are issued in order: enqueue appends),
+	// so Snapshot neither sorts nor looks each job up.
+	order []*job
+	// appendsLast is the length of the last non-empty batch of appends (its successor's size).
+	appendsLast int
+
 	now time.Time // the latest time an event carried
 	// dispatching: admission is on. Off, a graceful stop runs: graceAt is when the running
 	// attempts get cancelled (zero once done), abandonAt when those ignoring it are abandoned.
@@ -404,6 +416,9 @@ func (m *Machine) Step(ev Event) error {
 // Ready drains the effects produced so far.
 func (m *Machine) Ready() Ready {
 	rd := Ready{Appends: m.appends, Acks: m.acks, Starts: m.starts, Settled: m.settled, Cancels: m.cancels, Transitions: m.notes}
+	if len(m.appends) > 0 {
+		m.appendsLast = len(m.appends)
+	}
 	m.appends, m.acks, m.starts, m.settled, m.cancels, m.notes = nil, nil, nil, nil, nil, nil
 	return rd
 }
@@ -590,7 +605,7 @@ func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []
 		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
 	}
 	r := Record{Tag: TagEnqueued, ID: id, Due: norm(due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
-	data := EncodeRecord(r)
+	data := m.encode(r)
 	if len(data) > m.cfg.RecordMax {
 		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
 	}
@@ -672,14 +687,23 @@ func (m *Machine) becomeSynced(through uint64) {
 		return
 	}
 	m.synced = through
+	// Each effect list is grown once to what this sync releases (a batch may release
+	// hundreds), not doubled from empty.
 	i := 0
-	for ; i < len(m.acking) && m.acking[i].seq <= through; i++ {
-		m.acks = append(m.acks, m.acking[i].ack)
+	for i < len(m.acking) && m.acking[i].seq <= through {
+		i++
+	}
+	m.acks = slices.Grow(m.acks, i)
+	for _, p := range m.acking[:i] {
+		m.acks = append(m.acks, p.ack)
 	}
 	m.acking = m.acking[i:]
 	i = 0
-	for ; i < len(m.starting) && m.starting[i].seq <= through; i++ {
-		a := m.starting[i]
+	for i < len(m.starting) && m.starting[i].seq <= through {
+		i++
+	}
+	m.starts = slices.Grow(m.starts, i)
+	for _, a := range m.starting[:i] {
 		if a.dropped {
 			continue
 		}
@@ -697,8 +721,12 @@ func (m *Machine) becomeSynced(through uint64) {
 	}
 	m.cancelling = m.cancelling[i:]
 	i = 0
-	for ; i < len(m.settling) && m.settling[i].seq <= through; i++ {
-		m.settled = append(m.settled, m.settling[i].s)
+	for i < len(m.settling) && m.settling[i].seq <= through {
+		i++
+	}
+	m.settled = slices.Grow(m.settled, i)
+	for _, p := range m.settling[:i] {
+		m.settled = append(m.settled, p.s)
 	}
 	m.settling = m.settling[i:]
 	i = 0
@@ -876,6 +904,9 @@ func (m *Machine) decode(payload []byte) (any, error) {
 // requeueOrphans records every Running job as a failed, retryable `interrupted` attempt at now
 // (docs/journal.md). Called once after replay, before anything else.
 func (m *Machine) requeueOrphans(now time.Time) int {
+	if m.counts[Running] == 0 {
+		return 0 // the common case after a graceful stop: no scan of every job
+	}
 	var ids []uint64
 	for id, j := range m.jobs {
 		if j.State == Running {
@@ -890,19 +921,40 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 }
 
 // record applies r and appends it.
-func (m *Machine) record(r Record) { m.applyAndAppend(r, EncodeRecord(r)) }
+func (m *Machine) record(r Record) { m.applyAndAppend(r, m.encode(r)) }
+
+// arenaChunk is the size of the buffers records are encoded into.
+const arenaChunk = 16 << 10
+
+// encode is EncodeRecord into the machine's arena: records share chunks of arenaChunk bytes
+// (one allocation for dozens of records), and a chunk is never written again once a record
+// in it was handed out, so every Append's Data stays valid after Ready.
+func (m *Machine) encode(r Record) []byte {
+	need := r.sizeMax()
+	if need > arenaChunk/4 {
+		// A large record gets its own buffer: in a chunk, it would keep the chunk alive (or a
+		// refused one would leave its bytes in the arena).
+		return appendRecord(make([]byte, 0, need), r)
+	}
+	if cap(m.arena)-len(m.arena) < need {
+		m.arena = make([]byte, 0, arenaChunk)
+	}
+	start := len(m.arena)
+	m.arena = appendRecord(m.arena, r)
+	return m.arena[start:len(m.arena):len(m.arena)]
+}
 
 func (m *Machine) applyAndAppend(r Record, data []byte) {
-	var was JobState
-	if j := m.jobs[r.ID]; j != nil {
-		was = j.State
-	}
-	if err := m.apply(r); err != nil {
+	j, was, err := m.apply(r)
+	if err != nil {
 		panic(fmt.Sprintf("runner: live transition refused: %v", err))
 	}
 	m.seq++
+	if m.appends == nil {
+		// A batch tends to be as long as the last one: one allocation, not a doubling series.
+		m.appends = make([]Append, 0, max(8, m.appendsLast))
+	}
 	m.appends = append(m.appends, Append{Seq: m.seq, Tag: r.Tag, Data: data})
-	j := m.jobs[r.ID]
 	if j.State.Terminal() && !was.Terminal() {
 		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
 			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
@@ -925,23 +977,26 @@ func transitionOf(r Record, j *job) Transition {
 	return t
 }
 
-// apply is the one place durable state changes, live and in replay; it keeps the counts.
-func (m *Machine) apply(r Record) error {
-	j0 := m.jobs[r.ID]
+// apply is the one place durable state changes, live and in replay; it keeps the counts. It
+// returns the job and its state before (zero for a new job).
+func (m *Machine) apply(r Record) (*job, JobState, error) {
+	// Only an Enqueued record adds a job; every other one changes its job in place.
+	j := m.jobs[r.ID]
 	var s0 JobState
 	var d0 bool
-	if j0 != nil {
-		s0, d0 = j0.State, j0.Deferred
+	if j != nil {
+		s0, d0 = j.State, j.Deferred
 	}
-	if err := m.applyRecord(r); err != nil {
-		return err
+	if err := m.applyRecord(r, j); err != nil {
+		return nil, 0, err
 	}
-	if j0 != nil {
+	if j != nil {
 		m.count(s0, d0, -1)
+	} else {
+		j = m.jobs[r.ID]
 	}
-	j := m.jobs[r.ID]
 	m.count(j.State, j.Deferred, +1)
-	return nil
+	return j, s0, nil
 }
 
 // count adds n (±1) for a job in state s, deferred or not, to the counts.
@@ -953,7 +1008,8 @@ func (m *Machine) count(s JobState, deferred bool, n int) {
 }
 
 // applyRecord validates r against the state, then applies it; it changes nothing on error.
-func (m *Machine) applyRecord(r Record) error {
+// j is job r.ID (nil: none), which the caller has looked up.
+func (m *Machine) applyRecord(r Record, j *job) error {
 	if r.Tag == TagEnqueued {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
@@ -961,16 +1017,16 @@ func (m *Machine) applyRecord(r Record) error {
 		if id, held := m.unique[uniqueKey(r.Opts)]; held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
-		j := newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
+		j = newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
+		m.order = append(m.order, j)
 		m.nextID++
 		m.queue.push(j)
 		m.holdKey(j)
 		return nil
 	}
-	j, ok := m.jobs[r.ID]
-	if !ok {
+	if j == nil {
 		return fmt.Errorf("tag %d for unknown job %d", r.Tag, r.ID)
 	}
 	want := Waiting
@@ -1106,11 +1162,15 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 		}
 		return nil
 	}
-	r, err := DecodeRecord(tag, data)
+	// The payload aliases data: applying an Enqueued record copies it, nothing else keeps it.
+	if m.names == nil {
+		m.names = map[string]string{}
+	}
+	r, err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag)
 	if err != nil {
 		return fmt.Errorf("runner: replay record %d: %w", m.snapshots, err)
 	}
-	if err := m.apply(r); err != nil {
+	if _, _, err := m.apply(r); err != nil {
 		return fmt.Errorf("runner: replay record %d: %w: %w", m.snapshots, ErrDecode, err)
 	}
 	return nil
@@ -1119,6 +1179,9 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 // load installs a snapshot; the unique index is rebuilt from the jobs' keys.
 func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
+	if len(m.jobs) == 0 {
+		m.jobs = make(map[uint64]*job, len(s.Jobs)) // sized once, not grown by doubling
+	}
 	for i := range s.Jobs {
 		j := newJob(s.Jobs[i])
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
@@ -1128,6 +1191,7 @@ func (m *Machine) load(s Snapshot) error {
 			m.unique[k] = j.ID
 		}
 		m.jobs[j.ID] = j
+		m.order = append(m.order, j)
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.queue.push(j)
@@ -1141,21 +1205,18 @@ func (m *Machine) load(s Snapshot) error {
 // the simulator calls it on every commit.
 func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 	s := Snapshot{NextID: m.nextID, TermSeq: m.termSeq}
-	ids := make([]uint64, 0, len(m.jobs))
 	terminal := 0
-	for id, j := range m.jobs {
-		ids = append(ids, id)
+	for _, j := range m.order {
 		if j.State.Terminal() {
 			terminal++
 		}
 	}
-	slices.Sort(ids)
 	var dropped []uint64
 	if terminal > retain {
 		// Drop the terminal jobs with the lowest terminal sequence: those before cut.
 		seqs := make([]uint64, 0, terminal)
-		for _, id := range ids {
-			if j := m.jobs[id]; j.State.Terminal() {
+		for _, j := range m.order {
+			if j.State.Terminal() {
 				seqs = append(seqs, j.TermSeq)
 			}
 		}
@@ -1164,31 +1225,36 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 		if retain > 0 {
 			cut = seqs[terminal-retain] // TermSeqs are unique: keep exactly retain of them
 		}
-		for _, id := range ids {
-			if j := m.jobs[id]; j.State.Terminal() && j.TermSeq < cut {
-				dropped = append(dropped, id)
+		for _, j := range m.order {
+			if j.State.Terminal() && j.TermSeq < cut {
+				dropped = append(dropped, j.ID)
 			}
 		}
 	}
-	s.Jobs = make([]Job, 0, len(ids)-len(dropped))
+	s.Jobs = make([]Job, 0, len(m.order)-len(dropped))
 	d := 0
-	for _, id := range ids {
-		if d < len(dropped) && dropped[d] == id {
+	for _, j := range m.order {
+		if d < len(dropped) && dropped[d] == j.ID {
 			d++
 			continue
 		}
-		s.Jobs = append(s.Jobs, m.jobs[id].Job)
+		s.Jobs = append(s.Jobs, j.Job)
 	}
 	return s, dropped
 }
 
 // Prune forgets terminal jobs (after a snapshot without them is durable).
 func (m *Machine) Prune(ids []uint64) {
+	pruned := 0
 	for _, id := range ids {
 		if j := m.jobs[id]; j != nil && j.State.Terminal() {
 			m.count(j.State, j.Deferred, -1)
 			delete(m.jobs, id)
+			pruned++
 		}
+	}
+	if pruned > 0 {
+		m.order = slices.DeleteFunc(m.order, func(j *job) bool { return m.jobs[j.ID] != j })
 	}
 }
 

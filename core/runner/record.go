@@ -142,11 +142,19 @@ func (r *Record) validate() error {
 }
 
 // EncodeRecord returns the payload of r. An invalid record is misuse and panics.
-func EncodeRecord(r Record) []byte {
+func EncodeRecord(r Record) []byte { return appendRecord(make([]byte, 0, r.sizeMax()), r) }
+
+// sizeMax bounds the bytes of r's payload, so an encoding buffer is allocated once.
+func (r *Record) sizeMax() int {
+	return 64 + len(r.Target) + len(r.Payload) + len(r.Err) + len(r.Opts.Kind) + len(r.Opts.Unique)
+}
+
+// appendRecord appends the payload of r to b (EncodeRecord).
+func appendRecord(b []byte, r Record) []byte {
 	if err := r.validate(); err != nil {
 		panic(fmt.Sprintf("runner: encode: %v", err))
 	}
-	var w writer
+	w := writer{b: b}
 	w.u8(codecVersion)
 	w.u64(r.ID)
 	switch r.Tag {
@@ -179,11 +187,20 @@ func EncodeRecord(r Record) []byte {
 
 // DecodeRecord parses a payload written by EncodeRecord for tag.
 func DecodeRecord(tag uint8, data []byte) (Record, error) {
+	r, err := decodeRecord(reader{b: data}, tag)
+	if r.Payload != nil {
+		r.Payload = append([]byte(nil), r.Payload...)
+	}
+	return r, err
+}
+
+// decodeRecord is DecodeRecord over rd, whose settings say whether the payload may alias the
+// data and whether names are interned (replay: see Machine.Replay).
+func decodeRecord(rd reader, tag uint8) (Record, error) {
 	r := Record{Tag: tag}
 	if tag == TagSnapshot || tag == 0 || tag > TagReleased {
 		return r, fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
-	rd := reader{b: data}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
 		return r, formatError(fmt.Sprintf("record (tag %d)", tag), v)
 	}
@@ -191,8 +208,8 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 	switch tag {
 	case TagEnqueued:
 		r.Due = rd.time()
-		r.Target = rd.str()
-		r.Payload = rd.bytes()
+		r.Target = rd.name()
+		r.Payload = rd.payload()
 		r.Opts = rd.opts()
 	case TagStarted, TagReleased:
 		r.Attempt = int(rd.u32())
@@ -390,7 +407,7 @@ func (r *reader) opts() Opts {
 	o.Priority = int(int32(r.u32()))
 	o.AttemptsMax = int(r.u32())
 	o.Deadline = time.Duration(int64(r.u64()))
-	o.Kind = r.str()
+	o.Kind = r.name()
 	o.Unique = r.str()
 	return o
 }
@@ -421,6 +438,10 @@ func (w *writer) str(s string) {
 type reader struct {
 	b   []byte
 	err error
+	// alias: payload returns the bytes in place (the caller copies what it keeps).
+	alias bool
+	// names interns targets and kinds (nil: none).
+	names map[string]string
 }
 
 func (r *reader) take(n uint64) []byte {
@@ -477,6 +498,37 @@ func (r *reader) bytes() []byte {
 }
 
 func (r *reader) str() string { return string(r.take(uint64(r.u32()))) }
+
+// payload is bytes, or with alias set the bytes in place (nil when empty, as bytes).
+func (r *reader) payload() []byte {
+	if !r.alias {
+		return r.bytes()
+	}
+	if p := r.take(uint64(r.u32())); len(p) > 0 {
+		return p
+	}
+	return nil
+}
+
+// namesMax bounds the names a reader interns, so the table stays small whatever the journal.
+const namesMax = 4096
+
+// name is str for a target or kind: with names set, one string per distinct name (a replay of
+// a million jobs of one target holds one copy of it, and converts it once).
+func (r *reader) name() string {
+	if r.names == nil {
+		return r.str()
+	}
+	b := r.take(uint64(r.u32()))
+	if s, ok := r.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.names) < namesMax {
+		r.names[s] = s
+	}
+	return s
+}
 
 func (r *reader) done() error {
 	if r.err == nil && len(r.b) != 0 {

@@ -226,11 +226,25 @@ func (q *Queue) lookup(receipt string) (m *message, current bool, ok bool) {
 		return nil, false, false
 	}
 	m = q.msgs[seq-1]
-	if count > m.count || receipt != q.cfg.Name+"/"+seqs+"/"+counts || seqs != strconv.Itoa(seq) ||
-		counts != strconv.Itoa(count) {
+	// receipt is Name/seqs/counts by construction; canonical digits make it the one issued.
+	if count > m.count || !canonical(seqs) || !canonical(counts) {
 		return nil, false, false // a receipt never issued (or not in canonical form)
 	}
 	return m, count == m.count, true
+}
+
+// canonical reports that s is how strconv.Itoa writes a positive integer: digits only, no
+// sign, no leading zero (checked without building that string: lookup runs after every step).
+func canonical(s string) bool {
+	if s == "" || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func transportErr(op string, class core.Class, code, format string, args ...any) error {

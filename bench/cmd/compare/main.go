@@ -454,7 +454,11 @@ func printBound(out io.Writer, all []harness.System, res map[string][]harness.Re
 		fmt.Fprintf(out, "%s processing phase (medians): %.2f jobs per fsync, %.0f fsyncs/s (%.0f%% of the disk probe's %.0f/s)",
 			s.Name(), harness.Median(jps), harness.Median(sps), 100*harness.Median(sps)/probe, probe)
 		if s.Name() == "sluice-group" {
-			fmt.Fprintf(out, "; ceiling with Capacity %d: %d attempts per fsync x %.0f fsyncs/s = %.0f attempts/s", capacity, capacity, probe, float64(capacity)*probe)
+			ceiling := float64(capacity) * probe
+			fmt.Fprintf(out, "; ceiling with Capacity %d: %d attempts per fsync x %.0f fsyncs/s = %.0f attempts/s", capacity, capacity, probe, ceiling)
+			if ps := values(res[s.Name()], "process/s"); len(ps) > 0 {
+				fmt.Fprintf(out, "; processing at %.0f%% of it", 100*harness.Median(ps)/ceiling)
+			}
 		}
 		fmt.Fprintln(out)
 	}

@@ -1,0 +1,67 @@
+package sluice
+
+import (
+	"context"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+// processCPU is this process's user+system CPU time: on a shared machine the wall time per op
+// also counts the time other processes held the cores, the CPU time does not.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkOwnerPerJob measures the driver's whole cost of one job, the disk taken out: a
+// runner over the simulator's in-memory disk (fsync free), Capacity 64, jobs enqueued by
+// EnqueueMany in batches of 1,000 while Run processes them with a no-op handler, until the
+// last one's success is durable. One op is one job; cpu-ns/job is the process CPU time per
+// job and -benchmem gives allocations per job.
+func BenchmarkOwnerPerJob(b *testing.B) {
+	const batch = 1000
+	var settled atomic.Int64
+	want := int64(b.N)
+	all := make(chan struct{})
+	cfg := Config{Logger: quiet, Capacity: 64, OnSettled: func(Settled) {
+		if settled.Add(1) == want {
+			close(all)
+		}
+	}}
+	cfg.opts.FS = disk.New(1)
+	r, err := Open("", cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	payload := []byte("0123456789abcdef0123456789abcdef")
+	jobs := make([]NewJob[[]byte], batch)
+	for i := range jobs {
+		jobs[i] = NewJob[[]byte]{Target: "t", Payload: payload}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := processCPU()
+	go func() { ran <- r.Run(ctx) }()
+	for n := 0; n < b.N; n += batch {
+		if _, err := r.EnqueueMany(ctx, jobs[:min(batch, b.N-n)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-all
+	b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/job")
+	b.StopTimer()
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+}
