@@ -71,12 +71,18 @@ type World struct {
 type mutation uint8
 
 const (
-	mutNone         mutation = iota
-	mutAckEarly              // acknowledge enqueues before their commit
-	mutKeepDropped           // keep running a handler after its receipt was dropped
-	mutIgnoreFatal           // keep a worker process up after a fatal receive error ended its Run
-	mutPanic                 // the simulator panics mid-run (a simulator fault)
-	mutNoStopMargin          // workers cancel handlers at the local deadline itself (no stop margin)
+	mutNone          mutation = iota
+	mutAckEarly               // acknowledge enqueues before their commit
+	mutKeepDropped            // keep running a handler after its receipt was dropped
+	mutIgnoreFatal            // keep a worker process up after a fatal receive error ended its Run
+	mutPanic                  // the simulator panics mid-run (a simulator fault)
+	mutNoStopMargin           // workers cancel handlers at the local deadline itself (no stop margin)
+	mutLostWake               // the runner driver loses every fourth wake-up the engine asks for
+	mutLateTick               // the worker driver arms its timer a second after the machine's WakeAt
+	mutDoubleBackoff          // the runner engine's policy has twice the configured backoff
+	mutHalfPool               // the runner engine's pool has half the configured capacity
+	mutLateHandler            // the worker driver starts each handler a millisecond after the machine says
+	mutLateDelete             // the worker driver sends each delete a millisecond after the machine says
 )
 
 // Stats counts what a run did.
@@ -233,6 +239,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
+	w.chk.SetSyncDelay(cfg.SyncDelay)
 	if t := cfg.Faults.Timing; t.Scheduled() {
 		w.loop.Shift = w.shift
 		w.chk.SetHiddenSlack(t.Slack())
@@ -280,6 +287,7 @@ func (w *World) runLoop() {
 			if w.liveness {
 				w.loop.AdvanceTo(w.bound)
 				w.chk.SetTime(w.loop.Now())
+				w.chk.CheckPrompt() // a lost wake-up shows here as what it is
 				w.chk.Liveness(false, "not settled by the bound "+Offset(w.bound)+": "+w.unsettled())
 			}
 			break
@@ -294,6 +302,16 @@ func (w *World) afterStep() {
 	if w.queue != nil && len(w.chk.working) > 0 {
 		now := w.now()
 		w.chk.CheckHidden(func(msg, receipt string) bool { return w.queue.HiddenAt(now, receipt) })
+	}
+	w.chk.CheckPrompt()
+	for _, p := range w.workers {
+		if p.up && p.e != nil {
+			wake := time.Duration(0)
+			if t := p.e.WakeAt(); !t.IsZero() {
+				wake = t.Sub(Epoch)
+			}
+			w.chk.CheckWorker(p.id, !p.stopping, p.open, len(p.handlers), w.cfg.Concurrency, wake, p.wakeAt)
+		}
 	}
 }
 
