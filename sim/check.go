@@ -115,8 +115,10 @@ type Checker struct {
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap
 
-	syncDelay time.Duration // the drawn sync delay (SetSyncDelay)
-	muted     []bool        // tests only: invariants turned off (mute)
+	syncDelay  time.Duration // the drawn sync delay (SetSyncDelay)
+	liveFrom   time.Duration // the liveness phase's start (BeginLiveness)
+	restartMax time.Duration
+	muted      []bool // tests only: invariants turned off (mute)
 }
 
 // NewChecker returns an empty model.

@@ -75,6 +75,13 @@ func (n *nodeModel) noteWait(v JobView, now, limit time.Duration) {
 		return
 	}
 	n.waits[v.ID] = &waitModel{due: v.Due, deferred: v.Deferred, attempts: v.Attempts, since: now, cap: limit}
+	if n.chains != nil {
+		due := v.Due
+		if limit > 0 && limit < due {
+			due = limit
+		}
+		n.chain(v.ID, max(0, due-now)+n.cycle)
+	}
 }
 
 // deferLimit is the latest a job deferred at now may be due again: the model breaker's reopening

@@ -93,3 +93,19 @@ func TestPlantedLateDeleteIsCaughtByDispositionPrompt(t *testing.T) {
 	v, seed := runPlanted(t, "network", mutLateDelete, 1000)
 	wantPlanted(t, v, seed, InvDispositionPrompt)
 }
+
+// promptness lists the invariants that see a slow runner before liveness does.
+var promptness = []string{InvWorkConserving, InvRetryOnTime, InvDeferredOnTime, InvWakeAtNotLate, InvBackoff}
+
+// A runner engine given twice the configured backoff settles past the critical-path bound on
+// some seed (every earlier check muted: liveness alone catches it).
+func TestPlantedDoubleBackoffFailsLiveness(t *testing.T) {
+	v, seed := runPlanted(t, "calm", mutDoubleBackoff, 1000, promptness...)
+	wantPlanted(t, v, seed, InvLiveness)
+}
+
+// A runner engine given half the configured pool settles past the bound on some seed.
+func TestPlantedHalfPoolFailsLiveness(t *testing.T) {
+	v, seed := runPlanted(t, "calm", mutHalfPool, 1000, promptness...)
+	wantPlanted(t, v, seed, InvLiveness)
+}

@@ -126,6 +126,13 @@ type nodeModel struct {
 	dueBy     time.Duration
 	dueInv    string
 	dueWhy    string
+
+	// The liveness phase's critical path (bound.go).
+	work    time.Duration            // handler time of the phase's attempts
+	chains  map[uint64]time.Duration // per job: its own handlers, waits and commit cycles
+	longest time.Duration            // the longest chain
+	allow   time.Duration            // restarts and stops the phase waits for
+	cycle   time.Duration            // one commit cycle
 }
 
 // breakerModel is an independent model of docs/runner.md, fed with attempt starts and outcomes.
@@ -464,6 +471,9 @@ func (c *Checker) NodeCrashed(node int) {
 	n.running = 0
 	n.openedAt = -1
 	n.up, n.stopping, n.dirty = false, false, true
+	if n.chains != nil {
+		n.allow += c.restartMax // a handler drawn to crash it in the safety phase may still run
+	}
 	n.breakers = make(map[string]*breakerModel)
 	for k, j := range c.jobs { // order does not matter: each job is reset alike
 		if k.node == node {

@@ -852,6 +852,7 @@ func (n *runnerNode) execute(a runner.Attempt) {
 	default:
 		ex.out = runner.Success()
 	}
+	w.chk.AttemptDrawn(n.id, a.Token.ID, d)
 	n.executing++
 	n.execs[a.Token] = ex
 	ex.what = ex.out.Kind.String()
