@@ -35,6 +35,9 @@ func (n *nodeModel) chain(id uint64, d time.Duration) {
 // whole handler (handlerMax), and allow[node] is what the node waits for before it can work
 // (a restart, a stop in progress).
 func (c *Checker) BeginLiveness(handlerMax, restartMax time.Duration, allow map[int]time.Duration) {
+	// An attempt running now returns within HandlerMax, its return event perhaps moved later
+	// by the scheduling slack in the safety phase.
+	handlerMax += c.hiddenSlack
 	c.liveFrom, c.restartMax = c.now, restartMax
 	for id := 1; id <= len(c.nodes); id++ {
 		n := c.nodes[id]

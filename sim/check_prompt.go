@@ -58,6 +58,10 @@ func (c *Checker) mute(names ...string) {
 	}
 }
 
+// pass counts one check of name that held, without building its detail (the promptness checks
+// run after every step).
+func (c *Checker) pass(name string) { c.checks[invIndex[name]]++ }
+
 // NodeStopping: node's graceful stop began (admission off): nothing new need start.
 func (c *Checker) NodeStopping(node int) {
 	n := c.node(node)
@@ -163,8 +167,11 @@ func (c *Checker) CheckPrompt() {
 		if n.dueBy == never {
 			continue
 		}
-		late := c.now > n.dueBy+c.cycle()
-		c.check(n.dueInv, !late, "node %d: nothing started by %s (one commit cycle %s after %s): %s",
+		if c.now <= n.dueBy+c.cycle() {
+			c.pass(n.dueInv)
+			continue
+		}
+		c.check(n.dueInv, false, "node %d: nothing started by %s (one commit cycle %s after %s): %s",
 			id, Offset(n.dueBy+c.cycle()), c.cycle(), Offset(n.dueBy), n.dueWhy)
 	}
 }
@@ -187,10 +194,16 @@ func (c *Checker) RunnerWake(node int, wake, armed time.Duration) {
 	if earliest == never {
 		return
 	}
-	c.check(InvWakeAtNotLate, wake > 0 && wake <= earliest, "node %d: the runner's WakeAt is %s, after job %d's due %s",
-		node, offsetOrNone(wake), id, Offset(earliest))
-	c.check(InvWakeAtNotLate, armed > c.now && armed <= earliest, "node %d: the driver's wake timer is %s, after job %d's due %s (WakeAt %s)",
-		node, offsetOrNone(armed), id, Offset(earliest), offsetOrNone(wake))
+	switch {
+	case wake <= 0 || wake > earliest:
+		c.check(InvWakeAtNotLate, false, "node %d: the runner's WakeAt is %s, after job %d's due %s",
+			node, offsetOrNone(wake), id, Offset(earliest))
+	case armed <= c.now || armed > earliest:
+		c.check(InvWakeAtNotLate, false, "node %d: the driver's wake timer is %s, after job %d's due %s (WakeAt %s)",
+			node, offsetOrNone(armed), id, Offset(earliest), offsetOrNone(wake))
+	default:
+		c.pass(InvWakeAtNotLate)
+	}
 }
 
 func offsetOrNone(d time.Duration) string {
@@ -259,9 +272,12 @@ func (c *Checker) renewSent(receipt string, m *receiptModel, requested time.Dura
 	if l.drop {
 		inv = InvDropAtMargin
 	}
-	c.check(inv, c.now >= l.next-early && c.now <= l.next+c.hiddenSlack && !l.drop,
-		"renewal of receipt %s (worker %d) sent at %s; the model says %s at %s (early allowance %s, slack %s; attempt %d, local deadline %s)",
-		receipt, m.worker, Offset(c.now), l.what(), Offset(l.next), early, c.hiddenSlack, l.attempt, Offset(l.deadline))
+	if c.now >= l.next-early && c.now <= l.next+c.hiddenSlack && !l.drop {
+		c.pass(inv)
+	} else {
+		c.check(inv, false, "renewal of receipt %s (worker %d) sent at %s; the model says %s at %s (early allowance %s, slack %s; attempt %d, local deadline %s)",
+			receipt, m.worker, Offset(c.now), l.what(), Offset(l.next), early, c.hiddenSlack, l.attempt, Offset(l.deadline))
+	}
 	l.sentAt, l.requested = c.now, requested
 	l.next, l.drop = l.stop(), true // the reply comes by the stop point, or the receipt is dropped there
 }
@@ -315,9 +331,13 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		if !m.started && !m.began {
 			waiting++
 		}
-		if m.began && m.renewing == 0 {
-			c.check(InvDispositionPrompt, false, "receipt %s (worker %d): its handler's result came at %s, no renewal is in flight, and no disposition call went out",
-				r, m.worker, Offset(m.beganAt))
+		if m.began {
+			if m.renewing > 0 {
+				c.pass(InvDispositionPrompt)
+			} else {
+				c.check(InvDispositionPrompt, false, "receipt %s (worker %d): its handler's result came at %s, no renewal is in flight, and no disposition call went out",
+					r, m.worker, Offset(m.beganAt))
+			}
 		}
 		l := m.lease
 		if l == nil || (m.began && m.renewing == 0) {
@@ -327,7 +347,9 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		if l.drop {
 			inv = InvDropAtMargin
 		}
-		if c.now > l.next+c.hiddenSlack {
+		if c.now <= l.next+c.hiddenSlack {
+			c.pass(inv)
+		} else {
 			c.check(inv, false, "receipt %s (worker %d): the model says %s at %s (slack %s), still held at %s (attempt %d, local deadline %s)",
 				r, m.worker, l.what(), Offset(l.next), c.hiddenSlack, Offset(c.now), l.attempt, Offset(l.deadline))
 		}
@@ -336,12 +358,19 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		}
 	}
 	if active && waiting > 0 {
-		c.check(InvHandlerPrompt, handlers >= limit, "worker %d holds %d received deliveries without a handler while %d of %d handlers run",
-			worker, waiting, handlers, limit)
+		if handlers >= limit {
+			c.pass(InvHandlerPrompt)
+		} else {
+			c.check(InvHandlerPrompt, false, "worker %d holds %d received deliveries without a handler while %d of %d handlers run",
+				worker, waiting, handlers, limit)
+		}
 	}
 	if earliest != never {
-		c.check(InvWakeAtNotLate, wake > 0 && wake <= earliest && armed > 0 && armed <= earliest,
-			"worker %d: WakeAt %s, driver's timer %s, after receipt %s's next lease action at %s",
-			worker, offsetOrNone(wake), offsetOrNone(armed), first, Offset(earliest))
+		if wake > 0 && wake <= earliest && armed > 0 && armed <= earliest {
+			c.pass(InvWakeAtNotLate)
+		} else {
+			c.check(InvWakeAtNotLate, false, "worker %d: WakeAt %s, driver's timer %s, after receipt %s's next lease action at %s",
+				worker, offsetOrNone(wake), offsetOrNone(armed), first, Offset(earliest))
+		}
 	}
 }
