@@ -109,3 +109,15 @@ func TestPlantedHalfPoolFailsLiveness(t *testing.T) {
 	v, seed := runPlanted(t, "calm", mutHalfPool, 1000, promptness...)
 	wantPlanted(t, v, seed, InvLiveness)
 }
+
+// The summary's liveness line: the larger side's ratio, a side that did not settle named so.
+func TestLivenessLineNamesEachSide(t *testing.T) {
+	l := Liveness{Runner: Side{On: true, Settled: sec(9), Bound: sec(10)}, Queue: Side{On: true, Settled: sec(5), Bound: sec(100)}}
+	if got, want := l.String(), "settled in 9.000s of 100.000s (runner 9.000s of 10.000s, queue 5.000s of 100.000s), ratio 0.9000"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	l.Queue.Settled = -1
+	if got, want := l.String(), "not settled of 100.000s (runner 9.000s of 10.000s, queue not settled of 100.000s), ratio 0.9000"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
