@@ -67,6 +67,14 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvNoConcurrent, "no message is processed by two consumers at once while one holds its lease"},
 	{InvSingleDisposition, "each delivery gets at most one disposition (a retry follows only a retryable failure of the last)"},
 	{InvConfigRefused, "an open or start with a field of its configuration out of range is refused before it does anything, with an error naming that field"},
+	{InvWorkConserving, "while a node dispatches with a unit free, a due job whose breaker admits it starts within one commit cycle"},
+	{InvRetryOnTime, "a retried job starts by its computed due (its failure + the policy's longest wait) plus one commit cycle, when a unit is free"},
+	{InvDeferredOnTime, "a deferred job starts by its breaker's reopening plus one commit cycle, when a unit is free and the breaker admits it"},
+	{InvHandlerPrompt, "a received delivery's handler starts in the step that made a concurrency slot free"},
+	{InvDispositionPrompt, "a handler's result is sent as a disposition call in the step it arrives, or in the one that ends the renewal it waited behind"},
+	{InvRenewalOnTime, "each renewal is sent at its renewal time (a third of the lease left, or the pacing delay after a failure), early only by the coalescing window, late only by the scheduling slack"},
+	{InvDropAtMargin, "a receipt is dropped at its margin (or its stop point with a renewal unanswered), late only by the scheduling slack"},
+	{InvWakeAtNotLate, "every machine's WakeAt, and the driver's timer, is never later than the earliest pending action recomputed from the state"},
 	{InvLiveness, "with faults off, every non-cancelled job ends and every message is deleted or dead-lettered within the bound"},
 }
 
@@ -106,6 +114,11 @@ type Checker struct {
 
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap
+
+	syncDelay  time.Duration // the drawn sync delay (SetSyncDelay)
+	liveFrom   time.Duration // the liveness phase's start (BeginLiveness)
+	restartMax time.Duration
+	muted      []bool // tests only: invariants turned off (mute)
 }
 
 // NewChecker returns an empty model.
@@ -138,8 +151,9 @@ func (c *Checker) ChecksTotal() int {
 
 // check counts one check of name and records a violation when ok is false. It returns ok.
 func (c *Checker) check(name string, ok bool, format string, args ...any) bool {
-	c.checks[invIndex[name]]++
-	if !ok && c.v == nil {
+	i := invIndex[name]
+	c.checks[i]++
+	if !ok && c.v == nil && (c.muted == nil || !c.muted[i]) {
 		c.v = &Violation{Invariant: name, At: c.now, Detail: fmt.Sprintf(format, args...)}
 	}
 	return ok

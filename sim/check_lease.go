@@ -6,6 +6,7 @@ import "time"
 type LeaseParams struct {
 	Window  time.Duration // W: the visibility window a receive asks for
 	Ceiling time.Duration // C: how long after receipt a message may stay hidden (SQS: 12 h)
+	Margin  time.Duration // the workers' stop margin; 0: lease.StopMarginFor(Window)
 }
 
 type receiptModel struct {
@@ -21,6 +22,9 @@ type receiptModel struct {
 	dead         bool // its worker crashed
 	visible      bool // seen visible at the queue while its handler ran (only under slack)
 	visibleSince time.Duration
+	started      bool          // its handler started
+	beganAt      time.Duration // when its disposition began
+	lease        *leaseModel   // the checker's own account of its lease timing (check_prompt.go)
 }
 
 // overlap is a second consumer that started on a message while the first still ran, excused
@@ -48,7 +52,7 @@ func (c *Checker) receipt(r string) *receiptModel {
 
 // Received: worker received msg under receipt; t0 is when it sent the receive call.
 func (c *Checker) Received(worker int, msg, receipt string, t0 time.Duration) {
-	c.receipts[receipt] = &receiptModel{worker: worker, msg: msg, t0: t0}
+	c.receipts[receipt] = &receiptModel{worker: worker, msg: msg, t0: t0, lease: c.newLease(t0)}
 }
 
 // HandlerStarted: worker started the handler for receipt's message.
@@ -67,7 +71,7 @@ func (c *Checker) HandlerStarted(receipt string) {
 		}
 	}
 	c.check(InvNoConcurrent, true, "")
-	m.working = true
+	m.working, m.started = true, true
 	c.working = append(c.working, receipt)
 }
 
@@ -90,7 +94,7 @@ func (c *Checker) HandlerEnded(receipt string) {
 func (c *Checker) DispositionBegan(receipt string) {
 	m := c.receipt(receipt)
 	if !m.dropped {
-		m.began = true
+		m.began, m.beganAt = true, c.now
 	}
 }
 
@@ -111,13 +115,16 @@ func (c *Checker) RenewSent(receipt string, requested time.Duration) {
 		c.check(InvLeaseRequestExact, requested == want, "renewal of receipt %s asked for %s, request(now) = %s (t0 %s, W %s, C %s)",
 			receipt, requested, want, Offset(m.t0), c.lease.Window, c.lease.Ceiling)
 	}
+	c.renewSent(receipt, m, requested)
 	m.renewing++
 }
 
-// RenewReplied: a renewal call of receipt ended (reply, error, or timeout seen by the worker).
-func (c *Checker) RenewReplied(receipt string) {
+// RenewReplied: a renewal call of receipt ended (reply, error, or timeout seen by the worker);
+// err is its entry's error (nil: renewed).
+func (c *Checker) RenewReplied(receipt string, err error) {
 	if m := c.receipt(receipt); m.renewing > 0 {
 		m.renewing--
+		c.renewReplied(m, err)
 	}
 }
 

@@ -115,6 +115,24 @@ type nodeModel struct {
 	openedAt time.Duration // the first open attempt since the last crash; -1: none yet
 	live     []JobView     // state after the last acknowledged commit
 	pending  []JobView     // state after a commit that was written but not acknowledged, if any
+
+	// Promptness (check_prompt.go).
+	id        int
+	up        bool // opened and not crashed or stopped since
+	stopping  bool // a graceful stop began
+	freeSince time.Duration
+	waits     map[uint64]*waitModel
+	dirty     bool // dueBy must be recomputed
+	dueBy     time.Duration
+	dueInv    string
+	dueWhy    string
+
+	// The liveness phase's critical path (bound.go).
+	work    time.Duration            // handler time of the phase's attempts
+	chains  map[uint64]time.Duration // per job: its own handlers, waits and commit cycles
+	longest time.Duration            // the longest chain
+	allow   time.Duration            // restarts and stops the phase waits for
+	cycle   time.Duration            // one commit cycle
 }
 
 // breakerModel is an independent model of docs/runner.md, fed with attempt starts and outcomes.
@@ -125,6 +143,7 @@ type breakerModel struct {
 	half     bool
 	phase    uint64 // counts half-open phases; a probe belongs to one
 	inFlight int
+	since    time.Duration // the last change of state or of probes in flight
 }
 
 // checkUnique: at most one non-terminal job per unique key in a durable state (jobs come in
@@ -148,7 +167,7 @@ func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 
 // RunnerConfigured declares node with its parameters; a restart keeps them.
 func (c *Checker) RunnerConfigured(node int, p RunnerParams) {
-	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel), openedAt: -1}
+	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel), openedAt: -1, id: node, dueBy: never}
 }
 
 func (c *Checker) node(node int) *nodeModel {
@@ -225,6 +244,7 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 			b.open, b.half = false, true
 			b.phase++
 			b.inFlight = 0
+			b.since = c.now
 		}
 		if b.inFlight >= n.p.Probes {
 			ok, why = false, fmt.Sprintf("half-open with %d probes in flight, %d allowed", b.inFlight, n.p.Probes)
@@ -240,6 +260,7 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 		j.attempts = attempt
 	}
 	n.running++
+	n.dirty = true
 }
 
 func terminalOrCancelled(j *jobModel) string {
@@ -274,7 +295,18 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure, succes
 	}
 	j.running = false
 	j.endedAt = c.now
+	if n.running == n.p.Capacity {
+		n.freeSince = c.now
+	}
 	n.running--
+	n.dirty = true
+	if b := n.breakers[j.target]; b != nil {
+		defer func(open, half bool, in int) {
+			if b.open != open || b.half != half || b.inFlight != in {
+				b.since = c.now
+			}
+		}(b.open, b.half, b.inFlight)
+	}
 	if j.stopCut && !success {
 		// Given back: the breaker records no outcome (a probe of this phase is returned).
 		j.fail = nil
@@ -352,10 +384,17 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 		if v.State == "waiting" {
 			j.due = v.Due
 		}
+		limit := time.Duration(0)
+		if v.Deferred {
+			limit = n.deferLimit(v.Target, c.now)
+		}
 		if f := j.fail; f != nil {
 			j.fail = nil
 			if v.State == "waiting" && v.Attempts == f.attempt {
 				lo, hi := n.p.waitRange(f.attempt, f.after)
+				if !v.Deferred {
+					limit = f.at + hi
+				}
 				if v.Deferred {
 					// Due again before the commit ran (a sync delay), the retry met an open
 					// breaker in the same commit and was deferred: later, never earlier.
@@ -366,7 +405,11 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 					node, v.ID, f.attempt, Offset(f.at), Offset(v.Due), v.Due-f.at, lo, hi)
 			}
 		}
+		if v.State == "waiting" {
+			n.noteWait(v, c.now, limit)
+		}
 	}
+	n.dirty = true
 }
 
 // JobSettled: a commit's result reported job id's terminal state as durable (what the production
@@ -427,6 +470,10 @@ func (c *Checker) NodeCrashed(node int) {
 	n := c.node(node)
 	n.running = 0
 	n.openedAt = -1
+	n.up, n.stopping, n.dirty = false, false, true
+	if n.chains != nil {
+		n.allow += c.restartMax // a handler drawn to crash it in the safety phase may still run
+	}
 	n.breakers = make(map[string]*breakerModel)
 	for k, j := range c.jobs { // order does not matter: each job is reset alike
 		if k.node == node {
@@ -503,6 +550,13 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	}
 	n.live, n.pending = jobs, nil
 	n.openedAt = -1
+	n.up, n.stopping, n.dirty, n.freeSince = true, false, true, c.now
+	n.waits = nil
+	for _, v := range jobs {
+		if v.State == "waiting" {
+			n.noteWait(v, c.now, 0)
+		}
+	}
 	// What was recovered is durable now; what was not recovered and never acknowledged is gone
 	// (its id may be handed out again), as are terminal jobs compaction pruned.
 	for _, k := range keys {

@@ -264,6 +264,90 @@ func TestInvariantFires(t *testing.T) {
 			c.DispositionSent("r1", "delete")
 			c.DispositionSent("r1", "delete")
 		}},
+		{InvWorkConserving, func(c *Checker) {
+			c.NodeRecovered(1, nil)
+			enqueue(c, 1, "a")
+			c.Committed(1, []JobView{view(1, "waiting", 0, 0, "a")})
+			c.SetTime(sec(1)) // due at 0 with both units free: a lost wake-up
+			c.CheckPrompt()
+		}},
+		{InvRetryOnTime, func(c *Checker) {
+			c.NodeRecovered(1, nil)
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptFailed(1, 1, 1, nil)
+			c.AttemptEnded(1, 1, 1, true, false)
+			c.Committed(1, []JobView{view(1, "waiting", 1, sec(1), "a")}) // wait in [0.5 s, 1 s]
+			c.SetTime(sec(3))
+			c.CheckPrompt()
+		}},
+		{InvRetryOnTime + "/twice-the-backoff", func(c *Checker) {
+			c.mute(InvBackoff) // the due itself is out of policy; the start is late by the model's
+			c.NodeRecovered(1, nil)
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptFailed(1, 1, 1, nil)
+			c.AttemptEnded(1, 1, 1, true, false)
+			c.Committed(1, []JobView{view(1, "waiting", 1, sec(2), "a")})
+			c.SetTime(sec(1.5))
+			c.CheckPrompt()
+		}},
+		{InvDeferredOnTime, func(c *Checker) {
+			c.NodeRecovered(1, nil)
+			enqueue(c, 1, "a")
+			enqueue(c, 2, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptStarted(1, 2, 1)
+			c.AttemptEnded(1, 1, 1, true, false)
+			c.AttemptEnded(1, 2, 1, true, false) // threshold 2: open until 5 s
+			v := view(1, "waiting", 1, sec(5), "a")
+			v.Deferred = true
+			c.Committed(1, []JobView{v, view(2, "dead", 1, 0, "a")})
+			c.SetTime(sec(7))
+			c.CheckPrompt()
+		}},
+		{InvHandlerPrompt, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.CheckWorker(1, true, []string{"r1"}, 0, 1, sec(10), sec(10))
+		}},
+		{InvDispositionPrompt, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.HandlerEnded("r1")
+			c.DispositionBegan("r1")
+			c.CheckWorker(1, true, []string{"r1"}, 0, 1, sec(10), sec(10))
+		}},
+		{InvRenewalOnTime, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0) // W 30 s: renew at 10 s
+			c.HandlerStarted("r1")
+			c.SetTime(sec(10.5))
+			c.CheckWorker(1, true, []string{"r1"}, 1, 1, sec(10), sec(10))
+		}},
+		{InvRenewalOnTime + "/early", func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(9.7)) // more than the 250 ms coalescing window early
+			c.RenewSent("r1", sec(30))
+		}},
+		{InvDropAtMargin, func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.SetTime(sec(10))
+			c.RenewSent("r1", sec(30))
+			c.SetTime(sec(29.5)) // unanswered past the stop point (29 s): it must be dropped there
+			c.CheckWorker(1, true, []string{"r1"}, 1, 1, sec(29), sec(29))
+		}},
+		{InvWakeAtNotLate, func(c *Checker) {
+			c.NodeRecovered(1, nil)
+			enqueue(c, 1, "a")
+			c.Committed(1, []JobView{view(1, "waiting", 0, sec(10), "a")})
+			c.RunnerWake(1, sec(10), 0) // the driver armed no timer
+		}},
+		{InvWakeAtNotLate + "/worker", func(c *Checker) {
+			c.Received(1, "m1", "r1", 0)
+			c.HandlerStarted("r1")
+			c.CheckWorker(1, true, []string{"r1"}, 1, 1, sec(11), sec(11))
+		}},
 		{InvLiveness, func(c *Checker) { c.Liveness(false, "job 3 still waiting at the bound") }},
 	}
 	covered := map[string]bool{}
@@ -331,19 +415,30 @@ func TestInvariantsHoldOnValidHistory(t *testing.T) {
 	c.CommitUnacked(1, append(append([]JobView(nil), live...), view(4, "due", 0, sec(5), "u")))
 	c.NodeCrashed(1)
 	c.NodeRecovered(1, []JobView{view(2, "waiting", 2, sec(8.5), "t"), view(4, "due", 0, sec(5), "u")})
+	c.CheckPrompt() // job 4 is due, and due only since the open: on time
+	c.RunnerWake(1, sec(8.5), sec(8.5))
 
 	c.Received(1, "m1", "r1", 0)
 	c.HandlerStarted("r1")
-	c.SetTime(sec(10))
+	c.CheckWorker(1, true, []string{"r1"}, 1, 1, sec(14), sec(14))
+	c.SetTime(sec(14)) // received at 6 s with 24 s left: a third of it later
 	c.RenewSent("r1", sec(30))
-	c.RenewReplied("r1")
+	c.RenewReplied("r1", nil)
 	c.CheckHidden(func(msg, receipt string) bool { return true })
 	c.HandlerEnded("r1")
 	c.DispositionBegan("r1")
 	c.DispositionSent("r1", "delete")
 	c.Received(2, "m2", "r2", 0)
-	c.SetTime(12*time.Hour - sec(20.5))
-	c.RenewSent("r2", sec(20)) // floor(20.5 s)
+	// Renewed on time, each at a third of what is left, until the ceiling clips the request.
+	for l := c.receipts["r2"].lease; ; {
+		c.SetTime(l.next)
+		left := 12*time.Hour - l.next
+		c.RenewSent("r2", min(30*time.Second, left.Truncate(time.Second)))
+		if left < 30*time.Second {
+			break
+		}
+		c.RenewReplied("r2", nil)
+	}
 	if v := c.Violation(); v != nil {
 		t.Fatalf("unexpected violation: %v", v)
 	}

@@ -32,7 +32,10 @@ func TestNewConfigValidAndPinned(t *testing.T) {
 				}
 			}
 			w := newWorld(c, nil)
-			if b := w.livenessBound(); b <= 0 {
+			w.setupRunner()
+			w.setupQueue()
+			w.beginLiveness()
+			if b := w.bound - w.loop.Now(); b < 0 {
 				t.Fatalf("seed %d profile %s: liveness bound %v", seed, profile, b)
 			}
 		}

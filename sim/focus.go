@@ -49,6 +49,14 @@ func Machine(v *Violation) string {
 		return "a machine's own checkInvariants (see the detail)"
 	case InvConfigRefused:
 		return "configuration validation (the machines' New and the runner engine's Open)"
+	case InvWorkConserving, InvRetryOnTime, InvDeferredOnTime:
+		return "the runner machine's scheduling and its driver's wake-ups (core/runner, sim/runner.go)"
+	case InvHandlerPrompt, InvDispositionPrompt:
+		return "the worker engine and its driver (core/worker, sim/worker.go)"
+	case InvRenewalOnTime, InvDropAtMargin:
+		return "the lease controller's timing and its driver's wake-ups (core/lease, sim/worker.go)"
+	case InvWakeAtNotLate:
+		return "a machine's WakeAt or the timer its driver armed (see the detail)"
 	case InvLiveness:
 		return "the whole world: something did not settle once faults were off"
 	}

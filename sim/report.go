@@ -67,6 +67,7 @@ func (r *Result) Report(out io.Writer) error {
 	b.WriteString(indent(c.String()))
 	fmt.Fprintf(&b, "phases         safety 0.000s..%s, liveness %s..%s (bound %s)\n",
 		Offset(r.SafetyEnd), Offset(r.SafetyEnd), Offset(max(r.End, r.SafetyEnd)), Offset(r.Bound))
+	fmt.Fprintf(&b, "liveness       %s\n", r.Liveness)
 	fmt.Fprintf(&b, "simulated      %s\n", Offset(r.End))
 	fmt.Fprintf(&b, "events         %d (trace lines %d)\n", r.Steps, r.Lines)
 	fmt.Fprintf(&b, "crashes        %s\n", r.Stats.Crashes)

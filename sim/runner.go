@@ -73,6 +73,7 @@ type runnerNode struct {
 
 	commitPending bool
 	wakeAt        time.Duration
+	wakes         int // wakes the engine asked for (mutLostWake loses some)
 	executing     int
 	stopping      bool                        // a graceful stop is under way
 	execs         map[runner.Token]*execution // attempts whose handler has not returned
@@ -174,10 +175,17 @@ func (w *World) setupRunner() {
 		df := c.Faults.Disk
 		df.BitFlip = 0 // the bitflip profile flips bits itself, where a later batch proves them corrupt
 		n.disk.SetFaults(df)
+		base, bcap, capacity := c.Base, c.Cap, c.Capacity
+		switch w.mutation {
+		case mutDoubleBackoff: // the engine waits twice what the checker and the bound expect
+			base, bcap = 2*base, 2*bcap
+		case mutHalfPool: // the engine uses half the pool the checker and the bound expect
+			capacity = max(1, capacity/2)
+		}
 		n.cfg = runner.Config{
-			Policy:       retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
+			Policy:       retry.Policy{Attempts: c.Attempts, Base: base, Cap: bcap, Deadline: c.Deadline},
 			Circuit:      breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
-			Capacity:     c.Capacity,
+			Capacity:     capacity,
 			CompactBytes: c.CompactBytes,
 			Retention:    c.Retention,
 			RecordMax:    recordMax,
@@ -332,6 +340,7 @@ func (n *runnerNode) crash(why string) {
 func (n *runnerNode) stop() {
 	w := n.w
 	n.stopping = true
+	w.chk.NodeStopping(n.id)
 	w.trace(n.name, "STOP (graceful): admission off")
 	if err := n.e.Dispatch(w.now(), false); err != nil {
 		n.crash("stopping a poisoned engine: " + err.Error())
@@ -722,9 +731,14 @@ func (n *runnerNode) commit() {
 		n.finishStop()
 		return
 	}
+	wake := time.Duration(0)
 	if !res.Wake.IsZero() {
 		at := res.Wake.Sub(Epoch)
-		if n.wakeAt <= w.loop.Now() || at < n.wakeAt {
+		wake = at
+		n.wakes++
+		if w.mutation == mutLostWake && n.wakes%4 == 0 {
+			// A deliberately broken driver: every fourth wake-up is lost.
+		} else if n.wakeAt <= w.loop.Now() || at < n.wakeAt {
 			n.wakeAt = at
 			w.loop.At(at, n.alive(func() {
 				if n.wakeAt == at {
@@ -735,6 +749,7 @@ func (n *runnerNode) commit() {
 			}))
 		}
 	}
+	w.chk.RunnerWake(n.id, wake, n.wakeAt)
 }
 
 // absorb acts on a commit's or flush's result as the production driver does: answer the
@@ -837,6 +852,7 @@ func (n *runnerNode) execute(a runner.Attempt) {
 	default:
 		ex.out = runner.Success()
 	}
+	w.chk.AttemptDrawn(n.id, a.Token.ID, d)
 	n.executing++
 	n.execs[a.Token] = ex
 	ex.what = ex.out.Kind.String()

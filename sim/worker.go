@@ -46,7 +46,11 @@ func (w *World) setupQueue() {
 		qc.DeadLetter, qc.MaxReceiveCount = w.dlq, c.MaxReceive
 	}
 	w.queue = queue.New(qc, Stream(c.Seed, "queue"))
-	w.chk.LeaseConfigured(LeaseParams{Window: c.Visibility, Ceiling: ceiling})
+	lp := LeaseParams{Window: c.Visibility, Ceiling: ceiling}
+	if w.mutation == mutNoStopMargin {
+		lp.Margin = time.Nanosecond
+	}
+	w.chk.LeaseConfigured(lp)
 	for i := 1; i <= c.Workers; i++ {
 		p := &workerProc{w: w, id: i, name: "worker/" + strconv.Itoa(i)}
 		w.workers = append(w.workers, p)
@@ -415,21 +419,36 @@ func (p *workerProc) perform(rd worker.Ready) {
 		p.changeCall(c)
 	}
 	for _, d := range rd.Deletes {
-		for _, r := range d.Receipts {
-			w.dups.fate(r, fateSent)
-			w.chk.DispositionSent(r, "delete")
-			p.closeOpen(r)
+		send := func() {
+			for _, r := range d.Receipts {
+				w.dups.fate(r, fateSent)
+				w.chk.DispositionSent(r, "delete")
+				p.closeOpen(r)
+			}
+			p.deleteCall(d)
 		}
-		p.deleteCall(d)
+		if w.mutation == mutLateDelete {
+			w.loop.After(time.Millisecond, p.alive(send)) // a deliberately broken driver
+			continue
+		}
+		send()
 	}
 	if rd.Receive != nil {
 		p.receive(*rd.Receive)
 	}
 	for _, s := range rd.Start {
+		if w.mutation == mutLateHandler {
+			m := s.Message
+			w.loop.After(time.Millisecond, p.alive(func() { p.startHandler(m) })) // a deliberately broken driver
+			continue
+		}
 		p.startHandler(s.Message)
 	}
 	if wake := p.e.WakeAt(); !wake.IsZero() {
 		at := wake.Sub(Epoch)
+		if w.mutation == mutLateTick {
+			at += time.Second // a deliberately broken driver: its timer fires a second late
+		}
 		if p.wakeAt == 0 || at < p.wakeAt || p.wakeAt < w.loop.Now() {
 			p.wakeAt = at
 			w.loop.At(at, p.alive(func() {
@@ -681,8 +700,12 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 			w := p.w
 			at := w.now()
 			if c.Purpose == lease.Renewal {
-				for _, e := range c.Entries {
-					w.chk.RenewReplied(e.Receipt)
+				for i, e := range c.Entries {
+					err := whole
+					if err == nil && i < len(entries) {
+						err = entries[i]
+					}
+					w.chk.RenewReplied(e.Receipt, err)
 				}
 				w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
 			} else {

@@ -43,13 +43,14 @@ type World struct {
 	chk  *Checker
 	st   Stats
 
-	faultsOn  bool
-	liveness  bool
-	safetyEnd time.Duration
-	bound     time.Duration // liveness deadline (absolute offset)
-	stopped   string
-	mutation  mutation // tests only: a deliberately broken world (Options.mutation)
-	dups      dupTracker
+	faultsOn              bool
+	liveness              bool
+	safetyEnd             time.Duration
+	bound                 time.Duration // liveness deadline (absolute offset): the later side's bound
+	runnerSide, queueSide liveSide
+	stopped               string
+	mutation              mutation // tests only: a deliberately broken world (Options.mutation)
+	dups                  dupTracker
 
 	rNet, rFaults, rWork, rExec *rand.Rand
 	rSched                      *rand.Rand // the scheduling families' own stream
@@ -71,12 +72,18 @@ type World struct {
 type mutation uint8
 
 const (
-	mutNone         mutation = iota
-	mutAckEarly              // acknowledge enqueues before their commit
-	mutKeepDropped           // keep running a handler after its receipt was dropped
-	mutIgnoreFatal           // keep a worker process up after a fatal receive error ended its Run
-	mutPanic                 // the simulator panics mid-run (a simulator fault)
-	mutNoStopMargin          // workers cancel handlers at the local deadline itself (no stop margin)
+	mutNone          mutation = iota
+	mutAckEarly               // acknowledge enqueues before their commit
+	mutKeepDropped            // keep running a handler after its receipt was dropped
+	mutIgnoreFatal            // keep a worker process up after a fatal receive error ended its Run
+	mutPanic                  // the simulator panics mid-run (a simulator fault)
+	mutNoStopMargin           // workers cancel handlers at the local deadline itself (no stop margin)
+	mutLostWake               // the runner driver loses every fourth wake-up the engine asks for
+	mutLateTick               // the worker driver arms its timer a second after the machine's WakeAt
+	mutDoubleBackoff          // the runner engine's policy has twice the configured backoff
+	mutHalfPool               // the runner engine's pool has half the configured capacity
+	mutLateHandler            // the worker driver starts each handler a millisecond after the machine says
+	mutLateDelete             // the worker driver sends each delete a millisecond after the machine says
 )
 
 // Stats counts what a run did.
@@ -157,6 +164,8 @@ type Result struct {
 	// Fault is a panic inside the simulator (value and stack), "" when none: not a verdict on
 	// the code under test but on the simulator, reported with its own exit code.
 	Fault string
+	// Liveness is each side's settle time against its bound.
+	Liveness Liveness
 }
 
 // Run runs one seed to completion. It returns an error only for a bad option (an unknown
@@ -191,6 +200,7 @@ func Run(o Options) (*Result, error) {
 		Config: cfg, Violation: w.chk.Violation(), Digest: w.tr.Digest(), Lines: w.tr.Lines,
 		Steps: w.loop.Steps(), End: w.loop.Now(), SafetyEnd: w.safetyEnd, Bound: w.bound,
 		Stopped: w.stopped, Stats: w.st, Checks: w.chk.Checks(), Options: o, Fault: fault,
+		Liveness: w.livenessResult(),
 	}
 	if res.Violation != nil || fault != "" {
 		res.Last = w.tr.Last()
@@ -233,6 +243,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
+	w.chk.SetSyncDelay(cfg.SyncDelay)
 	if t := cfg.Faults.Timing; t.Scheduled() {
 		w.loop.Shift = w.shift
 		w.chk.SetHiddenSlack(t.Slack())
@@ -260,7 +271,7 @@ func (w *World) run() {
 	w.runLoop()
 }
 
-// runLoop steps until a violation, the steps max, settled liveness, or the bound.
+// runLoop steps until a violation, the steps max, settled liveness, or a side's bound.
 func (w *World) runLoop() {
 	for w.chk.Violation() == nil {
 		if w.loop.Steps() >= w.cfg.StepsMax {
@@ -268,19 +279,20 @@ func (w *World) runLoop() {
 			w.trace("world", "stop: "+w.stopped)
 			break
 		}
-		if w.liveness && w.done() {
-			w.trace("world", "liveness reached: every job and message is settled")
-			break
-		}
-		limit := w.bound
-		if !w.liveness {
-			limit = w.safetyEnd
+		limit := w.safetyEnd
+		if w.liveness {
+			limit = w.updateBounds()
+			if w.done() {
+				w.trace("world", "liveness reached: every job and message is settled")
+				break
+			}
 		}
 		if !w.loop.Step(limit) {
 			if w.liveness {
-				w.loop.AdvanceTo(w.bound)
+				w.loop.AdvanceTo(limit)
 				w.chk.SetTime(w.loop.Now())
-				w.chk.Liveness(false, "not settled by the bound "+Offset(w.bound)+": "+w.unsettled())
+				w.chk.CheckPrompt() // a lost wake-up shows here as what it is
+				w.chk.Liveness(false, "not settled by the bound "+Offset(limit)+" ("+w.livenessResult().String()+"): "+w.unsettled())
 			}
 			break
 		}
@@ -295,47 +307,31 @@ func (w *World) afterStep() {
 		now := w.now()
 		w.chk.CheckHidden(func(msg, receipt string) bool { return w.queue.HiddenAt(now, receipt) })
 	}
+	w.chk.CheckPrompt()
+	for _, p := range w.workers {
+		if p.up && p.e != nil {
+			wake := time.Duration(0)
+			if t := p.e.WakeAt(); !t.IsZero() {
+				wake = t.Sub(Epoch)
+			}
+			w.chk.CheckWorker(p.id, !p.stopping, p.open, len(p.handlers), w.cfg.Concurrency, wake, p.wakeAt)
+		}
+	}
 }
 
 // beginLiveness ends the safety phase: faults off, producers stop, crashed processes restart,
-// and the bound for everything to settle is computed from the configuration.
+// and the critical-path accounting of the bound for everything to settle begins (bound.go).
 func (w *World) beginLiveness() {
 	w.faultsOn = false
 	w.liveness = true
-	w.bound = w.loop.Now() + w.livenessBound()
-	w.trace("world", "phase liveness: faults off, bound "+Offset(w.bound))
+	w.beginBounds()
+	w.trace("world", "phase liveness: faults off")
 	for _, n := range w.nodes {
 		n.calm()
 	}
 	for _, p := range w.workers {
 		p.calm()
 	}
-}
-
-// livenessBound is the time the liveness phase allows (docs/simulator.md gives the formula).
-func (w *World) livenessBound() time.Duration {
-	c := w.cfg
-	b := c.Faults.Process.RestartMax + time.Minute
-	// A handler started in the safety phase may still run: up to LongFactor windows, or past
-	// the 12 h ceiling for a marathon (its lease then drops at the ceiling).
-	b += time.Duration(c.Faults.Timing.LongFactor * float64(c.Visibility))
-	if c.Faults.Timing.Marathon > 0 {
-		b += ceiling + time.Hour
-	}
-	if c.Nodes > 0 {
-		// Serialised worst case: every job, every attempt, one after another, each waiting the
-		// longest backoff and a breaker cooldown.
-		per := c.HandlerMax + c.Cap + c.Cooldown + time.Second
-		b += time.Duration(c.JobsMax*c.Attempts) * per
-	}
-	if c.Workers > 0 {
-		// Every message, every delivery up to the budget, one after another: the longest
-		// hiding (terminal backoff or the window), a handler, and a poll.
-		hide := max(300*time.Second, c.Visibility, c.MsgCap)
-		per := hide + c.HandlerMax + c.PollWait + 2*c.Faults.Transport.LatencyMax + time.Second
-		b += time.Duration(c.MsgsMax*(c.Budget+1)) * per
-	}
-	return b
 }
 
 // done reports whether everything has settled (liveness).

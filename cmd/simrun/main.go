@@ -351,6 +351,7 @@ func sweep(o options, stdout, stderr io.Writer) int {
 	var done, events int64
 	var simTotal time.Duration
 	var failed []outcome
+	var ratios []ratio
 	first := map[int64]outcome{} // --check-determinism: the run whose pair has not arrived
 	for oc := range results {
 		if oc.err != nil {
@@ -373,6 +374,9 @@ func sweep(o options, stdout, stderr io.Writer) int {
 			}
 		}
 		done++
+		if oc.res.OK() {
+			ratios = append(ratios, ratio{oc.seed, oc.res.Liveness.Ratio()})
+		}
 		simTotal += oc.res.End
 		events += int64(oc.res.Steps)
 		bad := !oc.res.OK() || oc.diverge != ""
@@ -401,6 +405,9 @@ func sweep(o options, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "swept %d seeds (profile %s, %s) in %s on %d workers: %d failed; %.0f simulated s per wall s, %d events\n",
 		n, o.profile, runs, wall.Round(time.Millisecond), o.parallel, len(failed), simTotal.Seconds()/wall.Seconds(), events)
+	if len(ratios) > 0 {
+		fmt.Fprintln(stdout, settleSummary(ratios))
+	}
 	if len(failed) == 0 {
 		return exitOK
 	}
@@ -413,6 +420,27 @@ func sweep(o options, stdout, stderr io.Writer) int {
 		code = worse(code, failCode(f))
 	}
 	return code
+}
+
+// ratio is one passing seed's liveness settle time over its bound (the tighter side's).
+type ratio struct {
+	seed int64
+	r    float64
+}
+
+// settleSummary renders the distribution of settle time over bound across passing seeds, so a
+// change that slows settling shows as a number even when no seed fails.
+func settleSummary(rs []ratio) string {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].r != rs[j].r {
+			return rs[i].r < rs[j].r
+		}
+		return rs[i].seed < rs[j].seed
+	})
+	q := func(p float64) float64 { return rs[int(p*float64(len(rs)-1))].r }
+	top := rs[len(rs)-1]
+	return fmt.Sprintf("liveness settle time / bound over %d passing seeds: median %.4f, p90 %.4f, max %.4f (seed %d)",
+		len(rs), q(0.5), q(0.9), top.r, top.seed)
 }
 
 // failureOf names what a failed outcome failed on.

@@ -174,3 +174,24 @@ func TestTimelineAndShrinkFlags(t *testing.T) {
 		t.Errorf("--shrunk replay: exit %d, output:\n%s", code, out)
 	}
 }
+
+// A sweep prints the distribution of settle time over bound, and a seed's summary its own.
+func TestSweepPrintsSettleDistribution(t *testing.T) {
+	code, out, _ := runArgs("--seeds", "1-4", "--parallel", "2", "--profile", "disk")
+	if code != 0 || !strings.Contains(out, "liveness settle time / bound over 4 passing seeds: median ") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	code, out, _ = runArgs("--seed", "4", "--profile", "disk")
+	if code != 0 || !strings.Contains(out, "liveness       settled in ") || !strings.Contains(out, "(runner ") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// The distribution is over the seeds' ratios in order: median, 90th percentile, maximum.
+func TestSettleSummaryOrdersRatios(t *testing.T) {
+	got := settleSummary([]ratio{{1, 0.5}, {2, 0.1}, {3, 0.9}, {4, 0.2}, {5, 0.3}})
+	want := "liveness settle time / bound over 5 passing seeds: median 0.3000, p90 0.5000, max 0.9000 (seed 3)"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}

@@ -1,0 +1,252 @@
+package sim
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/sim/queue"
+)
+
+// The liveness bound is a critical path, not a serialised worst case (docs/simulator.md gives
+// the formula). For a runner node, Graham's argument for a work-conserving list schedule: at
+// every instant of the phase either every unit is busy, or the job that settles last is not
+// ready (running, backing off, deferred, or within one commit cycle of its start). So the node
+// settles within
+//
+//	allowance + work / Capacity + longest chain + one commit cycle
+//
+// where work is the handler time of the phase's attempts (drawn by the executor, which is the
+// environment's), and a job's chain is its own handlers plus, for each wait, the wait the
+// configured policy and the checker's breaker model allow (never the engine's own due), plus a
+// commit cycle per step. Both grow as the phase draws attempts, so the bound is final when the
+// node settles. A runner that waits longer than its policy, or uses fewer units than configured,
+// overruns it.
+
+// chain adds d to job id's chain.
+func (n *nodeModel) chain(id uint64, d time.Duration) {
+	c := n.chains[id] + d
+	n.chains[id] = c
+	n.longest = max(n.longest, c)
+}
+
+// BeginLiveness starts the critical-path accounting at now: every node's waiting jobs start
+// their chain at their due (as the checker's model allows it), running attempts count as a
+// whole handler (handlerMax), and allow[node] is what the node waits for before it can work
+// (a restart, a stop in progress).
+func (c *Checker) BeginLiveness(handlerMax, restartMax time.Duration, allow map[int]time.Duration) {
+	// An attempt running now returns within HandlerMax, its return event perhaps moved later
+	// by the scheduling slack in the safety phase.
+	handlerMax += c.hiddenSlack
+	c.liveFrom, c.restartMax = c.now, restartMax
+	for id := 1; id <= len(c.nodes); id++ {
+		n := c.nodes[id]
+		if n == nil {
+			continue
+		}
+		n.cycle = c.cycle()
+		n.chains, n.allow = make(map[uint64]time.Duration), allow[id]
+		n.work = time.Duration(n.running) * handlerMax
+		for _, v := range n.live {
+			j := c.jobs[jobKey{id, v.ID}]
+			switch {
+			case j != nil && j.running:
+				n.chain(v.ID, handlerMax)
+			case v.State == "waiting":
+				due := v.Due
+				if w := n.waits[v.ID]; w != nil && w.cap > 0 && w.cap < due {
+					due = w.cap
+				}
+				n.chain(v.ID, max(0, due-c.now))
+			}
+		}
+	}
+}
+
+// AttemptDrawn: the executor drew d for node's attempt of job id (after AttemptStarted).
+func (c *Checker) AttemptDrawn(node int, id uint64, d time.Duration) {
+	n := c.node(node)
+	if n.chains == nil {
+		return
+	}
+	n.work += d
+	n.chain(id, d+n.cycle)
+}
+
+// RunnerBound is node's liveness deadline as of now (absolute offset).
+func (c *Checker) RunnerBound(node int) time.Duration {
+	n := c.node(node)
+	return c.liveFrom + n.allow + n.work/time.Duration(n.p.Capacity) + n.longest + n.cycle
+}
+
+// liveSide is one side of the world (the runner nodes, or the queue) in the liveness phase.
+type liveSide struct {
+	on      bool          // the world has this side
+	bound   time.Duration // absolute deadline
+	settled time.Duration // when it settled; -1: not yet
+}
+
+// beginBounds starts the liveness accounting at now.
+func (w *World) beginBounds() {
+	c := w.cfg
+	now := w.loop.Now()
+	slack := c.Faults.Timing.Slack()
+	w.runnerSide = liveSide{on: c.Nodes > 0, settled: -1}
+	w.queueSide = liveSide{on: w.queue != nil, settled: -1}
+	if c.Nodes > 0 {
+		allow := make(map[int]time.Duration, len(w.nodes))
+		for _, n := range w.nodes {
+			switch {
+			case n.refused:
+			case !n.up:
+				allow[n.id] = c.Faults.Process.RestartMax + slack
+			case n.stopping:
+				// The stop's two graces, its last commit, and the restart.
+				allow[n.id] = 2*n.cfg.Grace + c.SyncDelay + 2*slack + c.Faults.Process.RestartMax
+			}
+		}
+		w.chk.BeginLiveness(c.HandlerMax, c.Faults.Process.RestartMax, allow)
+	}
+	if w.queue != nil {
+		w.queueSide.bound = now + w.queueBound()
+	}
+	w.updateBounds()
+}
+
+// queueBound is the queue side's allowance from now: what is in flight must come back (its
+// handler end, its hiding), then work over the workers' slots plus the longest chain of one
+// message's deliveries, each a receive, a handler, a disposition and the longest hiding after it.
+func (w *World) queueBound() time.Duration {
+	c := w.cfg
+	now := w.loop.Now()
+	t := c.Faults.Transport
+	slack := c.Faults.Timing.Slack()
+	// Worker processes down, stopping or failed come back after their stop and restart.
+	allow := c.Faults.Process.RestartMax + 2*c.Grace + slack
+	// In flight now: hidden until its visibility deadline, or held by a handler that runs on
+	// (renewed until it ends, the ceiling at most).
+	initial := time.Duration(0)
+	st := w.queue.Status(w.now())
+	live := 0
+	for _, m := range st.Messages {
+		if m.State == queue.Visible || m.State == queue.InFlight {
+			live++
+		}
+		if m.State == queue.InFlight {
+			initial = max(initial, m.VisibleAt.Sub(Epoch)-now)
+		}
+	}
+	for _, p := range w.workers {
+		for _, h := range p.handlers {
+			initial = max(initial, min(h.end-now, ceiling)+c.Visibility)
+		}
+	}
+	receive := max(c.PollWait, worker.IdleDelayDefault) + 2*t.LatencyMax + slack
+	hide := max(300*time.Second, c.MsgCap.Truncate(time.Second)+time.Second, c.Visibility)
+	step := receive + c.HandlerMax + t.LatencyMax + hide
+	deliveries := time.Duration(c.Budget + 1)
+	slots := time.Duration(max(1, c.Workers*c.Concurrency))
+	return allow + initial + time.Duration(live)*deliveries*c.HandlerMax/slots + deliveries*step
+}
+
+// updateBounds recomputes the runner side's bound (it grows with the attempts drawn) and notes
+// when each side settled; it returns the deadline the loop may run to: the earliest bound of a
+// side not settled yet.
+func (w *World) updateBounds() time.Duration {
+	now := w.loop.Now()
+	if w.runnerSide.on && w.runnerSide.settled < 0 {
+		b := time.Duration(0)
+		settled := true
+		for _, n := range w.nodes {
+			b = max(b, w.chk.RunnerBound(n.id))
+			settled = settled && n.settled()
+		}
+		w.runnerSide.bound = b
+		if settled {
+			w.runnerSide.settled = now
+		}
+	}
+	if w.queueSide.on && w.queueSide.settled < 0 && w.msgs.settled(w) {
+		w.queueSide.settled = now
+	}
+	limit := never
+	for _, s := range []liveSide{w.runnerSide, w.queueSide} {
+		if s.on && s.settled < 0 {
+			limit = min(limit, s.bound)
+		}
+	}
+	w.bound = max(w.runnerSide.bound, w.queueSide.bound)
+	return limit
+}
+
+// Liveness is a run's settle time against its bound, per side (from the start of the phase).
+type Liveness struct {
+	Runner, Queue Side
+}
+
+// Side is one side's settle time and bound from the start of the liveness phase; Settled is
+// -1 when it did not settle, and On false when the world has no such side.
+type Side struct {
+	On             bool
+	Settled, Bound time.Duration
+}
+
+// Ratio is the larger of the sides' settle time over bound (0 when neither settled at all).
+func (l Liveness) Ratio() float64 {
+	r := 0.0
+	for _, s := range []Side{l.Runner, l.Queue} {
+		if s.On && s.Settled >= 0 && s.Bound > 0 {
+			r = max(r, float64(s.Settled)/float64(s.Bound))
+		}
+	}
+	return r
+}
+
+func (w *World) livenessResult() Liveness {
+	side := func(s liveSide) Side {
+		out := Side{On: s.on, Settled: -1, Bound: max(0, s.bound-w.safetyEnd)}
+		if s.settled >= 0 {
+			out.Settled = s.settled - w.safetyEnd
+		}
+		return out
+	}
+	return Liveness{Runner: side(w.runnerSide), Queue: side(w.queueSide)}
+}
+
+// String renders "settled in X of Y (runner X of Y, queue X of Y)".
+func (l Liveness) String() string {
+	sec := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s" }
+	part := func(name string, s Side) string {
+		if !s.On {
+			return ""
+		}
+		x := "not settled"
+		if s.Settled >= 0 {
+			x = sec(s.Settled)
+		}
+		return name + " " + x + " of " + sec(s.Bound)
+	}
+	var parts []string
+	for _, p := range []string{part("runner", l.Runner), part("queue", l.Queue)} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	all := Side{On: true, Settled: max(l.Runner.Settled, l.Queue.Settled), Bound: max(l.Runner.Bound, l.Queue.Bound)}
+	if (l.Runner.On && l.Runner.Settled < 0) || (l.Queue.On && l.Queue.Settled < 0) {
+		all.Settled = -1
+	}
+	head := "not settled"
+	if all.Settled >= 0 {
+		head = "settled in " + sec(all.Settled)
+	}
+	s := head + " of " + sec(all.Bound)
+	if len(parts) > 0 {
+		s += " (" + parts[0]
+		for _, p := range parts[1:] {
+			s += ", " + p
+		}
+		s += ")"
+	}
+	return s + ", ratio " + strconv.FormatFloat(l.Ratio(), 'f', 4, 64)
+}
