@@ -120,17 +120,19 @@ func (m *Machine) waiting() int {
 	return n
 }
 
-// warnUnregistered logs, once per kind, that jobs of an unregistered kind wait.
+// warnUnregistered logs, once per kind, that jobs of an unregistered kind wait (when
+// dispatching begins, for the journal's jobs; later, for a job that names such a kind).
 func (m *Machine) warnUnregistered() {
-	if !m.cfg.KindsOnly {
-		return
-	}
 	for _, k := range m.kindList {
-		if !k.registered && !k.warned && k.q.len() > 0 {
-			k.warned = true
-			m.cfg.Logger.Warn("runner: jobs of an unregistered kind wait, never started; register the kind to run them",
-				"kind", k.name, "waiting", k.q.len())
-		}
+		m.maybeWarn(k)
+	}
+}
+
+func (m *Machine) maybeWarn(k *kind) {
+	if m.cfg.KindsOnly && m.dispatched && !k.registered && !k.warned && k.q.len() > 0 {
+		k.warned = true
+		m.cfg.Logger.Warn("runner: jobs of an unregistered kind wait, never started; register the kind to run them",
+			"kind", k.name, "waiting", k.q.len())
 	}
 }
 

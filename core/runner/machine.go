@@ -961,6 +961,7 @@ func (m *Machine) applyRecord(r Record) error {
 		m.nextID++
 		j.kind.q.push(j)
 		m.holdKey(j)
+		m.maybeWarn(j.kind)
 		return nil
 	}
 	j, ok := m.jobs[r.ID]
