@@ -109,7 +109,10 @@ func TestRegisterRefusesMisuse(t *testing.T) {
 	for name, reg := range map[string]func() error{
 		"empty name": func() error { _, err := Register(r, "", JSON[string](), succeedString); return err },
 		"twice":      func() error { _, err := Register(r, "a", JSON[string](), succeedString); return err },
-		"limit 0":    func() error { _, err := Register(r, "b", JSON[string](), succeedString, WithConcurrency(0)); return err },
+		"limit 0": func() error {
+			_, err := Register(r, "b", JSON[string](), succeedString, WithConcurrency(0))
+			return err
+		},
 	} {
 		if err := reg(); err == nil || strings.Count(err.Error(), "sluice:") != 1 {
 			t.Errorf("%s: %v, want one sluice: error", name, err)
