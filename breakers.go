@@ -20,7 +20,7 @@ type BreakerInfo struct {
 // failures, sorted by target, from the owner's consistent view; a target not listed has a
 // closed breaker with no failure in its window. Breaker state is not journaled: after a
 // restart every breaker starts closed. After Close it returns nil.
-func (r *Runner[A]) Breakers() []BreakerInfo {
+func (r *Runner) Breakers() []BreakerInfo {
 	rep, err := r.call(context.Background(), command{kind: cmdBreakers})
 	if err != nil || rep.err != nil {
 		return nil

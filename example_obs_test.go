@@ -15,7 +15,7 @@ import (
 
 // openExample opens a string runner in a new temporary directory; done closes it and
 // removes the directory.
-func openExample(cfg sluice.Config, h sluice.Handler[string]) (r *sluice.Runner[string], done func()) {
+func openExample(cfg sluice.Config, h sluice.Handler[string]) (r *sluice.Kind[string], done func()) {
 	dir, err := os.MkdirTemp("", "sluice-example")
 	if err != nil {
 		log.Fatal(err)

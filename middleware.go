@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"time"
 )
 
@@ -167,11 +166,6 @@ func resultOfVerdict(v Verdict) Result {
 		return DeadLetter(v.Err)
 	}
 	return Reject(fmt.Errorf("sluice: middleware returned an invalid verdict (kind %d)", v.Kind))
-}
-
-// jobCall is the Call of a runner attempt.
-func jobCall[A any](job Job[A]) Call {
-	return Call{ID: strconv.FormatUint(job.ID, 10), Target: job.Target, Attempt: job.Attempt}
 }
 
 // messageCall is the Call of a worker delivery.

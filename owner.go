@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -52,14 +53,15 @@ const wakeMin = time.Millisecond
 //
 // One iteration: block for one command, outcome, timer or Close; gather everything else
 // already waiting (group commit); one Commit; perform its result; answer reads.
-type owner[A any] struct {
-	r       *Runner[A]
+type owner struct {
+	r       *Runner
 	eng     *runner.Engine
 	closeFS func() error
 	failed  error
 	timer   *clock.Timer
 	quit    <-chan struct{} // Close was called; nil once the stop began
 	closing bool
+	kinds   map[string]kindEntry // registered (Register)
 
 	// Invariant: running holds exactly the attempts whose handler goroutine has not reported.
 	running map[runner.Token]context.CancelCauseFunc
@@ -73,15 +75,15 @@ type owner[A any] struct {
 	// work feeds the attempt goroutines, reused from one attempt to the next; workers is how
 	// many were started. Invariant: queued plus running attempts = len(running) ≤ workers ≤
 	// Capacity = cap(work), so a send on work never blocks the owner.
-	work    chan attemptRun[A]
+	work    chan attemptRun
 	workers int
 }
 
 // attemptRun is one attempt handed to a worker goroutine.
-type attemptRun[A any] struct {
-	ctx context.Context
-	tok runner.Token
-	job Job[A]
+type attemptRun struct {
+	ctx  context.Context
+	kind kindEntry
+	a    runner.Attempt
 }
 
 // dueWaiter is a DrainDue waiting until nothing due at or before t waits or runs.
@@ -90,7 +92,7 @@ type dueWaiter struct {
 	ch chan struct{}
 }
 
-func (o *owner[A]) loop() {
+func (o *owner) loop() {
 	defer close(o.r.exit)
 	o.timer = o.r.clk.Timer(time.Hour)
 	stopTimer(o.timer)
@@ -119,7 +121,7 @@ func (o *owner[A]) loop() {
 
 // gather takes everything already waiting, up to gatherMax commands and outcomes and
 // gatherBytesMax of payload, into the coming commit.
-func (o *owner[A]) gather() {
+func (o *owner) gather() {
 	bytes := 0
 	for range gatherMax {
 		if bytes >= gatherBytesMax {
@@ -137,7 +139,7 @@ func (o *owner[A]) gather() {
 	}
 }
 
-func (o *owner[A]) command(c command) {
+func (o *owner) command(c command) {
 	now := o.r.clk.Now()
 	var (
 		t   runner.Ticket
@@ -152,6 +154,9 @@ func (o *owner[A]) command(c command) {
 		t, err = o.eng.Cancel(c.id)
 	case cmdRetry:
 		t, err = o.eng.Retry(now, c.id)
+	case cmdRegister:
+		c.reply <- reply{err: o.register(c.reg)}
+		return
 	case cmdGet, cmdStats, cmdList, cmdBreakers:
 		o.reads = append(o.reads, c)
 		return
@@ -186,7 +191,7 @@ func (o *owner[A]) command(c command) {
 
 // refusal is the error for a command the engine refused: the runner's failure once it has
 // failed (the engine then refuses everything as poisoned), else the engine's own reason.
-func (o *owner[A]) refusal(err error) error {
+func (o *owner) refusal(err error) error {
 	if o.failed != nil {
 		return o.failed
 	}
@@ -194,12 +199,12 @@ func (o *owner[A]) refusal(err error) error {
 }
 
 // dispatch turns admission on or off; off begins the engine's graceful stop.
-func (o *owner[A]) dispatch(on bool) {
+func (o *owner) dispatch(on bool) {
 	// A poisoned engine refuses; the runner has failed already and Close will close it.
 	_ = o.eng.Dispatch(o.r.clk.Now(), on)
 }
 
-func (o *owner[A]) outcome(d doneMsg) {
+func (o *owner) outcome(d doneMsg) {
 	o.running[d.tok](nil) // release the attempt's context
 	delete(o.running, d.tok)
 	if d.out.Kind != KindSucceeded {
@@ -212,7 +217,7 @@ func (o *owner[A]) outcome(d doneMsg) {
 
 // commit makes the buffered work durable and performs what the engine returns. It reports
 // true once the runner is closed.
-func (o *owner[A]) commit() bool {
+func (o *owner) commit() bool {
 	now := o.r.clk.Now()
 	records := o.eng.Status().Records
 	res, err := o.engineCommit(now)
@@ -241,7 +246,7 @@ func (o *owner[A]) commit() bool {
 
 // committed reports the batch a commit begun at start wrote, if any, to OnCommitted; records
 // is the engine's record count before it.
-func (o *owner[A]) committed(start time.Time, records int64) {
+func (o *owner) committed(start time.Time, records int64) {
 	if n := o.eng.Status().Records - records; n > 0 {
 		o.r.cfg.OnCommitted(Committed{Records: int(n), Duration: o.r.clk.Since(start)})
 	}
@@ -250,7 +255,7 @@ func (o *owner[A]) committed(start time.Time, records int64) {
 // engineCommit is one Commit; with the internal SyncEveryRecord option the commands and
 // outcomes are flushed on their own first, so the Started records of the attempts they admit
 // get their own fsync: the benchmark's baseline pays about one fsync per record.
-func (o *owner[A]) engineCommit(now time.Time) (runner.Result, error) {
+func (o *owner) engineCommit(now time.Time) (runner.Result, error) {
 	if !o.r.cfg.opts.SyncEveryRecord {
 		return o.eng.Commit(now)
 	}
@@ -263,7 +268,7 @@ func (o *owner[A]) engineCommit(now time.Time) (runner.Result, error) {
 }
 
 // perform acts on a commit's result: acknowledge, report settled jobs, cancel, start.
-func (o *owner[A]) perform(res runner.Result) {
+func (o *owner) perform(res runner.Result) {
 	for _, a := range res.Acks {
 		c := o.pending[a.Ticket]
 		delete(o.pending, a.Ticket)
@@ -281,42 +286,59 @@ func (o *owner[A]) perform(res runner.Result) {
 	}
 }
 
+// register adds a kind to the engine (which refuses one after the first dispatch) and keeps
+// its handler.
+func (o *owner) register(e kindEntry) error {
+	if _, dup := o.kinds[e.name]; dup {
+		return fmt.Errorf("sluice: Register %q: registered already", e.name)
+	}
+	if err := o.eng.Register(runner.KindConfig{Name: e.name, Limit: e.limit, Decode: e.decode}); err != nil {
+		return fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before (%w)", e.name, err)
+	}
+	o.kinds[e.name] = e
+	return nil
+}
+
 // startAttempt hands s to a worker goroutine, starting one if every worker is taken; the
-// engine's decode check has already made the payload's value.
-func (o *owner[A]) startAttempt(s runner.Attempt) {
+// engine's decode check has already made the payload's value, and starts only jobs of
+// registered kinds.
+func (o *owner) startAttempt(s runner.Attempt) {
+	k, ok := o.kinds[s.Kind]
+	if !ok {
+		panic(fmt.Sprintf("sluice: the engine started job %d of unregistered kind %q", s.Token.ID, s.Kind))
+	}
 	ctx, cancel := context.WithCancelCause(o.r.base)
 	o.running[s.Token] = cancel
-	job := Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
 	o.r.cfg.OnAttemptStarted(attemptStarted(s, o.r.clk.Now()))
 	if o.work == nil {
-		o.work = make(chan attemptRun[A], o.r.cfg.Capacity)
+		o.work = make(chan attemptRun, o.r.cfg.Capacity)
 	}
 	if len(o.running) > o.workers {
 		o.workers++
 		go work(o.r, o.work)
 	}
-	o.work <- attemptRun[A]{ctx: ctx, tok: s.Token, job: job}
+	o.work <- attemptRun{ctx: ctx, kind: k, a: s}
 }
 
 // attempt runs one attempt's handler, through the middleware chain when one is set.
-func attempt[A any](ctx context.Context, r *Runner[A], job Job[A]) Outcome {
+func (r *Runner) attempt(ctx context.Context, k kindEntry, s runner.Attempt) Outcome {
 	if r.chain == nil {
-		return runHandler(ctx, r.handler, job)
+		return k.start(ctx, s)
 	}
-	call := jobCall(job)
-	call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(runHandler(ctx, r.handler, job)) }
+	call := Call{ID: strconv.FormatUint(s.Token.ID, 10), Kind: s.Kind, Target: s.Target, Attempt: s.Token.Attempt}
+	call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(k.start(ctx, s)) }
 	return outcomeOfVerdict(callChain(ctx, r.chain, call))
 }
 
 // work runs attempts one after another until the owner has stopped, so a busy runner starts
 // no goroutine per attempt. A handler still running at the stop is abandoned, as before.
-func work[A any](r *Runner[A], in <-chan attemptRun[A]) {
+func work(r *Runner, in <-chan attemptRun) {
 	for {
 		select {
 		case a := <-in:
-			out := attempt(a.ctx, r, a.job)
+			out := r.attempt(a.ctx, a.kind, a.a)
 			select {
-			case r.done <- doneMsg{tok: a.tok, out: out}:
+			case r.done <- doneMsg{tok: a.a.Token, out: out}:
 			case <-r.exit:
 				return
 			}
@@ -326,7 +348,7 @@ func work[A any](r *Runner[A], in <-chan attemptRun[A]) {
 	}
 }
 
-func (o *owner[A]) answerReads() {
+func (o *owner) answerReads() {
 	for _, c := range o.reads {
 		switch c.kind {
 		case cmdGet:
@@ -349,7 +371,7 @@ func (o *owner[A]) answerReads() {
 
 // notifyWaiters wakes Drain: idle once nothing is waiting or running, stopped once the engine
 // says a stop is done (or the runner failed).
-func (o *owner[A]) notifyWaiters(stopped bool) {
+func (o *owner) notifyWaiters(stopped bool) {
 	if stopped || o.failed != nil {
 		for _, ch := range o.stopWaiters {
 			close(ch)
@@ -379,7 +401,7 @@ func (o *owner[A]) notifyWaiters(stopped bool) {
 
 // becomeFailed stops the runner after a commit failed (the journal is poisoned): nothing
 // buffered is acknowledged, every later command fails, running attempts are cancelled.
-func (o *owner[A]) becomeFailed(err error) {
+func (o *owner) becomeFailed(err error) {
 	err = fmt.Errorf("sluice: runner stopped: %w", err) // the engine logged the failure
 	o.failed = err
 	for t, c := range o.pending {
@@ -396,7 +418,7 @@ func (o *owner[A]) becomeFailed(err error) {
 // the last Stats, close the engine. Attempts still running (they ignored the cancellation past
 // the second grace) are abandoned: their outcomes are ignored, and the next Open counts them as
 // interrupted.
-func (o *owner[A]) finishClose() {
+func (o *owner) finishClose() {
 	stopTimer(o.timer)
 	if o.failed == nil {
 		now, records := o.r.clk.Now(), o.eng.Status().Records
@@ -423,7 +445,7 @@ func (o *owner[A]) finishClose() {
 	}
 }
 
-func (o *owner[A]) answerReadsClosed() {
+func (o *owner) answerReadsClosed() {
 	for _, c := range o.reads {
 		c.reply <- reply{err: ErrClosed}
 	}
@@ -431,7 +453,7 @@ func (o *owner[A]) answerReadsClosed() {
 }
 
 // checkInvariants states the owner's invariants in code; it runs after every commit.
-func (o *owner[A]) checkInvariants() error {
+func (o *owner) checkInvariants() error {
 	if n := len(o.running); n > o.r.cfg.Capacity {
 		return fmt.Errorf("sluice: %d attempts running, capacity %d", n, o.r.cfg.Capacity)
 	}

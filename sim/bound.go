@@ -14,8 +14,11 @@ import (
 // ready (running, backing off, deferred, or within one commit cycle of its start). So the node
 // settles within
 //
-//	allowance + work / Capacity + longest chain + one commit cycle
+//	allowance + work / Capacity + max over limited kinds (work of kind / its limit)
+//	          + longest chain + one commit cycle
 //
+// (a job held back while a unit is free is held by its kind's limit, every unit of which is
+// then busy with its kind's work);
 // where work is the handler time of the phase's attempts (drawn by the executor, which is the
 // environment's), and a job's chain is its own handlers plus, for each wait, the wait the
 // configured policy and the checker's breaker model allow (never the engine's own due), plus a
@@ -47,6 +50,10 @@ func (c *Checker) BeginLiveness(handlerMax, restartMax time.Duration, allow map[
 		n.cycle = c.cycle()
 		n.chains, n.allow = make(map[uint64]time.Duration), allow[id]
 		n.work = time.Duration(n.running) * handlerMax
+		n.kindWork = make(map[string]time.Duration)
+		for k, r := range n.kindRunning {
+			n.kindWork[k] = time.Duration(r) * handlerMax
+		}
 		for _, v := range n.live {
 			j := c.jobs[jobKey{id, v.ID}]
 			switch {
@@ -70,13 +77,22 @@ func (c *Checker) AttemptDrawn(node int, id uint64, d time.Duration) {
 		return
 	}
 	n.work += d
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		n.kindWork[j.kind] += d
+	}
 	n.chain(id, d+n.cycle)
 }
 
 // RunnerBound is node's liveness deadline as of now (absolute offset).
 func (c *Checker) RunnerBound(node int) time.Duration {
 	n := c.node(node)
-	return c.liveFrom + n.allow + n.work/time.Duration(n.p.Capacity) + n.longest + n.cycle
+	held := time.Duration(0)
+	for k, w := range n.kindWork { // a max: the order does not matter
+		if l := n.p.KindLimits[k]; l > 0 {
+			held = max(held, w/time.Duration(l))
+		}
+	}
+	return c.liveFrom + n.allow + n.work/time.Duration(n.p.Capacity) + held + n.longest + n.cycle
 }
 
 // liveSide is one side of the world (the runner nodes, or the queue) in the liveness phase.

@@ -25,6 +25,7 @@ const (
 	InvMachine           = "machine-invariants"
 	InvStopSpendsNothing = "stop-spends-nothing"
 	InvUniqueRespected   = "unique-respected"
+	InvKindLimit         = "kind-limit"
 	InvLeaseNoRenewAfter = "lease-no-renew-after-disposition"
 	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
 	InvLeaseRequestExact = "lease-request-exact"
@@ -56,7 +57,8 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvRecordLimit, "an enqueue whose record would exceed RecordMax is refused (ErrTooLarge) before anything is written"},
 	{InvMachine, "every machine's own checkInvariants holds after every step"},
 	{InvStopSpendsNothing, "an attempt a graceful stop cut (and that did not succeed) is given back: the job waits again at its due with the attempt uncounted, and its breaker records nothing"},
-	{InvUniqueRespected, "no durable state (committed or recovered after a crash) holds two non-terminal jobs with the same unique key"},
+	{InvUniqueRespected, "no durable state (committed or recovered after a crash) holds two non-terminal jobs with the same unique key, and no job takes a key inside the window a durable success keeps it for"},
+	{InvKindLimit, "no kind has more attempts running at once on a node than its concurrency limit"},
 	{InvLeaseNoRenewAfter, "no renewal is sent after the receipt's disposition began"},
 	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},
 	{InvLeaseRequestExact, "every renewal asks for request(now) = min(W, floor(t0+C-now)) and none is sent under 1 s"},

@@ -110,6 +110,16 @@ func (b *breakerModel) admitFrom(probes int) (time.Duration, bool) {
 	return b.since, true
 }
 
+// kindFull reports whether kind's jobs are held back: by its concurrency limit, or because
+// the node registers kinds and not this one (such jobs wait, never started).
+func (n *nodeModel) kindFull(kind string) bool {
+	l, registered := n.p.KindLimits[kind]
+	if !registered && n.p.KindsOnly {
+		return true
+	}
+	return l > 0 && n.kindRunning[kind] >= l
+}
+
 // runnerDue computes node n's earliest obligation: the instant by which some attempt must have
 // started (or some waiting job moved on) because a unit is free and a job is due whose breaker
 // admits it; never when there is none.
@@ -132,7 +142,7 @@ func (c *Checker) runnerDue(n *nodeModel) {
 			continue
 		}
 		from, ok := n.breakers[v.Target].admitFrom(n.p.Probes)
-		if !ok {
+		if !ok || n.kindFull(j.kind) {
 			continue
 		}
 		due, inv := v.Due, InvWorkConserving
@@ -145,7 +155,7 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if w.cap > 0 && w.cap < due {
 			due = w.cap
 		}
-		t := max(due, w.since, from, n.freeSince)
+		t := max(due, w.since, from, n.freeSince, n.kindFreeSince[j.kind])
 		if t < n.dueBy {
 			n.dueBy, n.dueInv = t, inv
 			n.dueWhy = fmt.Sprintf("job %d (%s, attempts %d, due %s, model due %s, waiting since %s, target %s admitting since %s, a unit free since %s)",
@@ -188,6 +198,9 @@ func (c *Checker) RunnerWake(node int, wake, armed time.Duration) {
 	id := uint64(0)
 	for _, v := range n.live {
 		if v.State == "waiting" && v.Due > c.now && v.Due < earliest {
+			if j := c.jobs[jobKey{node, v.ID}]; j != nil && n.kindFull(j.kind) {
+				continue // its kind's limit holds it: an attempt's end, not a timer, frees it
+			}
 			earliest, id = v.Due, v.ID
 		}
 	}

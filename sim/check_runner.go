@@ -18,6 +18,10 @@ type RunnerParams struct {
 	Window    time.Duration
 	Cooldown  time.Duration
 	Probes    int
+	// KindLimits: each kind's concurrency limit (0 or absent: none).
+	KindLimits map[string]int
+	// KindsOnly: the kinds of KindLimits are the registered ones; other kinds' jobs wait.
+	KindsOnly bool
 }
 
 // JobView is a job as a runner reports it (live or recovered), reduced to what the
@@ -33,6 +37,9 @@ type JobView struct {
 	Target   string
 	Payload  string
 	Unique   string // the job's kind and unique key ("" without one)
+	// WindowUntil: a succeeded job's unique window end (its success time plus the window,
+	// offset from Epoch); 0 without one.
+	WindowUntil time.Duration
 }
 
 func (j JobView) String() string {
@@ -59,6 +66,7 @@ type jobKey struct {
 type jobModel struct {
 	firstDue  time.Duration
 	target    string
+	kind      string // JobOptions
 	payload   string
 	acked     bool
 	cancelled bool   // a cancel was acknowledged
@@ -116,6 +124,14 @@ type nodeModel struct {
 	live     []JobView     // state after the last acknowledged commit
 	pending  []JobView     // state after a commit that was written but not acknowledged, if any
 
+	// kindRunning counts the running attempts by kind. Invariant: kindRunning sums to running.
+	kindRunning map[string]int
+	// kindFreeSince is when each kind last went below its limit (promptness counts from it).
+	kindFreeSince map[string]time.Duration
+	// windows are the unique windows durable states showed, by key: a key stays reserved
+	// for its succeeded job until then (durable: a crash cannot undo them).
+	windows map[string]windowFact
+
 	// Promptness (check_prompt.go).
 	id        int
 	up        bool // opened and not crashed or stopped since
@@ -128,11 +144,19 @@ type nodeModel struct {
 	dueWhy    string
 
 	// The liveness phase's critical path (bound.go).
-	work    time.Duration            // handler time of the phase's attempts
-	chains  map[uint64]time.Duration // per job: its own handlers, waits and commit cycles
-	longest time.Duration            // the longest chain
-	allow   time.Duration            // restarts and stops the phase waits for
-	cycle   time.Duration            // one commit cycle
+	work time.Duration // handler time of the phase's attempts
+	// kindWork is work by kind (limited kinds add their own term).
+	kindWork map[string]time.Duration
+	chains   map[uint64]time.Duration // per job: its own handlers, waits and commit cycles
+	longest  time.Duration            // the longest chain
+	allow    time.Duration            // restarts and stops the phase waits for
+	cycle    time.Duration            // one commit cycle
+}
+
+// windowFact is a succeeded job's hold on its unique key.
+type windowFact struct {
+	id    uint64
+	until time.Duration
 }
 
 // breakerModel is an independent model of docs/runner.md, fed with attempt starts and outcomes.
@@ -150,7 +174,11 @@ type breakerModel struct {
 // id order, so the first violation reported is always the same).
 func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 	holder := map[string]uint64{}
+	n := c.node(node)
 	for _, v := range jobs {
+		if v.WindowUntil > 0 && v.WindowUntil > n.windows[v.Unique].until {
+			n.windows[v.Unique] = windowFact{v.ID, v.WindowUntil}
+		}
 		if v.Unique == "" || Terminal(v.State) {
 			continue
 		}
@@ -167,7 +195,25 @@ func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 
 // RunnerConfigured declares node with its parameters; a restart keeps them.
 func (c *Checker) RunnerConfigured(node int, p RunnerParams) {
-	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel), openedAt: -1, id: node, dueBy: never}
+	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel), openedAt: -1, id: node, dueBy: never,
+		kindRunning: map[string]int{}, kindFreeSince: map[string]time.Duration{}, windows: map[string]windowFact{}}
+}
+
+// JobOptions: the job id just appended on node has kind and unique key (none: ""). A new job
+// must not take a key inside the window of a success a durable state showed.
+func (c *Checker) JobOptions(node int, id uint64, kind, unique string) {
+	j := c.jobs[jobKey{node, id}]
+	if j == nil {
+		return
+	}
+	j.kind = kind
+	if unique == "" {
+		return
+	}
+	key := kind + "/" + unique
+	w, ok := c.node(node).windows[key]
+	c.check(InvUniqueRespected, !ok || w.id == id || c.now >= w.until,
+		"node %d appended job %d with unique key %q at %s, inside job %d's window until %s", node, id, key, Offset(c.now), w.id, Offset(w.until))
 }
 
 func (c *Checker) node(node int) *nodeModel {
@@ -231,6 +277,10 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	c.check(InvNoStartBeforeDue, c.now >= j.due, "node %d started job %d attempt %d at %s, before its due %s",
 		node, id, attempt, Offset(c.now), Offset(j.due))
 	c.check(InvCapacity, n.running+1 <= n.p.Capacity, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)
+	if l := n.p.KindLimits[j.kind]; l > 0 {
+		c.check(InvKindLimit, n.kindRunning[j.kind]+1 <= l, "node %d runs %d attempts of kind %q at once, limit %d (job %d attempt %d)",
+			node, n.kindRunning[j.kind]+1, j.kind, l, id, attempt)
+	}
 
 	b := n.breaker(j.target)
 	probe := uint64(0)
@@ -261,6 +311,7 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	}
 	n.running++
 	n.dirty = true
+	n.kindRunning[j.kind]++
 }
 
 func terminalOrCancelled(j *jobModel) string {
@@ -299,6 +350,10 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure, succes
 		n.freeSince = c.now
 	}
 	n.running--
+	if l := n.p.KindLimits[j.kind]; l > 0 && n.kindRunning[j.kind] == l {
+		n.kindFreeSince[j.kind] = c.now
+	}
+	n.kindRunning[j.kind]--
 	n.dirty = true
 	if b := n.breakers[j.target]; b != nil {
 		defer func(open, half bool, in int) {
@@ -469,6 +524,7 @@ func (c *Checker) OpenAttempted(node int) {
 func (c *Checker) NodeCrashed(node int) {
 	n := c.node(node)
 	n.running = 0
+	n.kindRunning = map[string]int{}
 	n.openedAt = -1
 	n.up, n.stopping, n.dirty = false, false, true
 	if n.chains != nil {

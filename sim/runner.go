@@ -192,12 +192,18 @@ func (w *World) setupRunner() {
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 			// A grace about as long as the handlers, so graceful stops cut attempts (and some
 			// handlers ignore the cut past the second grace).
-			Grace:  drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
-			Decode: decodePayload,
+			Grace:     drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
+			Decode:    decodePayload,
+			KindsOnly: true,
+		}
+		limits := map[string]int{}
+		for k, name := range kindNames {
+			n.cfg.Kinds = append(n.cfg.Kinds, runner.KindConfig{Name: name, Limit: c.KindLimits[k]})
+			limits[name] = c.KindLimits[k]
 		}
 		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
-			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
+			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindLimits: limits, KindsOnly: true})
 		w.nodes = append(w.nodes, n)
 		n.start()
 		w.loop.At(drawBetween(w.rWork, 0, c.JobEvery), func() { n.produce() })
@@ -511,7 +517,11 @@ func (n *runnerNode) produce() {
 		if w.rWork.Float64() < c.PUnique {
 			// A small pool of keys, so duplicates (live and across crashes) are common.
 			o.Unique = "u" + strconv.Itoa(w.rWork.Intn(5))
+			if w.rKind.Intn(2) == 0 {
+				o.UniqueFor = drawBetween(w.rKind, time.Millisecond, 10*time.Second)
+			}
 		}
+		o.Kind = kindNames[w.rKind.Intn(len(kindNames))]
 		if batched && !oversize {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
@@ -590,6 +600,7 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 		return true
 	}
 	w.chk.JobAppended(n.id, id, due, target, payload)
+	w.chk.JobOptions(n.id, id, o.Kind, o.Unique)
 	if w.mutation == mutAckEarly {
 		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
 	}
@@ -622,6 +633,7 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 			continue // a duplicate: its holder was appended before, or earlier in this batch
 		}
 		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
+		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
 		if w.mutation == mutAckEarly {
 			w.chk.JobAcked(n.id, id)
 		}
@@ -769,8 +781,12 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 			if ids == nil {
 				ids = []uint64{a.ID}
 			}
-			for _, id := range ids {
-				w.chk.JobAcked(n.id, id)
+			for i, id := range ids {
+				// A duplicate names its holder, acknowledged by its own enqueue: a job that
+				// succeeded inside its unique window may be pruned since.
+				if !a.Duplicate && (a.Duplicates == nil || !a.Duplicates[i]) {
+					w.chk.JobAcked(n.id, id)
+				}
 				n.acked = append(n.acked, id)
 			}
 		case cmdCancel:
@@ -915,6 +931,9 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	}))
 }
 
+// kindNames are the runner nodes' kinds, all registered (limits: Config.KindLimits).
+var kindNames = [...]string{"mail", "sms", "bulk"}
+
 func jobViews(s runner.Snapshot) []JobView { return jobViewsAfter(nil, s) }
 
 // jobViewsAfter is jobViews reusing the payload strings of prev (views of an earlier state of
@@ -937,6 +956,10 @@ func jobViewsAfter(prev []JobView, s runner.Snapshot) []JobView {
 			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: payload}
 		if j.Opts.Unique != "" {
 			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
+		}
+		if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
+			// The success's own time, as its Finished record carries it, plus the window.
+			v.WindowUntil = h[len(h)-1].End.Sub(Epoch) + j.Opts.UniqueFor
 		}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()

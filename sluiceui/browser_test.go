@@ -70,7 +70,7 @@ func TestBrowserFilterRetryAndCancel(t *testing.T) {
 
 	r, _ := fixture(t)
 	mux := http.NewServeMux()
-	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet, Authorize: allowAll})
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Authorize: allowAll})
 	mux.Handle("/ops/", http.StripPrefix("/ops", ui))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

@@ -30,7 +30,7 @@ func Example() {
 	}
 	defer r.Close()
 
-	ui := sluiceui.New(sluiceui.FromRunner(r, codec), sluiceui.Options{
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{
 		Authorize: func(req *http.Request, a sluiceui.Action) error {
 			if a == sluiceui.ActionView || req.Header.Get("X-Admin-Token") == os.Getenv("ADMIN_TOKEN") && os.Getenv("ADMIN_TOKEN") != "" {
 				return nil

@@ -20,7 +20,7 @@ import (
 //	3 ok-2        succeeded (target b.example)
 //	4 later       pending (due in an hour)
 //	5 bad-2       dead (target b.example)
-func fixture(t *testing.T) (*sluice.Runner[string], string) {
+func fixture(t *testing.T) (*sluice.Kind[string], string) {
 	t.Helper()
 	dir := t.TempDir()
 	h := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {

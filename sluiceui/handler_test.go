@@ -51,7 +51,7 @@ func allowAll(*http.Request, sluiceui.Action) error { return nil }
 
 func TestPagesRender(t *testing.T) {
 	r, _ := fixture(t)
-	h := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet})
+	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
 	for _, tc := range []struct {
 		path string
 		code int
@@ -81,7 +81,7 @@ func TestPagesRender(t *testing.T) {
 
 func TestJobsFilterAndPaging(t *testing.T) {
 	r, _ := fixture(t)
-	h := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet})
+	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
 	for _, tc := range []struct {
 		query string
 		want  []string
@@ -127,7 +127,7 @@ func token(t *testing.T, body string) string {
 
 func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 	r, _ := fixture(t)
-	src := sluiceui.FromRunner(r, sluice.JSON[string]())
+	src := sluiceui.FromRunner(r.Runner)
 	refusing := sluiceui.New(src, sluiceui.Options{Logger: quiet})
 	if code, body := get(t, refusing, "/jobs/2/retry"); code != 403 || !strings.Contains(body, "Options.Authorize") {
 		t.Errorf("confirm page without Authorize = %d, want 403 naming Options.Authorize:\n%s", code, body)
@@ -223,7 +223,7 @@ func TestReadOnlySourceHidesAndRefusesActions(t *testing.T) {
 func TestMountedUnderAPrefix(t *testing.T) {
 	r, _ := fixture(t)
 	mux := http.NewServeMux()
-	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet})))
+	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/ops/sluice/jobs/2")
@@ -261,7 +261,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
 	code, body := get(t, ui, "/breakers")
 	row := regexp.MustCompile(`(?s)<tr data-target="down.example">.*?</tr>`).FindString(body)
 	if code != 200 || !strings.Contains(row, `class="breaker-open">open<`) || !strings.Contains(row, "(in 59m5") && !strings.Contains(row, "(in 1h0m0s)") {
@@ -277,7 +277,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 func TestOverviewThroughputBetweenViews(t *testing.T) {
 	r, _ := fixture(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ui := sluiceui.New(sluiceui.FromRunner(r, sluice.JSON[string]()), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
 	before := r.Stats()
 	if _, body := get(t, ui, "/"); !strings.Contains(body, "measured from the next refresh") {
 		t.Errorf("first overview claims a throughput:\n%s", body)

@@ -35,7 +35,7 @@ var ErrReadOnly = errors.New("sluice: read-only: this view inspects a directory 
 // Job is a job as the UI shows it: sluice's JobInfo with the payload as journaled.
 type Job struct {
 	ID       uint64
-	Kind     string // "" until the runner names kinds
+	Kind     string // the kind the job was registered under
 	Target   string
 	State    sluice.State
 	Attempts int

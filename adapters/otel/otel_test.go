@@ -184,10 +184,10 @@ func TestOTelRunnerReportsMetricsAndSpansOfARun(t *testing.T) {
 			lines = append(lines, l)
 		}
 		wantSpans := []string{
-			"sluice.attempt sluice.job.id=1 sluice.job.target=good sluice.job.attempt=1 sluice.outcome=succeeded",
-			"sluice.attempt sluice.job.id=2 sluice.job.target=good sluice.job.attempt=1 sluice.outcome=succeeded",
-			"sluice.attempt sluice.job.id=3 sluice.job.target=good sluice.job.attempt=1 sluice.outcome=succeeded",
-			"sluice.attempt sluice.job.id=4 sluice.job.target=bad sluice.job.attempt=1 sluice.outcome=retry error=503 from bad",
+			"sluice.attempt sluice.job.id=1 sluice.job.target=good sluice.job.attempt=1 sluice.job.kind=default sluice.outcome=succeeded",
+			"sluice.attempt sluice.job.id=2 sluice.job.target=good sluice.job.attempt=1 sluice.job.kind=default sluice.outcome=succeeded",
+			"sluice.attempt sluice.job.id=3 sluice.job.target=good sluice.job.attempt=1 sluice.job.kind=default sluice.outcome=succeeded",
+			"sluice.attempt sluice.job.id=4 sluice.job.target=bad sluice.job.attempt=1 sluice.job.kind=default sluice.outcome=retry error=503 from bad",
 		}
 		if diff := cmp.Diff(wantSpans, lines); diff != "" {
 			t.Errorf("spans (-want +got):\n%s", diff)

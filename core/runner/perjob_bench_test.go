@@ -75,7 +75,7 @@ func BenchmarkMachinePerJob(b *testing.B) {
 			m.Step(AttemptDone{Now: now, Token: a.Token, Outcome: Success()})
 		}
 		done += len(starts)
-		if m.queue.len() < perJobBacklog-perJobBatch {
+		if m.kindOf("").q.len() < perJobBacklog-perJobBatch {
 			m.Step(EnqueueMany{Now: now, Jobs: batch})
 		}
 		m.Step(Tick{Now: now, Admit: true})
@@ -118,7 +118,7 @@ func BenchmarkEnginePerJob(b *testing.B) {
 			}
 		}
 		done += len(res.Starts)
-		if e.m.queue.len() < perJobBacklog-perJobBatch {
+		if e.m.kindOf("").q.len() < perJobBacklog-perJobBatch {
 			if _, _, err := e.EnqueueMany(now, batch); err != nil {
 				b.Fatal(err)
 			}
