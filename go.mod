@@ -11,6 +11,7 @@ require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/google/go-cmp v0.7.0
+	github.com/robfig/cron/v3 v3.0.1
 	pgregory.net/rapid v1.3.0
 )
 

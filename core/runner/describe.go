@@ -65,6 +65,30 @@ func Describe(s Snapshot, epoch time.Time) string {
 		b.WriteString(DescribeJob(j, epoch))
 		b.WriteByte('\n')
 	}
+	for _, sc := range s.Schedules {
+		b.WriteString(DescribeSchedule(sc, epoch))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// DescribeSchedule renders one schedule on one line, times as offsets from epoch.
+func DescribeSchedule(s Schedule, epoch time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "schedule %s spec=%q target=%s payload=%q", s.Name, s.Spec, s.Target, s.Payload)
+	if s.CatchUp != CatchUpOne {
+		fmt.Fprintf(&b, " catch-up=%v", s.CatchUp)
+	}
+	if s.Next.IsZero() {
+		b.WriteString(" next=none")
+	} else {
+		fmt.Fprintf(&b, " next=%s", offset(s.Next, epoch))
+	}
+	if !s.Last.IsZero() {
+		fmt.Fprintf(&b, " last=%s at=%s job=%d", offset(s.Last, epoch), offset(s.LastAt, epoch), s.LastJob)
+	}
+	fmt.Fprintf(&b, " fired=%d", s.Fired)
+	b.WriteString(describeOpts(s.Opts))
 	return b.String()
 }
 
@@ -80,6 +104,10 @@ func DescribeResult(r Result, epoch time.Time) string {
 				}
 			}
 			b.WriteByte('\n')
+			continue
+		}
+		if a.ID == 0 { // a schedule command
+			fmt.Fprintf(&b, "ack ticket %d\n", a.Ticket)
 			continue
 		}
 		fmt.Fprintf(&b, "ack ticket %d job %d", a.Ticket, a.ID)

@@ -262,6 +262,12 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	case Retry:
 		v.Ticket = t
 		ev = v
+	case SetSchedule:
+		v.Ticket = t
+		ev = v
+	case RemoveSchedule:
+		v.Ticket = t
+		ev = v
 	}
 	if err := e.m.Step(ev); err != nil {
 		return 0, err

@@ -262,6 +262,8 @@ type Machine struct {
 	// unique maps the key (uniqueKey) of every non-terminal job that has one to its id.
 	// Invariant: at most one non-terminal job per key, and it is this one.
 	unique map[string]uint64
+	// scheds are the periodic jobs' schedules by name (schedule.go).
+	scheds map[string]*sched
 	// answer is the last enqueue's ids and duplicate flags, for the Engine to return.
 	answer Ack
 	pool   *pool.Pool
@@ -332,6 +334,7 @@ func New(cfg MachineConfig) (*Machine, error) {
 		jobs:     map[uint64]*job{},
 		queue:    newQueue(),
 		unique:   map[string]uint64{},
+		scheds:   map[string]*sched{},
 		nextID:   1,
 		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
@@ -351,6 +354,10 @@ func (m *Machine) Step(ev Event) error {
 		return m.cancel(ev)
 	case Retry:
 		return m.retry(ev)
+	case SetSchedule:
+		return m.setSchedule(ev)
+	case RemoveSchedule:
+		return m.removeSchedule(ev)
 	case Synced:
 		m.becomeSynced(ev.Through)
 	case AttemptDone:
@@ -360,6 +367,7 @@ func (m *Machine) Step(ev Event) error {
 		m.at(ev.Now)
 		m.maybeStopMoves()
 		if ev.Admit && m.dispatching {
+			m.fireSchedules(m.now)
 			m.schedule(m.now)
 		}
 	case Dispatch:
@@ -378,9 +386,9 @@ func (m *Machine) Ready() Ready {
 	return rd
 }
 
-// WakeAt is when to Tick next if nothing else happens: the next due job while dispatching with
-// a unit free, or the next step of a graceful stop. Zero: nothing until a command or an
-// outcome arrives.
+// WakeAt is when to Tick next if nothing else happens: while dispatching, the next due job
+// (with a unit free) or the next period of a schedule, whichever is first; else the next step
+// of a graceful stop. Zero: nothing until a command or an outcome arrives.
 func (m *Machine) WakeAt() time.Time {
 	if !m.dispatching {
 		switch {
@@ -393,10 +401,14 @@ func (m *Machine) WakeAt() time.Time {
 		}
 		return time.Time{}
 	}
+	w := m.scheduleWake()
 	if m.queue.len() == 0 || m.pool.Status().Free == 0 {
-		return time.Time{}
+		return w
 	}
-	return m.queue.earliest().Due
+	if d := m.queue.earliest().Due; w.IsZero() || d.Before(w) {
+		return d
+	}
+	return w
 }
 
 // at moves the machine's clock; time never goes back.
@@ -867,7 +879,7 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 	}
 	m.seq++
 	m.appends = append(m.appends, Append{Seq: m.seq, Tag: r.Tag, Data: data})
-	if j := m.jobs[r.ID]; j.State.Terminal() && !was.Terminal() {
+	if j := m.jobs[r.ID]; j != nil && !scheduleTag(r.Tag) && j.State.Terminal() && !was.Terminal() {
 		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
 			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
 	}
@@ -875,6 +887,9 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 
 // apply is the one place durable state changes, live and in replay; it keeps the counts.
 func (m *Machine) apply(r Record) error {
+	if scheduleTag(r.Tag) {
+		return m.applySchedule(r)
+	}
 	j0 := m.jobs[r.ID]
 	var s0 JobState
 	var d0 bool
@@ -1081,7 +1096,7 @@ func (m *Machine) load(s Snapshot) error {
 			m.queue.push(j)
 		}
 	}
-	return nil
+	return m.loadSchedules(s.Schedules)
 }
 
 // Snapshot returns the durable state with all but the last retain terminal jobs left out, and
@@ -1127,6 +1142,9 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 		}
 		s.Jobs = append(s.Jobs, m.jobs[id].Job)
 	}
+	if len(m.scheds) > 0 {
+		s.Schedules = m.Schedules()
+	}
 	return s, dropped
 }
 
@@ -1140,10 +1158,11 @@ func (m *Machine) Prune(ids []uint64) {
 	}
 }
 
-// IdleThrough reports that no waiting job is due at or before t and nothing holds a unit.
+// IdleThrough reports that no waiting job and no schedule's period is due at or before t and
+// nothing holds a unit.
 func (m *Machine) IdleThrough(t time.Time) bool {
 	e := m.queue.earliest()
-	return (e == nil || e.Due.After(t)) && m.pool.Status().Used == 0
+	return (e == nil || e.Due.After(t)) && m.pool.Status().Used == 0 && len(m.dueSchedules(t)) == 0
 }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.

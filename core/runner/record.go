@@ -74,6 +74,7 @@ func formatError(what string, v uint8) error {
 //	           | terminal seq u64 | target str | payload bytes | last err str | priority i32 |
 //	           | attempts max u32 | deadline i64 ns | kind str | unique str | history count u8 |
 //	           | history count × (attempt u32 | start time | outcome u8 | [end time unless running] | err str) |
+//	then       | the schedules (schedule_record.go, which also lays out the schedule records) |
 //
 // Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
 // rejects anything encode would not write.
@@ -90,13 +91,17 @@ type Record struct {
 	Next      JobState    // Finished: Waiting, Succeeded or Dead
 	Reason    Reason      // Finished and Expired when dead
 	Opts      Opts        // Enqueued
-	At        time.Time   // Started, Finished, Released: when (for the attempt history)
+	At        time.Time   // Started, Finished, Released: when (for the attempt history); ScheduleSet, ScheduleFired
+	Sched     SchedRecord // the schedule records (schedule_record.go)
 }
 
 // validate states which field combinations encode writes.
 func (r *Record) validate() error {
 	bad := func(f string, args ...any) error {
 		return fmt.Errorf("%w: tag %d: "+f, append([]any{ErrDecode, r.Tag}, args...)...)
+	}
+	if scheduleTag(r.Tag) {
+		return r.validateSchedule()
 	}
 	if r.ID < 1 {
 		return bad("id 0")
@@ -173,6 +178,8 @@ func EncodeRecord(r Record) []byte {
 		w.time(r.Due)
 	case TagExpired:
 		w.u8(uint8(r.Reason))
+	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
+		w.scheduleRecord(r)
 	}
 	return w.b
 }
@@ -180,7 +187,7 @@ func EncodeRecord(r Record) []byte {
 // DecodeRecord parses a payload written by EncodeRecord for tag.
 func DecodeRecord(tag uint8, data []byte) (Record, error) {
 	r := Record{Tag: tag}
-	if tag == TagSnapshot || tag == 0 || tag > TagReleased {
+	if tag == TagSnapshot || tag == 0 || (tag > TagReleased && !scheduleTag(tag)) {
 		return r, fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
 	rd := reader{b: data}
@@ -212,6 +219,8 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 		r.Due = rd.time()
 	case TagExpired:
 		r.Reason = Reason(rd.u8())
+	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
+		rd.scheduleRecord(&r)
 	}
 	if err := rd.done(); err != nil {
 		return r, err
@@ -227,6 +236,8 @@ type Snapshot struct {
 	NextID  uint64 // the id the next enqueue gets; ≥ 1
 	TermSeq uint64 // the last terminal sequence number handed out
 	Jobs    []Job  // ascending by id
+	// Schedules are the periodic jobs' schedules, by name (schedule.go).
+	Schedules []Schedule
 }
 
 func (s *Snapshot) validate() error {
@@ -266,7 +277,7 @@ func (s *Snapshot) validate() error {
 		}
 		prev = j.ID
 	}
-	return nil
+	return s.validateSchedules()
 }
 
 // EncodeSnapshot returns the payload of s. An invalid snapshot is misuse and panics.
@@ -304,6 +315,7 @@ func EncodeSnapshot(s Snapshot) []byte {
 			w.str(h.Err)
 		}
 	}
+	w.schedules(s.Schedules)
 	return w.b
 }
 
@@ -355,6 +367,7 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 			break
 		}
 	}
+	s.Schedules = rd.schedules()
 	if err := rd.done(); err != nil {
 		return s, err
 	}
