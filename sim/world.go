@@ -77,6 +77,7 @@ const (
 	mutIgnoreFatal           // keep a worker process up after a fatal receive error ended its Run
 	mutPanic                 // the simulator panics mid-run (a simulator fault)
 	mutNoStopMargin          // workers cancel handlers at the local deadline itself (no stop margin)
+	mutSplitFiring           // a period's job and its schedule's advance in two batches, a crash between
 )
 
 // Stats counts what a run did.
@@ -326,7 +327,7 @@ func (w *World) livenessBound() time.Duration {
 		// Serialised worst case: every job, every attempt, one after another, each waiting the
 		// longest backoff and a breaker cooldown.
 		per := c.HandlerMax + c.Cap + c.Cooldown + time.Second
-		b += time.Duration(c.JobsMax*c.Attempts) * per
+		b += time.Duration((c.JobsMax+w.schedJobsMax())*c.Attempts) * per
 	}
 	if c.Workers > 0 {
 		// Every message, every delivery up to the budget, one after another: the longest

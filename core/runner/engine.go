@@ -54,6 +54,8 @@ type Config struct {
 	// AgeMax is the starvation rule (MachineConfig.AgeMax): a job due for AgeMax starts before
 	// higher priorities; 0: 1 minute.
 	AgeMax time.Duration
+
+	splitFiring func() // a planted defect for the simulator's tests (schedule_mut.go)
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -402,9 +404,13 @@ func (e *Engine) writeBatch() (Ready, error) {
 	if len(rd.Appends) == 0 {
 		return rd, nil
 	}
-	for _, a := range rd.Appends {
-		if _, err := e.j.Append(a.Tag, a.Data); err != nil {
-			return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
+	if split, err := e.writeSplit(rd.Appends); err != nil {
+		return Ready{}, e.becomePoisoned(fmt.Errorf("appending records: %w", err))
+	} else if !split {
+		for _, a := range rd.Appends {
+			if _, err := e.j.Append(a.Tag, a.Data); err != nil {
+				return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
+			}
 		}
 	}
 	if _, err := e.j.Commit(); err != nil {

@@ -259,23 +259,25 @@ func (m *Machine) fireSchedules(now time.Time) {
 		s := m.scheds[name]
 		period := s.Next
 		next := s.next(now)
-		missed := !s.next(period).After(now)
 		var id uint64
-		if !missed || s.CatchUp != CatchUpSkip {
+		skip := SkipMissed
+		if missed := !s.next(period).After(now); !missed || s.CatchUp != CatchUpSkip {
 			nj := NewJob{Due: period, Target: s.Target, Payload: s.Payload, Opts: s.Opts}
 			r, data, err := m.enqueueRecord(m.nextID, now, nj)
 			switch _, held := m.unique[uniqueKey(nj.Opts)]; {
 			case err != nil:
 				// SetSchedule checked the same job: only a RecordMax lowered since can refuse it.
+				skip = SkipRefused
 				m.cfg.Logger.Error("runner: a schedule's job is refused; the period is skipped", "schedule", name, "err", err)
 			case held:
+				skip = SkipHeld
 				m.cfg.Logger.Info("runner: a schedule's unique key is held; the period is skipped", "schedule", name, "key", nj.Opts.Unique)
 			default:
 				m.applyAndAppend(r, data)
-				id = r.ID
+				id, skip = r.ID, NoSkip
 			}
 		}
-		m.record(Record{Tag: TagScheduleFired, ID: id, At: now, Sched: SchedRecord{Name: name, Period: period, Next: next}})
+		m.record(Record{Tag: TagScheduleFired, ID: id, At: now, Sched: SchedRecord{Name: name, Period: period, Next: next, Skip: skip}})
 	}
 }
 
@@ -320,6 +322,12 @@ func (m *Machine) applySchedule(r Record) error {
 				return fmt.Errorf("schedule %q: period %v names job %d, not the job just enqueued for it", sr.Name, sr.Period, r.ID)
 			}
 			s.Fired++
+		}
+		switch _, held := m.unique[uniqueKey(s.Opts)]; {
+		case sr.Skip == SkipMissed && (s.CatchUp != CatchUpSkip || s.next(sr.Period).After(r.At)):
+			return fmt.Errorf("schedule %q: period %v skipped as missed at %v, but it was not (catch-up %v)", sr.Name, sr.Period, r.At, s.CatchUp)
+		case sr.Skip == SkipHeld && !held:
+			return fmt.Errorf("schedule %q: period %v skipped for a unique key no job holds", sr.Name, sr.Period)
 		}
 		s.Last, s.LastAt, s.LastJob, s.Next = sr.Period, r.At, r.ID, sr.Next
 	default:

@@ -17,7 +17,7 @@ const (
 //	ScheduleSet      | name str | spec str | catch-up u8 | target str | payload bytes | opts |
 //	                 | anchor time | next time | at time |
 //	ScheduleRemoved  | name str |
-//	ScheduleFired    | name str | period time | next time (0: none) | at time |
+//	ScheduleFired    | name str | skip u8 | period time | next time (absent: none) | at time |
 //
 // A snapshot ends with the schedules, by name:
 //
@@ -34,6 +34,33 @@ type SchedRecord struct {
 	Anchor  time.Time // Set
 	Period  time.Time // Fired
 	Next    time.Time // Set, Fired (zero: the spec has no more periods)
+	// Skip says why a Fired record enqueued no job (its id is 0); replay checks the first two
+	// against the state, so a forged or damaged id cannot pass for a skip.
+	Skip Skip // Fired
+}
+
+// Skip is why a period enqueued no job.
+type Skip uint8
+
+const (
+	NoSkip      Skip = iota // the period enqueued the job the record names
+	SkipMissed              // a missed period under CatchUpSkip
+	SkipHeld                // the job's unique key was held
+	SkipRefused             // the job was refused (a RecordMax lowered since the schedule was set)
+)
+
+func (s Skip) String() string {
+	switch s {
+	case NoSkip:
+		return "-"
+	case SkipMissed:
+		return "missed"
+	case SkipHeld:
+		return "unique key held"
+	case SkipRefused:
+		return "refused"
+	}
+	return fmt.Sprintf("skip(%d)", uint8(s))
 }
 
 func scheduleTag(tag uint8) bool { return tag >= TagScheduleSet && tag <= TagScheduleFired }
@@ -66,8 +93,11 @@ func (r *Record) validateSchedule() error {
 			return bad("id %d", r.ID)
 		}
 	case TagScheduleFired:
-		if !s.Next.IsZero() && !s.Next.After(s.Period) {
+		switch {
+		case !s.Next.IsZero() && !s.Next.After(s.Period):
 			return bad("next period %v not after %v", s.Next, s.Period)
+		case s.Skip > SkipRefused || (r.ID == 0) != (s.Skip != NoSkip):
+			return bad("job %d with skip %v", r.ID, s.Skip)
 		}
 	}
 	return nil
@@ -102,6 +132,7 @@ func (w *writer) scheduleRecord(r Record) {
 		w.schedTime(s.Next)
 		w.schedTime(r.At)
 	case TagScheduleFired:
+		w.u8(uint8(s.Skip))
 		w.schedTime(s.Period)
 		w.schedTime(s.Next)
 		w.schedTime(r.At)
@@ -122,6 +153,7 @@ func (rd *reader) scheduleRecord(r *Record) {
 		s.Next = rd.schedTime()
 		r.At = rd.schedTime()
 	case TagScheduleFired:
+		s.Skip = Skip(rd.u8())
 		s.Period = rd.schedTime()
 		s.Next = rd.schedTime()
 		r.At = rd.schedTime()

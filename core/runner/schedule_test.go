@@ -27,6 +27,9 @@ func genSchedRecord(t *rapid.T) Record {
 		r.Sched.Anchor, r.Sched.Next, r.At = genTime(t, "anchor"), genTime(t, "next"), genTime(t, "at")
 	case TagScheduleFired:
 		r.ID = rapid.Uint64().Draw(t, "job")
+		if r.ID == 0 {
+			r.Sched.Skip = rapid.SampledFrom([]Skip{SkipMissed, SkipHeld, SkipRefused}).Draw(t, "skip")
+		}
 		r.Sched.Period, r.At = genTime(t, "period"), genTime(t, "at")
 		if rapid.Bool().Draw(t, "more") {
 			r.Sched.Next = r.Sched.Period.Add(time.Duration(rapid.Int64Range(1, 1e15).Draw(t, "gap")))
@@ -97,13 +100,15 @@ func TestDecodeRejectsBadScheduleRecords(t *testing.T) {
 	fired := EncodeRecord(Record{Tag: TagScheduleFired, ID: 3, At: epoch, Sched: SchedRecord{Name: "n", Period: epoch, Next: epoch.Add(time.Second)}})
 	removed := EncodeRecord(Record{Tag: TagScheduleRemoved, Sched: SchedRecord{Name: "n"}})
 	set := func(b []byte, i int, v byte) []byte { c := bytes.Clone(b); c[i] = v; return c }
-	// Fired: ver(1) id(8) name(4+1) period(1+8) next(1+8) at(1+8); byte 31 is the top of next.
+	// Fired: ver(1) id(8) name(4+1) skip(1) period(1+8) next(1+8) at(1+8); byte 32 is the top of next.
 	for _, tc := range []struct {
 		name string
 		tag  uint8
 		data []byte
 	}{
-		{"next before the period", TagScheduleFired, set(fired, 31, 0x80)},
+		{"next before the period", TagScheduleFired, set(fired, 32, 0x80)},
+		{"a zero job id without a skip", TagScheduleFired, set(fired, 1, 0)},
+		{"a skip with a job", TagScheduleFired, set(fired, 14, byte(SkipMissed))},
 		{"removal naming a job", TagScheduleRemoved, set(removed, 1, 1)},
 		{"empty name", TagScheduleRemoved, set(set(removed, 9, 0), 13, 0)[:13]},
 		{"older version", TagScheduleRemoved, set(removed, 0, 1)},
