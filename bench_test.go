@@ -191,7 +191,7 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 func BenchmarkEnqueueMany(b *testing.B) {
 	const jobs = 1000
 	payload := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
-	open := func() *Runner[[]byte] {
+	open := func() *Kind[[]byte] {
 		r, err := Open(b.TempDir(), Config{Logger: quiet, Capacity: 8}, Bytes(),
 			func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
 		if err != nil {

@@ -167,7 +167,8 @@ func reasonOf(r runner.Reason) Reason {
 func statsOf(st runner.Status, syncs int64) Stats {
 	return Stats{Waiting: st.Waiting - st.Deferred, Deferred: st.Deferred, Running: st.Running,
 		Succeeded: st.Succeeded, Dead: st.Dead, Cancelled: st.Cancelled, LastID: st.NextID - 1,
-		Commits: st.Commits, Records: st.Records, Compactions: st.Compactions, Syncs: syncs}
+		Commits: st.Commits, Records: st.Records, Compactions: st.Compactions, Syncs: syncs,
+		Unregistered: st.Unregistered}
 }
 
 // infoOf is a job in public terms, its payload still encoded.
@@ -176,7 +177,7 @@ func infoOf(j runner.Job) JobInfo[[]byte] {
 	for _, h := range j.History {
 		hist = append(hist, Attempt{Number: h.Attempt, Start: h.Start, End: h.End, Outcome: h.Outcome.String(), Err: h.Err})
 	}
-	return JobInfo[[]byte]{History: hist, ID: j.ID, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
+	return JobInfo[[]byte]{History: hist, ID: j.ID, Kind: j.Opts.Kind, UniqueWindow: j.Opts.UniqueFor, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
 		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
 		LastErr: j.LastErr, Priority: j.Opts.Priority, Unique: j.Opts.Unique, Payload: j.Payload}
 }

@@ -117,8 +117,8 @@ func ExampleWithPriority() {
 	// sending newsletter
 }
 
-// ExampleRunner_EnqueueMany journals many jobs in one batch: one fsync for all of them.
-func ExampleRunner_EnqueueMany() {
+// ExampleKind_EnqueueMany journals many jobs in one batch: one fsync for all of them.
+func ExampleKind_EnqueueMany() {
 	dir, err := os.MkdirTemp("", "sluice-many")
 	if err != nil {
 		log.Fatal(err)
@@ -168,8 +168,8 @@ func ExampleWithUnique() {
 	// 1 1 duplicate: true
 }
 
-// ExampleRunner_List pages through the dead jobs of one target, 2 at a time, with the cursor.
-func ExampleRunner_List() {
+// ExampleKind_List pages through the dead jobs of one target, 2 at a time, with the cursor.
+func ExampleKind_List() {
 	dir, err := os.MkdirTemp("", "sluice-list")
 	if err != nil {
 		log.Fatal(err)
@@ -213,4 +213,67 @@ func ExampleRunner_List() {
 	// job 1 dead true permanent: no recipient
 	// job 3 dead true permanent: no recipient
 	// job 4 dead true permanent: no recipient
+}
+
+type resize struct {
+	Image string
+	Width int
+}
+
+// ExampleRegister runs two kinds of job from one runner: one journal, one group commit, one
+// pool. Resizes are limited to one at a time; a welcome mail is sent at most once a day per
+// user (its unique key stays reserved for 24 hours after the success).
+func ExampleRegister() {
+	dir, err := os.MkdirTemp("", "sluice-kinds")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	r, err := sluice.New(dir, sluice.Config{Capacity: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	emails, err := sluice.Register(r, "email", sluice.JSON[email](),
+		func(ctx context.Context, j sluice.Job[email]) sluice.Outcome {
+			fmt.Printf("mail %q to %s\n", j.Payload.Subject, j.Payload.To)
+			return sluice.Succeeded()
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	resizes, err := sluice.Register(r, "resize", sluice.JSON[resize](),
+		func(ctx context.Context, j sluice.Job[resize]) sluice.Outcome {
+			fmt.Printf("resize %s to %d px\n", j.Payload.Image, j.Payload.Width)
+			return sluice.Succeeded()
+		}, sluice.WithConcurrency(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx := context.Background()
+	welcome := email{To: "ada@example.com", Subject: "welcome"}
+	once := []sluice.JobOption{sluice.WithUnique("welcome:ada"), sluice.WithUniqueWindow(24 * time.Hour)}
+	if _, err := emails.Enqueue(ctx, time.Time{}, "smtp.example.com", welcome, once...); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := resizes.Enqueue(ctx, time.Time{}, "images", resize{Image: "ada.png", Width: 64}); err != nil {
+		log.Fatal(err)
+	}
+	if err := r.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Sent already: within the window the same key is a duplicate of the succeeded job.
+	var dup bool
+	id, err := emails.Enqueue(ctx, time.Time{}, "smtp.example.com", welcome, append(once, sluice.WasDuplicate(&dup))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	j, _ := emails.Get(id)
+	fmt.Println("duplicate:", dup, "of job", j.ID, j.Kind, j.State)
+	// Unordered output:
+	// mail "welcome" to ada@example.com
+	// resize ada.png to 64 px
+	// duplicate: true of job 1 email succeeded
 }

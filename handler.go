@@ -11,6 +11,7 @@ import (
 // Job is what a handler receives for one attempt.
 type Job[A any] struct {
 	ID      uint64
+	Kind    string // the kind's name (Register)
 	Target  string
 	Attempt int       // 1 for the first attempt
 	Due     time.Time // the job's first due time (the start of its retry deadline)

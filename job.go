@@ -70,6 +70,7 @@ type Attempt struct {
 // JobInfo is a read-only copy of a job, returned by Get.
 type JobInfo[A any] struct {
 	ID       uint64
+	Kind     string // the kind's name (Register)
 	Target   string
 	State    State
 	Attempts int       // attempts started so far
@@ -79,6 +80,8 @@ type JobInfo[A any] struct {
 	LastErr  string    // the last failure's message
 	Priority int       // WithPriority's value (0 by default)
 	Unique   string    // WithUnique's key ("" without one)
+	// UniqueWindow is how long the key stays reserved after success (WithUniqueWindow).
+	UniqueWindow time.Duration
 	// History is the job's last attempts (at most 10), oldest first; Retry keeps it.
 	History []Attempt
 	Payload A
@@ -93,6 +96,9 @@ type Stats struct {
 	Dead      int
 	Cancelled int
 	LastID    uint64 // the highest id issued so far (0: none)
+	// Unregistered counts the waiting jobs (within Waiting) whose kind is not registered:
+	// they wait, never started nor dropped, until a runner registers their kind.
+	Unregistered int
 
 	Commits     int64 // journal batches made durable since Open
 	Records     int64 // journal records made durable since Open

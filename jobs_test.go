@@ -1,9 +1,12 @@
 package sluice
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/adapters/osfs"
 	"github.com/sluicehq/sluice/core/journal"
-	"github.com/sluicehq/sluice/internal/runneropt"
 	"github.com/sluicehq/sluice/sim/disk"
 )
 
@@ -86,34 +89,61 @@ func TestEnqueueManyIsOneBatchOneSync(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesAPreviousFormatJournal: a journal written in record format 1 is refused with
-// ErrFormat and a message saying what to do, and it is left as it was.
+// TestOpenRefusesAPreviousFormatJournal: a journal written in record format 1 or 2 is refused
+// with ErrFormat and a message naming the directory, the file, the format and what to do, and
+// it is left as it was.
 func TestOpenRefusesAPreviousFormatJournal(t *testing.T) {
-	d := disk.New(1)
-	j, err := journal.Open(d, journalName, journal.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Format 1's Enqueued record: version, id, due, target, payload.
-	rec := []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0}
-	if _, err := j.Append(1, rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	before := diskDigest(t, d)
-	cfg := Config{Logger: quiet}
-	runneropt.Set(&cfg, runneropt.Options{FS: d})
-	_, err = Open("", cfg, JSON[string](), succeedString)
-	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format 1") || strings.Count(err.Error(), "sluice:") != 1 {
-		t.Fatalf("open of a format-1 journal: %v, want ErrFormat naming format 1", err)
-	}
-	if diskDigest(t, d) != before {
-		t.Fatalf("a refused open changed the disk")
+	for _, tc := range []struct {
+		format int
+		rec    []byte // an Enqueued record as that format wrote it
+	}{
+		// Format 1: version, id, due, target, payload.
+		{1, []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0}},
+		// Format 2: format 1's fields, then priority, attempts, deadline, kind, unique key.
+		{2, []byte{2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0,
+			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		t.Run(fmt.Sprintf("format %d", tc.format), func(t *testing.T) {
+			dir := t.TempDir()
+			fsys, err := osfs.New(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := journal.Open(fsys, journalName, journal.Config{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Append(1, tc.rec); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fsys.Close(); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.ReadFile(filepath.Join(dir, journalName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = New(dir, Config{Logger: quiet})
+			t.Logf("refusal: %v", err)
+			if !errors.Is(err, ErrFormat) || strings.Count(err.Error(), "sluice:") != 1 {
+				t.Fatalf("open of a format-%d journal: %v, want ErrFormat with one sluice: prefix", tc.format, err)
+			}
+			for _, want := range []string{dir, journalName, fmt.Sprintf("format %d", tc.format), "reads format 3", "Drain", "move the directory aside"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the refusal does not say %q", want)
+				}
+			}
+			after, err := os.ReadFile(filepath.Join(dir, journalName))
+			if err != nil || !bytes.Equal(before, after) {
+				t.Fatalf("a refused open changed the journal (%v)", err)
+			}
+		})
 	}
 }
 

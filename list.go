@@ -15,6 +15,7 @@ const ListScanMax = 100_000
 // ListFilter selects jobs for List. Zero fields select everything.
 type ListFilter struct {
 	States []State // any of these (StatePending, StateDead, ...)
+	Kind   string  // the kind's name ("": any; Kind.List sets its own)
 	Target string
 	// PriorityMin and PriorityMax, when set, bound the priority (inclusive).
 	PriorityMin, PriorityMax *int
@@ -53,6 +54,7 @@ func listPage(eng *runner.Engine, f ListFilter) Page[[]byte] {
 	match := func(j *runner.Job) bool {
 		switch {
 		case f.Target != "" && j.Target != f.Target,
+			f.Kind != "" && j.Opts.Kind != f.Kind,
 			f.PriorityMin != nil && j.Opts.Priority < *f.PriorityMin,
 			f.PriorityMax != nil && j.Opts.Priority > *f.PriorityMax:
 			return false

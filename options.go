@@ -31,6 +31,7 @@ type jobSettings struct {
 	err     error
 	dupOut  *bool // WasDuplicate
 	dupFail bool  // FailOnDuplicate
+	window  bool  // WithUniqueWindow
 }
 
 // WithPriority orders the job among due jobs: higher priorities start first, then earlier
@@ -72,15 +73,29 @@ var ErrDuplicate = errors.New("sluice: duplicate of a job holding the unique key
 
 // WithUnique gives the job a unique key: while a job holding key has not ended (succeeded,
 // dead or cancelled), an Enqueue with the same key journals nothing and returns the holder's
-// id, with no error (WasDuplicate says so; FailOnDuplicate makes it ErrDuplicate). The key
-// is free again once its job ends. A dead job cannot be retried while another job holds its
-// key.
+// id, with no error (WasDuplicate says so; FailOnDuplicate makes it ErrDuplicate). Keys are
+// per kind. The key is free again once its job ends, or, after a success, once the window of
+// WithUniqueWindow ends. A dead job cannot be retried while another job holds its key.
 func WithUnique(key string) JobOption {
 	return func(s *jobSettings) {
 		if key == "" {
 			s.refuse(fmt.Errorf("WithUnique(\"\"): the key must not be empty"))
 		}
 		s.o.Unique = key
+	}
+}
+
+// WithUniqueWindow keeps the job's unique key (WithUnique, required) reserved for d after the
+// job succeeds, so an Enqueue with the key within d of the success is a duplicate too (of
+// the succeeded job): "at most one welcome email per day". A dead or cancelled job frees its
+// key at once. The window is durable: it survives restarts and compaction.
+func WithUniqueWindow(d time.Duration) JobOption {
+	return func(s *jobSettings) {
+		if d <= 0 {
+			s.refuse(fmt.Errorf("WithUniqueWindow(%v): must be > 0", d))
+		}
+		s.o.UniqueFor = d
+		s.window = true
 	}
 }
 
@@ -109,6 +124,9 @@ func jobOpts(opts []JobOption) (jobSettings, error) {
 	var s jobSettings
 	for _, f := range opts {
 		f(&s)
+	}
+	if s.window && s.o.Unique == "" {
+		s.refuse(fmt.Errorf("WithUniqueWindow without WithUnique: the window reserves the job's unique key"))
 	}
 	return s, s.err
 }

@@ -24,14 +24,15 @@ const wakeMin = time.Millisecond
 //
 // One iteration: block for one command, outcome, timer or Close; gather everything else
 // already waiting (group commit); one Commit; perform its result; answer reads.
-type owner[A any] struct {
-	r       *Runner[A]
+type owner struct {
+	r       *Runner
 	eng     *runner.Engine
 	closeFS func() error
 	failed  error
 	timer   *clock.Timer
 	quit    <-chan struct{} // Close was called; nil once the stop began
 	closing bool
+	kinds   map[string]kindEntry // registered (Register)
 
 	// Invariant: running holds exactly the attempts whose handler goroutine has not reported.
 	running map[runner.Token]context.CancelCauseFunc
@@ -49,7 +50,7 @@ type dueWaiter struct {
 	ch chan struct{}
 }
 
-func (o *owner[A]) loop() {
+func (o *owner) loop() {
 	defer close(o.r.exit)
 	o.timer = o.r.clk.Timer(time.Hour)
 	stopTimer(o.timer)
@@ -78,7 +79,7 @@ func (o *owner[A]) loop() {
 
 // gather takes everything already waiting, up to gatherMax commands and outcomes and
 // gatherBytesMax of payload, into the coming commit.
-func (o *owner[A]) gather() {
+func (o *owner) gather() {
 	bytes := 0
 	for range gatherMax {
 		if bytes >= gatherBytesMax {
@@ -96,7 +97,7 @@ func (o *owner[A]) gather() {
 	}
 }
 
-func (o *owner[A]) command(c command) {
+func (o *owner) command(c command) {
 	now := o.r.clk.Now()
 	var (
 		t   runner.Ticket
@@ -111,7 +112,12 @@ func (o *owner[A]) command(c command) {
 		t, err = o.eng.Cancel(c.id)
 	case cmdRetry:
 		t, err = o.eng.Retry(now, c.id)
-	case cmdGet, cmdStats, cmdList:
+	case cmdRegister:
+		c.reply <- reply{err: o.register(c.reg)}
+		return
+	case cmdSchedule, cmdUnschedule:
+		t, err = o.scheduleCmd(now, c)
+	case cmdGet, cmdStats, cmdList, cmdSchedules:
 		o.reads = append(o.reads, c)
 		return
 	case cmdDispatch:
@@ -145,7 +151,7 @@ func (o *owner[A]) command(c command) {
 
 // refusal is the error for a command the engine refused: the runner's failure once it has
 // failed (the engine then refuses everything as poisoned), else the engine's own reason.
-func (o *owner[A]) refusal(err error) error {
+func (o *owner) refusal(err error) error {
 	if o.failed != nil {
 		return o.failed
 	}
@@ -153,12 +159,12 @@ func (o *owner[A]) refusal(err error) error {
 }
 
 // dispatch turns admission on or off; off begins the engine's graceful stop.
-func (o *owner[A]) dispatch(on bool) {
+func (o *owner) dispatch(on bool) {
 	// A poisoned engine refuses; the runner has failed already and Close will close it.
 	_ = o.eng.Dispatch(o.r.clk.Now(), on)
 }
 
-func (o *owner[A]) outcome(d doneMsg) {
+func (o *owner) outcome(d doneMsg) {
 	o.running[d.tok](nil) // release the attempt's context
 	delete(o.running, d.tok)
 	if d.out.Kind != KindSucceeded {
@@ -171,7 +177,7 @@ func (o *owner[A]) outcome(d doneMsg) {
 
 // commit makes the buffered work durable and performs what the engine returns. It reports
 // true once the runner is closed.
-func (o *owner[A]) commit() bool {
+func (o *owner) commit() bool {
 	now := o.r.clk.Now()
 	res, err := o.engineCommit(now)
 	o.perform(res)
@@ -199,7 +205,7 @@ func (o *owner[A]) commit() bool {
 // engineCommit is one Commit; with the internal SyncEveryRecord option the commands and
 // outcomes are flushed on their own first, so the Started records of the attempts they admit
 // get their own fsync: the benchmark's baseline pays about one fsync per record.
-func (o *owner[A]) engineCommit(now time.Time) (runner.Result, error) {
+func (o *owner) engineCommit(now time.Time) (runner.Result, error) {
 	if !o.r.cfg.opts.SyncEveryRecord {
 		return o.eng.Commit(now)
 	}
@@ -212,7 +218,7 @@ func (o *owner[A]) engineCommit(now time.Time) (runner.Result, error) {
 }
 
 // perform acts on a commit's result: acknowledge, report settled jobs, cancel, start.
-func (o *owner[A]) perform(res runner.Result) {
+func (o *owner) perform(res runner.Result) {
 	for _, a := range res.Acks {
 		c := o.pending[a.Ticket]
 		delete(o.pending, a.Ticket)
@@ -231,14 +237,30 @@ func (o *owner[A]) perform(res runner.Result) {
 	}
 }
 
-// startAttempt runs the handler for s on its own goroutine; the engine's decode check has
-// already made the payload's value.
-func (o *owner[A]) startAttempt(s runner.Attempt) {
+// register adds a kind to the engine (which refuses one after the first dispatch) and keeps
+// its handler.
+func (o *owner) register(e kindEntry) error {
+	if _, dup := o.kinds[e.name]; dup {
+		return fmt.Errorf("sluice: Register %q: registered already", e.name)
+	}
+	if err := o.eng.Register(runner.KindConfig{Name: e.name, Limit: e.limit, Decode: e.decode}); err != nil {
+		return fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before (%w)", e.name, err)
+	}
+	o.kinds[e.name] = e
+	return nil
+}
+
+// startAttempt runs the kind's handler for s on its own goroutine; the engine's decode check
+// has already made the payload's value, and starts only jobs of registered kinds.
+func (o *owner) startAttempt(s runner.Attempt) {
+	k, ok := o.kinds[s.Kind]
+	if !ok {
+		panic(fmt.Sprintf("sluice: the engine started job %d of unregistered kind %q", s.Token.ID, s.Kind))
+	}
 	ctx, cancel := context.WithCancelCause(o.r.base)
 	o.running[s.Token] = cancel
-	job := Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
 	go func() {
-		out := runHandler(ctx, o.r.handler, job)
+		out := k.start(ctx, s)
 		select {
 		case o.r.done <- doneMsg{tok: s.Token, out: out}:
 		case <-o.r.exit:
@@ -246,7 +268,7 @@ func (o *owner[A]) startAttempt(s runner.Attempt) {
 	}()
 }
 
-func (o *owner[A]) answerReads() {
+func (o *owner) answerReads() {
 	for _, c := range o.reads {
 		switch c.kind {
 		case cmdGet:
@@ -258,6 +280,8 @@ func (o *owner[A]) answerReads() {
 			c.reply <- rep
 		case cmdStats:
 			c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
+		case cmdSchedules:
+			c.reply <- reply{scheds: o.eng.Schedules()}
 		case cmdList:
 			c.reply <- reply{page: listPage(o.eng, c.filter)}
 		}
@@ -267,7 +291,7 @@ func (o *owner[A]) answerReads() {
 
 // notifyWaiters wakes Drain: idle once nothing is waiting or running, stopped once the engine
 // says a stop is done (or the runner failed).
-func (o *owner[A]) notifyWaiters(stopped bool) {
+func (o *owner) notifyWaiters(stopped bool) {
 	if stopped || o.failed != nil {
 		for _, ch := range o.stopWaiters {
 			close(ch)
@@ -297,7 +321,7 @@ func (o *owner[A]) notifyWaiters(stopped bool) {
 
 // becomeFailed stops the runner after a commit failed (the journal is poisoned): nothing
 // buffered is acknowledged, every later command fails, running attempts are cancelled.
-func (o *owner[A]) becomeFailed(err error) {
+func (o *owner) becomeFailed(err error) {
 	err = fmt.Errorf("sluice: runner stopped: %w", err) // the engine logged the failure
 	o.failed = err
 	for t, c := range o.pending {
@@ -314,7 +338,7 @@ func (o *owner[A]) becomeFailed(err error) {
 // the last Stats, close the engine. Attempts still running (they ignored the cancellation past
 // the second grace) are abandoned: their outcomes are ignored, and the next Open counts them as
 // interrupted.
-func (o *owner[A]) finishClose() {
+func (o *owner) finishClose() {
 	stopTimer(o.timer)
 	if o.failed == nil {
 		res, err := o.eng.Flush(o.r.clk.Now())
@@ -339,7 +363,7 @@ func (o *owner[A]) finishClose() {
 	}
 }
 
-func (o *owner[A]) answerReadsClosed() {
+func (o *owner) answerReadsClosed() {
 	for _, c := range o.reads {
 		c.reply <- reply{err: ErrClosed}
 	}
@@ -347,7 +371,7 @@ func (o *owner[A]) answerReadsClosed() {
 }
 
 // checkInvariants states the owner's invariants in code; it runs after every commit.
-func (o *owner[A]) checkInvariants() error {
+func (o *owner) checkInvariants() error {
 	if n := len(o.running); n > o.r.cfg.Capacity {
 		return fmt.Errorf("sluice: %d attempts running, capacity %d", n, o.r.cfg.Capacity)
 	}

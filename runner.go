@@ -17,15 +17,16 @@ import (
 // without limit under a flood of enqueues.
 const gatherMax = 4096
 
-// Runner runs jobs with payloads of type A durably (docs/runner.md). All methods are safe for
-// concurrent use. Enqueue, Cancel and Retry work from Open to Close; attempts start only while
-// Run or Drain is active.
-type Runner[A any] struct {
-	cfg     Config
-	codec   Codec[A]
-	handler Handler[A]
-	log     *slog.Logger
-	clk     clock.Clock
+// Runner runs jobs of any number of kinds durably, from one journal in its directory, with
+// one group commit and one pool of Config.Capacity units (docs/runner.md). Each kind is
+// registered with Register before Run and has its own codec, handler and optional concurrency
+// limit; its *Kind handle enqueues and reads typed jobs. All methods are safe for concurrent
+// use. Enqueue, Cancel and Retry work from New to Close; attempts start only while Run or
+// Drain is active.
+type Runner struct {
+	cfg Config
+	log *slog.Logger
+	clk clock.Clock
 
 	cmds chan command
 	done chan doneMsg
@@ -45,6 +46,7 @@ type Runner[A any] struct {
 
 	mu      sync.Mutex
 	active  bool  // Run or Drain in progress
+	started bool  // Run or Drain was called once: Register is closed
 	failure error // set once, before failC is closed
 	failC   chan struct{}
 }
@@ -59,6 +61,10 @@ const (
 	cmdGet
 	cmdList
 	cmdStats
+	cmdRegister
+	cmdSchedule    // set a schedule (schedule.go)
+	cmdUnschedule  // remove one
+	cmdSchedules   // list them
 	cmdDispatch    // on: admission on, or off to begin a graceful stop
 	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
 	cmdWaitStopped // reply.wait closes once the engine says a stop is done
@@ -71,8 +77,10 @@ type command struct {
 	target  string
 	payload []byte
 	opts    runner.Opts
-	jobs    []runner.NewJob // cmdEnqueueMany
-	filter  ListFilter      // cmdList
+	jobs    []runner.NewJob    // cmdEnqueueMany
+	filter  ListFilter         // cmdList
+	reg     kindEntry          // cmdRegister
+	sched   runner.NewSchedule // cmdSchedule, cmdUnschedule (the name)
 	id      uint64
 	on      bool
 	reply   chan reply
@@ -88,6 +96,8 @@ type reply struct {
 	found bool
 	stats Stats
 	wait  <-chan struct{}
+	// scheds answers cmdSchedules.
+	scheds []runner.Schedule
 }
 
 type doneMsg struct {
@@ -95,35 +105,50 @@ type doneMsg struct {
 	out Outcome
 }
 
-// Open opens (or creates) the runner journal in dir, replaying it, and starts the owner
+// New opens (or creates) the runner journal in dir, replaying it, and starts the owner
 // goroutine. Jobs that were running when the last process crashed are recorded as failed
-// (interrupted, retryable) attempts; after a graceful stop there are none (see Run).
-func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*Runner[A], error) {
+// (interrupted, retryable) attempts; after a graceful stop there are none (see Run). Register
+// the kinds next, then Run. A journal of an earlier sluice is refused (ErrFormat) and left as
+// it is; the error names the file and what to do.
+func New(dir string, cfg Config) (*Runner, error) {
+	cfg, ecfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ecfg.KindsOnly = true
+	syncs := &counter{}
+	op, err := openEngine(dir, cfg, ecfg, syncs)
+	if err != nil {
+		return nil, err
+	}
+	return newRunner(op, cfg, syncs), nil
+}
+
+// Open is New and Register of one kind named DefaultKind, for a program with one kind of
+// job: the handle it returns carries the Runner's methods too (Run, Drain, Cancel, Close...).
+func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
 	if codec == nil {
 		panic("sluice: Open with a nil codec")
 	}
 	if handler == nil {
 		panic("sluice: Open with a nil handler")
 	}
-	cfg, ecfg, err := cfg.withDefaults()
+	r, err := New(dir, cfg)
 	if err != nil {
 		return nil, err
 	}
-	ecfg.Decode = func(b []byte) (any, error) { return codec.Decode(b) }
-	syncs := &counter{}
-	op, err := openEngine(dir, cfg, ecfg, syncs)
+	k, err := Register(r, DefaultKind, codec, handler)
 	if err != nil {
+		_ = r.Close()
 		return nil, err
 	}
-	return newRunner(op, cfg, codec, handler, syncs), nil
+	return k, nil
 }
 
-func newRunner[A any](op opened, cfg Config, codec Codec[A], handler Handler[A], syncs *counter) *Runner[A] {
+func newRunner(op opened, cfg Config, syncs *counter) *Runner {
 	base, hardStop := context.WithCancel(context.Background())
-	r := &Runner[A]{
+	r := &Runner{
 		cfg:      cfg,
-		codec:    codec,
-		handler:  handler,
 		log:      cfg.Logger,
 		clk:      cfg.Clock,
 		cmds:     make(chan command, gatherMax),
@@ -135,28 +160,20 @@ func newRunner[A any](op opened, cfg Config, codec Codec[A], handler Handler[A],
 		syncs:    syncs,
 		failC:    make(chan struct{}),
 	}
-	o := &owner[A]{r: r, eng: op.eng, closeFS: op.close, quit: r.quit,
+	o := &owner{r: r, eng: op.eng, closeFS: op.close, quit: r.quit, kinds: map[string]kindEntry{},
 		running: map[runner.Token]context.CancelCauseFunc{}, pending: map[runner.Ticket]command{}}
 	go o.loop()
 	return r
 }
 
-// Enqueue adds a job due at due (the zero time means now) for target, with per-job options
-// (WithPriority, WithAttempts, WithDeadline), and returns its id once the record is durable.
-// Refused before anything is written: a payload whose record would exceed Config.RecordMax
-// (ErrTooLarge); an empty target, a due outside the range a record holds (TimeRange) or an
-// option out of range (ErrInvalidJob). If ctx ends first, Enqueue returns ctx.Err() and the
-// job may or may not exist.
-func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...JobOption) (uint64, error) {
-	b, err := r.codec.Encode(payload)
-	if err != nil {
-		return 0, fmt.Errorf("sluice: enqueue: %w", err)
-	}
+// enqueue encodes nothing: the kind's handle did. It applies opts and submits one job.
+func (r *Runner) enqueue(ctx context.Context, kind string, due time.Time, target string, payload []byte, opts []JobOption) (uint64, error) {
 	s, err := jobOpts(opts)
 	if err != nil {
 		return 0, err
 	}
-	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: b, opts: s.o})
+	s.o.Kind = kind
+	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: payload, opts: s.o})
 	if err != nil {
 		return 0, err
 	}
@@ -169,27 +186,8 @@ func (r *Runner[A]) Enqueue(ctx context.Context, due time.Time, target string, p
 	return rep.id, rep.err
 }
 
-// EnqueueMany adds jobs in one journal batch (one fsync for all) and returns their ids, in
-// order, once the batch is durable. A job whose unique key is held (or taken by an earlier
-// job of the batch) is a duplicate: its id is the holder's. Every job is checked first, as Enqueue checks one: the
-// first refusal refuses the whole batch, names the job's index, and writes nothing. If ctx
-// ends first, EnqueueMany returns ctx.Err() and the jobs may or may not exist.
-func (r *Runner[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	njs := make([]runner.NewJob, len(jobs))
-	for i, j := range jobs {
-		b, err := r.codec.Encode(j.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
-		}
-		s, err := jobOpts(j.Options)
-		if err != nil {
-			return nil, fmt.Errorf("%w (job %d)", err, i)
-		}
-		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: s.o}
-	}
+// enqueueMany submits jobs whose payloads the kind's handle encoded.
+func (r *Runner) enqueueMany(ctx context.Context, njs []runner.NewJob) ([]uint64, error) {
 	rep, err := r.call(ctx, command{kind: cmdEnqueueMany, jobs: njs})
 	if err != nil {
 		return nil, err
@@ -197,9 +195,42 @@ func (r *Runner[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64
 	return rep.ids, rep.err
 }
 
+// Get returns a copy of the job with the given id, of any kind, its payload as journaled
+// (Kind.Get decodes it), or ErrNotFound.
+func (r *Runner) Get(id uint64) (JobInfo[[]byte], error) {
+	rep, err := r.call(context.Background(), command{kind: cmdGet, id: id})
+	if err != nil {
+		return JobInfo[[]byte]{}, err
+	}
+	if rep.err != nil {
+		return JobInfo[[]byte]{}, rep.err
+	}
+	if !rep.found {
+		return JobInfo[[]byte]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
+	}
+	return rep.job, nil
+}
+
+// List returns a page of the jobs of any kind that match f (ListFilter.Kind selects one),
+// payloads as journaled; Kind.List is the typed form. Pages are ascending by id, from one
+// consistent view (the state after the last commit). Resume with f.After = page.Next while
+// page.More. A page holds at most f.Limit jobs (default 100, at most 1,000) and looks at no
+// more than ListScanMax ids, so a filter that matches rarely returns short pages, with More
+// set.
+func (r *Runner) List(ctx context.Context, f ListFilter) (Page[[]byte], error) {
+	if err := f.validate(); err != nil {
+		return Page[[]byte]{}, err
+	}
+	rep, err := r.call(ctx, command{kind: cmdList, filter: f})
+	if err != nil {
+		return Page[[]byte]{}, err
+	}
+	return rep.page, rep.err
+}
+
 // Cancel cancels a job that is not terminal, durably. A running attempt's context is cancelled
 // and its outcome ignored.
-func (r *Runner[A]) Cancel(ctx context.Context, id uint64) error {
+func (r *Runner) Cancel(ctx context.Context, id uint64) error {
 	rep, err := r.call(ctx, command{kind: cmdCancel, id: id})
 	if err != nil {
 		return err
@@ -208,7 +239,7 @@ func (r *Runner[A]) Cancel(ctx context.Context, id uint64) error {
 }
 
 // Retry re-enqueues a dead job, due now, durably.
-func (r *Runner[A]) Retry(ctx context.Context, id uint64) error {
+func (r *Runner) Retry(ctx context.Context, id uint64) error {
 	rep, err := r.call(ctx, command{kind: cmdRetry, id: id})
 	if err != nil {
 		return err
@@ -216,57 +247,9 @@ func (r *Runner[A]) Retry(ctx context.Context, id uint64) error {
 	return rep.err
 }
 
-// Get returns a copy of the job with the given id, or ErrNotFound.
-func (r *Runner[A]) Get(id uint64) (JobInfo[A], error) {
-	rep, err := r.call(context.Background(), command{kind: cmdGet, id: id})
-	if err != nil {
-		return JobInfo[A]{}, err
-	}
-	if rep.err != nil {
-		return JobInfo[A]{}, rep.err
-	}
-	if !rep.found {
-		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
-	}
-	v := rep.job
-	info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts,
-		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique, History: v.History}
-	if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
-		return info, fmt.Errorf("sluice: get %d: %w", id, err)
-	}
-	return info, nil
-}
-
-// List returns a page of the jobs that match f, ascending by id, from one consistent view
-// (the state after the last commit). Resume with f.After = page.Next while page.More.
-// A page holds at most f.Limit jobs (default 100, at most 1,000) and looks at no more than
-// ListScanMax ids, so a filter that matches rarely returns short pages, with More set.
-func (r *Runner[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
-	if err := f.validate(); err != nil {
-		return Page[A]{}, err
-	}
-	rep, err := r.call(ctx, command{kind: cmdList, filter: f})
-	if err != nil {
-		return Page[A]{}, err
-	}
-	if rep.err != nil {
-		return Page[A]{}, rep.err
-	}
-	p := Page[A]{Next: rep.page.Next, More: rep.page.More, Jobs: make([]JobInfo[A], len(rep.page.Jobs))}
-	for i, v := range rep.page.Jobs {
-		info := JobInfo[A]{ID: v.ID, Target: v.Target, State: v.State, Attempts: v.Attempts, FirstDue: v.FirstDue,
-			Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority, Unique: v.Unique, History: v.History}
-		if info.Payload, err = r.codec.Decode(v.Payload); err != nil {
-			return p, fmt.Errorf("sluice: list: job %d: %w", v.ID, err)
-		}
-		p.Jobs[i] = info
-	}
-	return p, nil
-}
-
 // Stats returns counts by state and the disk work done since Open. After Close it returns the
 // values at close (never zeros).
-func (r *Runner[A]) Stats() Stats {
+func (r *Runner) Stats() Stats {
 	rep, err := r.call(context.Background(), command{kind: cmdStats})
 	if err != nil || rep.err != nil {
 		<-r.exit // only a closed runner fails a read
@@ -284,7 +267,7 @@ func (r *Runner[A]) Stats() Stats {
 // second grace is abandoned: its outcome is ignored and the next Open counts the attempt as
 // interrupted, as after a crash. Run returns nil after a clean shutdown, or the error that
 // stopped the runner (a poisoned journal).
-func (r *Runner[A]) Run(ctx context.Context) error {
+func (r *Runner) Run(ctx context.Context) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
@@ -307,18 +290,18 @@ func (r *Runner[A]) Run(ctx context.Context) error {
 // Drain starts attempts until nothing is due, waiting, deferred or running, then returns nil
 // (the runner stays open). If ctx ends first, it stops as Run does (grace, cancel, release)
 // without closing, and returns ctx.Err().
-func (r *Runner[A]) Drain(ctx context.Context) error {
+func (r *Runner) Drain(ctx context.Context) error {
 	return r.drain(ctx, command{kind: cmdWaitIdle})
 }
 
 // DrainDue is Drain for tests: it starts attempts until nothing that was due when it was
 // called (by Config.Clock) is waiting or running, then returns nil. It does not wait for jobs
 // due later, retries whose backoff ends later, or jobs a breaker deferred past that time.
-func (r *Runner[A]) DrainDue(ctx context.Context) error {
+func (r *Runner) DrainDue(ctx context.Context) error {
 	return r.drain(ctx, command{kind: cmdWaitDue, due: r.clk.Now()})
 }
 
-func (r *Runner[A]) drain(ctx context.Context, wait command) error {
+func (r *Runner) drain(ctx context.Context, wait command) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
@@ -347,7 +330,7 @@ func (r *Runner[A]) drain(ctx context.Context, wait command) error {
 // get the grace, then are cancelled and released or abandoned), flushes, compacts if
 // Config.CompactOnClose, and closes the journal, which Close waits for. It returns the
 // journal's close error, if any; later calls return nil.
-func (r *Runner[A]) Close() error {
+func (r *Runner) Close() error {
 	first := false
 	r.closeOnce.Do(func() {
 		first = true
@@ -361,13 +344,13 @@ func (r *Runner[A]) Close() error {
 	return r.closeErr
 }
 
-func (r *Runner[A]) begin() error {
+func (r *Runner) begin() error {
 	r.mu.Lock()
 	if r.active {
 		r.mu.Unlock()
 		return ErrRunning
 	}
-	r.active = true
+	r.active, r.started = true, true
 	r.mu.Unlock()
 	if _, err := r.call(context.Background(), command{kind: cmdDispatch, on: true}); err != nil {
 		r.end()
@@ -376,7 +359,7 @@ func (r *Runner[A]) begin() error {
 	return nil
 }
 
-func (r *Runner[A]) end() {
+func (r *Runner) end() {
 	r.mu.Lock()
 	r.active = false
 	r.mu.Unlock()
@@ -384,7 +367,7 @@ func (r *Runner[A]) end() {
 
 // stopDispatch turns admission off, which begins the engine's graceful stop, and waits until
 // the engine says it is done (its grace timers run on the owner's clock).
-func (r *Runner[A]) stopDispatch() {
+func (r *Runner) stopDispatch() {
 	ctx := context.Background()
 	if _, err := r.call(ctx, command{kind: cmdDispatch, on: false}); err != nil {
 		return
@@ -400,17 +383,17 @@ func (r *Runner[A]) stopDispatch() {
 }
 
 // failed returns a channel closed once the runner has failed (a poisoned journal).
-func (r *Runner[A]) failed() <-chan struct{} { return r.failC }
+func (r *Runner) failed() <-chan struct{} { return r.failC }
 
 // failureErr returns the error that failed the runner, or nil.
-func (r *Runner[A]) failureErr() error {
+func (r *Runner) failureErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.failure
 }
 
 // fail records the first error that stops the runner (called by the owner).
-func (r *Runner[A]) fail(err error) {
+func (r *Runner) fail(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failure == nil {
@@ -420,7 +403,7 @@ func (r *Runner[A]) fail(err error) {
 }
 
 // call sends a command to the owner and waits for its reply.
-func (r *Runner[A]) call(ctx context.Context, c command) (reply, error) {
+func (r *Runner) call(ctx context.Context, c command) (reply, error) {
 	c.reply = make(chan reply, 1)
 	select {
 	case r.cmds <- c:

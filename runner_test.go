@@ -26,12 +26,12 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // openOn opens a string runner over fsys with cfg (the logger made quiet).
-func openOn(t *testing.T, fsys core.FS, cfg Config, h Handler[string]) *Runner[string] {
+func openOn(t *testing.T, fsys core.FS, cfg Config, h Handler[string]) *Kind[string] {
 	t.Helper()
 	return openCodecOn(t, fsys, cfg, JSON[string](), h)
 }
 
-func openCodecOn(t *testing.T, fsys core.FS, cfg Config, codec Codec[string], h Handler[string]) *Runner[string] {
+func openCodecOn(t *testing.T, fsys core.FS, cfg Config, codec Codec[string], h Handler[string]) *Kind[string] {
 	t.Helper()
 	cfg.Logger = quiet
 	runneropt.Set(&cfg, runneropt.Options{FS: fsys, SyncEveryRecord: cfg.opts.SyncEveryRecord})
@@ -43,16 +43,16 @@ func openCodecOn(t *testing.T, fsys core.FS, cfg Config, codec Codec[string], h 
 }
 
 // openFn opens a runner for a driver test; the same tests run over sim/disk and a directory.
-type openFn func(t *testing.T, cfg Config, h Handler[string]) *Runner[string]
+type openFn func(t *testing.T, cfg Config, h Handler[string]) *Kind[string]
 
 func forEachOpener(t *testing.T, f func(t *testing.T, open openFn)) {
 	t.Run("simdisk", func(t *testing.T) {
-		f(t, func(t *testing.T, cfg Config, h Handler[string]) *Runner[string] {
+		f(t, func(t *testing.T, cfg Config, h Handler[string]) *Kind[string] {
 			return openOn(t, disk.New(1), cfg, h)
 		})
 	})
 	t.Run("dir", func(t *testing.T) {
-		f(t, func(t *testing.T, cfg Config, h Handler[string]) *Runner[string] {
+		f(t, func(t *testing.T, cfg Config, h Handler[string]) *Kind[string] {
 			cfg.Logger = quiet
 			r, err := Open(t.TempDir(), cfg, JSON[string](), h)
 			if err != nil {
@@ -191,7 +191,7 @@ func TestDriverGroupCommitGathersConcurrentEnqueues(t *testing.T) {
 
 // enqueueConcurrently enqueues n jobs due now, each from its own goroutine, and returns when
 // all are acknowledged (a failed Enqueue fails the test).
-func enqueueConcurrently(t *testing.T, r *Runner[string], n int) {
+func enqueueConcurrently(t *testing.T, r *Kind[string], n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for range n {
@@ -219,7 +219,7 @@ func TestDriverSyncEveryRecordCommitsEachCommand(t *testing.T) {
 
 // drainOne enqueues one job due now and runs Drain in a goroutine; wait waits for Drain and
 // fails the test on its error.
-func drainOne(t *testing.T, r *Runner[string]) (id uint64, wait func()) {
+func drainOne(t *testing.T, r *Kind[string]) (id uint64, wait func()) {
 	t.Helper()
 	ctx := context.Background()
 	id, err := r.Enqueue(ctx, time.Time{}, "t", "x")

@@ -17,7 +17,7 @@ const duePoll = time.Millisecond
 // Now; advance the mock and call again to work the next jobs. It returns Drain's error, or
 // ctx's if ctx ends first. It watches the runner through Stats and Get, so it suits tests with
 // few jobs.
-func DrainDue[A any](ctx context.Context, r *sluice.Runner[A], now time.Time) error {
+func DrainDue(ctx context.Context, r *sluice.Runner, now time.Time) error {
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -50,7 +50,7 @@ func DrainDue[A any](ctx context.Context, r *sluice.Runner[A], now time.Time) er
 }
 
 // nothingDue reports that no attempt runs and no job is due at now.
-func nothingDue[A any](r *sluice.Runner[A], now time.Time) (bool, error) {
+func nothingDue(r *sluice.Runner, now time.Time) (bool, error) {
 	st := r.Stats()
 	if st.Running > 0 {
 		return false, nil

@@ -40,7 +40,7 @@ func TestDrainDueWorksOnlyWhatIsDue(t *testing.T) {
 	if _, err := r.Enqueue(ctx, mock.Now().Add(time.Hour), "t", "later"); err != nil {
 		t.Fatal(err)
 	}
-	if err := DrainDue(ctx, r, mock.Now()); err != nil {
+	if err := DrainDue(ctx, r.Runner, mock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -50,7 +50,7 @@ func TestDrainDueWorksOnlyWhatIsDue(t *testing.T) {
 		t.Fatalf("after the first DrainDue (-want +got):\n%s", diff)
 	}
 	mock.Add(time.Hour)
-	if err := DrainDue(ctx, r, mock.Now()); err != nil {
+	if err := DrainDue(ctx, r.Runner, mock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

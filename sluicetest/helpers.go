@@ -29,12 +29,12 @@ func RunJob[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) 
 	return callHandler(ctx, h, job)
 }
 
-// Enqueuer is what code that enqueues needs; *sluice.Runner[A] and *Recorder[A] implement it.
+// Enqueuer is what code that enqueues needs; *sluice.Kind[A] and *Recorder[A] implement it.
 type Enqueuer[A any] interface {
 	Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...sluice.JobOption) (uint64, error)
 }
 
-var _ Enqueuer[int] = (*sluice.Runner[int])(nil)
+var _ Enqueuer[int] = (*sluice.Kind[int])(nil)
 
 // Enqueued is one recorded enqueue.
 type Enqueued[A any] struct {

@@ -63,7 +63,7 @@ func (payloadCodec) Decode(b []byte) (harness.Payload, error) {
 }
 
 type sluiceInst struct {
-	r         *sluice.Runner[harness.Payload]
+	r         *sluice.Kind[harness.Payload]
 	succeeded atomic.Int64
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup

@@ -54,6 +54,9 @@ func describeOpts(o Opts) string {
 	if o.Unique != "" {
 		fmt.Fprintf(&b, " unique=%q", o.Unique)
 	}
+	if o.UniqueFor != 0 {
+		fmt.Fprintf(&b, " unique-for=%v", o.UniqueFor)
+	}
 	return b.String()
 }
 
@@ -64,6 +67,9 @@ func Describe(s Snapshot, epoch time.Time) string {
 	for _, j := range s.Jobs {
 		b.WriteString(DescribeJob(j, epoch))
 		b.WriteByte('\n')
+	}
+	for _, w := range s.Windows {
+		fmt.Fprintf(&b, "window kind=%s unique=%q job %d until %s\n", w.Kind, w.Unique, w.ID, offset(w.Until, epoch))
 	}
 	for _, sc := range s.Schedules {
 		b.WriteString(DescribeSchedule(sc, epoch))
@@ -118,6 +124,9 @@ func DescribeResult(r Result, epoch time.Time) string {
 	}
 	for _, a := range r.Starts {
 		fmt.Fprintf(&b, "start %v target=%s", a.Token, a.Target)
+		if a.Kind != "" {
+			fmt.Fprintf(&b, " kind=%s", a.Kind)
+		}
 		if a.Probe {
 			b.WriteString(" probe")
 		}

@@ -54,6 +54,10 @@ type Config struct {
 	// AgeMax is the starvation rule (MachineConfig.AgeMax): a job due for AgeMax starts before
 	// higher priorities; 0: 1 minute.
 	AgeMax time.Duration
+	// Kinds and KindsOnly: the registered kinds (MachineConfig.Kinds, KindsOnly); Register
+	// adds more before the first Dispatch.
+	Kinds     []KindConfig
+	KindsOnly bool
 
 	splitFiring func() // a planted defect for the simulator's tests (schedule_mut.go)
 }
@@ -127,7 +131,8 @@ func (c Config) WithDefaults() (Config, error) {
 
 func (c Config) machine() MachineConfig {
 	return MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity,
-		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode, AgeMax: c.AgeMax}
+		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode, AgeMax: c.AgeMax,
+		Kinds: c.Kinds, KindsOnly: c.KindsOnly}
 }
 
 func (c Config) journal() journal.Config {
@@ -441,7 +446,7 @@ func (e *Engine) Compact() error {
 }
 
 func (e *Engine) compact() error {
-	s, drop := e.m.Snapshot(e.cfg.Retention)
+	s, drop := e.m.snapshot(e.cfg.Retention, e.m.now)
 	err := e.j.Compact(TagSnapshot, EncodeSnapshot(s))
 	if err != nil {
 		if errors.Is(err, journal.ErrPoisoned) || errors.Is(err, journal.ErrClosed) {
@@ -454,6 +459,7 @@ func (e *Engine) compact() error {
 	e.compactAt = e.cfg.CompactBytes
 	e.compactions++
 	e.m.Prune(drop)
+	e.m.pruneWindows(e.m.now)
 	return nil
 }
 
@@ -496,6 +502,12 @@ func (e *Engine) IdleThrough(t time.Time) bool { return e.m.IdleThrough(t) }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or running: Drain is done.
 func (e *Engine) Idle() bool { return e.m.Idle() }
+
+// Register adds a kind before the first Dispatch (Machine.Register).
+func (e *Engine) Register(k KindConfig) error { return e.m.Register(k) }
+
+// Kinds summarises every kind registered or named by a job, by name.
+func (e *Engine) Kinds() []KindStatus { return e.m.Kinds() }
 
 // CheckInvariants runs the machine's invariants (for the simulator and tests).
 func (e *Engine) CheckInvariants() error { return e.m.checkInvariants() }

@@ -460,17 +460,32 @@ func TestCancelEffectOnlyNamesARunningHandler(t *testing.T) {
 // ErrFormat, the message names the formats and what to do, and the journal is left as it was
 // (never read as format 2).
 func TestOpenRefusesPreviousFormatJournal(t *testing.T) {
+	for _, format := range []uint8{1, 2} {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { refusesFormat(t, format) })
+	}
+}
+
+// refusesFormat writes one Enqueued record as format wrote it and checks Open and Replay
+// refuse the journal plainly, changing nothing.
+func refusesFormat(t *testing.T, format uint8) {
 	d := disk.New(1)
 	j, err := journal.Open(d, journalName, journal.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var w writer
-	w.u8(1) // format 1
+	w.u8(format)
 	w.u64(1)
 	w.time(epoch)
 	w.str("a")
 	w.bytes([]byte("payload"))
+	if format == 2 { // priority, attempts, deadline, kind, unique; no unique window
+		w.u32(0)
+		w.u32(0)
+		w.u64(0)
+		w.str("email")
+		w.str("")
+	}
 	if _, err := j.Append(TagEnqueued, w.b); err != nil {
 		t.Fatal(err)
 	}
@@ -483,16 +498,16 @@ func TestOpenRefusesPreviousFormatJournal(t *testing.T) {
 	ops := d.Ops()
 	_, err = Open(d, journalName, Config{Capacity: 1}, epoch)
 	if !errors.Is(err, ErrFormat) {
-		t.Fatalf("open of a format-1 journal: %v, want ErrFormat", err)
+		t.Fatalf("open of a format-%d journal: %v, want ErrFormat", format, err)
 	}
 	t.Logf("refusal: %v", err)
-	for _, want := range []string{"format 1", "reads format 2", "Drain", "move the directory aside"} {
+	for _, want := range []string{journalName, fmt.Sprintf("format %d", format), "reads format 3", "Drain", "move the directory aside"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
 	if _, err := Replay(d, journalName, Config{Capacity: 1}); !errors.Is(err, ErrFormat) || strings.Contains(err.Error(), "corrupt") {
-		t.Errorf("read-only replay of a format-1 journal: %v, want ErrFormat (not called corrupt)", err)
+		t.Errorf("read-only replay of a format-%d journal: %v, want ErrFormat (not called corrupt)", format, err)
 	}
 	if d.Ops() != ops {
 		t.Errorf("a refused open did %d disk operations that changed something? ops %d→%d", d.Ops()-ops, ops, d.Ops())

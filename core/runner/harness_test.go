@@ -65,13 +65,17 @@ type world struct {
 	now    time.Time
 	seed   int64
 	starts []Attempt // dispatched and not yet reported
+	logs   *strings.Builder
 }
 
 func newWorld(seed int64, cfg Config) *world {
 	return &world{d: disk.New(seed), cfg: cfg, now: epoch, seed: seed}
 }
 
-func (w *world) open() error {
+func (w *world) open() error { return w.openWith(true) }
+
+// openWith opens the engine, dispatching or not (to register kinds first).
+func (w *world) openWith(dispatch bool) error {
 	cfg := w.cfg
 	cfg.Rand = rand.New(rand.NewSource(w.seed))
 	w.seed++
@@ -82,6 +86,9 @@ func (w *world) open() error {
 	}
 	w.e = e
 	w.starts = nil
+	if !dispatch {
+		return nil
+	}
 	return e.Dispatch(w.now, true)
 }
 

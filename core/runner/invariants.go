@@ -42,7 +42,9 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("runner: job %d %v with reason %v", id, j.State, j.Reason)
 		case j.Deferred && j.State != Waiting:
 			return fmt.Errorf("runner: job %d deferred while %v", id, j.State)
-		case (j.State == Waiting) != m.queue.holds(j):
+		case j.kind != m.kinds[j.Opts.Kind]:
+			return fmt.Errorf("runner: job %d of kind %q filed under another kind", id, j.Opts.Kind)
+		case (j.State == Waiting) != j.kind.q.holds(j):
 			return fmt.Errorf("runner: job %d %v at queue indexes %v", id, j.State, j.idx)
 		}
 		if j.State == Waiting {
@@ -79,15 +81,43 @@ func (m *Machine) checkInvariants() error {
 	if counts != m.counts || deferred != m.deferred {
 		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
 	}
-	if waiting != m.queue.len() || m.queue.prio.len() != m.queue.age.len() {
-		return fmt.Errorf("runner: %d waiting jobs, %d queued (%d timers, %d due by priority, %d by age)",
-			waiting, m.queue.len(), m.queue.timers.len(), m.queue.prio.len(), m.queue.age.len())
+	queued := 0
+	inflight := map[*kind]int{}
+	for _, a := range m.inflight {
+		inflight[a.kind]++
 	}
-	for _, h := range []*heap{&m.queue.timers, &m.queue.prio, &m.queue.age} {
-		for i := 1; i < h.len(); i++ {
-			if h.less(h.h[i], h.h[(i-1)/2]) {
-				return fmt.Errorf("runner: heap %d out of order at %d", h.slot, i)
+	if len(m.kindList) != len(m.kinds) {
+		return fmt.Errorf("runner: %d kinds listed, %d known", len(m.kindList), len(m.kinds))
+	}
+	for i, k := range m.kindList {
+		q := &k.q
+		queued += q.len()
+		switch {
+		case m.kinds[k.name] != k || (i > 0 && m.kindList[i-1].name >= k.name):
+			return fmt.Errorf("runner: kind %q listed out of order or not known", k.name)
+		case q.prio.len() != q.age.len():
+			return fmt.Errorf("runner: kind %q: %d due by priority, %d by age", k.name, q.prio.len(), q.age.len())
+		case k.inflight != inflight[k]:
+			return fmt.Errorf("runner: kind %q counts %d attempts in flight, holds %d", k.name, k.inflight, inflight[k])
+		case k.cfg.Limit > 0 && k.inflight > k.cfg.Limit:
+			return fmt.Errorf("runner: kind %q has %d attempts in flight, limit %d", k.name, k.inflight, k.cfg.Limit)
+		case k.inflight > 0 && !m.startable(k):
+			return fmt.Errorf("runner: kind %q is not registered but has %d attempts in flight", k.name, k.inflight)
+		}
+		for _, h := range []*heap{&q.timers, &q.prio, &q.age} {
+			for i := 1; i < h.len(); i++ {
+				if h.less(h.h[i], h.h[(i-1)/2]) {
+					return fmt.Errorf("runner: kind %q: heap %d out of order at %d", k.name, h.slot, i)
+				}
 			}
+		}
+	}
+	if waiting != queued {
+		return fmt.Errorf("runner: %d waiting jobs, %d queued", waiting, queued)
+	}
+	for k, w := range m.windows {
+		if _, held := m.unique[k]; held || w.id >= m.nextID {
+			return fmt.Errorf("runner: unique window of job %d for a key also held (%v) or a job not issued", w.id, held)
 		}
 	}
 	toks := make([]Token, 0, len(m.inflight))

@@ -138,6 +138,9 @@ type Opts struct {
 	Kind string
 	// Unique is the job's unique key within its kind; "" means none.
 	Unique string
+	// UniqueFor, when > 0, keeps Unique reserved for this long after the job succeeds (from
+	// the time its Finished record carries); a dead or cancelled job frees it at once.
+	UniqueFor time.Duration
 }
 
 func (o Opts) validate() error {
@@ -148,6 +151,10 @@ func (o Opts) validate() error {
 		return fmt.Errorf("attempts %d outside [0, %d] (0: the policy's)", o.AttemptsMax, math.MaxInt32)
 	case o.Deadline < 0:
 		return fmt.Errorf("deadline %v is negative (0: the policy's)", o.Deadline)
+	case o.UniqueFor < 0:
+		return fmt.Errorf("unique window %v is negative", o.UniqueFor)
+	case o.UniqueFor > 0 && o.Unique == "":
+		return fmt.Errorf("unique window %v without a unique key", o.UniqueFor)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
@@ -137,7 +138,8 @@ type Attempt struct {
 	Payload  []byte
 	FirstDue time.Time // the job's first due (start of its retry deadline)
 	Probe    bool      // admitted as a half-open probe
-	Value    any       // what MachineConfig.Decode made of Payload (nil without Decode)
+	Value    any       // what the kind's decode-check port made of Payload (nil without one)
+	Kind     string    // the job's kind (Opts.Kind): whose handler runs it
 }
 
 // Settled reports a job whose terminal state (succeeded, dead, cancelled) is durable.
@@ -193,13 +195,15 @@ type Ready struct {
 // job is the machine's job; fields mirror Job.
 type job struct {
 	Job
-	idx [slots]int // position in each of the queue's heaps; -1 when not in it
+	idx  [slots]int // position in each of its kind's queue heaps; -1 when not in it
+	kind *kind      // Opts.Kind's state
 }
 
 // attempt is an attempt holding a pool unit.
 type attempt struct {
 	token      Token
 	target     string
+	kind       *kind
 	payload    []byte
 	firstDue   time.Time
 	probe      breaker.Probe
@@ -247,6 +251,12 @@ type MachineConfig struct {
 	// AgeMax is the starvation rule: a due job that has waited AgeMax past its due starts
 	// before any job of higher priority (the longest waiting first). 0: priority is strict.
 	AgeMax time.Duration
+	// Kinds are the kinds registered from the start (Register adds more before the first
+	// dispatch): their limits and decode ports.
+	Kinds []KindConfig
+	// KindsOnly: only jobs of registered kinds start; the others wait, never started nor
+	// dropped (the production driver). Without it every kind starts, limited if registered.
+	KindsOnly bool
 }
 
 // Machine is the runner's pure state machine (docs/runner.md).
@@ -257,11 +267,20 @@ type Machine struct {
 	// Invariant: every job id < nextID; nextID ≥ 1.
 	nextID  uint64
 	termSeq uint64
-	// Invariant: holds exactly the Waiting jobs (see queue).
-	queue queue
+	// kinds holds every kind registered or named by a job; kindList the same, by name.
+	// Invariant: every Waiting job is in its kind's queue, no other job is in any.
+	kinds    map[string]*kind
+	kindList []*kind
+	// dispatched: admission was turned on once; Register is closed from then on.
+	dispatched bool
 	// unique maps the key (uniqueKey) of every non-terminal job that has one to its id.
 	// Invariant: at most one non-terminal job per key, and it is this one.
 	unique map[string]uint64
+	// windows maps the key of a job that succeeded with Opts.UniqueFor to the end of the
+	// window in which the key stays reserved. Invariant: no key is in both unique and windows.
+	// Expired entries stay until the next compaction leaves them out (Engine.compact), so
+	// replay rebuilds exactly this map.
+	windows map[string]window
 	// scheds are the periodic jobs' schedules by name (schedule.go).
 	scheds map[string]*sched
 	// answer is the last enqueue's ids and duplicate flags, for the Engine to return.
@@ -329,17 +348,24 @@ func New(cfg MachineConfig) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Machine{
+	m := &Machine{
 		cfg:      cfg,
 		jobs:     map[uint64]*job{},
-		queue:    newQueue(),
+		kinds:    map[string]*kind{},
 		unique:   map[string]uint64{},
+		windows:  map[string]window{},
 		scheds:   map[string]*sched{},
 		nextID:   1,
 		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
 		inflight: map[Token]*attempt{},
-	}, nil
+	}
+	for _, k := range cfg.Kinds {
+		if err := m.register(k); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // Step applies one event. It returns an error only for a command that cannot apply (ErrNotFound,
@@ -402,11 +428,11 @@ func (m *Machine) WakeAt() time.Time {
 		return time.Time{}
 	}
 	w := m.scheduleWake()
-	if m.queue.len() == 0 || m.pool.Status().Free == 0 {
+	if m.pool.Status().Free == 0 {
 		return w
 	}
-	if d := m.queue.earliest().Due; w.IsZero() || d.Before(w) {
-		return d
+	if e := m.earliest(); e != nil && (w.IsZero() || e.Due.Before(w)) {
+		return e.Due
 	}
 	return w
 }
@@ -436,6 +462,10 @@ func (m *Machine) becomeDispatching(on bool) {
 	}
 	m.dispatching = on
 	m.graceAt, m.abandonAt = time.Time{}, time.Time{}
+	if on {
+		m.dispatched = true
+		m.warnUnregistered()
+	}
 	if !on {
 		m.graceAt = m.now.Add(m.cfg.Grace)
 		m.maybeStopMoves()
@@ -485,7 +515,7 @@ func (m *Machine) enqueue(ev Enqueue) error {
 	if err != nil {
 		return err
 	}
-	if id, dup := m.unique[uniqueKey(nj.Opts)]; dup {
+	if id, dup := m.holder(uniqueKey(nj.Opts)); dup {
 		m.ack(Ack{Ticket: ev.Ticket, ID: id, Duplicate: true})
 		return nil
 	}
@@ -533,7 +563,7 @@ func (m *Machine) enqueueMany(ev EnqueueMany) error {
 			return fmt.Errorf("%w (job %d of %d, counting from 0)", err, i, len(ev.Jobs))
 		}
 		k := uniqueKey(nj.Opts)
-		if id, ok := m.unique[k]; ok {
+		if id, ok := m.holder(k); ok {
 			ids[i], dups[i] = id, true
 			continue
 		}
@@ -570,6 +600,9 @@ func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []
 	}
 	if err := nj.Opts.validate(); err != nil {
 		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
+	}
+	if strings.Contains(nj.Opts.Kind, "\x00") || strings.Contains(nj.Opts.Unique, "\x00") {
+		return Record{}, nil, fmt.Errorf("%w: kind %q or unique key %q holds a NUL byte", ErrJob, nj.Opts.Kind, nj.Opts.Unique)
 	}
 	r := Record{Tag: TagEnqueued, ID: id, Due: norm(due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
 	data := EncodeRecord(r)
@@ -629,10 +662,10 @@ func (m *Machine) retry(ev Retry) error {
 	if !inRange(ev.Now) {
 		return fmt.Errorf("%w: retry at %v", ErrTime, ev.Now)
 	}
-	if id, held := m.unique[uniqueKey(j.Opts)]; held {
-		return fmt.Errorf("%w: retry job %d: its unique key %q is held by job %d until that one ends", ErrDuplicate, j.ID, j.Opts.Unique, id)
-	}
 	m.at(ev.Now)
+	if id, held := m.holder(uniqueKey(j.Opts)); held {
+		return fmt.Errorf("%w: retry job %d: its unique key %q is held by job %d (until it ends, or its window after success)", ErrDuplicate, j.ID, j.Opts.Unique, id)
+	}
 	m.record(Record{Tag: TagRetried, ID: j.ID, Due: norm(ev.Now)})
 	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: ev.Ticket, ID: j.ID}})
 	return nil
@@ -667,7 +700,7 @@ func (m *Machine) becomeSynced(through uint64) {
 		}
 		a.dispatched = true
 		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload,
-			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value})
+			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value, Kind: a.kind.name})
 	}
 	m.starting = m.starting[i:]
 	i = 0
@@ -762,6 +795,7 @@ func breakerResult(o Outcome) breaker.Result {
 
 func (m *Machine) releaseAttempt(a *attempt) {
 	delete(m.inflight, a.token)
+	a.kind.inflight--
 	m.pool.Step(pool.Release{})
 }
 
@@ -790,9 +824,13 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 // schedule starts due jobs while a unit is free (docs/runner.md admission): the highest priority
 // first, then (due, id), except that a job due for AgeMax or longer goes first (queue.next).
 func (m *Machine) schedule(now time.Time) {
-	m.queue.promote(now)
+	for _, k := range m.kindList {
+		if m.runnable(k) {
+			k.q.promote(now)
+		}
+	}
 	for {
-		j := m.queue.next(now, m.cfg.AgeMax)
+		j := m.pick(now)
 		if j == nil {
 			return
 		}
@@ -825,7 +863,7 @@ func (m *Machine) schedule(now time.Time) {
 			m.maybeForgetBreaker(j.Target, now)
 			tok := Token{j.ID, j.Attempts + 1}
 			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt, At: now})
-			v, err := m.decode(j.Payload)
+			v, err := m.decode(j.kind, j.Payload)
 			if err != nil {
 				// Never dispatched: the attempt ends in the same batch as a permanent failure
 				// of the job; the target was never called, so its breaker records nothing.
@@ -835,19 +873,24 @@ func (m *Machine) schedule(now time.Time) {
 				m.finish(j, now, Failure("decoding payload: "+err.Error(), false))
 				continue
 			}
-			a := &attempt{token: tok, target: j.Target, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq, value: v}
+			a := &attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq, value: v}
 			m.inflight[tok] = a
+			j.kind.inflight++
 			m.starting = append(m.starting, a)
 		}
 	}
 }
 
-// decode runs the decode-check port on payload (nil value, no error without one).
-func (m *Machine) decode(payload []byte) (any, error) {
-	if m.cfg.Decode == nil {
-		return nil, nil
+// decode runs k's decode-check port (or MachineConfig.Decode) on payload (nil value, no
+// error without one).
+func (m *Machine) decode(k *kind, payload []byte) (any, error) {
+	switch {
+	case k.cfg.Decode != nil:
+		return k.cfg.Decode(payload)
+	case m.cfg.Decode != nil:
+		return m.cfg.Decode(payload)
 	}
-	return m.cfg.Decode(payload)
+	return nil, nil
 }
 
 // requeueOrphans records every Running job as a failed, retryable `interrupted` attempt at now
@@ -924,12 +967,13 @@ func (m *Machine) applyRecord(r Record) error {
 		if id, held := m.unique[uniqueKey(r.Opts)]; held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
-		j := newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
+		j := m.newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.jobs[r.ID] = j
 		m.nextID++
-		m.queue.push(j)
+		j.kind.q.push(j)
 		m.holdKey(j)
+		m.maybeWarn(j.kind)
 		return nil
 	}
 	j, ok := m.jobs[r.ID]
@@ -958,7 +1002,7 @@ func (m *Machine) applyRecord(r Record) error {
 		if r.Attempt != j.Attempts+1 {
 			return fmt.Errorf("job %d: started attempt %d after %d", r.ID, r.Attempt, j.Attempts)
 		}
-		m.queue.remove(j)
+		j.kind.q.remove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
 		h := append(j.History, AttemptRecord{Attempt: r.Attempt, Start: r.At})
 		j.History = h[max(0, len(h)-HistoryMax):]
@@ -973,9 +1017,9 @@ func (m *Machine) applyRecord(r Record) error {
 		switch r.Next {
 		case Waiting:
 			j.State, j.Due = Waiting, r.Due
-			m.queue.push(j)
+			j.kind.q.push(j)
 		default:
-			m.becomeTerminal(j, r.Next, r.Reason)
+			m.becomeTerminal(j, r.Next, r.Reason, r.At)
 		}
 	case TagReleased:
 		if r.Attempt != j.Attempts {
@@ -984,24 +1028,24 @@ func (m *Machine) applyRecord(r Record) error {
 		// The attempt is given back: not counted, the job waits again at the due it started at.
 		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
-		m.queue.push(j)
+		j.kind.q.push(j)
 	case TagExpired:
-		m.queue.remove(j)
+		j.kind.q.remove(j)
 		j.Deferred = false
-		m.becomeTerminal(j, Dead, r.Reason)
+		m.becomeTerminal(j, Dead, r.Reason, time.Time{})
 	case TagDeferred:
 		j.Due, j.Deferred = r.Due, true
-		m.queue.fix(j)
+		j.kind.q.fix(j)
 	case TagCancelled:
 		if j.State == Waiting {
-			m.queue.remove(j)
+			j.kind.q.remove(j)
 		}
 		j.Deferred = false
-		m.becomeTerminal(j, Cancelled, NoReason)
+		m.becomeTerminal(j, Cancelled, NoReason, time.Time{})
 	case TagRetried:
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.FirstDue, j.Due = 0, r.Due, r.Due
-		m.queue.push(j)
+		j.kind.q.push(j)
 		m.holdKey(j)
 	default:
 		return fmt.Errorf("unknown tag %d", r.Tag)
@@ -1029,24 +1073,31 @@ func attemptOutcome(k OutcomeKind) AttemptOutcome {
 	return AttemptFailed
 }
 
-func newJob(j Job) *job {
-	nj := &job{Job: j}
+func (m *Machine) newJob(j Job) *job {
+	nj := &job{Job: j, kind: m.kindOf(j.Opts.Kind)}
 	for i := range nj.idx {
 		nj.idx[i] = -1
 	}
 	return nj
 }
 
-// holdKey indexes a job that became non-terminal under its unique key.
+// holdKey indexes a job that became non-terminal under its unique key; it ends any window
+// the key had (the live machine only gets here once the window is over).
 func (m *Machine) holdKey(j *job) {
 	if k := uniqueKey(j.Opts); k != "" {
 		m.unique[k] = j.ID
+		delete(m.windows, k)
 	}
 }
 
-func (m *Machine) becomeTerminal(j *job, s JobState, why Reason) {
+// becomeTerminal ends j; a success with Opts.UniqueFor keeps its key reserved for the window
+// from at, the time its Finished record carries.
+func (m *Machine) becomeTerminal(j *job, s JobState, why Reason, at time.Time) {
 	if k := uniqueKey(j.Opts); k != "" && m.unique[k] == j.ID {
 		delete(m.unique, k)
+		if s == Succeeded && j.Opts.UniqueFor > 0 {
+			m.windows[k] = window{id: j.ID, until: addClamped(at, j.Opts.UniqueFor)}
+		}
 	}
 	m.termSeq++
 	j.State, j.Reason, j.TermSeq = s, why, m.termSeq
@@ -1082,28 +1133,81 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 // load installs a snapshot; the unique index is rebuilt from the jobs' keys.
 func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
+	for _, w := range s.Windows {
+		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
+	}
 	for i := range s.Jobs {
-		j := newJob(s.Jobs[i])
+		j := m.newJob(s.Jobs[i])
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
 			if id, held := m.unique[k]; held {
 				return fmt.Errorf("jobs %d and %d both hold unique key %q", id, j.ID, j.Opts.Unique)
+			}
+			if w, held := m.windows[k]; held {
+				return fmt.Errorf("job %d holds unique key %q in job %d's window", j.ID, j.Opts.Unique, w.id)
 			}
 			m.unique[k] = j.ID
 		}
 		m.jobs[j.ID] = j
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
-			m.queue.push(j)
+			j.kind.q.push(j)
 		}
 	}
 	return m.loadSchedules(s.Schedules)
+}
+
+// window is a succeeded job's hold on its unique key until a time.
+type window struct {
+	id    uint64
+	until time.Time
+}
+
+// holder is the job holding key k at the machine's now: a non-terminal job, or a succeeded
+// one whose window has not ended.
+func (m *Machine) holder(k string) (uint64, bool) {
+	if k == "" {
+		return 0, false
+	}
+	if id, ok := m.unique[k]; ok {
+		return id, true
+	}
+	if w, ok := m.windows[k]; ok && m.now.Before(w.until) {
+		return w.id, true
+	}
+	return 0, false
+}
+
+// addClamped is t+d, at most timeMax.
+func addClamped(t time.Time, d time.Duration) time.Time {
+	if t.After(timeMax.Add(-d)) {
+		return timeMax
+	}
+	return t.Add(d)
 }
 
 // Snapshot returns the durable state with all but the last retain terminal jobs left out, and
 // the ids left out (for Prune once the snapshot is durable). It sorts ids, not Job values:
 // the simulator calls it on every commit.
 func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
+	return m.snapshot(retain, time.Time{})
+}
+
+// snapshot is Snapshot leaving out the unique windows ended at or before ended (compaction
+// passes now; zero keeps them all).
+func (m *Machine) snapshot(retain int, ended time.Time) (Snapshot, []uint64) {
 	s := Snapshot{NextID: m.nextID, TermSeq: m.termSeq}
+	keys := make([]string, 0, len(m.windows))
+	for k, w := range m.windows {
+		if w.until.After(ended) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys) // kind, NUL, key: the order of (kind, key)
+	for _, k := range keys {
+		kind, key, _ := strings.Cut(k, "\x00")
+		w := m.windows[k]
+		s.Windows = append(s.Windows, UniqueWindow{Kind: kind, Unique: key, ID: w.id, Until: w.until})
+	}
 	ids := make([]uint64, 0, len(m.jobs))
 	terminal := 0
 	for id, j := range m.jobs {
@@ -1148,6 +1252,16 @@ func (m *Machine) Snapshot(retain int) (Snapshot, []uint64) {
 	return s, dropped
 }
 
+// pruneWindows forgets the unique windows ended at or before ended (after a snapshot without
+// them is durable).
+func (m *Machine) pruneWindows(ended time.Time) {
+	for k, w := range m.windows {
+		if !w.until.After(ended) {
+			delete(m.windows, k)
+		}
+	}
+}
+
 // Prune forgets terminal jobs (after a snapshot without them is durable).
 func (m *Machine) Prune(ids []uint64) {
 	for _, id := range ids {
@@ -1161,12 +1275,12 @@ func (m *Machine) Prune(ids []uint64) {
 // IdleThrough reports that no waiting job and no schedule's period is due at or before t and
 // nothing holds a unit.
 func (m *Machine) IdleThrough(t time.Time) bool {
-	e := m.queue.earliest()
+	e := m.earliest()
 	return (e == nil || e.Due.After(t)) && m.pool.Status().Used == 0 && len(m.dueSchedules(t)) == 0
 }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
-func (m *Machine) Idle() bool { return m.queue.len() == 0 && m.pool.Status().Used == 0 }
+func (m *Machine) Idle() bool { return m.waiting() == 0 && m.pool.Status().Used == 0 }
 
 // Get returns a copy of job id.
 func (m *Machine) Get(id uint64) (Job, bool) {
@@ -1218,6 +1332,8 @@ type Status struct {
 	// flush, compact and close.
 	Dispatching bool
 	Stopped     bool
+	// Unregistered counts the waiting jobs of kinds not registered (KindsOnly): they wait.
+	Unregistered int
 
 	Durable     journal.LSN
 	Grown       int64 // journal bytes since open or the last compaction
@@ -1234,7 +1350,7 @@ func (m *Machine) Status() Status {
 	s := Status{InFlight: ps.Used, Capacity: ps.Capacity, NextID: m.nextID,
 		Waiting: m.counts[Waiting], Deferred: m.deferred, Running: m.counts[Running],
 		Succeeded: m.counts[Succeeded], Dead: m.counts[Dead], Cancelled: m.counts[Cancelled],
-		WakeAt: m.WakeAt(), Dispatching: m.dispatching}
+		WakeAt: m.WakeAt(), Dispatching: m.dispatching, Unregistered: m.unregistered()}
 	s.Stopped = !m.dispatching && (m.running() == 0 ||
 		(m.graceAt.IsZero() && !m.abandonAt.IsZero() && !m.now.Before(m.abandonAt)))
 	return s

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type mBreaker struct {
 // mAttempt is a dispatched attempt the model expects an outcome for.
 type mAttempt struct {
 	target string
+	kind   string
 	phase  int // half-open phase it probes, 0 if not a probe
 }
 
@@ -45,6 +47,38 @@ type model struct {
 	inflight map[Token]mAttempt
 	breakers map[string]*mBreaker
 	durable  Snapshot // engine state after the last successful commit (checked against the model)
+	// limits are the registered kinds' limits (0: none); a kind not in it is unregistered.
+	limits map[string]int
+	// windows: a unique key (kind NUL key) a succeeded job keeps until a time.
+	windows map[string]mWindow
+	// scheds are the schedules (schedule_rapid_test.go).
+	scheds map[string]*Schedule
+}
+
+type mWindow struct {
+	id    uint64
+	until time.Time
+}
+
+// startable: jobs of kind may start at all (registered, or the machine runs every kind).
+func (m *model) startable(kind string) bool {
+	_, ok := m.limits[kind]
+	return ok || !m.cfg.KindsOnly
+}
+
+// atLimit: kind has as many attempts in flight as its limit allows.
+func (m *model) atLimit(kind string) bool {
+	l := m.limits[kind]
+	if l == 0 {
+		return false
+	}
+	n := 0
+	for _, a := range m.inflight {
+		if a.kind == kind {
+			n++
+		}
+	}
+	return n >= l
 }
 
 func (m *model) br(target string) *mBreaker {
@@ -144,10 +178,16 @@ func (rm *runnerMachine) init(t *rapid.T) {
 		CompactBytes: rapid.SampledFrom([]int64{1 << 30, 1500}).Draw(t, "compactBytes"),
 		Retention:    1 << 30,
 		AgeMax:       rapid.SampledFrom([]time.Duration{2 * time.Second, 10 * time.Second, time.Minute}).Draw(t, "ageMax"),
+		// Kinds: email and sms registered with drawn limits; bulk never registered (with
+		// KindsOnly its jobs wait for good).
+		Kinds: []KindConfig{{Name: "email", Limit: rapid.IntRange(0, 2).Draw(t, "emailLimit")},
+			{Name: "sms", Limit: rapid.IntRange(0, 1).Draw(t, "smsLimit")}},
+		KindsOnly: rapid.Bool().Draw(t, "kindsOnly"),
 	}
 	rm.w = newWorld(rapid.Int64().Draw(t, "seed"), cfg)
 	rm.m = &model{cfg: cfg, jobs: map[uint64]*Job{}, nextID: 1, acked: map[uint64]bool{},
-		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}}
+		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}, windows: map[string]mWindow{}, scheds: map[string]*Schedule{},
+		limits: map[string]int{"email": cfg.Kinds[0].Limit, "sms": cfg.Kinds[1].Limit}}
 	rm.tickets = map[Ticket]uint64{}
 	rm.batches = map[Ticket][]uint64{}
 	rm.dups = map[Ticket]bool{}
@@ -173,15 +213,17 @@ func (rm *runnerMachine) drawJob(t *rapid.T) NewJob {
 	nj.Opts.Priority = rapid.SampledFrom([]int{0, 0, 1, -1, 5}).Draw(t, "priority")
 	nj.Opts.AttemptsMax = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "attemptsMax")
 	nj.Opts.Deadline = rapid.SampledFrom([]time.Duration{0, 0, 2 * time.Second}).Draw(t, "jobDeadline")
+	nj.Opts.Kind = rapid.SampledFrom([]string{"email", "email", "sms", "bulk"}).Draw(t, "kind")
 	nj.Opts.Unique = rapid.SampledFrom([]string{"", "", "k1", "k2"}).Draw(t, "unique")
 	if nj.Opts.Unique != "" {
-		nj.Opts.Kind = rapid.SampledFrom([]string{"", "sms"}).Draw(t, "kind")
+		nj.Opts.UniqueFor = rapid.SampledFrom([]time.Duration{0, 0, 3 * time.Second}).Draw(t, "uniqueFor")
 	}
 	return nj
 }
 
-// holder is the model's non-terminal job holding o's unique key, or 0.
-func (m *model) holder(o Opts) uint64 {
+// holder is the model's job holding o's unique key at now (a non-terminal one, or a succeeded
+// one inside its window), or 0.
+func (m *model) holder(o Opts, now time.Time) uint64 {
 	if o.Unique == "" {
 		return 0
 	}
@@ -189,6 +231,9 @@ func (m *model) holder(o Opts) uint64 {
 		if !j.State.Terminal() && j.Opts.Kind == o.Kind && j.Opts.Unique == o.Unique {
 			return id
 		}
+	}
+	if w, ok := m.windows[o.Kind+"\x00"+o.Unique]; ok && norm(now).Before(w.until) {
+		return w.id
 	}
 	return 0
 }
@@ -198,6 +243,7 @@ func (m *model) admitJob(id uint64, nj NewJob) {
 	if len(nj.Payload) == 0 {
 		nj.Payload = nil
 	}
+	delete(m.windows, nj.Opts.Kind+"\x00"+nj.Opts.Unique)
 	m.jobs[id] = &Job{ID: id, Target: nj.Target, Payload: nj.Payload, State: Waiting, FirstDue: norm(nj.Due), Due: norm(nj.Due), Opts: nj.Opts}
 }
 
@@ -209,7 +255,7 @@ func (rm *runnerMachine) enqueue(t *rapid.T, nj NewJob) {
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
-	if h := m.holder(nj.Opts); h != 0 {
+	if h := m.holder(nj.Opts, w.now); h != 0 {
 		if id != h {
 			t.Fatalf("enqueue of held key %q got id %d, model's holder is %d", nj.Opts.Unique, id, h)
 		}
@@ -239,7 +285,7 @@ func (rm *runnerMachine) EnqueueMany(t *rapid.T) {
 		t.Fatalf("enqueue many: %v", err)
 	}
 	for i, id := range ids {
-		if h := m.holder(jobs[i].Opts); h != 0 {
+		if h := m.holder(jobs[i].Opts, w.now); h != 0 {
 			if id != h {
 				t.Fatalf("enqueue many: job %d with held key %q got id %d, model's holder is %d", i, jobs[i].Opts.Unique, id, h)
 			}
@@ -294,13 +340,16 @@ func (rm *runnerMachine) Retry(t *rapid.T) {
 		if !errors.Is(err, ErrNotDead) {
 			t.Fatalf("retry of %v job %d: %v", j.State, id, err)
 		}
-	case m.holder(j.Opts) != 0:
+	case m.holder(j.Opts, w.now) != 0:
 		if !errors.Is(err, ErrDuplicate) {
-			t.Fatalf("retry of dead job %d whose key %q job %d holds: %v", id, j.Opts.Unique, m.holder(j.Opts), err)
+			t.Fatalf("retry of dead job %d whose key %q job %d holds: %v", id, j.Opts.Unique, m.holder(j.Opts, w.now), err)
 		}
 	default:
 		if err != nil {
 			t.Fatalf("retry %d: %v", id, err)
+		}
+		if j.Opts.Unique != "" {
+			delete(m.windows, j.Opts.Kind+"\x00"+j.Opts.Unique)
 		}
 		j.State, j.Reason, j.Attempts, j.FirstDue, j.Due = Waiting, NoReason, 0, norm(w.now), norm(w.now)
 		m.pending = append(m.pending, tk)
@@ -364,6 +413,9 @@ func (rm *runnerMachine) AttemptDone(t *rapid.T) {
 	switch kind {
 	case "success":
 		j.State = Succeeded
+		if j.Opts.UniqueFor > 0 {
+			m.windows[j.Opts.Kind+"\x00"+j.Opts.Unique] = mWindow{id: j.ID, until: now.Add(j.Opts.UniqueFor)}
+		}
 		return
 	case "permanent":
 		j.State, j.Reason, j.LastErr = Dead, Permanent, o.Err
@@ -446,6 +498,7 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 		t.Fatalf("acks (-want +got)\n%s", diff)
 	}
 	m.pending = nil
+	m.fireModel(now)
 	// Walk the due jobs in admission's order: those due for AgeMax or longer first, in (due,
 	// id) order; then the rest by priority (higher first), then (due, id).
 	var due []*Job
@@ -473,6 +526,14 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 	for _, j := range due {
 		p := m.policyOf(j)
 		got, _ := w.e.Get(j.ID)
+		if !m.startable(j.Opts.Kind) || m.atLimit(j.Opts.Kind) {
+			// Left out of the pick: unregistered, or its kind at its limit.
+			if got.State != Waiting || !got.Due.Equal(j.Due) || (len(starts) > 0 && starts[0].Token.ID == j.ID) {
+				t.Fatalf("job %d of kind %q (startable %v, at its limit %v) changed (%v) or started", j.ID, j.Opts.Kind,
+					m.startable(j.Opts.Kind), m.atLimit(j.Opts.Kind), got.State)
+			}
+			continue
+		}
 		if len(starts) > 0 && starts[0].Token.ID == j.ID {
 			s := starts[0]
 			starts = starts[1:]
@@ -496,7 +557,10 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 				t.Fatalf("job %d started with target %q payload %q", j.ID, s.Target, s.Payload)
 			}
 			j.State, j.Attempts, j.Deferred = Running, s.Token.Attempt, false
-			m.inflight[s.Token] = mAttempt{target: j.Target, phase: phase}
+			if s.Kind != j.Opts.Kind {
+				t.Fatalf("job %d of kind %q started as kind %q", j.ID, j.Opts.Kind, s.Kind)
+			}
+			m.inflight[s.Token] = mAttempt{target: j.Target, kind: j.Opts.Kind, phase: phase}
 			continue
 		}
 		if full || len(m.inflight) >= m.cfg.Capacity {
@@ -573,6 +637,36 @@ func (rm *runnerMachine) compareLive(t *rapid.T) {
 	if diff := cmp.Diff(want, got.Jobs, ignoreTermSeq, cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("jobs (-model +engine)\n%s", diff)
 	}
+	var wantW []UniqueWindow
+	for k, mw := range rm.m.windows {
+		kind, key, _ := strings.Cut(k, "\x00")
+		wantW = append(wantW, UniqueWindow{Kind: kind, Unique: key, ID: mw.id, Until: mw.until})
+	}
+	sort.Slice(wantW, func(a, b int) bool {
+		return wantW[a].Kind < wantW[b].Kind || (wantW[a].Kind == wantW[b].Kind && wantW[a].Unique < wantW[b].Unique)
+	})
+	now := norm(rm.w.now)
+	if diff := cmp.Diff(open(wantW, now), open(got.Windows, now), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("open unique windows (-model +engine)\n%s", diff)
+	}
+	rm.compareSchedules(t, got.Schedules)
+}
+
+// open is the windows not ended at now (ended ones may or may not have been pruned yet).
+func open(ws []UniqueWindow, now time.Time) []UniqueWindow {
+	var out []UniqueWindow
+	for _, w := range ws {
+		if w.Until.After(now) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// openState is s with only the windows open at now.
+func openState(s Snapshot, now time.Time) Snapshot {
+	s.Windows = open(s.Windows, now)
+	return s
 }
 
 // CrashAndReopen crashes the process (sometimes inside a commit or a compaction, with faults
@@ -607,7 +701,8 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	if err != nil {
 		t.Fatalf("replay after crash: %v", err)
 	}
-	if cmp.Diff(m.durable, replayed) != "" && cmp.Diff(maybe, replayed) != "" {
+	now0 := norm(w.now)
+	if cmp.Diff(openState(m.durable, now0), openState(replayed, now0)) != "" && cmp.Diff(openState(maybe, now0), openState(replayed, now0)) != "" {
 		t.Fatalf("recovered state is neither the last acknowledged one nor the failed batch's:\n(-durable +replayed)\n%s",
 			cmp.Diff(m.durable, replayed))
 	}
@@ -634,6 +729,11 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	rm.dups = map[Ticket]bool{}
 	now := norm(w.now)
 	orphans := 0
+	m.windows = map[string]mWindow{}
+	for _, u := range replayed.Windows {
+		m.windows[u.Kind+"\x00"+u.Unique] = mWindow{id: u.ID, until: u.Until}
+	}
+	m.rebaseSchedules(replayed.Schedules)
 	for _, j := range replayed.Jobs {
 		j := j
 		m.jobs[j.ID] = &j
@@ -700,7 +800,7 @@ func (rm *runnerMachine) ListPages(t *rapid.T) {
 func (rm *runnerMachine) CommitWithFault(t *rapid.T) {
 	w := rm.w
 	nj := rm.drawJob(t)
-	nj.Opts.Unique = "" // never a duplicate: the batch is never empty, so the armed fault fires
+	nj.Opts.Unique, nj.Opts.UniqueFor = "", 0 // never a duplicate: the batch is never empty, so the armed fault fires
 	rm.enqueue(t, nj)
 	op := rapid.SampledFrom([]disk.Op{disk.OpWrite, disk.OpSync}).Draw(t, "faultOp")
 	w.d.FailNext(op, disk.ErrInjected)
@@ -727,8 +827,9 @@ func (rm *runnerMachine) Compact(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("replay after compaction: %v", err)
 	}
-	if diff := cmp.Diff(rm.m.durable, s); diff != "" {
-		t.Fatalf("compaction changed the replayed state (-before +after)\n%s", diff)
+	now := norm(rm.w.now)
+	if diff := cmp.Diff(openState(rm.m.durable, now), openState(s, now)); diff != "" {
+		t.Fatalf("compaction changed the replayed state, open windows aside (-before +after)\n%s", diff)
 	}
 }
 
@@ -754,7 +855,11 @@ func (rm *runnerMachine) check(t *rapid.T) {
 // enqueues, cancels, retries, outcomes, time, compaction and crashes (idle, inside a commit,
 // inside a compaction, after a failed write or sync): no acknowledged job is lost, replay equals
 // live, at most Capacity attempts run, attempts ≤ Attempts, nothing starts at or after its
-// deadline, while its breaker is open (probes aside), or once cancelled or terminal. Longer:
+// deadline, while its breaker is open (probes aside), or once cancelled or terminal; a kind
+// never has more attempts in flight than its limit, an unregistered kind (KindsOnly) never
+// starts, and a unique key is held by its non-terminal job or, after a success, for its
+// window, across crashes and compaction; schedules fire each period once, at the model's
+// periods, with the catch-up policy, and survive crashes and compaction. Longer:
 // SLUICE_LONG=1 (5,000 checks) or -rapid.checks=N.
 func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 	if os.Getenv("SLUICE_LONG") != "" && flag.Lookup("rapid.checks").Value.String() == "100" {
@@ -798,6 +903,8 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 			"CommitWithFault": rare(rm.CommitWithFault),
 			"Compact":         rare(rm.Compact),
 			"ListPages":       rm.ListPages,
+			"SetSchedule":     rm.SetSchedule,
+			"RemoveSchedule":  rm.RemoveSchedule,
 			"":                rm.check,
 		})
 	})

@@ -23,8 +23,11 @@ const (
 
 // codecVersion is the first byte of every record and snapshot payload. Version 2 added the
 // per-job fields (priority, attempts, deadline, kind, unique key) to Enqueued and to the
-// snapshot's jobs; a version-1 payload is refused with ErrFormat, never read as version 2.
-const codecVersion = 2
+// snapshot's jobs; version 3 the unique window (UniqueFor) to them and the open windows to the
+// snapshot, and the kind now chooses the handler; the schedule records and the snapshot's
+// schedules came with it (schedule_record.go). An older payload is refused with ErrFormat,
+// never read as version 3.
+const codecVersion = 3
 
 // ErrDecode is wrapped by every decode error.
 var ErrDecode = errors.New("runner: bad record")
@@ -58,10 +61,10 @@ func formatError(what string, v uint8) error {
 }
 
 // Payload layouts (little-endian; str and bytes are a u32 length then the bytes; time is
-// UnixNano as u64; every payload starts with version u8 = 2 and id u64):
+// UnixNano as u64; every payload starts with version u8 = 3 and id u64):
 //
 //	Enqueued   | ver | id | due time | target str | payload bytes | priority i32 | attempts u32 |
-//	           | deadline i64 ns | kind str | unique str |
+//	           | deadline i64 ns | kind str | unique str | unique window i64 ns |
 //	Started    | ver | id | attempt u32 | at time |
 //	Finished   | ver | id | attempt u32 | kind u8 | retryable u8 | err str | next u8 | reason u8 | [due time if next=waiting] | at time |
 //	Deferred   | ver | id | due time |
@@ -72,9 +75,11 @@ func formatError(what string, v uint8) error {
 //	Snapshot   | ver | next id u64 | terminal seq u64 | count u32 | count × job |
 //	  job      | id u64 | state u8 | reason u8 | deferred u8 | attempts u32 | first due | due |
 //	           | terminal seq u64 | target str | payload bytes | last err str | priority i32 |
-//	           | attempts max u32 | deadline i64 ns | kind str | unique str | history count u8 |
+//	           | attempts max u32 | deadline i64 ns | kind str | unique str | unique window i64 ns |
+//	           | history count u8 |
 //	           | history count × (attempt u32 | start time | outcome u8 | [end time unless running] | err str) |
-//	then       | the schedules (schedule_record.go, which also lays out the schedule records) |
+//	  then     | window count u32 | window count × (kind str | unique str | id u64 | until time) |
+//	  then     | the schedules (schedule_record.go, which also lays out the schedule records) |
 //
 // Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
 // rejects anything encode would not write.
@@ -236,8 +241,18 @@ type Snapshot struct {
 	NextID  uint64 // the id the next enqueue gets; ≥ 1
 	TermSeq uint64 // the last terminal sequence number handed out
 	Jobs    []Job  // ascending by id
+	// Windows are the unique keys reserved after a success (Opts.UniqueFor), by (kind, key);
+	// they outlive their job, which compaction may prune.
+	Windows []UniqueWindow
 	// Schedules are the periodic jobs' schedules, by name (schedule.go).
 	Schedules []Schedule
+}
+
+// UniqueWindow is a unique key (Kind, Unique) that job ID, succeeded, holds until Until.
+type UniqueWindow struct {
+	Kind, Unique string
+	ID           uint64
+	Until        time.Time
 }
 
 func (s *Snapshot) validate() error {
@@ -277,6 +292,16 @@ func (s *Snapshot) validate() error {
 		}
 		prev = j.ID
 	}
+	for i, w := range s.Windows {
+		if w.Unique == "" || w.ID < 1 || w.ID >= s.NextID {
+			return bad("window %+v", w)
+		}
+		if i > 0 {
+			if p := s.Windows[i-1]; p.Kind > w.Kind || (p.Kind == w.Kind && p.Unique >= w.Unique) {
+				return bad("windows out of order at %d", i)
+			}
+		}
+	}
 	return s.validateSchedules()
 }
 
@@ -315,6 +340,13 @@ func EncodeSnapshot(s Snapshot) []byte {
 			w.str(h.Err)
 		}
 	}
+	w.u32(uint32(len(s.Windows)))
+	for _, u := range s.Windows {
+		w.str(u.Kind)
+		w.str(u.Unique)
+		w.u64(u.ID)
+		w.time(u.Until)
+	}
 	w.schedules(s.Schedules)
 	return w.b
 }
@@ -329,8 +361,8 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 	s.NextID = rd.u64()
 	s.TermSeq = rd.u64()
 	n := rd.u32()
-	// Each job takes at least 76 bytes: refuse counts the data cannot hold before allocating.
-	if rd.err == nil && uint64(n) > uint64(len(rd.b))/76 {
+	// Each job takes at least 84 bytes: refuse counts the data cannot hold before allocating.
+	if rd.err == nil && uint64(n) > uint64(len(rd.b))/84 {
 		return s, fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
 	}
 	if n > 0 {
@@ -367,6 +399,16 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 			break
 		}
 	}
+	// Each window takes at least 28 bytes.
+	if nw := rd.u32(); rd.err == nil && uint64(nw) > uint64(len(rd.b))/28 {
+		return s, fmt.Errorf("%w: snapshot claims %d windows in %d bytes", ErrDecode, nw, len(rd.b))
+	} else if nw > 0 {
+		s.Windows = make([]UniqueWindow, nw)
+		for i := range s.Windows {
+			u := &s.Windows[i]
+			u.Kind, u.Unique, u.ID, u.Until = rd.str(), rd.str(), rd.u64(), rd.time()
+		}
+	}
 	s.Schedules = rd.schedules()
 	if err := rd.done(); err != nil {
 		return s, err
@@ -396,6 +438,7 @@ func (w *writer) opts(o Opts) {
 	w.u64(uint64(o.Deadline))
 	w.str(o.Kind)
 	w.str(o.Unique)
+	w.u64(uint64(o.UniqueFor))
 }
 
 func (r *reader) opts() Opts {
@@ -405,6 +448,7 @@ func (r *reader) opts() Opts {
 	o.Deadline = time.Duration(int64(r.u64()))
 	o.Kind = r.str()
 	o.Unique = r.str()
+	o.UniqueFor = time.Duration(int64(r.u64()))
 	return o
 }
 

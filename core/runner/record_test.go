@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -58,13 +59,18 @@ func genRecord(t *rapid.T) Record {
 }
 
 func genOpts(t *rapid.T) Opts {
-	return Opts{
+	o := Opts{
 		Priority:    rapid.IntRange(PriorityMin, PriorityMax).Draw(t, "priority"),
 		AttemptsMax: rapid.IntRange(0, 1<<31-1).Draw(t, "attemptsMax"),
 		Deadline:    time.Duration(rapid.Int64Range(0, 1<<62).Draw(t, "deadline")),
 		Kind:        rapid.String().Draw(t, "kind"),
 		Unique:      rapid.String().Draw(t, "unique"),
+		UniqueFor:   time.Duration(rapid.Int64Range(0, 1<<62).Draw(t, "uniqueFor")),
 	}
+	if o.Unique == "" {
+		o.UniqueFor = 0
+	}
+	return o
 }
 
 func TestRecordRoundTripDecodesWhatEncodeWrote(t *testing.T) {
@@ -130,6 +136,15 @@ func genSnapshot(t *rapid.T) Snapshot {
 		s.Jobs = append(s.Jobs, j)
 	}
 	s.NextID = id + 1 + rapid.Uint64Range(0, 3).Draw(t, "next")
+	keys := rapid.SliceOfDistinct(rapid.SampledFrom([]string{"a", "b", "c", "d"}), func(k string) string { return k }).Draw(t, "windows")
+	sort.Strings(keys)
+	for _, k := range keys {
+		if s.NextID < 2 {
+			break
+		}
+		s.Windows = append(s.Windows, UniqueWindow{Kind: "email", Unique: k, ID: rapid.Uint64Range(1, s.NextID-1).Draw(t, "window id"),
+			Until: genTime(t, "until")})
+	}
 	return s
 }
 
@@ -162,7 +177,8 @@ func TestDecodeRejects(t *testing.T) {
 		data []byte
 	}{
 		{"empty", TagStarted, nil},
-		{"newer version", TagStarted, set(started, 0, 3)},
+		{"newer version", TagStarted, set(started, 0, 4)},
+		{"previous version", TagStarted, set(started, 0, 2)},
 		{"older version", TagStarted, set(started, 0, 1)},
 		{"unknown tag", 99, started},
 		{"snapshot tag as record", TagSnapshot, started},

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,16 @@ import (
 //
 //	init [seed=N] [capacity=N] [attempts=N] [base=D] [cap=D] [deadline=D] [threshold=N]
 //	     [window=D] [cooldown=D] [probes=N] [compact-bytes=N] [retention=N]
-//	open                      open (or reopen) the engine at the current time
+//	     [kinds=K:L,K2:L2] [kinds-only=true]
+//	                          kinds registered at open (L: limit, 0 none); kinds-only: the
+//	                          others wait
+//	register kind=K [limit=N] register a kind on the open engine (before dispatching)
+//	kinds                     every kind known: registered, limit, waiting, in flight
+//	open [dispatch=false]     open (or reopen) the engine at the current time, dispatching
+//	                          unless told not to
 //	     [age-max=D]
 //	enqueue target=T [due=D] [payload=S] [priority=N] [attempts-max=N] [job-deadline=D]
-//	     [kind=K] [unique=U]
+//	     [kind=K] [unique=U] [unique-for=D]
 //	                          submit (D: offset from the epoch)
 //	enqueue-many              one batch; each input line "job <enqueue's arguments>"
 //	cancel id=N | retry id=N
@@ -87,7 +94,8 @@ func argJob(t *testing.T, d *datadriven.TestData, now time.Time) NewJob {
 		Target:  argStr(t, d, "target", "a"),
 		Payload: []byte(argStr(t, d, "payload", "")),
 		Opts: Opts{Priority: argInt(t, d, "priority", 0), AttemptsMax: argInt(t, d, "attempts-max", 0),
-			Deadline: argDur(t, d, "job-deadline", 0), Kind: argStr(t, d, "kind", ""), Unique: argStr(t, d, "unique", "")},
+			Deadline: argDur(t, d, "job-deadline", 0), Kind: argStr(t, d, "kind", ""), Unique: argStr(t, d, "unique", ""),
+			UniqueFor: argDur(t, d, "unique-for", 0)},
 	}
 }
 
@@ -126,11 +134,40 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			Retention:    argInt(t, d, "retention", 0),
 			Grace:        argDur(t, d, "grace", 10*time.Second),
 			AgeMax:       argDur(t, d, "age-max", 0),
+			KindsOnly:    argStr(t, d, "kinds-only", "false") == "true",
 		}
+		if ks := argStr(t, d, "kinds", ""); ks != "" {
+			for _, k := range strings.Split(ks, ",") {
+				name, limit, _ := strings.Cut(k, ":")
+				var l int
+				if limit != "" {
+					if _, err := fmt.Sscan(limit, &l); err != nil {
+						t.Fatalf("%s: kinds=%s: %v", d.Pos, ks, err)
+					}
+				}
+				cfg.Kinds = append(cfg.Kinds, KindConfig{Name: name, Limit: l})
+			}
+		}
+		logs := &strings.Builder{}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn,
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
 		*wp = newWorld(int64(argInt(t, d, "seed", 1)), cfg)
+		(*wp).logs = logs
 		return "ok\n", nil
+	case "logs":
+		out := w.logs.String()
+		w.logs.Reset()
+		if out == "" {
+			return "none\n", nil
+		}
+		return out, nil
 	case "open":
-		if err := w.open(); err != nil {
+		if err := w.openWith(argStr(t, d, "dispatch", "true") == "true"); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("opened: %d orphans requeued\n", w.e.Orphans()) + Describe(w.e.State(), epoch), nil
@@ -278,11 +315,27 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			return "", err
 		}
 		return Describe(s, epoch), nil
+	case "register":
+		needEngine()
+		if err := w.e.Register(KindConfig{Name: argStr(t, d, "kind", ""), Limit: argInt(t, d, "limit", 0)}); err != nil {
+			return "", err
+		}
+		return "ok\n", nil
+	case "kinds":
+		needEngine()
+		var b strings.Builder
+		for _, k := range w.e.Kinds() {
+			fmt.Fprintf(&b, "kind %q registered=%v limit=%d waiting=%d inflight=%d\n", k.Name, k.Registered, k.Limit, k.Waiting, k.InFlight)
+		}
+		return b.String(), nil
 	case "status":
 		needEngine()
 		s := w.e.Status()
 		out := fmt.Sprintf("waiting=%d deferred=%d running=%d succeeded=%d dead=%d cancelled=%d inflight=%d/%d poisoned=%v",
 			s.Waiting, s.Deferred, s.Running, s.Succeeded, s.Dead, s.Cancelled, s.InFlight, s.Capacity, s.Poisoned != nil)
+		if s.Unregistered > 0 {
+			out += fmt.Sprintf(" unregistered=%d", s.Unregistered)
+		}
 		if !s.Dispatching {
 			out += fmt.Sprintf(" stopped=%v", s.Stopped)
 		}

@@ -264,7 +264,7 @@ func (m *Machine) fireSchedules(now time.Time) {
 		if missed := !s.next(period).After(now); !missed || s.CatchUp != CatchUpSkip {
 			nj := NewJob{Due: period, Target: s.Target, Payload: s.Payload, Opts: s.Opts}
 			r, data, err := m.enqueueRecord(m.nextID, now, nj)
-			switch _, held := m.unique[uniqueKey(nj.Opts)]; {
+			switch held := m.heldAt(uniqueKey(nj.Opts), now); {
 			case err != nil:
 				// SetSchedule checked the same job: only a RecordMax lowered since can refuse it.
 				skip = SkipRefused
@@ -323,7 +323,7 @@ func (m *Machine) applySchedule(r Record) error {
 			}
 			s.Fired++
 		}
-		switch _, held := m.unique[uniqueKey(s.Opts)]; {
+		switch held := m.heldAt(uniqueKey(s.Opts), r.At); {
 		case sr.Skip == SkipMissed && (s.CatchUp != CatchUpSkip || s.next(sr.Period).After(r.At)):
 			return fmt.Errorf("schedule %q: period %v skipped as missed at %v, but it was not (catch-up %v)", sr.Name, sr.Period, r.At, s.CatchUp)
 		case sr.Skip == SkipHeld && !held:
@@ -334,6 +334,20 @@ func (m *Machine) applySchedule(r Record) error {
 		return fmt.Errorf("unknown schedule tag %d", r.Tag)
 	}
 	return nil
+}
+
+// heldAt reports whether unique key k is held at t: by a non-terminal job, or by a succeeded
+// one whose window has not ended (holder, at a time given rather than the machine's now, so
+// replay can check a record against the time it carries).
+func (m *Machine) heldAt(k string, t time.Time) bool {
+	if k == "" {
+		return false
+	}
+	if _, ok := m.unique[k]; ok {
+		return true
+	}
+	w, ok := m.windows[k]
+	return ok && t.Before(w.until)
 }
 
 // loadSchedules installs a snapshot's schedules, parsing their specs again.

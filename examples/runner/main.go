@@ -183,7 +183,7 @@ func handler(runLog *os.File, sleep time.Duration) sluice.Handler[string] {
 	}
 }
 
-func enqueue(ctx context.Context, r *sluice.Runner[string], o options, out *lineWriter) error {
+func enqueue(ctx context.Context, r *sluice.Kind[string], o options, out *lineWriter) error {
 	type job struct{ target, payload string }
 	jobs := make(chan job)
 	var wg sync.WaitGroup
@@ -224,7 +224,7 @@ func enqueue(ctx context.Context, r *sluice.Runner[string], o options, out *line
 	return feedErr
 }
 
-func dump(r *sluice.Runner[string], out *lineWriter) error {
+func dump(r *sluice.Kind[string], out *lineWriter) error {
 	last := r.Stats().LastID
 	for id := uint64(1); id <= last; id++ {
 		j, err := r.Get(id)

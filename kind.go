@@ -1,0 +1,183 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core/runner"
+)
+
+// DefaultKind is the kind Open registers for its one type of job.
+const DefaultKind = "default"
+
+// Kind is the typed handle of one registered kind of job: its Enqueue, EnqueueMany, Get and
+// List take and return payloads of type A. It embeds the Runner it was registered on, so the
+// runner's methods (Run, Drain, Cancel, Retry, Stats, Close) are reachable through it.
+type Kind[A any] struct {
+	*Runner
+	name  string
+	codec Codec[A]
+}
+
+// KindOption sets one of a kind's options at Register.
+type KindOption func(*kindSettings)
+
+type kindSettings struct {
+	limit int
+	err   error
+}
+
+// WithConcurrency bounds the attempts of the kind that run at once to n (n ≥ 1), within the
+// runner's Capacity: a kind calling a slow service cannot take every unit. Jobs of a kind at
+// its limit wait; jobs of other kinds start meanwhile.
+func WithConcurrency(n int) KindOption {
+	return func(s *kindSettings) {
+		if n < 1 && s.err == nil {
+			s.err = fmt.Errorf("WithConcurrency(%d): must be ≥ 1", n)
+		}
+		s.limit = n
+	}
+}
+
+// kindEntry is a registered kind with its type erased, for the owner.
+type kindEntry struct {
+	name   string
+	limit  int
+	decode func([]byte) (any, error)
+	// start runs the handler for one attempt whose payload decode made value.
+	start func(ctx context.Context, a runner.Attempt) Outcome
+}
+
+// Register adds a kind of job named name to r, with its codec and handler, and returns its
+// typed handle. Register every kind before the first Run or Drain; registering after is an
+// error, as are an empty name and a name registered already. A journal may hold jobs of a
+// kind not registered (a kind a program stopped using, or not yet deployed): they wait, never
+// started nor dropped, Stats.Unregistered counts them, and Run logs a warning once per kind.
+func Register[A any](r *Runner, name string, codec Codec[A], handler Handler[A], opts ...KindOption) (*Kind[A], error) {
+	if codec == nil {
+		panic("sluice: Register with a nil codec")
+	}
+	if handler == nil {
+		panic("sluice: Register with a nil handler")
+	}
+	var s kindSettings
+	for _, o := range opts {
+		o(&s)
+	}
+	switch {
+	case s.err != nil:
+		return nil, fmt.Errorf("sluice: Register %q: %w", name, s.err)
+	case name == "" || strings.ContainsRune(name, 0):
+		return nil, fmt.Errorf("sluice: Register %q: a kind needs a name (non-empty, no NUL byte); it is journaled with each job", name)
+	}
+	r.mu.Lock()
+	started := r.started
+	r.mu.Unlock()
+	if started {
+		return nil, fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before", name)
+	}
+	e := kindEntry{name: name, limit: s.limit,
+		decode: func(b []byte) (any, error) { return codec.Decode(b) },
+		start: func(ctx context.Context, a runner.Attempt) Outcome {
+			return runHandler(ctx, handler, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
+				Due: a.FirstDue, Payload: a.Value.(A)})
+		}}
+	rep, err := r.call(context.Background(), command{kind: cmdRegister, reg: e})
+	if err == nil {
+		err = rep.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Kind[A]{Runner: r, name: name, codec: codec}, nil
+}
+
+// Name is the kind's name, as journaled with each of its jobs.
+func (k *Kind[A]) Name() string { return k.name }
+
+// Enqueue adds a job of this kind due at due (the zero time means now) for target, with
+// per-job options (WithPriority, WithAttempts, WithDeadline, WithUnique...), and returns its
+// id once the record is durable. Refused before anything is written: a payload whose record
+// would exceed Config.RecordMax (ErrTooLarge); an empty target, a due outside the range a
+// record holds (TimeRange) or an option out of range (ErrInvalidJob). If ctx ends first,
+// Enqueue returns ctx.Err() and the job may or may not exist.
+func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...JobOption) (uint64, error) {
+	b, err := k.codec.Encode(payload)
+	if err != nil {
+		return 0, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	return k.Runner.enqueue(ctx, k.name, due, target, b, opts)
+}
+
+// EnqueueMany adds jobs of this kind in one journal batch (one fsync for all) and returns
+// their ids, in order, once the batch is durable. A job whose unique key is held (or taken by
+// an earlier job of the batch) is a duplicate: its id is the holder's. Every job is checked
+// first, as Enqueue checks one: the first refusal refuses the whole batch, names the job's
+// index, and writes nothing. If ctx ends first, EnqueueMany returns ctx.Err() and the jobs
+// may or may not exist.
+func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	njs := make([]runner.NewJob, len(jobs))
+	for i, j := range jobs {
+		b, err := k.codec.Encode(j.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+		}
+		s, err := jobOpts(j.Options)
+		if err != nil {
+			return nil, fmt.Errorf("%w (job %d)", err, i)
+		}
+		s.o.Kind = k.name
+		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: s.o}
+	}
+	return k.Runner.enqueueMany(ctx, njs)
+}
+
+// Get returns a copy of the job with the given id, its payload decoded, or ErrNotFound (also
+// for a job of another kind).
+func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
+	v, err := k.Runner.Get(id)
+	if err != nil {
+		return JobInfo[A]{}, err
+	}
+	if v.Kind != k.name {
+		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: the job is of kind %q, not %q: %w", id, v.Kind, k.name, ErrNotFound)
+	}
+	return decodeInfo(k.codec, v)
+}
+
+// List is Runner.List of this kind's jobs, payloads decoded. f.Kind must be empty or the
+// kind's name.
+func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
+	if f.Kind != "" && f.Kind != k.name {
+		return Page[A]{}, fmt.Errorf("%w: ListFilter.Kind %q on the handle of kind %q", ErrInvalidJob, f.Kind, k.name)
+	}
+	f.Kind = k.name
+	raw, err := k.Runner.List(ctx, f)
+	if err != nil {
+		return Page[A]{}, err
+	}
+	p := Page[A]{Next: raw.Next, More: raw.More, Jobs: make([]JobInfo[A], len(raw.Jobs))}
+	for i, v := range raw.Jobs {
+		if p.Jobs[i], err = decodeInfo(k.codec, v); err != nil {
+			return p, fmt.Errorf("sluice: list: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// decodeInfo is v with its payload decoded by codec.
+func decodeInfo[A any](codec Codec[A], v JobInfo[[]byte]) (JobInfo[A], error) {
+	info := JobInfo[A]{ID: v.ID, Kind: v.Kind, Target: v.Target, State: v.State, Attempts: v.Attempts,
+		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority,
+		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History}
+	var err error
+	if info.Payload, err = codec.Decode(v.Payload); err != nil {
+		return info, fmt.Errorf("job %d: %w", v.ID, err)
+	}
+	return info, nil
+}
