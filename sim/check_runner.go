@@ -18,6 +18,8 @@ type RunnerParams struct {
 	Window    time.Duration
 	Cooldown  time.Duration
 	Probes    int
+	// KindLimits: each kind's concurrency limit (0 or absent: none).
+	KindLimits map[string]int
 }
 
 // JobView is a job as a runner reports it (live or recovered), reduced to what the
@@ -33,6 +35,9 @@ type JobView struct {
 	Target   string
 	Payload  string
 	Unique   string // the job's kind and unique key ("" without one)
+	// WindowUntil: a succeeded job's unique window end (its success time plus the window,
+	// offset from Epoch); 0 without one.
+	WindowUntil time.Duration
 }
 
 func (j JobView) String() string {
@@ -59,6 +64,7 @@ type jobKey struct {
 type jobModel struct {
 	firstDue  time.Duration
 	target    string
+	kind      string // JobOptions
 	payload   string
 	acked     bool
 	cancelled bool   // a cancel was acknowledged
@@ -115,6 +121,17 @@ type nodeModel struct {
 	openedAt time.Duration // the first open attempt since the last crash; -1: none yet
 	live     []JobView     // state after the last acknowledged commit
 	pending  []JobView     // state after a commit that was written but not acknowledged, if any
+	// kindRunning counts the running attempts by kind. Invariant: kindRunning sums to running.
+	kindRunning map[string]int
+	// windows are the unique windows durable states showed, by key: a key stays reserved
+	// for its succeeded job until then (durable: a crash cannot undo them).
+	windows map[string]windowFact
+}
+
+// windowFact is a succeeded job's hold on its unique key.
+type windowFact struct {
+	id    uint64
+	until time.Duration
 }
 
 // breakerModel is an independent model of docs/runner.md, fed with attempt starts and outcomes.
@@ -131,7 +148,11 @@ type breakerModel struct {
 // id order, so the first violation reported is always the same).
 func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 	holder := map[string]uint64{}
+	n := c.node(node)
 	for _, v := range jobs {
+		if v.WindowUntil > 0 && v.WindowUntil > n.windows[v.Unique].until {
+			n.windows[v.Unique] = windowFact{v.ID, v.WindowUntil}
+		}
 		if v.Unique == "" || Terminal(v.State) {
 			continue
 		}
@@ -148,7 +169,25 @@ func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 
 // RunnerConfigured declares node with its parameters; a restart keeps them.
 func (c *Checker) RunnerConfigured(node int, p RunnerParams) {
-	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel), openedAt: -1}
+	c.nodes[node] = &nodeModel{p: p, breakers: make(map[string]*breakerModel), openedAt: -1,
+		kindRunning: map[string]int{}, windows: map[string]windowFact{}}
+}
+
+// JobOptions: the job id just appended on node has kind and unique key (none: ""). A new job
+// must not take a key inside the window of a success a durable state showed.
+func (c *Checker) JobOptions(node int, id uint64, kind, unique string) {
+	j := c.jobs[jobKey{node, id}]
+	if j == nil {
+		return
+	}
+	j.kind = kind
+	if unique == "" {
+		return
+	}
+	key := kind + "/" + unique
+	w, ok := c.node(node).windows[key]
+	c.check(InvUniqueRespected, !ok || w.id == id || c.now >= w.until,
+		"node %d appended job %d with unique key %q at %s, inside job %d's window until %s", node, id, key, Offset(c.now), w.id, Offset(w.until))
 }
 
 func (c *Checker) node(node int) *nodeModel {
@@ -212,6 +251,10 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	c.check(InvNoStartBeforeDue, c.now >= j.due, "node %d started job %d attempt %d at %s, before its due %s",
 		node, id, attempt, Offset(c.now), Offset(j.due))
 	c.check(InvCapacity, n.running+1 <= n.p.Capacity, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)
+	if l := n.p.KindLimits[j.kind]; l > 0 {
+		c.check(InvKindLimit, n.kindRunning[j.kind]+1 <= l, "node %d runs %d attempts of kind %q at once, limit %d (job %d attempt %d)",
+			node, n.kindRunning[j.kind]+1, j.kind, l, id, attempt)
+	}
 
 	b := n.breaker(j.target)
 	probe := uint64(0)
@@ -240,6 +283,7 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 		j.attempts = attempt
 	}
 	n.running++
+	n.kindRunning[j.kind]++
 }
 
 func terminalOrCancelled(j *jobModel) string {
@@ -275,6 +319,7 @@ func (c *Checker) AttemptEnded(node int, id uint64, attempt int, failure, succes
 	j.running = false
 	j.endedAt = c.now
 	n.running--
+	n.kindRunning[j.kind]--
 	if j.stopCut && !success {
 		// Given back: the breaker records no outcome (a probe of this phase is returned).
 		j.fail = nil
@@ -426,6 +471,7 @@ func (c *Checker) OpenAttempted(node int) {
 func (c *Checker) NodeCrashed(node int) {
 	n := c.node(node)
 	n.running = 0
+	n.kindRunning = map[string]int{}
 	n.openedAt = -1
 	n.breakers = make(map[string]*breakerModel)
 	for k, j := range c.jobs { // order does not matter: each job is reset alike

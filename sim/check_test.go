@@ -9,7 +9,7 @@ import (
 )
 
 var testParams = RunnerParams{Capacity: 2, Attempts: 3, Deadline: time.Minute, Base: time.Second, Cap: 8 * time.Second,
-	Threshold: 2, Window: 10 * time.Second, Cooldown: 5 * time.Second, Probes: 1}
+	Threshold: 2, Window: 10 * time.Second, Cooldown: 5 * time.Second, Probes: 1, KindLimits: map[string]int{"mail": 1}}
 
 func newTestChecker() *Checker {
 	c := NewChecker()
@@ -185,6 +185,24 @@ func TestInvariantFires(t *testing.T) {
 			a, b := view(1, "waiting", 0, 0, "a"), view(2, "running", 1, 0, "a")
 			a.Unique, b.Unique = "/order-7", "/order-7"
 			c.Committed(1, []JobView{a, b})
+		}},
+		{InvUniqueRespected + "/window", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.JobOptions(1, 1, "mail", "k")
+			v := view(1, "succeeded", 1, 0, "a")
+			v.Unique, v.WindowUntil = "mail/k", sec(10)
+			c.Committed(1, []JobView{v})
+			c.SetTime(sec(9))
+			enqueue(c, 2, "a")
+			c.JobOptions(1, 2, "mail", "k") // inside job 1's window
+		}},
+		{InvKindLimit, func(c *Checker) {
+			for id := uint64(1); id <= 2; id++ {
+				enqueue(c, id, "a")
+				c.JobOptions(1, id, "mail", "")
+			}
+			c.AttemptStarted(1, 1, 1)
+			c.AttemptStarted(1, 2, 1) // mail's limit is 1
 		}},
 		{InvUniqueRespected + "/recovered", func(c *Checker) {
 			enqueue(c, 1, "a")

@@ -59,6 +59,12 @@ type Config struct {
 	PPriority    float64 // P(a job gets a priority other than 0, drawn in [-5, 5])
 	PBatch       float64 // P(a producer tick submits its jobs as one EnqueueMany)
 	PUnique      float64 // P(a job gets a unique key, from a pool of 5)
+	// Schedules bounds the periodic jobs' schedules per node: half the seeds draw 1 to 3 from
+	// their own stream (sim/runner_schedule.go), never more than this; the shrinker lowers it.
+	Schedules int
+	// KindLimits are the limits of the runner's three kinds (mail, sms, bulk; 0: none); each
+	// job's kind is drawn from the kinds stream.
+	KindLimits [3]int
 
 	// Queue side: Workers worker processes on one queue.
 	Workers    int
@@ -167,6 +173,10 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
 	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
 	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
+	c.Schedules = 3
+	// The kinds' limits come from their own stream too.
+	kr := Stream(seed, "kind-limits")
+	c.KindLimits = [3]int{kr.Intn(3), kr.Intn(2), 0}
 
 	switch profile {
 	case "calm":
@@ -220,8 +230,9 @@ func (c Config) String() string {
 		}
 		fmt.Fprintf(&b, "runner: nodes=%d capacity=%d policy={attempts=%d base=%s cap=%s deadline=%s} breaker={threshold=%d window=%s cooldown=%s probes=%d} compact=%d retention=%d targets=%d sync-delay=%s\n",
 			c.Nodes, c.Capacity, c.Attempts, c.Base, c.Cap, dl, c.Threshold, c.Window, c.Cooldown, c.Probes, c.CompactBytes, c.Retention, c.Targets, c.SyncDelay)
-		fmt.Fprintf(&b, "runner workload: jobs=%d every~%s cancel=%s handler=%s..%s retryable=%s permanent=%s panic=%s retry-after=%s crash=%s\n",
-			c.JobsMax, c.JobEvery, pct(c.CancelP), c.HandlerMin, c.HandlerMax, pct(c.PRetryable), pct(c.PPermanent), pct(c.PPanic), pct(c.PRetryAfter), pct(c.PCrashHandle))
+		fmt.Fprintf(&b, "runner workload: jobs=%d every~%s cancel=%s handler=%s..%s retryable=%s permanent=%s panic=%s retry-after=%s crash=%s kind-limits={mail=%d sms=%d bulk=%d}\n",
+			c.JobsMax, c.JobEvery, pct(c.CancelP), c.HandlerMin, c.HandlerMax, pct(c.PRetryable), pct(c.PPermanent), pct(c.PPanic), pct(c.PRetryAfter), pct(c.PCrashHandle),
+			c.KindLimits[0], c.KindLimits[1], c.KindLimits[2])
 	}
 	if c.Workers > 0 {
 		fmt.Fprintf(&b, "queue: workers=%d window=%s receive-max=%d poll=%s max-receive=%d budget=%d lapsed=%s\n",

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -58,10 +59,23 @@ func Machine(v *Violation) string {
 var (
 	reNode    = regexp.MustCompile(`\bnode[ /](\d+)`)
 	reJob     = regexp.MustCompile(`\bjob (\d+)`)
+	reIDs     = regexp.MustCompile(`\bids=(\d+)\.\.(\d+)`)
 	reTarget  = regexp.MustCompile(`\btarget (t\d+)`)
 	reReceipt = regexp.MustCompile(`\b(q/\d+)/\d+\b`)
 	reWorker  = regexp.MustCompile(`\bworker[ /](\d+)`)
 )
+
+// inRange reports whether what names a batch of ids ("ids=A..B") that holds id.
+func inRange(what, id string) bool {
+	m := reIDs.FindStringSubmatch(what)
+	if m == nil {
+		return false
+	}
+	lo, _ := strconv.ParseUint(m[1], 10, 64)
+	hi, _ := strconv.ParseUint(m[2], 10, 64)
+	n, _ := strconv.ParseUint(id, 10, 64)
+	return lo <= n && n <= hi
+}
 
 // entity is a named filter over trace lines.
 type entity struct {
@@ -82,7 +96,7 @@ func entities(v *Violation) []entity {
 		id := m[1]
 		out = append(out, entity{name: "job " + id + " on " + node, match: func(who, what string) bool {
 			return who == node && (strings.Contains(what, "id="+id+" ") || strings.HasSuffix(what, "id="+id) ||
-				strings.Contains(what, " "+id+"#") || strings.Contains(what, "job "+id+" "))
+				strings.Contains(what, " "+id+"#") || strings.Contains(what, "job "+id+" ") || inRange(what, id))
 		}})
 	}
 	if m := reTarget.FindStringSubmatch(d); m != nil && node != "" {

@@ -132,6 +132,10 @@ func (n *runnerNode) checkReplay(live []JobView) {
 			n.name, d, len(live), len(snap.Jobs))
 		return
 	}
+	if got, want := scheduleViewsOf(snap.Schedules), n.scheduleViews(); !sameSchedules(want, got) {
+		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit has schedules %v, live %v", n.name, got, want)
+		return
+	}
 	w.chk.Pass(InvReplayEqualsLive)
 }
 
@@ -187,13 +191,19 @@ func (w *World) setupRunner() {
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 			// A grace about as long as the handlers, so graceful stops cut attempts (and some
 			// handlers ignore the cut past the second grace).
-			Grace:  drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
-			Decode: decodePayload,
+			Grace:     drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
+			Decode:    decodePayload,
+			KindsOnly: true,
+		}
+		limits := map[string]int{}
+		for k, name := range kindNames {
+			n.cfg.Kinds = append(n.cfg.Kinds, runner.KindConfig{Name: name, Limit: c.KindLimits[k]})
+			limits[name] = c.KindLimits[k]
 		}
 		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
 		n.drawSchedules()
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
-			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes})
+			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindLimits: limits})
 		w.nodes = append(w.nodes, n)
 		n.start()
 		w.loop.At(drawBetween(w.rWork, 0, c.JobEvery), func() { n.produce() })
@@ -509,7 +519,11 @@ func (n *runnerNode) produce() {
 		if w.rWork.Float64() < c.PUnique {
 			// A small pool of keys, so duplicates (live and across crashes) are common.
 			o.Unique = "u" + strconv.Itoa(w.rWork.Intn(5))
+			if w.rKind.Intn(2) == 0 {
+				o.UniqueFor = drawBetween(w.rKind, time.Millisecond, 10*time.Second)
+			}
 		}
+		o.Kind = kindNames[w.rKind.Intn(len(kindNames))]
 		if batched && !oversize {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
@@ -589,6 +603,7 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 		return true
 	}
 	w.chk.JobAppended(n.id, id, due, target, payload)
+	w.chk.JobOptions(n.id, id, o.Kind, o.Unique)
 	if w.mutation == mutAckEarly {
 		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
 	}
@@ -621,6 +636,7 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 			continue // a duplicate: its holder was appended before, or earlier in this batch
 		}
 		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
+		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
 		if w.mutation == mutAckEarly {
 			w.chk.JobAcked(n.id, id)
 		}
@@ -766,8 +782,12 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 			if ids == nil {
 				ids = []uint64{a.ID}
 			}
-			for _, id := range ids {
-				w.chk.JobAcked(n.id, id)
+			for i, id := range ids {
+				// A duplicate names its holder, acknowledged by its own enqueue: a job that
+				// succeeded inside its unique window may be pruned since.
+				if !a.Duplicate && (a.Duplicates == nil || !a.Duplicates[i]) {
+					w.chk.JobAcked(n.id, id)
+				}
 				n.acked = append(n.acked, id)
 			}
 		case cmdCancel:
@@ -912,6 +932,9 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	}))
 }
 
+// kindNames are the runner nodes' kinds, all registered (limits: Config.KindLimits).
+var kindNames = [...]string{"mail", "sms", "bulk"}
+
 func jobViews(s runner.Snapshot) []JobView {
 	out := make([]JobView, len(s.Jobs))
 	for i, j := range s.Jobs {
@@ -919,6 +942,10 @@ func jobViews(s runner.Snapshot) []JobView {
 			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: string(j.Payload)}
 		if j.Opts.Unique != "" {
 			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
+		}
+		if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
+			// The success's own time, as its Finished record carries it, plus the window.
+			v.WindowUntil = h[len(h)-1].End.Sub(Epoch) + j.Opts.UniqueFor
 		}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()

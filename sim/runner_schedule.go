@@ -28,7 +28,8 @@ type simSched struct {
 	name    string
 	spec    string
 	catchUp runner.CatchUp
-	version int // bumped at each payload change
+	kind    string // one of the node's registered kinds
+	version int    // bumped at each payload change
 	removed bool
 }
 
@@ -44,8 +45,8 @@ func (n *runnerNode) drawSchedules() {
 	if r.Intn(2) == 0 {
 		return
 	}
-	for i := range 1 + r.Intn(3) {
-		s := &simSched{name: "s" + strconv.Itoa(i+1), spec: schedSpecs[r.Intn(len(schedSpecs))]}
+	for i := range min(1+r.Intn(3), w.cfg.Schedules) {
+		s := &simSched{name: "s" + strconv.Itoa(i+1), spec: schedSpecs[r.Intn(len(schedSpecs))], kind: kindNames[r.Intn(len(kindNames))]}
 		if r.Intn(3) == 0 {
 			s.catchUp = runner.CatchUpSkip
 		}
@@ -91,7 +92,7 @@ func (n *runnerNode) maybeEndSchedules() {
 func (n *runnerNode) schedule(s *simSched) {
 	w := n.w
 	_, err := n.e.SetSchedule(w.now(), runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
-		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp})
+		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind}})
 	if err != nil {
 		w.trace(n.name, "schedule "+s.name+" refused: "+err.Error())
 		return
@@ -148,6 +149,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 			continue
 		}
 		w.chk.JobAppended(n.id, id, j.FirstDue.Sub(Epoch), j.Target, string(j.Payload))
+		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
 		n.schedJobs++
 		if acked {
 			w.chk.JobAcked(n.id, id)
@@ -167,8 +169,9 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 }
 
 // scheduleViews is the node's schedules as the checker compares them.
-func (n *runnerNode) scheduleViews() []ScheduleView {
-	ss := n.e.Schedules()
+func (n *runnerNode) scheduleViews() []ScheduleView { return scheduleViewsOf(n.e.Schedules()) }
+
+func scheduleViewsOf(ss []runner.Schedule) []ScheduleView {
 	out := make([]ScheduleView, len(ss))
 	for i, s := range ss {
 		out[i] = scheduleView(s)

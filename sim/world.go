@@ -56,6 +56,7 @@ type World struct {
 	rPoint                      *rand.Rand // the crash-point family's own stream
 	rDamage                     *rand.Rand // the damage family's choice of nodes and of a lost sector
 	rForge                      *rand.Rand // the damage family's choice of a forged frame (forge.go)
+	rKind                       *rand.Rand // each job's kind and unique window (their own stream)
 	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	queue      *queue.Queue
@@ -231,6 +232,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
 		rDamage: Stream(cfg.Seed, "damage"),
 		rForge:  Stream(cfg.Seed, "forge"),
+		rKind:   Stream(cfg.Seed, "kinds"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime

@@ -118,7 +118,9 @@ type RemoveSchedule struct {
 func (SetSchedule) isEvent()    {}
 func (RemoveSchedule) isEvent() {}
 
-// cronParser takes 5 fields, 6 with seconds first, and descriptors.
+// cronParser takes 5 fields, 6 with seconds first, and descriptors. Of robfig/cron only the
+// parser and SpecSchedule.Next are used: pure functions of their arguments (no clock, no
+// goroutine; time zones are refused, so no zone database is read).
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // ParseSpec parses spec with anchor (an interval's origin) into its next-period function: the
