@@ -85,21 +85,28 @@ func BenchmarkCancelAndComplete(b *testing.B) {
 }
 
 // BenchmarkEnqueueUnique measures one enqueue with a unique key and its sync, on a machine
-// holding 10^6 waiting jobs that each hold a unique key, against one holding 10^6 waiting jobs
-// without keys: the index is a map, so the ratio should stay near 1.
+// holding 10^6 waiting jobs that each hold a unique key, or 10^6 keys in windows after
+// success, against one holding 10^6 waiting jobs without keys: the index and the windows are
+// maps, so the ratios should stay near 1.
 func BenchmarkEnqueueUnique(b *testing.B) {
 	const live = 1_000_000
-	per := map[bool]float64{}
-	for _, keyed := range []bool{false, true} {
-		b.Run(fmt.Sprintf("live-keys=%v", keyed), func(b *testing.B) {
+	per := map[string]float64{}
+	for _, held := range []string{"none", "live-keys", "windows"} {
+		b.Run("held="+held, func(b *testing.B) {
 			m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
 				RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
 			for i := range live {
 				o := Opts{}
-				if keyed {
+				if held == "live-keys" {
 					o.Unique = fmt.Sprintf("live-%d", i)
 				}
 				m.Step(Enqueue{Due: epoch.Add(time.Hour), Target: "a", Opts: o})
+			}
+			if held == "windows" {
+				// 10^6 keys reserved after success (their jobs pruned, as after compaction).
+				for i := range live {
+					m.windows[uniqueKey(Opts{Unique: fmt.Sprintf("won-%d", i)})] = window{id: 1, until: epoch.Add(24 * time.Hour)}
+				}
 			}
 			m.Step(Synced{Through: m.seq})
 			m.Ready()
@@ -115,9 +122,9 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 				m.Step(Synced{Through: m.seq})
 				m.Ready()
 			}
-			per[keyed] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-			if per[false] > 0 && keyed {
-				b.ReportMetric(per[true]/per[false], "ratio_keys_none")
+			per[held] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if per["none"] > 0 && held != "none" {
+				b.ReportMetric(per[held]/per["none"], "ratio_to_none")
 			}
 		})
 	}
@@ -152,6 +159,54 @@ func BenchmarkList100(b *testing.B) {
 				if len(jobs) != 100 {
 					b.Fatalf("page of %d", len(jobs))
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkScheduleKinds measures one start and one outcome (each with its sync) with 10^5
+// due jobs spread over 1 or 8 kinds, 2 of them limited: picking across kinds is O(kinds) per
+// start, so 8 kinds should cost little more than 1.
+func BenchmarkScheduleKinds(b *testing.B) {
+	const due = 100_000
+	per := map[int]float64{}
+	for _, kinds := range []int{1, 8} {
+		b.Run(fmt.Sprintf("kinds=%d", kinds), func(b *testing.B) {
+			var ks []KindConfig
+			for k := range kinds {
+				ks = append(ks, KindConfig{Name: fmt.Sprintf("k%d", k), Limit: min(k, 2)})
+			}
+			m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 4,
+				RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1)),
+				Kinds: ks, KindsOnly: true})
+			enq := func(i int) {
+				m.Step(Enqueue{Now: epoch, Due: epoch, Target: "a", Opts: Opts{Kind: ks[i%kinds].Name, Priority: i % 7}})
+			}
+			for i := range due {
+				enq(i)
+			}
+			m.Step(Synced{Through: m.seq})
+			m.Ready()
+			now := epoch
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				now = now.Add(time.Millisecond)
+				m.Step(Tick{Now: now, Admit: true})
+				m.Step(Synced{Through: m.seq})
+				rd := m.Ready()
+				if len(rd.Starts) == 0 {
+					b.Fatal("nothing started")
+				}
+				for _, a := range rd.Starts {
+					m.Step(AttemptDone{Now: now, Token: a.Token, Outcome: Success()})
+					enq(i)
+				}
+				m.Step(Synced{Through: m.seq})
+				m.Ready()
+			}
+			per[kinds] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if per[1] > 0 && kinds > 1 {
+				b.ReportMetric(per[kinds]/per[1], "ratio_to_1_kind")
 			}
 		})
 	}

@@ -9,7 +9,7 @@
 //
 //  1. Every durable transition is one journal record (Enqueued, Started, Finished, Deferred,
 //     Cancelled, Retried, Expired, Released, Snapshot; see record.go). Records and snapshots carry a
-//     format byte (2); another format is refused whole with ErrFormat, naming what to do,
+//     format byte (3); another format is refused whole with ErrFormat, naming what to do,
 //     never misread. The machine applies a record to its
 //     state through one function, apply, both live and in replay, so replaying the journal gives
 //     exactly the live state after the last synced record.
@@ -35,10 +35,20 @@
 //     Enqueued record; its attempts and deadline replace the policy's. EnqueueMany checks
 //     every job first and refuses the batch at the first bad one; its records go to the
 //     journal together (one batch, one sync) and one Ack lists their ids.
-//     Unique keys: at most one non-terminal job per (kind, key) (Machine.unique). An enqueue
-//     naming a held key journals nothing and is answered with the holder's id (Ack.Duplicate)
-//     once everything appended before it is durable; a Retry that would give a key a second
-//     holder is refused (ErrDuplicate). Replay rebuilds the index and refuses a second holder.
+//     Unique keys: at most one non-terminal job per (kind, key) (Machine.unique), and after a
+//     success with Opts.UniqueFor the key stays reserved for that long from the Finished
+//     record's time (Machine.windows, carried by snapshots apart from the jobs; a compaction
+//     leaves out the windows ended by the machine's time). An enqueue naming a held key
+//     journals nothing and is answered with the holder's id (Ack.Duplicate) once everything
+//     appended before it is durable; a Retry that would give a key a second holder is refused
+//     (ErrDuplicate). Replay rebuilds the index and refuses a second holder.
+//     Kinds: every job names its kind (Opts.Kind); each kind has its own queue. The next job to
+//     start is picked among the kinds that may start one (registered, or any kind without
+//     KindsOnly; below their KindConfig.Limit) in the order above, so a kind at its limit or
+//     unregistered never holds back the others; its jobs wait, never started nor dropped.
+//     Kinds are registered before the first dispatch (Register); with KindsOnly the machine
+//     warns once per unregistered kind that has waiting jobs. Each kind's decode port
+//     (KindConfig.Decode, else MachineConfig.Decode) makes the handler's value.
 //     Pool.Acquire's answer decides admission.
 //  5. Each attempt carries Token{id, attempt}; an outcome whose token is not the job's current
 //     running attempt is ignored and logged. Its pool unit and breaker probe are still released.
