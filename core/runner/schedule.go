@@ -231,6 +231,9 @@ func (m *Machine) removeSchedule(ev RemoveSchedule) error {
 
 // dueSchedules returns the names of the schedules whose next period is at or before t, sorted.
 func (m *Machine) dueSchedules(t time.Time) []string {
+	if m.schedWake.IsZero() || m.schedWake.After(t) {
+		return nil
+	}
 	var names []string
 	for name, s := range m.scheds {
 		if !s.Next.IsZero() && !s.Next.After(t) {
@@ -242,7 +245,10 @@ func (m *Machine) dueSchedules(t time.Time) []string {
 }
 
 // scheduleWake is the earliest next period of any schedule; zero when there is none.
-func (m *Machine) scheduleWake() time.Time {
+func (m *Machine) scheduleWake() time.Time { return m.schedWake }
+
+// scheduleWakeScan computes scheduleWake (after every change to a schedule).
+func (m *Machine) scheduleWakeScan() time.Time {
 	var w time.Time
 	for _, s := range m.scheds {
 		if !s.Next.IsZero() && (w.IsZero() || s.Next.Before(w)) {
@@ -285,6 +291,14 @@ func (m *Machine) fireSchedules(now time.Time) {
 
 // applySchedule applies a schedule record, live and in replay; it changes nothing on error.
 func (m *Machine) applySchedule(r Record) error {
+	if err := m.applyScheduleRecord(r); err != nil {
+		return err
+	}
+	m.schedWake = m.scheduleWakeScan()
+	return nil
+}
+
+func (m *Machine) applyScheduleRecord(r Record) error {
 	sr := r.Sched
 	s := m.scheds[sr.Name]
 	switch r.Tag {
@@ -361,6 +375,7 @@ func (m *Machine) loadSchedules(ss []Schedule) error {
 		}
 		m.scheds[ss[i].Name] = &sched{Schedule: ss[i], next: next}
 	}
+	m.schedWake = m.scheduleWakeScan()
 	return nil
 }
 
@@ -383,6 +398,9 @@ func (m *Machine) Schedules() []Schedule {
 func (m *Machine) checkSchedules() error {
 	if len(m.scheds) > SchedulesMax {
 		return fmt.Errorf("runner: %d schedules, at most %d", len(m.scheds), SchedulesMax)
+	}
+	if w := m.scheduleWakeScan(); !w.Equal(m.schedWake) {
+		return fmt.Errorf("runner: earliest next period %v cached as %v", w, m.schedWake)
 	}
 	for name, s := range m.scheds {
 		switch {

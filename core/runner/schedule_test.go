@@ -207,3 +207,57 @@ func TestPeriodFiresOnceAtEveryCrashPoint(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCommitWithSchedules: an idle Commit (nothing due) with 0 and SchedulesMax schedules,
+// and one that fires one period of one schedule among SchedulesMax (one batch of two records).
+func BenchmarkCommitWithSchedules(b *testing.B) {
+	setup := func(b *testing.B, n int) *world {
+		w := newWorld(1, Config{Capacity: 1, CompactBytes: 1 << 40})
+		if err := w.open(); err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			if _, err := w.e.SetSchedule(w.now, NewSchedule{Name: fmt.Sprint("s", i), Spec: "@every 100000h", Target: "a"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := w.e.Commit(w.now); err != nil {
+			b.Fatal(err)
+		}
+		return w
+	}
+	for _, n := range []int{0, SchedulesMax} {
+		b.Run(fmt.Sprintf("idle/schedules=%d", n), func(b *testing.B) {
+			w := setup(b, n)
+			for b.Loop() {
+				w.now = w.now.Add(time.Millisecond)
+				if _, err := w.e.Commit(w.now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, n := range []int{1, SchedulesMax} {
+		b.Run(fmt.Sprintf("fire-one/schedules=%d", n), func(b *testing.B) { fireOne(b, setup(b, n-1)) })
+	}
+}
+
+func fireOne(b *testing.B, w *world) {
+	{
+		if _, err := w.e.SetSchedule(w.now, NewSchedule{Name: "tick", Spec: "@every 1s", Target: "a"}); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			w.now = w.now.Add(time.Second)
+			res, err := w.e.Commit(w.now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, s := range res.Starts {
+				if err := w.e.AttemptDone(w.now, s.Token, Success()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
