@@ -402,7 +402,13 @@ func (m *Machine) checkSchedules() error {
 	if w := m.scheduleWakeScan(); !w.Equal(m.schedWake) {
 		return fmt.Errorf("runner: earliest next period %v cached as %v", w, m.schedWake)
 	}
-	for name, s := range m.scheds {
+	names := make([]string, 0, len(m.scheds))
+	for name := range m.scheds {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first violation reported is always the same
+	for _, name := range names {
+		s := m.scheds[name]
 		switch {
 		case s.Name != name || s.next == nil:
 			return fmt.Errorf("runner: schedule %q filed under %q (parsed %v)", s.Name, name, s.next != nil)
