@@ -13,6 +13,7 @@ require (
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.24.1
+	github.com/robfig/cron/v3 v3.0.1
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/metric v1.47.0

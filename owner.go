@@ -157,7 +157,9 @@ func (o *owner) command(c command) {
 	case cmdRegister:
 		c.reply <- reply{err: o.register(c.reg)}
 		return
-	case cmdGet, cmdStats, cmdList, cmdBreakers:
+	case cmdSchedule, cmdUnschedule:
+		t, err = o.scheduleCmd(now, c)
+	case cmdGet, cmdStats, cmdList, cmdSchedules, cmdBreakers:
 		o.reads = append(o.reads, c)
 		return
 	case cmdDispatch:
@@ -360,6 +362,8 @@ func (o *owner) answerReads() {
 			c.reply <- rep
 		case cmdStats:
 			c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
+		case cmdSchedules:
+			c.reply <- reply{scheds: o.eng.Schedules()}
 		case cmdList:
 			c.reply <- reply{page: listPage(o.eng, c.filter)}
 		case cmdBreakers:

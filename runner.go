@@ -63,6 +63,9 @@ const (
 	cmdList
 	cmdStats
 	cmdRegister
+	cmdSchedule    // set a schedule (schedule.go)
+	cmdUnschedule  // remove one
+	cmdSchedules   // list them
 	cmdDispatch    // on: admission on, or off to begin a graceful stop
 	cmdWaitIdle    // reply.wait closes once the engine is idle and nothing runs
 	cmdWaitStopped // reply.wait closes once the engine says a stop is done
@@ -76,9 +79,10 @@ type command struct {
 	target  string
 	payload []byte
 	opts    runner.Opts
-	jobs    []runner.NewJob // cmdEnqueueMany
-	filter  ListFilter      // cmdList
-	reg     kindEntry       // cmdRegister
+	jobs    []runner.NewJob    // cmdEnqueueMany
+	filter  ListFilter         // cmdList
+	reg     kindEntry          // cmdRegister
+	sched   runner.NewSchedule // cmdSchedule, cmdUnschedule (the name)
 	id      uint64
 	on      bool
 	reply   chan reply
@@ -95,7 +99,8 @@ type reply struct {
 	stats Stats
 	wait  <-chan struct{}
 
-	breakers []BreakerInfo // cmdBreakers
+	breakers []BreakerInfo     // cmdBreakers
+	scheds   []runner.Schedule // cmdSchedules
 }
 
 type doneMsg struct {

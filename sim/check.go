@@ -26,6 +26,7 @@ const (
 	InvStopSpendsNothing = "stop-spends-nothing"
 	InvUniqueRespected   = "unique-respected"
 	InvKindLimit         = "kind-limit"
+	InvPeriodOnce        = "period-once"
 	InvLeaseNoRenewAfter = "lease-no-renew-after-disposition"
 	InvLeaseNoCallAfter  = "lease-no-call-after-drop"
 	InvLeaseRequestExact = "lease-request-exact"
@@ -59,6 +60,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvStopSpendsNothing, "an attempt a graceful stop cut (and that did not succeed) is given back: the job waits again at its due with the attempt uncounted, and its breaker records nothing"},
 	{InvUniqueRespected, "no durable state (committed or recovered after a crash) holds two non-terminal jobs with the same unique key, and no job takes a key inside the window a durable success keeps it for"},
 	{InvKindLimit, "no kind has more attempts running at once on a node than its concurrency limit"},
+	{InvPeriodOnce, "each period of each schedule is handled once across crashes, compaction and restarts (at most one job), in order, none skipped except missed ones as its catch-up policy says; recovery gives back the schedules as last committed"},
 	{InvLeaseNoRenewAfter, "no renewal is sent after the receipt's disposition began"},
 	{InvLeaseNoCallAfter, "no call names a receipt after it was dropped"},
 	{InvLeaseRequestExact, "every renewal asks for request(now) = min(W, floor(t0+C-now)) and none is sent under 1 s"},
@@ -107,8 +109,9 @@ type Checker struct {
 	v      *Violation
 	checks []int // per invariant, in Invariants order
 
-	nodes map[int]*nodeModel
-	jobs  map[jobKey]*jobModel
+	nodes  map[int]*nodeModel
+	jobs   map[jobKey]*jobModel
+	scheds map[int]*schedNode // periodic jobs, by node (check_schedule.go)
 
 	lease    LeaseParams
 	receipts map[string]*receiptModel

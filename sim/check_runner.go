@@ -233,6 +233,11 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 		return
 	}
 	c.jobs[k] = &jobModel{firstDue: due, due: due, target: target, payload: payload, endedAt: -1, retriedAt: -1}
+	if n := c.node(node); n.chains != nil {
+		// Appended in the liveness phase (a schedule's period before its removal): its chain
+		// starts at its due.
+		n.chain(id, max(0, due-c.liveFrom))
+	}
 }
 
 // JobAcked: node's runner acknowledged the enqueue of id (it is durable).

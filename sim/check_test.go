@@ -212,6 +212,19 @@ func TestInvariantFires(t *testing.T) {
 			c.NodeCrashed(1)
 			c.NodeRecovered(1, []JobView{a, b})
 		}},
+		{InvPeriodOnce, func(c *Checker) {
+			// A period's job durable without its schedule's advance, fired again (more histories
+			// in check_schedule_test.go).
+			set := ScheduleView{Name: "s1", Spec: "@every 10s", CatchUp: "one", Next: 10 * time.Second, Last: -1, LastAt: -1}
+			fired := set
+			fired.Last, fired.LastAt, fired.Next, fired.LastJob = 10*time.Second, 10*time.Second, 20*time.Second, 1
+			c.ScheduleSubmitted(1, set)
+			c.SchedulesCommitted(1, []ScheduleView{set})
+			c.PeriodFired(1, fired, false)
+			c.SchedulesRecovered(1, []ScheduleView{set}, []JobView{{ID: 1, State: "waiting", FirstDue: 10 * time.Second}})
+			fired.LastJob = 2
+			c.PeriodFired(1, fired, true)
+		}},
 		{InvLeaseNoRenewAfter, func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")

@@ -59,6 +59,9 @@ type Config struct {
 	PPriority    float64 // P(a job gets a priority other than 0, drawn in [-5, 5])
 	PBatch       float64 // P(a producer tick submits its jobs as one EnqueueMany)
 	PUnique      float64 // P(a job gets a unique key, from a pool of 5)
+	// Schedules bounds the periodic jobs' schedules per node: half the seeds draw 1 to 3 from
+	// their own stream (sim/runner_schedule.go), never more than this; the shrinker lowers it.
+	Schedules int
 	// KindLimits are the limits of the runner's three kinds (mail, sms, bulk; 0: none); each
 	// job's kind is drawn from the kinds stream.
 	KindLimits [3]int
@@ -170,6 +173,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
 	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
 	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
+	c.Schedules = 3
 	// The kinds' limits come from their own stream too.
 	kr := Stream(seed, "kind-limits")
 	c.KindLimits = [3]int{kr.Intn(3), kr.Intn(2), 0}

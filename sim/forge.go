@@ -134,7 +134,7 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	case snap && len(data) >= 30 && binary.LittleEndian.Uint32(data[17:]) > 0 && r.Intn(2) == 0:
 		data[29] = 0xee
 		what = "a snapshot job in no known state"
-	case len(data) >= 9:
+	case len(data) >= 9 && binary.LittleEndian.Uint64(data[1:9]) != 0: // (a schedule's records have none)
 		clear(data[1:9])
 		what = "a zero job id"
 		if snap {

@@ -85,6 +85,9 @@ type runnerNode struct {
 	commits       int
 	views         []JobView   // the state at the last commit that wrote records
 	durable       journal.LSN // the journal's durable LSN then
+	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
+	rSched        *rand.Rand  // their changes
+	schedJobs     int         // jobs its schedules enqueued
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -128,6 +131,10 @@ func (n *runnerNode) checkReplay(live []JobView) {
 	if d := diffStatesMode(live, jobViews(snap), false); d != "" || len(snap.Jobs) != len(live) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit differs from the live state: %s (%d jobs live, %d replayed)",
 			n.name, d, len(live), len(snap.Jobs))
+		return
+	}
+	if got, want := scheduleViewsOf(snap.Schedules), n.scheduleViews(); !sameSchedules(want, got) {
+		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit has schedules %v, live %v", n.name, got, want)
 		return
 	}
 	w.chk.Pass(InvReplayEqualsLive)
@@ -202,6 +209,7 @@ func (w *World) setupRunner() {
 			limits[name] = c.KindLimits[k]
 		}
 		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
+		n.drawSchedules()
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindLimits: limits, KindsOnly: true})
 		w.nodes = append(w.nodes, n)
@@ -291,12 +299,14 @@ func (n *runnerNode) start() {
 	}
 	views := jobViews(st)
 	w.chk.NodeRecovered(n.id, views)
+	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
 	n.noteState(views)
 	n.views, n.durable = views, e.Status().Durable
 	n.boundaries = n.boundaries[:0]
 	n.noteBoundary(false)
 	n.checkMachine()
 	n.checkDisk()
+	n.registerSchedules()
 	n.scheduleCommit()
 }
 
@@ -363,6 +373,7 @@ func (n *runnerNode) finishStop() {
 	res, err := n.e.Flush(w.now())
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+		w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		n.crash("flushing at stop: " + err.Error())
 		return
 	}
@@ -552,6 +563,7 @@ func (n *runnerNode) produce() {
 			}
 		}
 	}
+	n.maybeChangeSchedule()
 	if n.up {
 		n.scheduleCommit()
 	}
@@ -687,9 +699,13 @@ func (n *runnerNode) commit() {
 	if !cut {
 		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 	}
+	n.maybeEndSchedules()
+	before, next := n.e.Schedules(), n.e.Status().NextID
 	res, err := n.e.Commit(w.now())
+	n.noteFirings(before, next, err == nil)
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+		w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		w.trace(n.name, "commit failed: "+err.Error())
 		if cut {
 			w.fault("crash-inside-batch")
@@ -808,6 +824,7 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
 		views = jobViewsAfter(n.views, n.e.State())
 		w.chk.Committed(n.id, views)
+		w.chk.SchedulesCommitted(n.id, n.scheduleViews())
 		n.views, n.durable = views, st.Durable
 	}
 	for _, st := range res.Settled {

@@ -65,6 +65,7 @@ var countKnobs = []struct {
 	{"nodes", 0, func(c *Config) int64 { return int64(c.Nodes) }, func(c *Config, v int64) { c.Nodes = int(v) }},
 	{"workers", 0, func(c *Config) int64 { return int64(c.Workers) }, func(c *Config, v int64) { c.Workers = int(v) }},
 	{"jobs", 1, func(c *Config) int64 { return int64(c.JobsMax) }, func(c *Config, v int64) { c.JobsMax = int(v) }},
+	{"schedules", 0, func(c *Config) int64 { return int64(c.Schedules) }, func(c *Config, v int64) { c.Schedules = int(v) }},
 	{"msgs", 1, func(c *Config) int64 { return int64(c.MsgsMax) }, func(c *Config, v int64) { c.MsgsMax = int(v) }},
 	{"capacity", 1, func(c *Config) int64 { return int64(c.Capacity) }, func(c *Config, v int64) { c.Capacity = int(v) }},
 	{"concurrency", 1, func(c *Config) int64 { return int64(c.Concurrency) }, func(c *Config, v int64) { c.Concurrency = int(v) }},
@@ -81,7 +82,7 @@ var countKnobs = []struct {
 
 // countSide says which side of the world a count configures: "runner", "queue" or "" (both).
 var countSide = map[string]string{
-	"jobs": "runner", "capacity": "runner", "targets": "runner", "attempts": "runner",
+	"jobs": "runner", "schedules": "runner", "capacity": "runner", "targets": "runner", "attempts": "runner",
 	"msgs": "queue", "concurrency": "queue", "prefetch": "queue", "receive-max": "queue",
 }
 

@@ -85,6 +85,7 @@ const (
 	mutHalfPool               // the runner engine's pool has half the configured capacity
 	mutLateHandler            // the worker driver starts each handler a millisecond after the machine says
 	mutLateDelete             // the worker driver sends each delete a millisecond after the machine says
+	mutSplitFiring            // a period's job and its schedule's advance in two batches, a crash between
 )
 
 // Stats counts what a run did.

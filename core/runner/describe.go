@@ -71,6 +71,30 @@ func Describe(s Snapshot, epoch time.Time) string {
 	for _, w := range s.Windows {
 		fmt.Fprintf(&b, "window kind=%s unique=%q job %d until %s\n", w.Kind, w.Unique, w.ID, offset(w.Until, epoch))
 	}
+	for _, sc := range s.Schedules {
+		b.WriteString(DescribeSchedule(sc, epoch))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// DescribeSchedule renders one schedule on one line, times as offsets from epoch.
+func DescribeSchedule(s Schedule, epoch time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "schedule %s spec=%q target=%s payload=%q", s.Name, s.Spec, s.Target, s.Payload)
+	if s.CatchUp != CatchUpOne {
+		fmt.Fprintf(&b, " catch-up=%v", s.CatchUp)
+	}
+	if s.Next.IsZero() {
+		b.WriteString(" next=none")
+	} else {
+		fmt.Fprintf(&b, " next=%s", offset(s.Next, epoch))
+	}
+	if !s.Last.IsZero() {
+		fmt.Fprintf(&b, " last=%s at=%s job=%d", offset(s.Last, epoch), offset(s.LastAt, epoch), s.LastJob)
+	}
+	fmt.Fprintf(&b, " fired=%d", s.Fired)
+	b.WriteString(describeOpts(s.Opts))
 	return b.String()
 }
 
@@ -86,6 +110,10 @@ func DescribeResult(r Result, epoch time.Time) string {
 				}
 			}
 			b.WriteByte('\n')
+			continue
+		}
+		if a.ID == 0 { // a schedule command
+			fmt.Fprintf(&b, "ack ticket %d\n", a.Ticket)
 			continue
 		}
 		fmt.Fprintf(&b, "ack ticket %d job %d", a.Ticket, a.ID)

@@ -81,6 +81,12 @@
 //     still running are abandoned: Status().Stopped (and Result.Stopped) tells the driver to
 //     Flush, optionally Compact, and Close; their Started records stand, so the next Open
 //     counts them as interrupted. A crash (no stop) counts the attempt, per rule 7.
+//  12. Periodic jobs (schedule.go): a schedule (SetSchedule, RemoveSchedule; at most
+//     SchedulesMax) is journaled state; its spec ("@every D" or cron, UTC) is re-parsed at
+//     replay. While dispatching, each Tick handles every due period, in name order, as one
+//     batch: the job's Enqueued record, then ScheduleFired (the job, the next period after now).
+//     A missed period (the next one is due too) gets one job (CatchUpOne) or none
+//     (CatchUpSkip); a held unique key skips the period. WakeAt includes the next period.
 //
 // Driving the engine (production driver and simulator alike):
 //
@@ -88,7 +94,7 @@
 //	e.Dispatch(now, true)           // Run or Drain
 //	loop:
 //	    submit commands:  e.EnqueueJob(now, job) / e.EnqueueMany(now, jobs) / e.Cancel(id) /
-//	                      e.Retry(now, id)
+//	                      e.Retry(now, id) / e.SetSchedule(now, s) / e.RemoveSchedule(name)
 //	    feed outcomes:    e.AttemptDone(now, token, outcome)
 //	    res, err := e.Commit(now)   // one journal batch, one fsync for everything above
 //	    answer callers from res.Acks (by ticket); dispatch res.Starts (Attempt.Value is the
@@ -101,5 +107,6 @@
 // Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs, each
 // in the not-yet-due heap or in both due heaps, every heap in order; units used = attempts in flight ≤ Capacity; a running job's current token holds a
 // unit; terminal ⇔ terminal sequence > 0; dead ⇔ a reason; deferred ⇒ waiting; nothing waits
-// for a record already synced; every breaker's own invariants.
+// for a record already synced; every breaker's own invariants; each schedule's next period
+// after its last (checkSchedules).
 package runner

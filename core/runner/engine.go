@@ -58,6 +58,8 @@ type Config struct {
 	// adds more before the first Dispatch.
 	Kinds     []KindConfig
 	KindsOnly bool
+
+	splitFiring func() // a planted defect for the simulator's tests (schedule_mut.go)
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -268,6 +270,12 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	case Retry:
 		v.Ticket = t
 		ev = v
+	case SetSchedule:
+		v.Ticket = t
+		ev = v
+	case RemoveSchedule:
+		v.Ticket = t
+		ev = v
 	}
 	if err := e.m.Step(ev); err != nil {
 		return 0, err
@@ -405,9 +413,13 @@ func (e *Engine) writeBatch() (Ready, error) {
 	if len(rd.Appends) == 0 {
 		return rd, nil
 	}
-	for _, a := range rd.Appends {
-		if _, err := e.j.Append(a.Tag, a.Data); err != nil {
-			return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
+	if split, err := e.writeSplit(rd.Appends); err != nil {
+		return Ready{}, e.becomePoisoned(fmt.Errorf("appending records: %w", err))
+	} else if !split {
+		for _, a := range rd.Appends {
+			if _, err := e.j.Append(a.Tag, a.Data); err != nil {
+				return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
+			}
 		}
 	}
 	if _, err := e.j.Commit(); err != nil {

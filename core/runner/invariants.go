@@ -17,6 +17,9 @@ func (m *Machine) checkInvariants() error {
 	if err := m.pool.CheckInvariants(); err != nil {
 		return err
 	}
+	if err := m.checkSchedules(); err != nil {
+		return err
+	}
 	if len(m.inflight) != m.pool.Status().Used {
 		return fmt.Errorf("runner: %d attempts in flight, %d units used", len(m.inflight), m.pool.Status().Used)
 	}

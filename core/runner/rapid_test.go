@@ -51,6 +51,8 @@ type model struct {
 	limits map[string]int
 	// windows: a unique key (kind NUL key) a succeeded job keeps until a time.
 	windows map[string]mWindow
+	// scheds are the schedules (schedule_rapid_test.go).
+	scheds map[string]*Schedule
 }
 
 type mWindow struct {
@@ -184,7 +186,7 @@ func (rm *runnerMachine) init(t *rapid.T) {
 	}
 	rm.w = newWorld(rapid.Int64().Draw(t, "seed"), cfg)
 	rm.m = &model{cfg: cfg, jobs: map[uint64]*Job{}, nextID: 1, acked: map[uint64]bool{},
-		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}, windows: map[string]mWindow{},
+		inflight: map[Token]mAttempt{}, breakers: map[string]*mBreaker{}, windows: map[string]mWindow{}, scheds: map[string]*Schedule{},
 		limits: map[string]int{"email": cfg.Kinds[0].Limit, "sms": cfg.Kinds[1].Limit}}
 	rm.tickets = map[Ticket]uint64{}
 	rm.batches = map[Ticket][]uint64{}
@@ -496,6 +498,7 @@ func (rm *runnerMachine) afterCommit(t *rapid.T, res Result) {
 		t.Fatalf("acks (-want +got)\n%s", diff)
 	}
 	m.pending = nil
+	m.fireModel(now)
 	// Walk the due jobs in admission's order: those due for AgeMax or longer first, in (due,
 	// id) order; then the rest by priority (higher first), then (due, id).
 	var due []*Job
@@ -667,6 +670,7 @@ func (rm *runnerMachine) compareLive(t *rapid.T) {
 	if diff := cmp.Diff(open(wantW, now), open(got.Windows, now), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("open unique windows (-model +engine)\n%s", diff)
 	}
+	rm.compareSchedules(t, got.Schedules)
 }
 
 // open is the windows not ended at now (ended ones may or may not have been pruned yet).
@@ -750,6 +754,7 @@ func (rm *runnerMachine) reopen(t *rapid.T, maybe Snapshot) {
 	for _, u := range replayed.Windows {
 		m.windows[u.Kind+"\x00"+u.Unique] = mWindow{id: u.ID, until: u.Until}
 	}
+	m.rebaseSchedules(replayed.Schedules)
 	for _, j := range replayed.Jobs {
 		j := j
 		m.jobs[j.ID] = &j
@@ -874,7 +879,8 @@ func (rm *runnerMachine) check(t *rapid.T) {
 // deadline, while its breaker is open (probes aside), or once cancelled or terminal; a kind
 // never has more attempts in flight than its limit, an unregistered kind (KindsOnly) never
 // starts, and a unique key is held by its non-terminal job or, after a success, for its
-// window, across crashes and compaction. Longer:
+// window, across crashes and compaction; schedules fire each period once, at the model's
+// periods, with the catch-up policy, and survive crashes and compaction. Longer:
 // SLUICE_LONG=1 (5,000 checks) or -rapid.checks=N.
 func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 	if os.Getenv("SLUICE_LONG") != "" && flag.Lookup("rapid.checks").Value.String() == "100" {
@@ -918,6 +924,8 @@ func TestRunnerMatchesModelAndSurvivesCrashes(t *testing.T) {
 			"CommitWithFault": rare(rm.CommitWithFault),
 			"Compact":         rare(rm.Compact),
 			"ListPages":       rm.ListPages,
+			"SetSchedule":     rm.SetSchedule,
+			"RemoveSchedule":  rm.RemoveSchedule,
 			"":                rm.check,
 		})
 	})

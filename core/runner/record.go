@@ -24,7 +24,8 @@ const (
 // codecVersion is the first byte of every record and snapshot payload. Version 2 added the
 // per-job fields (priority, attempts, deadline, kind, unique key) to Enqueued and to the
 // snapshot's jobs; version 3 the unique window (UniqueFor) to them and the open windows to the
-// snapshot, and the kind now chooses the handler. An older payload is refused with ErrFormat,
+// snapshot, and the kind now chooses the handler; the schedule records and the snapshot's
+// schedules came with it (schedule_record.go). An older payload is refused with ErrFormat,
 // never read as version 3.
 const codecVersion = 3
 
@@ -78,6 +79,7 @@ func formatError(what string, v uint8) error {
 //	           | history count u8 |
 //	           | history count × (attempt u32 | start time | outcome u8 | [end time unless running] | err str) |
 //	  then     | window count u32 | window count × (kind str | unique str | id u64 | until time) |
+//	  then     | the schedules (schedule_record.go, which also lays out the schedule records) |
 //
 // Record is one journaled transition. Which fields a tag uses is fixed by encode; decode
 // rejects anything encode would not write.
@@ -94,13 +96,17 @@ type Record struct {
 	Next      JobState    // Finished: Waiting, Succeeded or Dead
 	Reason    Reason      // Finished and Expired when dead
 	Opts      Opts        // Enqueued
-	At        time.Time   // Started, Finished, Released: when (for the attempt history)
+	At        time.Time   // Started, Finished, Released: when (for the attempt history); ScheduleSet, ScheduleFired
+	Sched     SchedRecord // the schedule records (schedule_record.go)
 }
 
 // validate states which field combinations encode writes.
 func (r *Record) validate() error {
 	bad := func(f string, args ...any) error {
 		return fmt.Errorf("%w: tag %d: "+f, append([]any{ErrDecode, r.Tag}, args...)...)
+	}
+	if scheduleTag(r.Tag) {
+		return r.validateSchedule()
 	}
 	if r.ID < 1 {
 		return bad("id 0")
@@ -185,6 +191,8 @@ func appendRecord(b []byte, r Record) []byte {
 		w.time(r.Due)
 	case TagExpired:
 		w.u8(uint8(r.Reason))
+	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
+		w.scheduleRecord(r)
 	}
 	return w.b
 }
@@ -202,7 +210,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 // data and whether names are interned (replay: see Machine.Replay).
 func decodeRecord(rd reader, tag uint8) (Record, error) {
 	r := Record{Tag: tag}
-	if tag == TagSnapshot || tag == 0 || tag > TagReleased {
+	if tag == TagSnapshot || tag == 0 || (tag > TagReleased && !scheduleTag(tag)) {
 		return r, fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
@@ -233,6 +241,8 @@ func decodeRecord(rd reader, tag uint8) (Record, error) {
 		r.Due = rd.time()
 	case TagExpired:
 		r.Reason = Reason(rd.u8())
+	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
+		rd.scheduleRecord(&r)
 	}
 	if err := rd.done(); err != nil {
 		return r, err
@@ -251,6 +261,8 @@ type Snapshot struct {
 	// Windows are the unique keys reserved after a success (Opts.UniqueFor), by (kind, key);
 	// they outlive their job, which compaction may prune.
 	Windows []UniqueWindow
+	// Schedules are the periodic jobs' schedules, by name (schedule.go).
+	Schedules []Schedule
 }
 
 // UniqueWindow is a unique key (Kind, Unique) that job ID, succeeded, holds until Until.
@@ -307,7 +319,7 @@ func (s *Snapshot) validate() error {
 			}
 		}
 	}
-	return nil
+	return s.validateSchedules()
 }
 
 // EncodeSnapshot returns the payload of s. An invalid snapshot is misuse and panics.
@@ -352,6 +364,7 @@ func EncodeSnapshot(s Snapshot) []byte {
 		w.u64(u.ID)
 		w.time(u.Until)
 	}
+	w.schedules(s.Schedules)
 	return w.b
 }
 
@@ -413,6 +426,7 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 			u.Kind, u.Unique, u.ID, u.Until = rd.str(), rd.str(), rd.u64(), rd.time()
 		}
 	}
+	s.Schedules = rd.schedules()
 	if err := rd.done(); err != nil {
 		return s, err
 	}

@@ -45,6 +45,8 @@ import (
 //	fail-next op=write|sync|rename|syncdir|create
 //	compact | state | replay | status | files | breaker target=T
 //	history id=N              the job's attempt history
+//	schedule name=N spec=S [target=T] [payload=P] [catch-up=one|skip] [priority=N] [unique=U]
+//	unschedule name=N | schedules
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "../../corpus/runner", func(t *testing.T, path string) {
 		var w *world
@@ -359,6 +361,9 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			b.WriteString("files unchanged\n")
 		}
 		return b.String(), nil
+	case "schedule", "unschedule", "schedules":
+		needEngine()
+		return scheduleCmd(t, w, d)
 	case "breaker":
 		needEngine()
 		return w.e.m.breakerState(argStr(t, d, "target", "a")).String() + "\n", nil

@@ -1,0 +1,211 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// ScheduleView is a schedule as a runner reports it (live or recovered), reduced to what the
+// period-once invariant compares. Times are offsets from Epoch; -1 when zero (none).
+type ScheduleView struct {
+	Name    string
+	Spec    string
+	Payload string
+	CatchUp string // "one" or "skip"
+	Anchor  time.Duration
+	Next    time.Duration
+	Last    time.Duration // the last period handled
+	LastAt  time.Duration // when it was handled
+	LastJob uint64        // its job; 0: skipped
+}
+
+func (v ScheduleView) String() string {
+	return fmt.Sprintf("{%s spec=%q catch-up=%s next=%s last=%s at=%s job=%d}", v.Name, v.Spec, v.CatchUp,
+		Offset(v.Next), Offset(v.Last), Offset(v.LastAt), v.LastJob)
+}
+
+// period-once, the model: per node, the next period each schedule must handle (from the last
+// set or handled period the node reported), and every period handled, with its job, until a
+// recovery shows whether the commit that handled it was durable.
+type schedNode struct {
+	expect  map[string]time.Duration // schedule name -> its next period
+	periods map[periodKey]*periodFact
+	live    []ScheduleView // the schedules after the last acknowledged commit
+	pending []ScheduleView // after a commit written but not acknowledged, if any
+}
+
+type periodKey struct {
+	name   string
+	period time.Duration
+}
+
+type periodFact struct {
+	job     uint64 // 0: skipped by the catch-up policy
+	payload string
+	durable bool // its commit was acknowledged, or a recovery showed it
+}
+
+func (c *Checker) schedNode(node int) *schedNode {
+	if c.scheds == nil {
+		c.scheds = map[int]*schedNode{}
+	}
+	sn := c.scheds[node]
+	if sn == nil {
+		sn = &schedNode{expect: map[string]time.Duration{}, periods: map[periodKey]*periodFact{}}
+		c.scheds[node] = sn
+	}
+	return sn
+}
+
+// specNext is the independent oracle of a spec's periods: the first period strictly after
+// after (-1: none). Intervals count from the anchor; cron specs are robfig/cron's own
+// definition (5 fields, 6 with seconds, descriptors), in UTC.
+func specNext(spec string, anchor, after time.Duration) time.Duration {
+	if rest, ok := strings.CutPrefix(spec, "@every "); ok {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d <= 0 {
+			return -1
+		}
+		k := max(1, (after-anchor)/d)
+		for anchor+k*d <= after {
+			k++
+		}
+		for k > 1 && anchor+(k-1)*d > after {
+			k--
+		}
+		return anchor + k*d
+	}
+	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	s, err := p.Parse(spec)
+	if err != nil {
+		return -1
+	}
+	t := s.Next(Epoch.Add(after))
+	if t.IsZero() {
+		return -1
+	}
+	return t.Sub(Epoch)
+}
+
+// ScheduleSubmitted: node's runner took a set (add or change) of a schedule; v is it now.
+func (c *Checker) ScheduleSubmitted(node int, v ScheduleView) {
+	c.schedNode(node).expect[v.Name] = v.Next
+}
+
+// ScheduleRemoveSubmitted: node's runner took the removal of schedule name.
+func (c *Checker) ScheduleRemoveSubmitted(node int, name string) {
+	delete(c.schedNode(node).expect, name)
+}
+
+// PeriodFired: a commit of node handled the period v.Last of schedule v (v as after the commit,
+// at v.LastAt): enqueued job v.LastJob, or skipped it. acked says the commit succeeded. The
+// period must be the one the schedule was waiting for (none skipped, none repeated), not be
+// handled before, and the next period must be the spec's first after the handling; the job is
+// skipped exactly when the period was missed (the next one was due too) and the policy skips.
+func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
+	sn := c.schedNode(node)
+	key := periodKey{v.Name, v.Last}
+	if f := sn.periods[key]; f != nil {
+		c.check(InvPeriodOnce, false, "node %d: period %s of schedule %s handled twice: job %d, then job %d (%v)",
+			node, Offset(v.Last), v.Name, f.job, v.LastJob, v)
+		return
+	}
+	if exp, ok := sn.expect[v.Name]; ok && exp != v.Last {
+		c.check(InvPeriodOnce, false, "node %d: schedule %s handled period %s, but it was waiting for period %s (%v)",
+			node, v.Name, Offset(v.Last), Offset(exp), v)
+		return
+	}
+	want := specNext(v.Spec, v.Anchor, max(v.Last, v.LastAt))
+	if !c.check(InvPeriodOnce, v.Next == want, "node %d: schedule %s handled period %s at %s and moved to %s, want the first period after it, %s (%v)",
+		node, v.Name, Offset(v.Last), Offset(v.LastAt), Offset(v.Next), Offset(want), v) {
+		return
+	}
+	missed := specNext(v.Spec, v.Anchor, v.Last) <= v.LastAt
+	wantJob := !missed || v.CatchUp != "skip"
+	if !c.check(InvPeriodOnce, (v.LastJob != 0) == wantJob, "node %d: schedule %s period %s handled at %s (missed %v, catch-up %s) with job %d",
+		node, v.Name, Offset(v.Last), Offset(v.LastAt), missed, v.CatchUp, v.LastJob) {
+		return
+	}
+	sn.periods[key] = &periodFact{job: v.LastJob, payload: v.Payload, durable: acked}
+	sn.expect[v.Name] = v.Next
+}
+
+// SchedulesCommitted: node's runner acknowledged a commit; views are its schedules after it.
+func (c *Checker) SchedulesCommitted(node int, views []ScheduleView) {
+	sn := c.schedNode(node)
+	sn.live, sn.pending = views, nil
+}
+
+// SchedulesUnacked: node's runner wrote a commit that was not acknowledged; views are the
+// schedules it would have had.
+func (c *Checker) SchedulesUnacked(node int, views []ScheduleView) { c.schedNode(node).pending = views }
+
+// SchedulesRecovered: node's runner reopened with schedules views and jobs. They must be the
+// schedules of the last acknowledged commit or of the unacknowledged one after it. A period
+// handled by an unacknowledged commit is durable if its advance or its job was recovered, and
+// then both must be (the one-batch rule); otherwise it is forgotten, to be handled again.
+func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobView) {
+	sn := c.schedNode(node)
+	if !sameSchedules(sn.live, views) && (sn.pending == nil || !sameSchedules(sn.pending, views)) {
+		c.check(InvPeriodOnce, false, "node %d recovered schedules %v, committed %v (written since: %v)", node, views, sn.live, sn.pending)
+		return
+	}
+	byName := map[string]ScheduleView{}
+	for _, v := range views {
+		byName[v.Name] = v
+	}
+	byID := map[uint64]JobView{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	keys := make([]periodKey, 0, len(sn.periods))
+	for k, f := range sn.periods {
+		if !f.durable {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if keys[a].name != keys[b].name {
+			return keys[a].name < keys[b].name
+		}
+		return keys[a].period < keys[b].period
+	})
+	for _, k := range keys {
+		f := sn.periods[k]
+		v, ok := byName[k.name]
+		advanced := ok && v.Last >= k.period
+		j, ok := byID[f.job]
+		job := f.job != 0 && ok && j.FirstDue == k.period && j.Payload == f.payload
+		switch {
+		case advanced && f.job != 0 && !job:
+			c.check(InvPeriodOnce, false, "node %d: schedule %s recovered past period %s, but not its job %d: the period was skipped", node, k.name, Offset(k.period), f.job)
+			return
+		case advanced || job:
+			f.durable = true
+		default:
+			delete(sn.periods, k)
+		}
+	}
+	sn.expect = map[string]time.Duration{}
+	for _, v := range views {
+		sn.expect[v.Name] = v.Next
+	}
+	sn.live, sn.pending = views, nil
+	c.check(InvPeriodOnce, true, "")
+}
+
+func sameSchedules(a, b []ScheduleView) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

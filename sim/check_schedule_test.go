@@ -1,0 +1,112 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Histories fed to the period-once checker: a legal one passes, and each way of breaking the
+// invariant is reported.
+func TestPeriodOnceFiresOnViolatingHistories(t *testing.T) {
+	s := time.Second
+	sched := func(last, at, next time.Duration, job uint64) ScheduleView {
+		return ScheduleView{Name: "s1", Spec: "@every 10s", Payload: "p", CatchUp: "one", Anchor: 0, Next: next, Last: last, LastAt: at, LastJob: job}
+	}
+	set := sched(-1, -1, 10*s, 0)
+	job := func(id uint64, due time.Duration) JobView {
+		return JobView{ID: id, State: "waiting", FirstDue: due, Due: due, Target: "t1", Payload: "p"}
+	}
+	for _, tc := range []struct {
+		name string
+		feed func(c *Checker)
+		want string // "" for no violation, else a fragment of the detail
+	}{
+		{"on time, late within the period, and a catch-up", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.PeriodFired(1, sched(10*s, 10*s, 20*s, 1), true)
+			c.PeriodFired(1, sched(20*s, 29*s, 30*s, 2), true)
+			c.PeriodFired(1, sched(30*s, 75*s, 80*s, 3), true) // 40 s to 70 s missed: one job
+		}, ""},
+		{"a period skipped", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.PeriodFired(1, sched(20*s, 20*s, 30*s, 1), true)
+		}, "waiting for period 10.000s"},
+		{"moved past a period it should have fired", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.PeriodFired(1, sched(10*s, 10*s, 30*s, 1), true)
+		}, "want the first period after it, 20.000s"},
+		{"a missed period skipped under catch-up one", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.PeriodFired(1, sched(10*s, 25*s, 30*s, 0), true)
+		}, "missed true, catch-up one"},
+		{"a job durable without its advance, fired again", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.SchedulesCommitted(1, []ScheduleView{set})
+			c.PeriodFired(1, sched(10*s, 10*s, 20*s, 1), false)
+			c.SchedulesUnacked(1, []ScheduleView{sched(10*s, 10*s, 20*s, 1)})
+			c.SchedulesRecovered(1, []ScheduleView{set}, []JobView{job(1, 10*s)})
+			c.PeriodFired(1, sched(10*s, 11*s, 20*s, 2), true)
+		}, "handled twice: job 1, then job 2"},
+		{"a batch lost whole is handled again", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.SchedulesCommitted(1, []ScheduleView{set})
+			c.PeriodFired(1, sched(10*s, 10*s, 20*s, 1), false)
+			c.SchedulesRecovered(1, []ScheduleView{set}, nil)
+			c.PeriodFired(1, sched(10*s, 11*s, 20*s, 1), true)
+		}, ""},
+		{"an advance durable without its job", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.SchedulesCommitted(1, []ScheduleView{set})
+			c.PeriodFired(1, sched(10*s, 10*s, 20*s, 1), false)
+			c.SchedulesUnacked(1, []ScheduleView{sched(10*s, 10*s, 20*s, 1)})
+			c.SchedulesRecovered(1, []ScheduleView{sched(10*s, 10*s, 20*s, 1)}, nil)
+		}, "but not its job 1"},
+		{"recovery loses a committed change", func(c *Checker) {
+			c.SchedulesCommitted(1, []ScheduleView{set})
+			c.SchedulesRecovered(1, nil, nil)
+		}, "recovered schedules []"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewChecker()
+			tc.feed(c)
+			v := c.Violation()
+			switch {
+			case tc.want == "" && v != nil:
+				t.Fatalf("violation %v", v)
+			case tc.want != "" && (v == nil || v.Invariant != InvPeriodOnce || !strings.Contains(v.Detail, tc.want)):
+				t.Fatalf("violation %v, want %s with %q", v, InvPeriodOnce, tc.want)
+			}
+		})
+	}
+}
+
+func TestSpecNextOracle(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		spec          string
+		anchor, after time.Duration
+		want          time.Duration
+	}{
+		{"@every 10s", 3 * s, 0, 13 * s},
+		{"@every 10s", 3 * s, 13 * s, 23 * s},
+		{"@every 10s", 3 * s, 42 * s, 43 * s},
+		{"*/15 * * * * *", 0, 15 * s, 30 * s},
+		{"0 * * * * *", 0, 59 * s, 60 * s},
+		{"0 0 30 2 *", 0, 0, -1},
+	} {
+		if got := specNext(tc.spec, tc.anchor, tc.after); got != tc.want {
+			t.Errorf("specNext(%q, %v, %v) = %v, want %v", tc.spec, tc.anchor, tc.after, got, tc.want)
+		}
+	}
+}
+
+// An engine that journals a period's job and its schedule's advance in two batches, with a
+// crash between, runs the period twice: period-once catches it.
+func TestMutationSplitFiringIsCaught(t *testing.T) {
+	v := runMutated(t, "calm", mutSplitFiring, 20)
+	if v == nil || v.Invariant != InvPeriodOnce {
+		t.Fatalf("violation %v, want %s", v, InvPeriodOnce)
+	}
+	t.Log(v)
+}

@@ -1,0 +1,200 @@
+package sim
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/runnermut"
+)
+
+// Periodic jobs in the world. Each runner node draws up to three schedules (intervals and cron
+// specs, some with catch-up "skip") from its own "schedules/<node>" stream; half the seeds draw
+// none. A node registers them at every open, as a program calls Schedule at startup (the same
+// spec keeps the next period); its producer changes a payload or a spec, removes one or adds
+// it back now and then (from the "schedule-changes/<node>" stream, so no other draw moves).
+// Every commit reports the periods it handled to the checker (period-once, check_schedule.go),
+// and the jobs they enqueued as appended (acknowledged when the commit succeeded). At the
+// liveness phase every node removes its schedules, so that the world can settle.
+
+// schedSpecs are the specs the world draws: periods of 10 s to 1 min, both kinds.
+var schedSpecs = []string{"@every 10s", "@every 25s", "@every 1m", "*/15 * * * * *", "0 * * * * *", "*/30 * * * * *"}
+
+// pSchedChange is the probability that a producer tick changes one of the node's schedules.
+const pSchedChange = 0.05
+
+// simSched is one schedule as the node's program last asked for it.
+type simSched struct {
+	name    string
+	spec    string
+	catchUp runner.CatchUp
+	kind    string // one of the node's registered kinds
+	version int    // bumped at each payload change
+	removed bool
+}
+
+func (s *simSched) payload(node int) string {
+	return "sched-" + strconv.Itoa(node) + "-" + s.name + "-v" + strconv.Itoa(s.version)
+}
+
+// drawSchedules draws node n's schedules and, under mutSplitFiring, plants the split-batch defect.
+func (n *runnerNode) drawSchedules() {
+	w := n.w
+	r := Stream(w.cfg.Seed, "schedules/"+n.name)
+	n.rSched = Stream(w.cfg.Seed, "schedule-changes/"+n.name)
+	if r.Intn(2) == 0 {
+		return
+	}
+	for i := range min(1+r.Intn(3), w.cfg.Schedules) {
+		s := &simSched{name: "s" + strconv.Itoa(i+1), spec: schedSpecs[r.Intn(len(schedSpecs))], kind: kindNames[r.Intn(len(kindNames))]}
+		if r.Intn(3) == 0 {
+			s.catchUp = runner.CatchUpSkip
+		}
+		n.scheds = append(n.scheds, s)
+	}
+	if w.mutation == mutSplitFiring {
+		// The defect: a period's job durable, then a crash before its schedule's advance.
+		runnermut.SplitFiring(&n.cfg, func() { n.disk.CrashAfter(1) })
+	}
+}
+
+// registerSchedules runs after each open: every schedule the program wants is set (again),
+// every one it removed is removed; at the liveness phase all are removed.
+func (n *runnerNode) registerSchedules() {
+	have := map[string]bool{}
+	for _, s := range n.e.Schedules() {
+		have[s.Name] = true
+	}
+	for _, s := range n.scheds {
+		switch {
+		case n.w.liveness || s.removed:
+			if have[s.name] {
+				n.unschedule(s)
+			}
+		default:
+			n.schedule(s)
+		}
+	}
+}
+
+// maybeEndSchedules removes every schedule once the liveness phase has begun.
+func (n *runnerNode) maybeEndSchedules() {
+	if !n.w.liveness || len(n.e.Schedules()) == 0 {
+		return
+	}
+	for _, s := range n.scheds {
+		if !s.removed {
+			n.unschedule(s)
+		}
+	}
+}
+
+func (n *runnerNode) schedule(s *simSched) {
+	w := n.w
+	_, err := n.e.SetSchedule(w.now(), runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
+		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind}})
+	if err != nil {
+		w.trace(n.name, "schedule "+s.name+" refused: "+err.Error())
+		return
+	}
+	for _, v := range n.e.Schedules() {
+		if v.Name == s.name {
+			w.chk.ScheduleSubmitted(n.id, scheduleView(v))
+			w.trace(n.name, "schedule "+runner.DescribeSchedule(v, Epoch))
+		}
+	}
+}
+
+func (n *runnerNode) unschedule(s *simSched) {
+	w := n.w
+	if _, err := n.e.RemoveSchedule(s.name); err != nil {
+		w.trace(n.name, "unschedule "+s.name+" refused: "+err.Error())
+		return
+	}
+	w.chk.ScheduleRemoveSubmitted(n.id, s.name)
+	w.trace(n.name, "unschedule "+s.name)
+}
+
+// maybeChangeSchedule is the producer's draw: change a payload or a spec, remove a schedule or
+// add a removed one back.
+func (n *runnerNode) maybeChangeSchedule() {
+	if len(n.scheds) == 0 || !n.up || n.w.liveness || n.rSched.Float64() >= pSchedChange {
+		return
+	}
+	s := n.scheds[n.rSched.Intn(len(n.scheds))]
+	switch k := n.rSched.Intn(4); {
+	case s.removed:
+		s.removed = false
+		n.schedule(s)
+	case k == 0:
+		s.removed = true
+		n.unschedule(s)
+	case k == 1:
+		s.spec = schedSpecs[n.rSched.Intn(len(schedSpecs))]
+		n.schedule(s)
+	default:
+		s.version++
+		n.schedule(s)
+	}
+}
+
+// noteFirings reports what the commit just made of the schedules: the jobs it enqueued
+// (appended; acknowledged when acked) and each period handled. before is Schedules() and next
+// the next id before the commit; a commit handles at most one period per schedule.
+func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bool) {
+	w := n.w
+	for id := next; id < n.e.Status().NextID; id++ {
+		j, ok := n.e.Get(id)
+		if !ok {
+			continue
+		}
+		w.chk.JobAppended(n.id, id, j.FirstDue.Sub(Epoch), j.Target, string(j.Payload))
+		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
+		n.schedJobs++
+		if acked {
+			w.chk.JobAcked(n.id, id)
+			n.acked = append(n.acked, id)
+		}
+	}
+	prev := map[string]runner.Schedule{}
+	for _, s := range before {
+		prev[s.Name] = s
+	}
+	for _, s := range n.e.Schedules() {
+		if b, ok := prev[s.Name]; ok && (!s.Last.Equal(b.Last) || !s.LastAt.Equal(b.LastAt)) {
+			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
+			w.chk.PeriodFired(n.id, scheduleView(s), acked)
+		}
+	}
+}
+
+// scheduleViews is the node's schedules as the checker compares them.
+func (n *runnerNode) scheduleViews() []ScheduleView { return scheduleViewsOf(n.e.Schedules()) }
+
+func scheduleViewsOf(ss []runner.Schedule) []ScheduleView {
+	out := make([]ScheduleView, len(ss))
+	for i, s := range ss {
+		out[i] = scheduleView(s)
+	}
+	return out
+}
+
+func scheduleView(s runner.Schedule) ScheduleView {
+	off := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return -1
+		}
+		return t.Sub(Epoch)
+	}
+	return ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
+		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
+}
+
+// schedJobsMax is the most jobs any node's schedules enqueued (for the liveness bound).
+func (w *World) schedJobsMax() int {
+	m := 0
+	for _, n := range w.nodes {
+		m = max(m, n.schedJobs)
+	}
+	return m
+}
