@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"strconv"
@@ -83,6 +84,7 @@ type runnerNode struct {
 	produced      int
 	commits       int
 	views         []JobView   // the state at the last commit that wrote records
+	rOp           *rand.Rand  // the operator's listing choices (checkList)
 	durable       journal.LSN // the journal's durable LSN then
 }
 
@@ -130,6 +132,51 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvReplayEqualsLive)
+}
+
+// checkList pages through the node's jobs as an operator's listing does (List: a filter on one
+// state or none, small pages and scan bounds, resumed from each page's cursor) and checks the
+// pages against the live state: every matching job once, ascending by id. It checks IdleThrough
+// at the same instant: idle exactly when no waiting job is due and no attempt holds a unit.
+// Its draws are from the node's own "operator" stream.
+func (n *runnerNode) checkList(live []JobView) {
+	w := n.w
+	if n.rOp == nil {
+		n.rOp = Stream(w.cfg.Seed, "operator/"+n.name)
+	}
+	r := n.rOp
+	var want runner.JobState // zero: any state
+	if r.Intn(2) == 0 {
+		want = runner.JobState(1 + r.Intn(int(runner.Cancelled)))
+	}
+	limit, scan := 1+r.Intn(8), 1+r.Intn(16)
+	var got, exp []string
+	for from, pages := uint64(1), uint64(0); pages <= n.e.Status().NextID; pages++ { // each page scans an id at least
+		jobs, next, more := n.e.List(from, math.MaxUint64, func(j *runner.Job) bool { return want == 0 || j.State == want }, limit, scan)
+		for _, j := range jobs {
+			got = append(got, strconv.FormatUint(j.ID, 10)+"/"+j.State.String())
+		}
+		if !more {
+			break
+		}
+		from = next + 1
+	}
+	busy := n.e.Status().InFlight > 0
+	for _, v := range live {
+		if want == 0 || v.State == want.String() {
+			exp = append(exp, strconv.FormatUint(v.ID, 10)+"/"+v.State)
+		}
+		busy = busy || v.State == runner.Waiting.String() && v.Due <= w.loop.Now()
+	}
+	if g, e := strings.Join(got, " "), strings.Join(exp, " "); g != e {
+		w.chk.Fail(InvMachine, "%s: List (state %v, pages of %d, scanning %d) gave [%s], the state holds [%s]", n.name, want, limit, scan, g, e)
+		return
+	}
+	if idle := n.e.IdleThrough(w.now()); idle == busy {
+		w.chk.Fail(InvMachine, "%s: IdleThrough(now) is %v, but a job is due or an attempt holds a unit: %v", n.name, idle, busy)
+		return
+	}
+	w.chk.Pass(InvMachine)
 }
 
 func readAll(fsys *disk.Disk, name string) ([]byte, error) {
@@ -525,12 +572,14 @@ func (n *runnerNode) produce() {
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
 		// A manual retry of a job that may be dead (refused unless it is).
 		id := n.acked[w.rWork.Intn(len(n.acked))]
-		if j, ok := n.e.Get(id); ok && j.State == runner.Dead {
-			t, err := n.e.Retry(w.now(), id)
-			if err == nil {
-				n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
-				w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
-			}
+		j, ok := n.e.Get(id)
+		t, err := n.e.Retry(w.now(), id)
+		switch {
+		case err == nil:
+			n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
+			w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
+		case !ok && !errors.Is(err, runner.ErrNotFound), ok && j.State != runner.Dead && !errors.Is(err, runner.ErrNotDead):
+			w.chk.Fail(InvMachine, "%s: a retry of job %d (found %v, %v) was refused with %v", n.name, id, ok, j.State, err)
 		}
 	}
 	if n.up {
@@ -558,7 +607,14 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 		at = time.Time{} // "due now" as a client writes it, for half the payloads
 	}
 	next := n.e.Status().NextID
-	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
+	var t runner.Ticket
+	var id uint64
+	var err error
+	if o == (runner.Opts{}) {
+		t, id, err = n.e.Enqueue(w.now(), at, target, []byte(payload)) // a client without options
+	} else {
+		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
+	}
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -714,6 +770,7 @@ func (n *runnerNode) commit() {
 		// (A failed compaction may have renamed its snapshot in already: the disk then holds
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
+		n.checkList(views)
 	}
 	if res.Stopped {
 		if cut {

@@ -485,5 +485,7 @@ func (e *Engine) IdleThrough(t time.Time) bool { return e.m.IdleThrough(t) }
 // Idle reports that nothing is waiting (due or not, deferred included) or running: Drain is done.
 func (e *Engine) Idle() bool { return e.m.Idle() }
 
-// CheckInvariants runs the machine's invariants (for the simulator and tests).
-func (e *Engine) CheckInvariants() error { return e.m.checkInvariants() }
+// CheckInvariants runs the machine's invariants and its journal's (for the simulator and tests).
+func (e *Engine) CheckInvariants() error {
+	return errors.Join(e.m.checkInvariants(), e.j.CheckInvariants())
+}
