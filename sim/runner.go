@@ -179,7 +179,13 @@ func (n *runnerNode) checkList(live []JobView) {
 	w.chk.Pass(InvMachine)
 }
 
-func readAll(fsys *disk.Disk, name string) ([]byte, error) {
+// readAll reads a whole file as the world's inspections do: past the read-side faults.
+func readAll(fsys *disk.Disk, name string) (b []byte, err error) {
+	fsys.WithoutReadFaults(func() { b, err = readFile(fsys, name) })
+	return b, err
+}
+
+func readFile(fsys *disk.Disk, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
@@ -280,6 +286,14 @@ func (n *runnerNode) start() {
 	}
 	w.chk.OpenAttempted(n.id)
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
+	if err != nil && errors.Is(err, disk.ErrInjected) && w.faultsOn {
+		// An injected fault, before any verdict on the journal (a damaged one is judged at the
+		// next open).
+		w.trace(n.name, "open failed on an injected disk fault, restarting: "+err.Error())
+		n.disk.Crash()
+		n.scheduleRestart()
+		return
+	}
 	if n.flipped != "" {
 		what := n.flipped
 		n.flipped = ""
@@ -299,12 +313,6 @@ func (n *runnerNode) start() {
 		return
 	}
 	if err != nil {
-		if errors.Is(err, disk.ErrInjected) && w.faultsOn {
-			w.trace(n.name, "open failed on an injected disk fault, restarting: "+err.Error())
-			n.disk.Crash()
-			n.scheduleRestart()
-			return
-		}
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
@@ -852,7 +860,10 @@ func (n *runnerNode) noteState(views []JobView) {
 }
 
 func (n *runnerNode) noteBoundary(compacted bool) {
-	if size, err := n.disk.Stat(journalName); err == nil {
+	var size int64
+	var err error
+	n.disk.WithoutReadFaults(func() { size, err = n.disk.Stat(journalName) })
+	if err == nil {
 		if l := len(n.boundaries); l == 0 || size > n.boundaries[l-1] {
 			n.boundaries = append(n.boundaries, size)
 		}
@@ -1015,7 +1026,9 @@ func (n *runnerNode) checkScanRefuses(what string) {
 	// runner.Replay (read-only: journal.Read) must refuse it as well.
 	cfg := n.cfg
 	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
-	if _, err := runner.Replay(n.disk, journalName, cfg); !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+	var err2 error
+	n.disk.WithoutReadFaults(func() { _, err2 = runner.Replay(n.disk, journalName, cfg) })
+	if err := err2; !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
 		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but runner.Replay returned %v", n.name, what, err)
 		return
 	}

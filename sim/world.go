@@ -56,6 +56,7 @@ type World struct {
 	rPoint                      *rand.Rand // the crash-point family's own stream
 	rDamage                     *rand.Rand // the damage family's choice of nodes and of a lost sector
 	rForge                      *rand.Rand // the damage family's choice of a forged frame (forge.go)
+	rBreach                     *rand.Rand // the contract-breach family's draws (worker.go)
 	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	queue      *queue.Queue
@@ -230,6 +231,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
 		rDamage: Stream(cfg.Seed, "damage"),
 		rForge:  Stream(cfg.Seed, "forge"),
+		rBreach: Stream(cfg.Seed, "breach"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
@@ -508,7 +510,12 @@ func (w *World) damaged(id int) bool {
 
 // loseSector clears every set bit of the sector at off of node n's journal; it returns how
 // many bits it cleared (0 when the sector was zeros already, or unreadable).
-func (w *World) loseSector(n *runnerNode, off int64) int {
+func (w *World) loseSector(n *runnerNode, off int64) (cleared int) {
+	n.disk.WithoutReadFaults(func() { cleared = w.clearSector(n, off) })
+	return cleared
+}
+
+func (w *World) clearSector(n *runnerNode, off int64) int {
 	f, err := n.disk.Open(journalName)
 	if err != nil {
 		return 0
