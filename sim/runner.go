@@ -237,7 +237,7 @@ func (w *World) setupRunner() {
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 			// A grace about as long as the handlers, so graceful stops cut attempts (and some
 			// handlers ignore the cut past the second grace).
-			Grace:  drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
+			Grace:  drawGrace(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
 			Decode: decodePayload,
 		}
 		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
@@ -247,6 +247,16 @@ func (w *World) setupRunner() {
 		n.start()
 		w.loop.At(drawBetween(w.rWork, 0, c.JobEvery), func() { n.produce() })
 	}
+}
+
+// drawGrace draws a node's stop grace in [lo, hi], or one time in eight the documented default
+// (which zeroRunnerDefaults may then write as zero).
+func drawGrace(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	g := drawBetween(r, lo, hi)
+	if r.Intn(8) == 0 {
+		g = runner.GraceDefault
+	}
+	return g
 }
 
 // alive wraps fn so it runs only in the same incarnation, after the per-step crash draw.
@@ -297,7 +307,7 @@ func (n *runnerNode) start() {
 	if n.flipped != "" {
 		what := n.flipped
 		n.flipped = ""
-		if err != nil && (errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)) {
+		if refusal(err, what) {
 			w.chk.Pass(InvCorruptionRefused)
 			w.trace(n.name, "open refused the corrupted journal, as it must: "+err.Error())
 			n.traceJournal()
@@ -428,8 +438,9 @@ func (n *runnerNode) finishStop() {
 			return
 		}
 	}
-	if err := n.e.Close(); err != nil {
-		w.trace(n.name, "close: "+err.Error())
+	closeErr := n.e.Close()
+	if closeErr != nil {
+		w.trace(n.name, "close: "+closeErr.Error())
 	}
 	n.up = false
 	n.gen++
@@ -437,6 +448,9 @@ func (n *runnerNode) finishStop() {
 	w.st.Crashes.Add("node-stop", 1)
 	w.chk.NodeCrashed(n.id)
 	w.trace(n.name, "STOPPED (flushed, closed)")
+	if closeErr == nil && w.cfg.Faults.ExpectRefusal && w.damaged(n.id) && w.rForge.Intn(2) == 0 {
+		w.forgeMark(n) // the damage family's forger of the clean-close mark (forge.go)
+	}
 	n.scheduleRestart()
 }
 
@@ -734,6 +748,7 @@ func (n *runnerNode) commit() {
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
 		w.trace(n.name, "commit failed: "+err.Error())
+		n.checkPoisoned()
 		if cut {
 			w.fault("crash-inside-batch")
 			n.crash("inside a commit")
@@ -800,6 +815,27 @@ func (n *runnerNode) commit() {
 			}))
 		}
 	}
+}
+
+// checkPoisoned checks, after a failed commit, that the engine refuses every later call with
+// ErrPoisoned, as a driver still holding it (a handler returning, a client enqueueing, the stop
+// path flushing and compacting) would make them. Nothing it refuses may change its state.
+func (n *runnerNode) checkPoisoned() {
+	w := n.w
+	now := w.now()
+	tok := runner.Token{ID: 1, Attempt: 1} // any: the refusal comes before the token is read
+	_, _, e1 := n.e.Enqueue(now, time.Time{}, "t1", []byte("after-poison"))
+	e2 := n.e.AttemptDone(now, tok, runner.Success())
+	e3 := n.e.Dispatch(now, false)
+	_, e4 := n.e.Commit(now)
+	e5 := n.e.Compact()
+	for i, err := range []error{e1, e2, e3, e4, e5} {
+		if !errors.Is(err, runner.ErrPoisoned) {
+			w.chk.Fail(InvMachine, "%s: call %d on a poisoned engine returned %v, not ErrPoisoned", n.name, i+1, err)
+			return
+		}
+	}
+	w.chk.Pass(InvMachine)
 }
 
 // absorb acts on a commit's or flush's result as the production driver does: answer the
@@ -1000,6 +1036,16 @@ func (n *runnerNode) traceJournal() {
 	}
 }
 
+// refusal says whether err refuses a journal damaged with what: as corruption or a bad
+// header, or, for a first record forged into an older format, as a journal of an earlier
+// sluice (runner.ErrFormat, which must not also claim corruption).
+func refusal(err error, what string) bool {
+	if strings.Contains(what, olderFormat) {
+		return errors.Is(err, runner.ErrFormat) && !errors.Is(err, journal.ErrCorrupt)
+	}
+	return errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)
+}
+
 // checkScanRefuses checks that the read-only inspection the refusal points to (journal.Scan,
 // its records decoded by the runner's codec) refuses the damaged file too when the damage is
 // in the frames or the codec, and that runner.Replay refuses it in every case: a user who
@@ -1019,7 +1065,9 @@ func (n *runnerNode) checkScanRefuses(what string) {
 	})
 	// Scan sees frames and the codec, not replay: a forged record that decodes but does not
 	// replay (an id no job has) passes it, and only the replay below must refuse it.
-	if err != nil && !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+	// (Scan knows no formats: an older first record reaches it as a record that does not
+	// decode, which it calls corruption, naming the format error inside.)
+	if err != nil && !refusal(err, what) && !errors.Is(err, runner.ErrFormat) {
 		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
 		return
 	}
@@ -1028,7 +1076,7 @@ func (n *runnerNode) checkScanRefuses(what string) {
 	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
 	var err2 error
 	n.disk.WithoutReadFaults(func() { _, err2 = runner.Replay(n.disk, journalName, cfg) })
-	if err := err2; !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+	if err := err2; !refusal(err, what) {
 		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but runner.Replay returned %v", n.name, what, err)
 		return
 	}

@@ -242,6 +242,12 @@ func (p *workerProc) crash() {
 	w.st.Crashes.Add("worker", 1)
 	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
 		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
+	// The leases die with it too: each lapses at the queue (as core renders a lease).
+	for _, r := range p.open {
+		if l, ok := p.e.Lease(r); ok {
+			w.trace(p.name, "lease lost: "+lease.DescribeLease(l, Epoch))
+		}
+	}
 	// The handlers die with the process: they ran until now.
 	running := make([]string, 0, len(p.handlers))
 	for r, h := range p.handlers {

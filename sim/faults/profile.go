@@ -190,7 +190,7 @@ func (s *Set) PickMore(r *rand.Rand) error {
 		}{{&s.Disk.OpenErr, mOpenOn, mOpen}, {&s.Disk.StatErr, mStatOn, mStat}, {&s.Disk.SizeErr, mSizeOn, mSize},
 			{&s.Disk.ReadErr, mReadOn, mRead}, {&s.Disk.CloseErr, mCloseOn, mClose}} {
 			if d[k.on] < 0.5 {
-				*k.p = d[k.at] * 0.01
+				*k.p = d[k.at] * 0.03
 			}
 		}
 	}
