@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/sim/faults"
 )
 
@@ -170,6 +171,11 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
 	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
 	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
+	if jr.Intn(8) == 0 {
+		// The retry policy's documented backoff (which the nodes may then write as zero).
+		p := retry.DefaultPolicy()
+		c.Base, c.Cap = p.Base, p.Cap
+	}
 
 	switch profile {
 	case "calm":

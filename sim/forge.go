@@ -103,7 +103,13 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	if len(fs) == 0 {
 		return ""
 	}
+	if r.Intn(4) == 0 {
+		return forgeHeader(r, b)
+	}
 	f := fs[r.Intn(len(fs))]
+	if r.Intn(3) == 0 {
+		f = fs[0] // the first frame has rules of its own (LSN 1, batch 1, the snapshot's place)
+	}
 	p := b[f.off+frameHdr : f.off+frameHdr+f.n]
 	data := p[payloadHdr:]
 	snap := f.flags&snapFlag != 0
@@ -160,6 +166,27 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	c := crc32.Update(0, castagnoli, fr[0:4])
 	binary.LittleEndian.PutUint32(fr[4:8], crc32.Update(c, castagnoli, fr[frameHdr:]))
 	return fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed", f.off, what)
+}
+
+// forgeHeader rewrites the file header of image b (magic [8] | version u32 | flags u32 |
+// CRC-32C of those u32, then the mark) and reseals its CRC: a format version of another
+// release, an unknown header flag, or the snapshot flag toggled (announcing a snapshot the
+// first frame is not, or hiding the one it is).
+func forgeHeader(r *rand.Rand, b []byte) string {
+	var what string
+	switch r.Intn(3) {
+	case 0:
+		binary.LittleEndian.PutUint32(b[8:], binary.LittleEndian.Uint32(b[8:])+1)
+		what = "a format version of another release"
+	case 1:
+		b[12] |= 0x80
+		what = "an unknown flag"
+	default:
+		b[12] ^= 1
+		what = "its snapshot flag toggled"
+	}
+	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
+	return fmt.Sprintf("the file header rewritten with %s, its CRC resealed", what)
 }
 
 // forgeMark rewrites the clean-close mark of node n's journal, just closed cleanly, so that it

@@ -173,6 +173,7 @@ func zeroRunnerDefaults(c *runner.Config, r *rand.Rand) {
 	if r.Intn(8) == 0 {
 		c.Rand = nil // the engine's own fixed stream
 	}
+	zeroIfDefault(&c.Policy.Cap, p.Cap, r)
 }
 
 // zeroWorkerDefaults applies zeroIfDefault to the worker config's defaulted fields.

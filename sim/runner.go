@@ -385,6 +385,7 @@ func (n *runnerNode) crash(why string) {
 		fates = "nothing unsynced"
 	}
 	w.trace(n.name, "CRASH "+why+"; disk: "+fates)
+	n.traceTail()
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
 		w.damage(n) // damage to synced data (world.go)
 	}
@@ -1044,6 +1045,26 @@ func refusal(err error, what string) bool {
 		return errors.Is(err, runner.ErrFormat) && !errors.Is(err, journal.ErrCorrupt)
 	}
 	return errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)
+}
+
+// traceTail traces what recovery will find in the crashed node's journal, as the read-only
+// journal.Read reports it (nothing is cut or cleared): the tail's kind, the complete batches
+// and, for a torn tail, where and why.
+func (n *runnerNode) traceTail() {
+	var t journal.Tail
+	var err error
+	n.disk.WithoutReadFaults(func() {
+		t, err = journal.Read(n.disk, journalName, journal.Config{RecordMax: n.cfg.RecordMax, SnapshotMax: n.cfg.SnapshotMax},
+			func(journal.Record) error { return nil })
+	})
+	switch {
+	case err != nil:
+		n.w.trace(n.name, "journal on disk refused: "+err.Error())
+	case t.Kind == journal.TailTorn:
+		n.w.tracef(n.name, "journal on disk: %v at byte %d of %d (%s), %d records to LSN %d", t.Kind, t.Cut, t.Size, t.Reason, t.Records, t.Last)
+	default:
+		n.w.tracef(n.name, "journal on disk: %v, %d bytes, %d records to LSN %d", t.Kind, t.Size, t.Records, t.Last)
+	}
 }
 
 // checkScanRefuses checks that the read-only inspection the refusal points to (journal.Scan,
