@@ -77,8 +77,11 @@ func TestPlantedLateTickIsCaughtByRenewalOnTime(t *testing.T) {
 }
 
 // The same late timer, the timer and renewal checks off: receipts are dropped past their margin.
+// stop-margin is off too: a handler cancelled late at the 12 h ceiling is the same defect seen
+// from the handler's side (network seed 14 once the breach family was drawn), and so is a
+// handler outliving its hiding (hidden-while-working, seed 23).
 func TestPlantedLateTickIsCaughtByDropAtMargin(t *testing.T) {
-	v, seed := runPlanted(t, "network", mutLateTick, 1000, InvWakeAtNotLate, InvRenewalOnTime)
+	v, seed := runPlanted(t, "network", mutLateTick, 1000, InvWakeAtNotLate, InvRenewalOnTime, InvStopMargin, InvHiddenWhileWork)
 	wantPlanted(t, v, seed, InvDropAtMargin)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/sim/faults"
 )
 
@@ -97,6 +98,9 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	if err := fs.PickMore(Stream(seed, "swarm-more")); err != nil {
+		return Config{}, err
+	}
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Millisecond }
 	s := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Second }
 	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}
@@ -173,6 +177,11 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
 	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
 	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
+	if jr.Intn(8) == 0 {
+		// The retry policy's documented backoff (which the nodes may then write as zero).
+		p := retry.DefaultPolicy()
+		c.Base, c.Cap = p.Base, p.Cap
+	}
 	c.Schedules = 3
 	// The kinds' limits come from their own stream too.
 	kr := Stream(seed, "kind-limits")
@@ -245,8 +254,8 @@ func (c Config) String() string {
 	f := c.Faults
 	fmt.Fprintf(&b, "faults: disk={%s} damage-expects-refusal=%t lost-sector=%s\n", diskString(f.Disk), f.ExpectRefusal, pct(f.LostSector))
 	t := f.Transport
-	fmt.Fprintf(&b, "faults: transport={fail-before=%s fail-after=%s throttle=%s 5xx=%s stale=%s fatal=%s latency=%s..%s spike=%s %s..%s}\n",
-		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal),
+	fmt.Fprintf(&b, "faults: transport={fail-before=%s fail-after=%s throttle=%s 5xx=%s stale=%s fatal=%s breach=%s latency=%s..%s spike=%s %s..%s}\n",
+		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal), pct(t.Breach),
 		t.LatencyMin, t.LatencyMax, pct(t.Spike), t.SpikeMin, t.SpikeMax)
 	p := f.Process
 	fmt.Fprintf(&b, "faults: process={node-crash=%s commit-crash=%s crash-point=%s worker-crash=%s restart=%s..%s} timing={long-handler=%s x%s marathon=%s burst=%s of %d}\n",
@@ -275,7 +284,8 @@ func diskString(d faults.Disk) string {
 		v    float64
 	}{{"write", d.WriteErr}, {"sync", d.SyncErr}, {"rename", d.RenameErr}, {"create", d.CreateErr},
 		{"remove", d.RemoveErr}, {"truncate", d.TruncateErr}, {"syncdir", d.SyncDirErr},
-		{"dir-persist", d.DirPersist}, {"bitflip", d.BitFlip}} {
+		{"dir-persist", d.DirPersist}, {"bitflip", d.BitFlip}, {"open", d.OpenErr}, {"stat", d.StatErr},
+		{"size", d.SizeErr}, {"read", d.ReadErr}, {"close", d.CloseErr}} {
 		if p.v != 0 {
 			parts = append(parts, p.name+"="+pct(p.v))
 		}

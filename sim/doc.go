@@ -9,9 +9,11 @@
 //     map iteration reaching output, state or a random stream, integer time formatting.
 //  2. Randomness comes only from named streams, Stream(seed, name): FNV-1a 64 of the name mixed
 //     with the seed by splitmix64. Each concern has its own stream ("swarm", "workload",
-//     "executor", "network", "faults", "schedule", "crash-point", "damage", "forge", "disk/N",
-//     "jitter/N", "misconfig/<name>", "defaults/<name>", "queue"), so adding draws to one never
-//     shifts another.
+//     "executor", "network", "faults", "schedule", "crash-point", "damage", "forge", "breach",
+//     "disk/N" (and the disk's own read-fault stream), "jitter/N", "misconfig/<name>",
+//     "defaults/<name>", "operator/<name>", "queue"), so adding draws to one never shifts
+//     another. Fault families added after the first swarm draw their rates from
+//     "swarm-more" (faults.Set.PickMore), leaving every older choice of a seed where it was.
 //  3. Time is simulated: a heap of events ordered by (time, sequence number) (Loop); the loop
 //     jumps to the next event. Times print as offsets from Epoch. In the safety phase the
 //     scheduling families (Loop.Shift) may fire an event late, bunch it to a grain, or let later

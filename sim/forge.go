@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"math/rand"
 
+	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/runner"
 )
 
@@ -28,6 +30,13 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// recordVersion is the runner codec's version byte; one less is the format of an earlier
+// sluice, which open refuses as ErrFormat (not as corruption) when it is the first record.
+const recordVersion = 2
+
+// olderFormat names that forgery: the refusal it must meet is runner.ErrFormat.
+const olderFormat = "the first record in an older format"
 
 // forgedFrame is one frame of a journal image, as the forger reads it.
 type forgedFrame struct {
@@ -94,7 +103,13 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	if len(fs) == 0 {
 		return ""
 	}
+	if r.Intn(4) == 0 {
+		return forgeHeader(r, b)
+	}
 	f := fs[r.Intn(len(fs))]
+	if r.Intn(3) == 0 {
+		f = fs[0] // the first frame has rules of its own (LSN 1, batch 1, the snapshot's place)
+	}
 	p := b[f.off+frameHdr : f.off+frameHdr+f.n]
 	data := p[payloadHdr:]
 	snap := f.flags&snapFlag != 0
@@ -125,6 +140,9 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	case k == 5:
 		p[16] ^= snapFlag
 		what = "its snapshot flag flipped"
+	case k == 4 && f.off == fs[0].off && len(data) >= 1 && r.Intn(2) == 0:
+		data[0] = recordVersion - 1
+		what = olderFormat
 	case k == 4 && len(data) >= 1:
 		data[0] ^= 0x80
 		what = "an unknown codec version"
@@ -148,4 +166,67 @@ func forge(r *rand.Rand, b []byte, end int) string {
 	c := crc32.Update(0, castagnoli, fr[0:4])
 	binary.LittleEndian.PutUint32(fr[4:8], crc32.Update(c, castagnoli, fr[frameHdr:]))
 	return fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed", f.off, what)
+}
+
+// forgeHeader rewrites the file header of image b (magic [8] | version u32 | flags u32 |
+// CRC-32C of those u32, then the mark) and reseals its CRC: a format version of another
+// release, an unknown header flag, or the snapshot flag toggled (announcing a snapshot the
+// first frame is not, or hiding the one it is).
+func forgeHeader(r *rand.Rand, b []byte) string {
+	var what string
+	switch r.Intn(3) {
+	case 0:
+		binary.LittleEndian.PutUint32(b[8:], binary.LittleEndian.Uint32(b[8:])+1)
+		what = "a format version of another release"
+	case 1:
+		b[12] |= 0x80
+		what = "an unknown flag"
+	default:
+		b[12] ^= 1
+		what = "its snapshot flag toggled"
+	}
+	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
+	return fmt.Sprintf("the file header rewritten with %s, its CRC resealed", what)
+}
+
+// forgeMark rewrites the clean-close mark of node n's journal, just closed cleanly, so that it
+// disagrees with the file while its own checksum still matches (mark: size u64 | last LSN u64
+// | CRC-32C of both u32): a size past the end (the file looks cut), one byte short (grown),
+// or a later last LSN. Open must refuse it as corruption: a cleanly closed file is held to
+// its mark. It reports whether it forged.
+func (w *World) forgeMark(n *runnerNode) bool {
+	b, err := readAll(n.disk, journalName)
+	off := journal.MarkOffset
+	if err != nil || len(b) < off+journal.MarkLen {
+		return false
+	}
+	m := append([]byte(nil), b[off:off+journal.MarkLen]...)
+	size, last := binary.LittleEndian.Uint64(m[0:]), binary.LittleEndian.Uint64(m[8:])
+	if binary.LittleEndian.Uint32(m[16:]) != crc32.Checksum(m[:16], castagnoli) || size != uint64(len(b)) {
+		return false // no clean-close mark to forge
+	}
+	var what string
+	switch k := w.rForge.Intn(3); {
+	case k == 0:
+		size += uint64(8 * (1 + w.rForge.Intn(64)))
+		what = "a size past the end of the file"
+	case k == 1 && size > fileHdr:
+		size--
+		what = "a size one byte short of the file's"
+	default:
+		last++
+		what = "a later last LSN"
+	}
+	binary.LittleEndian.PutUint64(m[0:], size)
+	binary.LittleEndian.PutUint64(m[8:], last)
+	binary.LittleEndian.PutUint32(m[16:], crc32.Checksum(m[:16], castagnoli))
+	for i := range m {
+		for d := m[i] ^ b[off+i]; d != 0; d &= d - 1 {
+			n.disk.FlipBit(journalName, int64(off+i), uint(bits.TrailingZeros8(d)))
+		}
+	}
+	n.flipped = fmt.Sprintf("the clean-close mark rewritten with %s, its CRC resealed", what)
+	w.fault("forged-mark")
+	w.trace(n.name, "FORGE "+n.flipped)
+	return true
 }

@@ -42,6 +42,7 @@ var badRunnerFields = []badRunnerField{
 	{"Retention", func(c *runner.Config) { c.Retention = -1 - c.Retention }},
 	{"RecordMax", func(c *runner.Config) { c.RecordMax /= 8 }},
 	{"SnapshotMax", func(c *runner.Config) { c.SnapshotMax = c.RecordMax - 1 }},
+	{"AgeMax", func(c *runner.Config) { c.AgeMax = -1 - c.AgeMax }},
 }
 
 // misconfigDrawn says whether this node's first open is tried misconfigured (one in four).
@@ -97,6 +98,7 @@ var badWorkerFields = []badWorkerField{
 	{"Retry.Deadline", func(c *worker.Config) { c.Retry.Deadline = -1 - c.Retry.Deadline }},
 	{"Lease.Pacing", func(c *worker.Config) { c.Lease.Pacing = []time.Duration{time.Second, 0} }},
 	{"Lease.Coalesce", func(c *worker.Config) { c.Lease.Coalesce = -1 - c.Lease.Coalesce }},
+	{"StopMargin", func(c *worker.Config) { c.StopMargin = c.Window / 10 }},
 }
 
 // tryBadWorkerConfig starts worker p's machine with one drawn field of its config broken and
@@ -168,6 +170,10 @@ func zeroRunnerDefaults(c *runner.Config, r *rand.Rand) {
 	zeroIfDefault(&c.CompactBytes, runner.CompactBytesDefault, r)
 	zeroIfDefault(&c.Retention, runner.RetentionDefault, r)
 	zeroIfDefault(&c.Grace, runner.GraceDefault, r)
+	if r.Intn(8) == 0 {
+		c.Rand = nil // the engine's own fixed stream
+	}
+	zeroIfDefault(&c.Policy.Cap, p.Cap, r)
 }
 
 // zeroWorkerDefaults applies zeroIfDefault to the worker config's defaulted fields.

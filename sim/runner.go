@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"strconv"
@@ -84,6 +85,7 @@ type runnerNode struct {
 	produced      int
 	commits       int
 	views         []JobView   // the state at the last commit that wrote records
+	rOp           *rand.Rand  // the operator's listing choices (checkList)
 	durable       journal.LSN // the journal's durable LSN then
 	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand  // their changes
@@ -140,7 +142,61 @@ func (n *runnerNode) checkReplay(live []JobView) {
 	w.chk.Pass(InvReplayEqualsLive)
 }
 
-func readAll(fsys *disk.Disk, name string) ([]byte, error) {
+// checkList pages through the node's jobs as an operator's listing does (List: a filter on one
+// state or none, small pages and scan bounds, resumed from each page's cursor) and checks the
+// pages against the live state: every matching job once, ascending by id. It checks IdleThrough
+// at the same instant: idle exactly when no waiting job is due and no attempt holds a unit.
+// Its draws are from the node's own "operator" stream.
+func (n *runnerNode) checkList(live []JobView) {
+	w := n.w
+	if n.rOp == nil {
+		n.rOp = Stream(w.cfg.Seed, "operator/"+n.name)
+	}
+	r := n.rOp
+	var want runner.JobState // zero: any state
+	if r.Intn(2) == 0 {
+		want = runner.JobState(1 + r.Intn(int(runner.Cancelled)))
+	}
+	limit, scan := 1+r.Intn(8), 1+r.Intn(16)
+	var got, exp []string
+	for from, pages := uint64(1), uint64(0); pages <= n.e.Status().NextID; pages++ { // each page scans an id at least
+		jobs, next, more := n.e.List(from, math.MaxUint64, func(j *runner.Job) bool { return want == 0 || j.State == want }, limit, scan)
+		for _, j := range jobs {
+			got = append(got, strconv.FormatUint(j.ID, 10)+"/"+j.State.String())
+		}
+		if !more {
+			break
+		}
+		from = next + 1
+	}
+	busy := n.e.Status().InFlight > 0
+	for _, v := range live {
+		if want == 0 || v.State == want.String() {
+			exp = append(exp, strconv.FormatUint(v.ID, 10)+"/"+v.State)
+		}
+		busy = busy || v.State == runner.Waiting.String() && v.Due <= w.loop.Now()
+	}
+	for _, sc := range n.e.Schedules() { // a schedule's period due is work too
+		busy = busy || !sc.Next.IsZero() && !sc.Next.After(w.now())
+	}
+	if g, e := strings.Join(got, " "), strings.Join(exp, " "); g != e {
+		w.chk.Fail(InvMachine, "%s: List (state %v, pages of %d, scanning %d) gave [%s], the state holds [%s]", n.name, want, limit, scan, g, e)
+		return
+	}
+	if idle := n.e.IdleThrough(w.now()); idle == busy {
+		w.chk.Fail(InvMachine, "%s: IdleThrough(now) is %v, but a job or a period is due or an attempt holds a unit: %v", n.name, idle, busy)
+		return
+	}
+	w.chk.Pass(InvMachine)
+}
+
+// readAll reads a whole file as the world's inspections do: past the read-side faults.
+func readAll(fsys *disk.Disk, name string) (b []byte, err error) {
+	fsys.WithoutReadFaults(func() { b, err = readFile(fsys, name) })
+	return b, err
+}
+
+func readFile(fsys *disk.Disk, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
@@ -199,7 +255,7 @@ func (w *World) setupRunner() {
 			Rand:         Stream(c.Seed, "jitter/"+strconv.Itoa(i)),
 			// A grace about as long as the handlers, so graceful stops cut attempts (and some
 			// handlers ignore the cut past the second grace).
-			Grace:     drawBetween(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
+			Grace:     drawGrace(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
 			Decode:    decodePayload,
 			KindsOnly: true,
 		}
@@ -216,6 +272,16 @@ func (w *World) setupRunner() {
 		n.start()
 		w.loop.At(drawBetween(w.rWork, 0, c.JobEvery), func() { n.produce() })
 	}
+}
+
+// drawGrace draws a node's stop grace in [lo, hi], or one time in eight the documented default
+// (which zeroRunnerDefaults may then write as zero).
+func drawGrace(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	g := drawBetween(r, lo, hi)
+	if r.Intn(8) == 0 {
+		g = runner.GraceDefault
+	}
+	return g
 }
 
 // alive wraps fn so it runs only in the same incarnation, after the per-step crash draw.
@@ -255,10 +321,18 @@ func (n *runnerNode) start() {
 	}
 	w.chk.OpenAttempted(n.id)
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
+	if err != nil && errors.Is(err, disk.ErrInjected) && w.faultsOn {
+		// An injected fault, before any verdict on the journal (a damaged one is judged at the
+		// next open).
+		w.trace(n.name, "open failed on an injected disk fault, restarting: "+err.Error())
+		n.disk.Crash()
+		n.scheduleRestart()
+		return
+	}
 	if n.flipped != "" {
 		what := n.flipped
 		n.flipped = ""
-		if err != nil && (errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)) {
+		if refusal(err, what) {
 			w.chk.Pass(InvCorruptionRefused)
 			w.trace(n.name, "open refused the corrupted journal, as it must: "+err.Error())
 			n.traceJournal()
@@ -274,12 +348,6 @@ func (n *runnerNode) start() {
 		return
 	}
 	if err != nil {
-		if errors.Is(err, disk.ErrInjected) && w.faultsOn {
-			w.trace(n.name, "open failed on an injected disk fault, restarting: "+err.Error())
-			n.disk.Crash()
-			n.scheduleRestart()
-			return
-		}
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
@@ -344,6 +412,7 @@ func (n *runnerNode) crash(why string) {
 		fates = "nothing unsynced"
 	}
 	w.trace(n.name, "CRASH "+why+"; disk: "+fates)
+	n.traceTail()
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
 		w.damage(n) // damage to synced data (world.go)
 	}
@@ -399,8 +468,9 @@ func (n *runnerNode) finishStop() {
 			return
 		}
 	}
-	if err := n.e.Close(); err != nil {
-		w.trace(n.name, "close: "+err.Error())
+	closeErr := n.e.Close()
+	if closeErr != nil {
+		w.trace(n.name, "close: "+closeErr.Error())
 	}
 	n.up = false
 	n.gen++
@@ -408,6 +478,9 @@ func (n *runnerNode) finishStop() {
 	w.st.Crashes.Add("node-stop", 1)
 	w.chk.NodeCrashed(n.id)
 	w.trace(n.name, "STOPPED (flushed, closed)")
+	if closeErr == nil && w.cfg.Faults.ExpectRefusal && w.damaged(n.id) && w.rForge.Intn(2) == 0 {
+		w.forgeMark(n) // the damage family's forger of the clean-close mark (forge.go)
+	}
 	n.scheduleRestart()
 }
 
@@ -555,12 +628,14 @@ func (n *runnerNode) produce() {
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
 		// A manual retry of a job that may be dead (refused unless it is).
 		id := n.acked[w.rWork.Intn(len(n.acked))]
-		if j, ok := n.e.Get(id); ok && j.State == runner.Dead {
-			t, err := n.e.Retry(w.now(), id)
-			if err == nil {
-				n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
-				w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
-			}
+		j, ok := n.e.Get(id)
+		t, err := n.e.Retry(w.now(), id)
+		switch {
+		case err == nil:
+			n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
+			w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
+		case !ok && !errors.Is(err, runner.ErrNotFound), ok && j.State != runner.Dead && !errors.Is(err, runner.ErrNotDead):
+			w.chk.Fail(InvMachine, "%s: a retry of job %d (found %v, %v) was refused with %v", n.name, id, ok, j.State, err)
 		}
 	}
 	n.maybeChangeSchedule()
@@ -589,7 +664,14 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 		at = time.Time{} // "due now" as a client writes it, for half the payloads
 	}
 	next := n.e.Status().NextID
-	t, id, err := n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
+	var t runner.Ticket
+	var id uint64
+	var err error
+	if o == (runner.Opts{}) {
+		t, id, err = n.e.Enqueue(w.now(), at, target, []byte(payload)) // a client without options
+	} else {
+		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
+	}
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -707,6 +789,7 @@ func (n *runnerNode) commit() {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
 		w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		w.trace(n.name, "commit failed: "+err.Error())
+		n.checkPoisoned()
 		if cut {
 			w.fault("crash-inside-batch")
 			n.crash("inside a commit")
@@ -751,6 +834,7 @@ func (n *runnerNode) commit() {
 		// (A failed compaction may have renamed its snapshot in already: the disk then holds
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
+		n.checkList(views)
 	}
 	if res.Stopped {
 		if cut {
@@ -778,6 +862,27 @@ func (n *runnerNode) commit() {
 		}
 	}
 	w.chk.RunnerWake(n.id, wake, n.wakeAt)
+}
+
+// checkPoisoned checks, after a failed commit, that the engine refuses every later call with
+// ErrPoisoned, as a driver still holding it (a handler returning, a client enqueueing, the stop
+// path flushing and compacting) would make them. Nothing it refuses may change its state.
+func (n *runnerNode) checkPoisoned() {
+	w := n.w
+	now := w.now()
+	tok := runner.Token{ID: 1, Attempt: 1} // any: the refusal comes before the token is read
+	_, _, e1 := n.e.Enqueue(now, time.Time{}, "t1", []byte("after-poison"))
+	e2 := n.e.AttemptDone(now, tok, runner.Success())
+	e3 := n.e.Dispatch(now, false)
+	_, e4 := n.e.Commit(now)
+	e5 := n.e.Compact()
+	for i, err := range []error{e1, e2, e3, e4, e5} {
+		if !errors.Is(err, runner.ErrPoisoned) {
+			w.chk.Fail(InvMachine, "%s: call %d on a poisoned engine returned %v, not ErrPoisoned", n.name, i+1, err)
+			return
+		}
+	}
+	w.chk.Pass(InvMachine)
 }
 
 // absorb acts on a commit's or flush's result as the production driver does: answer the
@@ -843,7 +948,10 @@ func (n *runnerNode) noteState(views []JobView) {
 }
 
 func (n *runnerNode) noteBoundary(compacted bool) {
-	if size, err := n.disk.Stat(journalName); err == nil {
+	var size int64
+	var err error
+	n.disk.WithoutReadFaults(func() { size, err = n.disk.Stat(journalName) })
+	if err == nil {
 		if l := len(n.boundaries); l == 0 || size > n.boundaries[l-1] {
 			n.boundaries = append(n.boundaries, size)
 		}
@@ -1003,6 +1111,36 @@ func (n *runnerNode) traceJournal() {
 	}
 }
 
+// refusal says whether err refuses a journal damaged with what: as corruption or a bad
+// header, or, for a first record forged into an older format, as a journal of an earlier
+// sluice (runner.ErrFormat, which must not also claim corruption).
+func refusal(err error, what string) bool {
+	if strings.Contains(what, olderFormat) {
+		return errors.Is(err, runner.ErrFormat) && !errors.Is(err, journal.ErrCorrupt)
+	}
+	return errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)
+}
+
+// traceTail traces what recovery will find in the crashed node's journal, as the read-only
+// journal.Read reports it (nothing is cut or cleared): the tail's kind, the complete batches
+// and, for a torn tail, where and why.
+func (n *runnerNode) traceTail() {
+	var t journal.Tail
+	var err error
+	n.disk.WithoutReadFaults(func() {
+		t, err = journal.Read(n.disk, journalName, journal.Config{RecordMax: n.cfg.RecordMax, SnapshotMax: n.cfg.SnapshotMax},
+			func(journal.Record) error { return nil })
+	})
+	switch {
+	case err != nil:
+		n.w.trace(n.name, "journal on disk refused: "+err.Error())
+	case t.Kind == journal.TailTorn:
+		n.w.tracef(n.name, "journal on disk: %v at byte %d of %d (%s), %d records to LSN %d", t.Kind, t.Cut, t.Size, t.Reason, t.Records, t.Last)
+	default:
+		n.w.tracef(n.name, "journal on disk: %v, %d bytes, %d records to LSN %d", t.Kind, t.Size, t.Records, t.Last)
+	}
+}
+
 // checkScanRefuses checks that the read-only inspection the refusal points to (journal.Scan,
 // its records decoded by the runner's codec) refuses the damaged file too when the damage is
 // in the frames or the codec, and that runner.Replay refuses it in every case: a user who
@@ -1022,14 +1160,18 @@ func (n *runnerNode) checkScanRefuses(what string) {
 	})
 	// Scan sees frames and the codec, not replay: a forged record that decodes but does not
 	// replay (an id no job has) passes it, and only the replay below must refuse it.
-	if err != nil && !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+	// (Scan knows no formats: an older first record reaches it as a record that does not
+	// decode, which it calls corruption, naming the format error inside.)
+	if err != nil && !refusal(err, what) && !errors.Is(err, runner.ErrFormat) {
 		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but journal.Scan of the same bytes returned %v", n.name, what, err)
 		return
 	}
 	// runner.Replay (read-only: journal.Read) must refuse it as well.
 	cfg := n.cfg
 	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
-	if _, err := runner.Replay(n.disk, journalName, cfg); !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrBadHeader) {
+	var err2 error
+	n.disk.WithoutReadFaults(func() { _, err2 = runner.Replay(n.disk, journalName, cfg) })
+	if err := err2; !refusal(err, what) {
 		n.w.chk.Fail(InvCorruptionRefused, "%s: open refused the journal with %s, but runner.Replay returned %v", n.name, what, err)
 		return
 	}

@@ -246,6 +246,12 @@ func (p *workerProc) crash() {
 	w.st.Crashes.Add("worker", 1)
 	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
 		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
+	// The leases die with it too: each lapses at the queue (as core renders a lease).
+	for _, r := range p.open {
+		if l, ok := p.e.Lease(r); ok {
+			w.trace(p.name, "lease lost: "+lease.DescribeLease(l, Epoch))
+		}
+	}
 	// The handlers die with the process: they ran until now.
 	running := make([]string, 0, len(p.handlers))
 	for r, h := range p.handlers {
@@ -470,7 +476,7 @@ func (p *workerProc) receive(r worker.Receive) {
 	if w.faultsOn {
 		call = w.cfg.Faults.Transport.Draw(w.rNet, false)
 	}
-	lp := &longPoll{p: p, gen: p.gen, t0: r.Stamp.Sub(Epoch), r: r, call: call}
+	lp := &longPoll{p: p, gen: p.gen, t0: r.Stamp.Sub(Epoch), r: r, call: call, breach: p.breach(true)}
 	p.recv = lp
 	w.loop.After(lo, func() {
 		lp.until = w.loop.Now() + r.Wait
@@ -482,14 +488,15 @@ func (p *workerProc) receive(r worker.Receive) {
 // wait ends: it re-checks when the next hidden message becomes visible, and when a producer
 // sends (the world's wake list), never by polling.
 type longPoll struct {
-	p     *workerProc
-	gen   int
-	t0    time.Duration
-	r     worker.Receive
-	call  faults.Call
-	until time.Duration
-	seq   int  // re-checks scheduled before the latest are stale
-	done  bool // answered at the queue (its reply may still be on its way back)
+	p      *workerProc
+	gen    int
+	t0     time.Duration
+	r      worker.Receive
+	call   faults.Call
+	breach int // faults.Breach*
+	until  time.Duration
+	seq    int  // re-checks scheduled before the latest are stale
+	done   bool // answered at the queue (its reply may still be on its way back)
 	// listed: in World.pollers (addPoller's membership test, which was a scan of the list).
 	listed bool
 }
@@ -533,9 +540,15 @@ func (lp *longPoll) check() {
 	}
 	var msgs []core.Message
 	var err error
-	switch lp.call {
-	case faults.CallOK, faults.CallFailAfter:
+	switch {
+	case lp.breach == faults.BreachUnclassed:
+		err = errUnclassed
+	case lp.call == faults.CallOK || lp.call == faults.CallFailAfter:
 		msgs = w.queue.Receive(w.now(), lp.r.Max, lp.r.Visibility)
+		if lp.breach == faults.BreachExtra && len(msgs) > 0 {
+			// The contract broken: more deliveries than asked for (each one leased at the queue).
+			msgs = append(msgs, w.queue.Receive(w.now(), 1+w.rBreach.Intn(3), lp.r.Visibility)...)
+		}
 		if len(msgs) > 0 {
 			w.checkQueue()
 		}
@@ -700,8 +713,9 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 			w := p.w
 			at := w.now()
 			if c.Purpose == lease.Renewal {
+				seen := asCaller(rs, entries, whole) // a reply of the wrong length fails every entry
 				for i, e := range c.Entries {
-					err := whole
+					err := seen
 					if err == nil && i < len(entries) {
 						err = entries[i]
 					}
@@ -722,7 +736,7 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 		func(entries []error, whole error) {
 			p.dispositionReplied(d.Receipts, entries, whole)
 			for i, r := range d.Receipts {
-				if whole == nil && i < len(entries) && entries[i] == nil {
+				if asCaller(d.Receipts, entries, whole) == nil && entries[i] == nil {
 					p.w.dups.fate(r, fateDeleted)
 				} else {
 					p.w.dups.fate(r, fateFailed)
@@ -750,6 +764,7 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 		stops[i] = l.Deadline.Sub(Epoch) - lease.StopMarginFor(w.cfg.Visibility)
 	}
 	call, out, back := p.network(true)
+	breach := p.breach(false)
 	gen := p.gen
 	dl := deadline.Sub(Epoch)
 	st := &simCall{}
@@ -777,8 +792,10 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 		}
 		var entries []error
 		var whole error
-		switch call {
-		case faults.CallOK, faults.CallFailAfter:
+		switch {
+		case breach == faults.BreachUnclassed:
+			whole = errUnclassed
+		case call == faults.CallOK || call == faults.CallFailAfter:
 			for i, r := range receipts {
 				w.chk.CallAtQueue(r, stops[i])
 			}
@@ -786,8 +803,15 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 			w.checkQueue()
 			if call == faults.CallFailAfter {
 				entries, whole = nil, transportErr(core.Retryable, op, "RequestTimeout")
+			} else if breach == faults.BreachCount {
+				// The contract broken: one result too few or too many (taken effect all the same).
+				if len(entries) > 1 && w.rBreach.Intn(2) == 0 {
+					entries = entries[:len(entries)-1]
+				} else {
+					entries = append(entries, nil)
+				}
 			}
-		case faults.CallStale:
+		case call == faults.CallStale:
 			entries = make([]error, n)
 			for i := range entries {
 				entries[i] = transportErr(core.Gone, op, queue.CodeReceiptHandleIsInvalid)
@@ -811,9 +835,38 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 	})
 }
 
+// breach draws the contract-breach family for one call (from its own stream, only while it is
+// on) and counts what it drew.
+func (p *workerProc) breach(receive bool) int {
+	w := p.w
+	t := w.cfg.Faults.Transport
+	if !w.faultsOn || t.Breach == 0 {
+		return faults.BreachNone
+	}
+	b := t.DrawBreach(w.rBreach, receive)
+	if b != faults.BreachNone {
+		w.fault("breach-" + [...]string{"", "extra-messages", "entry-count", "unclassified-error"}[b])
+	}
+	return b
+}
+
+// asCaller is a batch reply's whole-call error as the worker sees it: a reply with the wrong
+// number of entries (a contract breach) fails every entry retryably.
+func asCaller(receipts []string, entries []error, whole error) error {
+	if whole == nil && len(entries) != len(receipts) {
+		return transportErr(core.Retryable, "batch", "")
+	}
+	return whole
+}
+
+// errUnclassed is a failure that is no *core.TransportError (a client library's own error): the
+// worker must treat it as retryable and as possibly taken effect (core.ClassOf).
+var errUnclassed = errors.New("simulated connection reset by peer")
+
 // dispositionReplied tells the checker which disposition calls failed retryably (the
 // worker may send them again).
 func (p *workerProc) dispositionReplied(receipts []string, entries []error, whole error) {
+	whole = asCaller(receipts, entries, whole)
 	for i, r := range receipts {
 		e := whole
 		if e == nil && i < len(entries) {
@@ -842,7 +895,11 @@ func (p *workerProc) abandonCall(id lease.CallID) {
 
 func replyString(entries []error, whole error) string {
 	if whole != nil {
-		return "error " + core.ClassOf(whole).String()
+		s := "error " + core.ClassOf(whole).String()
+		if errors.Is(whole, context.DeadlineExceeded) || errors.Is(whole, context.Canceled) {
+			s += " (its context ended)"
+		}
+		return s
 	}
 	var b strings.Builder
 	for i, e := range entries {
@@ -852,11 +909,10 @@ func replyString(entries []error, whole error) string {
 		if e == nil {
 			b.WriteString("ok")
 		} else {
+			b.WriteString(core.ClassOf(e).String())
 			var te *core.TransportError
 			if errors.As(e, &te) && te.Code != "" {
-				b.WriteString(te.Code)
-			} else {
-				b.WriteString(core.ClassOf(e).String())
+				b.WriteString(":" + te.Code)
 			}
 		}
 	}

@@ -58,6 +58,7 @@ type World struct {
 	rDamage                     *rand.Rand // the damage family's choice of nodes and of a lost sector
 	rForge                      *rand.Rand // the damage family's choice of a forged frame (forge.go)
 	rKind                       *rand.Rand // each job's kind and unique window (their own stream)
+	rBreach                     *rand.Rand // the contract-breach family's draws (worker.go)
 	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	queue      *queue.Queue
@@ -243,6 +244,7 @@ func newWorld(cfg Config, out io.Writer) *World {
 		rDamage: Stream(cfg.Seed, "damage"),
 		rForge:  Stream(cfg.Seed, "forge"),
 		rKind:   Stream(cfg.Seed, "kinds"),
+		rBreach: Stream(cfg.Seed, "breach"),
 	}
 	w.safetyEnd = cfg.Safety
 	w.loop.OnTime = w.chk.SetTime
@@ -507,7 +509,12 @@ func (w *World) damaged(id int) bool {
 
 // loseSector clears every set bit of the sector at off of node n's journal; it returns how
 // many bits it cleared (0 when the sector was zeros already, or unreadable).
-func (w *World) loseSector(n *runnerNode, off int64) int {
+func (w *World) loseSector(n *runnerNode, off int64) (cleared int) {
+	n.disk.WithoutReadFaults(func() { cleared = w.clearSector(n, off) })
+	return cleared
+}
+
+func (w *World) clearSector(n *runnerNode, off int64) int {
 	f, err := n.disk.Open(journalName)
 	if err != nil {
 		return 0

@@ -308,31 +308,26 @@ func (b *Breaker) becomeClosed() {
 	b.failures = b.failures[:0]
 }
 
-// checkInvariants states the invariants of the Breaker type in code.
+// checkInvariants states the invariants of the Breaker type in code: closed with fewer failures
+// than the threshold, in ascending time order, and no probe; open with a reopen time and nothing
+// else; half-open with at most Probes probes. One report shows the whole state, whichever broke.
 func (b *Breaker) checkInvariants() error {
+	ascending := true
+	for i := 1; i < len(b.failures); i++ {
+		ascending = ascending && !b.failures[i].Before(b.failures[i-1])
+	}
+	var ok bool
 	switch b.state {
 	case Closed:
-		if len(b.failures) >= b.c.Threshold {
-			return fmt.Errorf("breaker: closed with %d failures ≥ threshold %d", len(b.failures), b.c.Threshold)
-		}
-		for i := 1; i < len(b.failures); i++ {
-			if b.failures[i].Before(b.failures[i-1]) {
-				return fmt.Errorf("breaker: failure times not ascending at %d", i)
-			}
-		}
-		if b.inFlight != 0 {
-			return fmt.Errorf("breaker: closed with %d probes in flight", b.inFlight)
-		}
+		ok = len(b.failures) < b.c.Threshold && ascending && b.inFlight == 0
 	case Open:
-		if b.until.IsZero() || len(b.failures) != 0 || b.inFlight != 0 {
-			return fmt.Errorf("breaker: open with until=%v failures=%d inFlight=%d", b.until, len(b.failures), b.inFlight)
-		}
+		ok = !b.until.IsZero() && len(b.failures) == 0 && b.inFlight == 0
 	case HalfOpen:
-		if b.inFlight < 0 || b.inFlight > b.c.Probes {
-			return fmt.Errorf("breaker: half-open with %d probes in flight, max %d", b.inFlight, b.c.Probes)
-		}
-	default:
-		return fmt.Errorf("breaker: unknown state %d", b.state)
+		ok = b.inFlight >= 0 && b.inFlight <= b.c.Probes
+	}
+	if !ok {
+		return fmt.Errorf("breaker: %v with %d failures (ascending %v, threshold %d), %d probes in flight (max %d), until %v",
+			b.state, len(b.failures), ascending, b.c.Threshold, b.inFlight, b.c.Probes, b.until)
 	}
 	return nil
 }

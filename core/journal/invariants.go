@@ -2,21 +2,17 @@ package journal
 
 import "fmt"
 
-// checkInvariants states the invariants written on Journal's fields.
+// checkInvariants states the invariants written on Journal's fields: buffered bytes exactly
+// when records are buffered, the next LSN right after them, a batch number from 1, a size at
+// least the header's and at least what it grew by, nothing buffered once closed.
 func (j *Journal) checkInvariants() error {
-	switch {
-	case (len(j.buf) == 0) != (j.buffered == 0):
-		return fmt.Errorf("journal: %d bytes buffered for %d records", len(j.buf), j.buffered)
-	case j.next != j.durable+LSN(j.buffered)+1:
-		return fmt.Errorf("journal: next LSN %d, durable %d, buffered %d", j.next, j.durable, j.buffered)
-	case j.batch < 1:
-		return fmt.Errorf("journal: next batch %d", j.batch)
-	case j.size < headerLen:
-		return fmt.Errorf("journal: size %d below the header's %d", j.size, headerLen)
-	case j.grown < 0 || j.grown > j.size:
-		return fmt.Errorf("journal: grown %d outside [0, size %d]", j.grown, j.size)
-	case j.closed && j.buffered != 0:
-		return fmt.Errorf("journal: closed with %d records buffered", j.buffered)
+	if (len(j.buf) == 0) != (j.buffered == 0) || j.next != j.durable+LSN(j.buffered)+1 || j.batch < 1 ||
+		j.size < headerLen || j.grown < 0 || j.grown > j.size || j.closed && j.buffered != 0 {
+		return fmt.Errorf("journal: %d bytes buffered for %d records, next LSN %d, durable %d, next batch %d, size %d (header %d), grown %d, closed %v",
+			len(j.buf), j.buffered, j.next, j.durable, j.batch, j.size, headerLen, j.grown, j.closed)
 	}
 	return nil
 }
+
+// CheckInvariants is checkInvariants for other packages' checkers (the runner engine's).
+func (j *Journal) CheckInvariants() error { return j.checkInvariants() }

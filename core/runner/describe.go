@@ -33,6 +33,13 @@ func DescribeJob(j Job, epoch time.Time) string {
 		fmt.Fprintf(&b, " err=%q", j.LastErr)
 	}
 	b.WriteString(describeOpts(j.Opts))
+	for i, h := range j.History {
+		sep := ","
+		if i == 0 {
+			sep = " history="
+		}
+		fmt.Fprintf(&b, "%s%d:%v", sep, h.Attempt, h.Outcome)
+	}
 	return b.String()
 }
 

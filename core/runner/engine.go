@@ -101,22 +101,8 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewSource(1))
 	}
-	var rf *retry.FieldError
-	if err := c.Policy.Validate(); errors.As(err, &rf) {
-		return c, configErr("Policy."+rf.Field, rf.Value, rf.Rule)
-	}
-	var bf *breaker.FieldError
-	if err := c.Circuit.Validate(); errors.As(err, &bf) {
-		return c, configErr("Circuit."+bf.Field, bf.Value, bf.Rule)
-	}
 	const formatMax = math.MaxUint32 / 2
 	switch {
-	case c.Grace < 0:
-		return c, configErr("Grace", c.Grace, "must be ≥ 0 (0 means 10s)")
-	case c.AgeMax < 0:
-		return c, configErr("AgeMax", c.AgeMax, "must be ≥ 0 (0 means 1m)")
-	case c.Capacity < 1:
-		return c, configErr("Capacity", c.Capacity, "must be ≥ 1")
 	case c.CompactBytes < 0:
 		return c, configErr("CompactBytes", c.CompactBytes, "must be ≥ 0 (0 means 64 MiB)")
 	case c.Retention < 0:
@@ -126,7 +112,8 @@ func (c Config) WithDefaults() (Config, error) {
 	case c.SnapshotMax < c.RecordMax || c.SnapshotMax > formatMax:
 		return c, configErr("SnapshotMax", c.SnapshotMax, fmt.Sprintf("must be in [RecordMax, %d]", formatMax))
 	}
-	return c, nil
+	// The fields the machine needs, checked by the machine's own rule.
+	return c, c.machine().validate()
 }
 
 func (c Config) machine() MachineConfig {
@@ -514,5 +501,7 @@ func (e *Engine) Register(k KindConfig) error { return e.m.Register(k) }
 // Kinds summarises every kind registered or named by a job, by name.
 func (e *Engine) Kinds() []KindStatus { return e.m.Kinds() }
 
-// CheckInvariants runs the machine's invariants (for the simulator and tests).
-func (e *Engine) CheckInvariants() error { return e.m.checkInvariants() }
+// CheckInvariants runs the machine's invariants and its journal's (for the simulator and tests).
+func (e *Engine) CheckInvariants() error {
+	return errors.Join(e.m.checkInvariants(), e.j.CheckInvariants())
+}

@@ -6,22 +6,17 @@ import (
 )
 
 // checkInvariants states the machine's invariants in code (O(jobs): for tests and the
-// simulator).
+// simulator). Each report shows the whole of what it checked, whichever part broke.
 func (m *Machine) checkInvariants() error {
-	if m.nextID < 1 {
-		return fmt.Errorf("runner: next id %d", m.nextID)
-	}
-	if m.synced > m.seq {
-		return fmt.Errorf("runner: synced %d > seq %d", m.synced, m.seq)
+	if m.nextID < 1 || m.synced > m.seq || len(m.inflight) != m.pool.Status().Used {
+		return fmt.Errorf("runner: next id %d, synced %d of %d records, %d attempts in flight, %d units used",
+			m.nextID, m.synced, m.seq, len(m.inflight), m.pool.Status().Used)
 	}
 	if err := m.pool.CheckInvariants(); err != nil {
 		return err
 	}
 	if err := m.checkSchedules(); err != nil {
 		return err
-	}
-	if len(m.inflight) != m.pool.Status().Used {
-		return fmt.Errorf("runner: %d attempts in flight, %d units used", len(m.inflight), m.pool.Status().Used)
 	}
 	ids := make([]uint64, 0, len(m.jobs))
 	for id := range m.jobs {
@@ -38,18 +33,17 @@ func (m *Machine) checkInvariants() error {
 	}
 	waiting := 0
 	var counts [Cancelled + 1]int
-	deferred := 0
+	deferred, held, indexed := 0, 0, 0
 	for _, id := range ids {
 		j := m.jobs[id]
+		// A running job runs an attempt of its policy's, which holds a unit of the pool
+		// (replay restores running jobs without their units).
+		_, unit := m.inflight[Token{id, j.Attempts}]
+		running := j.State != Running || j.Attempts <= m.policy(j).Attempts && (unit || m.replaying)
 		switch {
-		case j.ID != id || id >= m.nextID:
-			return fmt.Errorf("runner: job %d filed under %d, next id %d", j.ID, id, m.nextID)
-		case j.State.Terminal() != (j.TermSeq != 0) || j.TermSeq > m.termSeq:
-			return fmt.Errorf("runner: job %d %v with terminal sequence %d of %d", id, j.State, j.TermSeq, m.termSeq)
-		case (j.State == Dead) != (j.Reason != NoReason):
-			return fmt.Errorf("runner: job %d %v with reason %v", id, j.State, j.Reason)
-		case j.Deferred && j.State != Waiting:
-			return fmt.Errorf("runner: job %d deferred while %v", id, j.State)
+		case j.broken(m.termSeq) != "" || j.ID != id || id >= m.nextID || !running:
+			return fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed: %s",
+				j.ID, id, m.nextID, unit, m.policy(j).Attempts, j.broken(m.termSeq))
 		case j.kind != m.kinds[j.Opts.Kind]:
 			return fmt.Errorf("runner: job %d of kind %q filed under another kind", id, j.Opts.Kind)
 		case (j.State == Waiting) != j.kind.q.holds(j):
@@ -62,29 +56,16 @@ func (m *Machine) checkInvariants() error {
 		if j.Deferred {
 			deferred++
 		}
-		if j.State == Running {
-			if p := m.policy(j); j.Attempts < 1 || j.Attempts > p.Attempts {
-				return fmt.Errorf("runner: job %d running attempt %d of %d", id, j.Attempts, p.Attempts)
-			}
-			if _, ok := m.inflight[Token{id, j.Attempts}]; !ok && !m.replaying {
-				return fmt.Errorf("runner: job %d running attempt %d holds no unit", id, j.Attempts)
+		// Every non-terminal job with a unique key holds it in the index, and only those.
+		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
+			held++
+			if m.unique[k] == id {
+				indexed++
 			}
 		}
 	}
-	held := 0
-	for _, id := range ids {
-		j := m.jobs[id]
-		k := uniqueKey(j.Opts)
-		if k == "" || j.State.Terminal() {
-			continue
-		}
-		held++
-		if m.unique[k] != id {
-			return fmt.Errorf("runner: job %d %v holds unique key %q, the index names job %d", id, j.State, j.Opts.Unique, m.unique[k])
-		}
-	}
-	if held != len(m.unique) {
-		return fmt.Errorf("runner: unique index has %d keys, %d non-terminal jobs hold one", len(m.unique), held)
+	if held != len(m.unique) || indexed != held {
+		return fmt.Errorf("runner: unique index has %d keys, %d non-terminal jobs hold one, %d of them indexed", len(m.unique), held, indexed)
 	}
 	if counts != m.counts || deferred != m.deferred {
 		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
@@ -137,23 +118,22 @@ func (m *Machine) checkInvariants() error {
 		return toks[a].ID < toks[b].ID || toks[a].ID == toks[b].ID && toks[a].Attempt < toks[b].Attempt
 	})
 	for _, tok := range toks {
-		a := m.inflight[tok]
-		if a.token != tok || a.dropped {
-			return fmt.Errorf("runner: in-flight attempt %v filed as %v (dropped %v)", a.token, tok, a.dropped)
-		}
-		if !a.dispatched && a.seq <= m.synced {
-			return fmt.Errorf("runner: attempt %v synced at %d but not dispatched", tok, a.seq)
+		// Filed under its own token, not dropped, and dispatched once its record is synced.
+		if a := m.inflight[tok]; a.token != tok || a.dropped || !a.dispatched && a.seq <= m.synced {
+			return fmt.Errorf("runner: in-flight attempt %v filed as %v (dropped %v, dispatched %v, record %d, synced %d)",
+				a.token, tok, a.dropped, a.dispatched, a.seq, m.synced)
 		}
 	}
+	// What waits for a record (an attempt to start, an ack) waits for one not yet synced.
+	least := m.synced + 1
 	for _, a := range m.starting {
-		if a.seq <= m.synced {
-			return fmt.Errorf("runner: attempt %v waits for record %d, synced %d", a.token, a.seq, m.synced)
-		}
+		least = min(least, a.seq)
 	}
 	for _, p := range m.acking {
-		if p.seq <= m.synced {
-			return fmt.Errorf("runner: ack %v waits for record %d, synced %d", p.ack, p.seq, m.synced)
-		}
+		least = min(least, p.seq)
+	}
+	if least <= m.synced {
+		return fmt.Errorf("runner: %d attempts and %d acks wait for records from %d, synced %d", len(m.starting), len(m.acking), least, m.synced)
 	}
 	targets := make([]string, 0, len(m.breakers))
 	for t := range m.breakers {

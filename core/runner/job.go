@@ -34,6 +34,26 @@ func (s JobState) String() string {
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
+// broken says what is impossible about the job on its own ("" when nothing is), termSeq being
+// the last terminal sequence number handed out: a known state; a reason exactly when dead; a
+// terminal sequence exactly when terminal; deferred only while waiting; an attempt count in
+// range, at least one while running; valid options; a bounded history of valid entries. A
+// snapshot's decoder and the machine's invariants share it.
+func (j *Job) broken(termSeq uint64) string {
+	history := len(j.History) <= HistoryMax
+	for _, h := range j.History {
+		history = history && h.Attempt >= 1 && h.Attempt <= math.MaxUint32 && h.Outcome <= AttemptReleased
+	}
+	opts := j.Opts.validate()
+	if j.State < Waiting || j.State > Cancelled || (j.State == Dead) != (j.Reason != NoReason) || j.Reason > Panic ||
+		j.State.Terminal() != (j.TermSeq != 0) || j.TermSeq > termSeq || j.Deferred && j.State != Waiting ||
+		j.Attempts < 0 || j.Attempts > math.MaxUint32 || (j.State == Running && j.Attempts == 0) || !history || opts != nil {
+		return fmt.Sprintf("job %d: %v (reason %v) with terminal sequence %d (last %d), deferred %v, %d attempts, history %v (valid %v), options: %v",
+			j.ID, j.State, j.Reason, j.TermSeq, termSeq, j.Deferred, j.Attempts, j.History, history, opts)
+	}
+	return ""
+}
+
 // Terminal reports whether s is succeeded, dead or cancelled.
 func (s JobState) Terminal() bool { return s >= Succeeded && s <= Cancelled }
 

@@ -290,6 +290,32 @@ type MachineConfig struct {
 	KindsOnly bool
 }
 
+// validate refuses the first bad field with a *ConfigError: the one check of the fields a
+// machine needs, which Config.WithDefaults runs too (after its defaults).
+func (cfg MachineConfig) validate() error {
+	var rf *retry.FieldError
+	if err := cfg.Policy.Validate(); errors.As(err, &rf) {
+		return configErr("Policy."+rf.Field, rf.Value, rf.Rule)
+	}
+	var bf *breaker.FieldError
+	if err := cfg.Circuit.Validate(); errors.As(err, &bf) {
+		return configErr("Circuit."+bf.Field, bf.Value, bf.Rule)
+	}
+	switch {
+	case cfg.Grace < 0:
+		return configErr("Grace", cfg.Grace, "must be ≥ 0 (0 means 10s)")
+	case cfg.AgeMax < 0:
+		return configErr("AgeMax", cfg.AgeMax, "must be ≥ 0 (0 means 1m)")
+	case cfg.Capacity < 1:
+		return configErr("Capacity", cfg.Capacity, "must be ≥ 1")
+	case cfg.RecordMax < 1:
+		return configErr("RecordMax", cfg.RecordMax, "must be ≥ 1")
+	case cfg.Logger == nil || cfg.Rand == nil:
+		return configErr("Logger and Rand", fmt.Sprintf("%v, %v", cfg.Logger, cfg.Rand), "must not be nil")
+	}
+	return nil
+}
+
 // Machine is the runner's pure state machine (docs/runner.md).
 type Machine struct {
 	cfg MachineConfig
@@ -369,25 +395,10 @@ type Machine struct {
 	snapshots int  // records applied so far (a snapshot must come first)
 }
 
-// New returns an empty machine, not dispatching, or an error naming the first bad field.
+// New returns an empty machine, not dispatching, or a *ConfigError naming the first bad field.
 func New(cfg MachineConfig) (*Machine, error) {
-	if err := cfg.Policy.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
-	}
-	if err := cfg.Circuit.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: Circuit: %w", ErrInvalidConfig, err)
-	}
-	switch {
-	case cfg.Logger == nil:
-		return nil, fmt.Errorf("%w: Logger is nil", ErrInvalidConfig)
-	case cfg.Rand == nil:
-		return nil, fmt.Errorf("%w: Rand is nil", ErrInvalidConfig)
-	case cfg.RecordMax < 1:
-		return nil, fmt.Errorf("%w: RecordMax must be ≥ 1, got %d", ErrInvalidConfig, cfg.RecordMax)
-	case cfg.Grace < 0:
-		return nil, fmt.Errorf("%w: Grace must be ≥ 0, got %v", ErrInvalidConfig, cfg.Grace)
-	case cfg.AgeMax < 0:
-		return nil, fmt.Errorf("%w: AgeMax must be ≥ 0, got %v", ErrInvalidConfig, cfg.AgeMax)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	p, err := pool.New(pool.Config{Capacity: cfg.Capacity})
 	if err != nil {

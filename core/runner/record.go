@@ -282,30 +282,11 @@ func (s *Snapshot) validate() error {
 	var prev uint64
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		switch {
-		case j.ID <= prev || j.ID >= s.NextID:
+		if j.ID <= prev || j.ID >= s.NextID {
 			return bad("job id %d out of order or ≥ next id %d", j.ID, s.NextID)
-		case j.State < Waiting || j.State > Cancelled:
-			return bad("job %d: state %d", j.ID, j.State)
-		case (j.State == Dead) != (j.Reason != NoReason) || j.Reason > Panic:
-			return bad("job %d: %v with reason %d", j.ID, j.State, j.Reason)
-		case j.State.Terminal() != (j.TermSeq != 0) || j.TermSeq > s.TermSeq:
-			return bad("job %d: %v with terminal sequence %d (last %d)", j.ID, j.State, j.TermSeq, s.TermSeq)
-		case j.Deferred && j.State != Waiting:
-			return bad("job %d: deferred while %v", j.ID, j.State)
-		case j.Attempts < 0 || j.Attempts > math.MaxUint32 || (j.State == Running && j.Attempts == 0):
-			return bad("job %d: %v with %d attempts", j.ID, j.State, j.Attempts)
 		}
-		if err := j.Opts.validate(); err != nil {
-			return bad("job %d: %v", j.ID, err)
-		}
-		if len(j.History) > HistoryMax {
-			return bad("job %d: %d attempts in its history, at most %d", j.ID, len(j.History), HistoryMax)
-		}
-		for _, h := range j.History {
-			if h.Attempt < 1 || h.Attempt > math.MaxUint32 || h.Outcome > AttemptReleased {
-				return bad("job %d: history entry %+v", j.ID, h)
-			}
+		if why := j.broken(s.TermSeq); why != "" {
+			return bad("%s", why)
 		}
 		prev = j.ID
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 // checkInvariants states the machine's invariants in code; tests call it after every step.
+// Each report shows the whole of what it checked, whichever part broke.
 func (e *Machine) checkInvariants() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -17,38 +18,18 @@ func (e *Machine) checkInvariants() error {
 		case waiting:
 			nWaiting++
 		}
-		held := e.lease.Held(r)
-		switch d.state {
-		case waiting, running:
-			if !held {
-				fail("%s %s but its lease is not held", r, d.state)
-			}
-		case cancelled:
-			if held {
-				fail("%s cancelled but its lease is still held", r)
-			}
+		// A waiting or running delivery holds its lease; a cancelled one no longer does.
+		if held := e.lease.Held(r); held != (d.state == waiting || d.state == running) && d.state != finished {
+			fail("%s %s, its lease held %v", r, d.state, held)
 		}
-	}
-	if nRunning != e.running || nWaiting != e.waiting {
-		fail("counted running=%d waiting=%d, recorded %d %d", nRunning, nWaiting, e.running, e.waiting)
-	}
-	if e.running > e.cfg.Concurrency {
-		fail("%d handlers running, limit %d", e.running, e.cfg.Concurrency)
 	}
 	queued := map[string]bool{}
+	entries := 0
 	for _, r := range e.queue {
 		if d := e.deliveries[r]; d != nil && d.state == waiting {
-			if queued[r] {
-				fail("%s queued twice", r)
-			}
 			queued[r] = true
+			entries++
 		}
-	}
-	if len(queued) != e.waiting {
-		fail("%d waiting deliveries, %d queued", e.waiting, len(queued))
-	}
-	if e.stopping && e.recvCall != 0 && e.out.Receive != nil {
-		fail("receive issued while stopping")
 	}
 	live := 0
 	for _, c := range e.leaseCalls {
@@ -56,8 +37,12 @@ func (e *Machine) checkInvariants() error {
 			live++
 		}
 	}
-	if live != e.liveCalls {
-		fail("%d lease calls not abandoned, counted %d", live, e.liveCalls)
+	// The counters match the deliveries; each waiting delivery is queued once; no receive
+	// goes out while stopping; the live lease calls are counted.
+	if nRunning != e.running || nWaiting != e.waiting || e.running > e.cfg.Concurrency || len(queued) != e.waiting ||
+		entries != len(queued) || e.stopping && e.recvCall != 0 && e.out.Receive != nil || live != e.liveCalls {
+		fail("counted running=%d waiting=%d, recorded %d %d (limit %d); %d waiting deliveries queued in %d entries; stopping %v with receive %d issued %v; %d lease calls not abandoned, counted %d",
+			nRunning, nWaiting, e.running, e.waiting, e.cfg.Concurrency, len(queued), entries, e.stopping, e.recvCall, e.out.Receive != nil, live, e.liveCalls)
 	}
 	if err := e.lease.CheckInvariants(); err != nil {
 		fail("lease: %w", err)

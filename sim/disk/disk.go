@@ -60,7 +60,10 @@ func (o Op) mutating() bool { return o >= OpWrite && o <= OpSyncDir }
 type Disk struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
+	rread  *rand.Rand // the read-side faults' own stream (faults.Disk.OpenErr ...)
 	faults faults.Disk
+	// quiet turns the read-side faults off while the world inspects the disk (WithoutReadFaults).
+	quiet bool
 
 	gen     int // crash generation; a File from an older one fails with ErrCrashed
 	crashes int
@@ -122,6 +125,7 @@ var _ core.FS = (*Disk)(nil)
 func New(seed int64) *Disk {
 	return &Disk{
 		rng:     rand.New(rand.NewSource(seed)),
+		rread:   rand.New(rand.NewSource(seed ^ 0x7ead)),
 		live:    map[string]*inode{},
 		durable: map[string]*inode{},
 	}
@@ -248,6 +252,29 @@ func (d *Disk) chance(p float64) bool {
 	return p > 0 && d.rng.Float64() < p
 }
 
+// readFault draws a read-side fault of probability p from the read stream (only when p > 0
+// and the disk is not being inspected, so it shifts nothing otherwise).
+func (d *Disk) readFault(p float64, op, what string) error {
+	if p > 0 && !d.quiet && d.rread.Float64() < p {
+		return fmt.Errorf("disk: %s %s: %w", op, what, ErrInjected)
+	}
+	return nil
+}
+
+// WithoutReadFaults runs fn with the read-side faults off: the world's own inspections of the
+// disk (copies, renderings, checks) read it as it is.
+func (d *Disk) WithoutReadFaults(fn func()) {
+	d.mu.Lock()
+	d.quiet = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.quiet = false
+		d.mu.Unlock()
+	}()
+	fn()
+}
+
 func checkName(op Op, name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
 		return &fs.PathError{Op: op.String(), Path: name, Err: fs.ErrInvalid}
@@ -298,6 +325,9 @@ func (d *Disk) Open(name string) (core.File, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.begin(OpOpen, name); err != nil {
+		return nil, err
+	}
+	if err := d.readFault(d.faults.OpenErr, "open", name); err != nil {
 		return nil, err
 	}
 	ino := d.live[name]
@@ -399,6 +429,9 @@ func (d *Disk) Stat(name string) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.begin(OpStat, name); err != nil {
+		return 0, err
+	}
+	if err := d.readFault(d.faults.StatErr, "stat", name); err != nil {
 		return 0, err
 	}
 	ino := d.live[name]

@@ -108,6 +108,14 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	data := f.ino.data
+	if err := d.readFault(d.faults.ReadErr, "read", f.name); err != nil {
+		// EIO, half the time after part of the bytes asked for.
+		n := 0
+		if d.rread.Intn(2) == 0 && len(p) > 0 && off < int64(len(data)) {
+			n = copy(p[:d.rread.Intn(len(p))], data[off:])
+		}
+		return n, err
+	}
 	if off >= int64(len(data)) {
 		return 0, io.EOF
 	}
@@ -180,6 +188,9 @@ func (f *file) Size() (int64, error) {
 	if err := d.begin(OpSize, f.name); err != nil {
 		return 0, err
 	}
+	if err := d.readFault(d.faults.SizeErr, "size", f.name); err != nil {
+		return 0, err
+	}
 	return int64(len(f.ino.data)), nil
 }
 
@@ -192,5 +203,5 @@ func (f *file) Close() error {
 		return err
 	}
 	f.closed = true
-	return nil
+	return d.readFault(d.faults.CloseErr, "close", f.name)
 }

@@ -30,7 +30,17 @@ type Disk struct {
 	// may commit them). Zero gives the strict rule: unsynced creates, renames and removes are
 	// all rolled back.
 	DirPersist float64
+
+	// The read side, drawn from the disk's own read stream (so they shift none of the draws
+	// above): OpenErr, StatErr, SizeErr: FS.Open, FS.Stat or File.Size fails; ReadErr: a
+	// File.ReadAt fails, half the time after a short read of a random strict prefix;
+	// CloseErr: a File.Close reports a failure (the file is released all the same, as
+	// close(2) does).
+	OpenErr, StatErr, SizeErr, ReadErr, CloseErr float64
 }
+
+// Reads reports whether any read-side fault is on.
+func (f Disk) Reads() bool { return f.OpenErr+f.StatErr+f.SizeErr+f.ReadErr+f.CloseErr > 0 }
 
 // Validate reports a probability outside [0, 1].
 func (f Disk) Validate() error {
@@ -42,6 +52,8 @@ func (f Disk) Validate() error {
 		{"BitFlip", f.BitFlip}, {"CreateErr", f.CreateErr},
 		{"RemoveErr", f.RemoveErr}, {"TruncateErr", f.TruncateErr},
 		{"SyncDirErr", f.SyncDirErr}, {"DirPersist", f.DirPersist},
+		{"OpenErr", f.OpenErr}, {"StatErr", f.StatErr}, {"SizeErr", f.SizeErr},
+		{"ReadErr", f.ReadErr}, {"CloseErr", f.CloseErr},
 	} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("faults: disk probability %s = %v, want 0..1", p.name, p.v)
@@ -71,6 +83,11 @@ func (f Disk) String() string {
 	add("truncate", f.TruncateErr)
 	add("syncdir", f.SyncDirErr)
 	add("dirpersist", f.DirPersist)
+	add("open", f.OpenErr)
+	add("stat", f.StatErr)
+	add("size", f.SizeErr)
+	add("read", f.ReadErr)
+	add("close", f.CloseErr)
 	if s == "" {
 		return "none"
 	}

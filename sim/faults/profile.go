@@ -169,6 +169,55 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 	return base, nil
 }
 
+// PickMore draws the families added after Pick's, from their own stream r (the run's
+// "swarm-more" stream), so that a seed's earlier choices stay what they were. It consumes
+// the same number of draws under every profile.
+func (s *Set) PickMore(r *rand.Rand) error {
+	var d [moreDraws]float64
+	for i := range d {
+		d[i] = r.Float64()
+	}
+	switch s.Profile {
+	case "disk", "swarm":
+		// The read side of the disk, with the rest of the disk family: each kind on by its own
+		// switch, then at its own rate.
+		if s.Profile == "swarm" && s.Disk == (Disk{}) {
+			break
+		}
+		for _, k := range []struct {
+			p      *float64
+			on, at int
+		}{{&s.Disk.OpenErr, mOpenOn, mOpen}, {&s.Disk.StatErr, mStatOn, mStat}, {&s.Disk.SizeErr, mSizeOn, mSize},
+			{&s.Disk.ReadErr, mReadOn, mRead}, {&s.Disk.CloseErr, mCloseOn, mClose}} {
+			if d[k.on] < 0.5 {
+				*k.p = d[k.at] * 0.03
+			}
+		}
+	}
+	if s.Transport.On() && d[mBreachOn] < 0.5 {
+		// Contract breaches, with the rest of the network family.
+		s.Transport.Breach = d[mBreach] * 0.02
+	}
+	return s.Validate()
+}
+
+// Indices of PickMore's draws, one per value and per switch.
+const (
+	mBreachOn = iota
+	mBreach
+	mOpenOn
+	mOpen
+	mStatOn
+	mStat
+	mSizeOn
+	mSize
+	mReadOn
+	mRead
+	mCloseOn
+	mClose
+	moreDraws
+)
+
 // Indices of Pick's draws: one per value and one per on/off switch, never shared.
 const (
 	dLatency = iota

@@ -45,6 +45,11 @@ type Transport struct {
 	ServerError float64 // P(5xx)
 	Stale       float64 // P(a receipt-naming call is answered gone without effect)
 	Fatal       float64 // P(a fatal error); drops the receipt
+	// Breach: P(the queue or its client library breaks the Transport contract on a call,
+	// drawn by the world from its own stream): a receive returns more messages than asked
+	// for, a batch reply carries the wrong number of entries, or a call fails with an error
+	// that is no *core.TransportError (which the worker must treat as retryable).
+	Breach float64
 
 	// Latency of a call, each way: drawn uniformly in [LatencyMin, LatencyMax]; with
 	// probability Spike it is instead drawn in [SpikeMin, SpikeMax] (beyond the lease margin).
@@ -84,6 +89,28 @@ func (t Transport) Draw(r *rand.Rand, namesReceipt bool) Call {
 	return CallOK
 }
 
+// Breaches of the Transport contract (Transport.Breach).
+const (
+	BreachNone      = iota
+	BreachExtra     // a receive returns more messages than asked for
+	BreachCount     // a batch reply carries one entry too many or too few
+	BreachUnclassed // the call fails, without effect, with an error that is no *core.TransportError
+)
+
+// DrawBreach decides whether one call breaks the contract and how; it consumes exactly two
+// values of r. A receive cannot get a wrong entry count and a batch call no extra messages:
+// those draws come out as BreachUnclassed.
+func (t Transport) DrawBreach(r *rand.Rand, receive bool) int {
+	u, k := r.Float64(), 1+r.Intn(3)
+	switch {
+	case u >= t.Breach:
+		return BreachNone
+	case k == BreachExtra && receive, k == BreachCount && !receive:
+		return k
+	}
+	return BreachUnclassed
+}
+
 // Latency draws one leg's latency. It consumes exactly two values of r. spiked reports a draw
 // from the spike range.
 func (t Transport) Latency(r *rand.Rand) (d time.Duration, spiked bool) {
@@ -105,11 +132,12 @@ func (t Transport) Validate() error {
 		name string
 		v    float64
 	}{{"FailBefore", t.FailBefore}, {"FailAfter", t.FailAfter}, {"Throttle", t.Throttle},
-		{"ServerError", t.ServerError}, {"Stale", t.Stale}, {"Fatal", t.Fatal}, {"Spike", t.Spike}} {
+		{"ServerError", t.ServerError}, {"Stale", t.Stale}, {"Fatal", t.Fatal}, {"Spike", t.Spike},
+		{"Breach", t.Breach}} {
 		if err := checkP("transport", p.name, p.v); err != nil {
 			return err
 		}
-		if p.name != "Spike" {
+		if p.name != "Spike" && p.name != "Breach" {
 			sum += p.v
 		}
 	}
