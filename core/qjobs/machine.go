@@ -37,6 +37,9 @@ type Delivery struct {
 	Attrs        Attrs
 	ReceiveCount int       // ≥ 1
 	ReceivedAt   time.Time // when the receive that returned it was sent
+	// Unregistered: this process has no handler for the job's kind; the job waits (re-sent
+	// with the longest delay, no attempt spent) for a process that has one.
+	Unregistered bool
 }
 
 // Attempt is the number this delivery's attempt has if it runs.
@@ -176,6 +179,9 @@ func (m *Machine) policy(a Attrs) retry.Policy {
 func (m *Machine) Admit(now time.Time, d Delivery) Plan {
 	a := d.Attrs
 	made := d.Attempt() - 1 // attempts made before this delivery
+	if d.Unregistered {
+		return m.deferUntil(now, a, made, now.Add(m.cfg.DelayMax))
+	}
 	if now.Before(a.NotBefore) {
 		return m.deferUntil(now, a, made, a.NotBefore)
 	}

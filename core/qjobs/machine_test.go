@@ -142,6 +142,18 @@ func TestPerJobDeadlineAndAttempts(t *testing.T) {
 	}
 }
 
+func TestUnregisteredKindWaits(t *testing.T) {
+	m := newMachine(t, testConfig())
+	a := job("a")
+	a.Attempts = 1
+	p := m.Admit(t0, Delivery{Attrs: a, ReceiveCount: 3, ReceivedAt: t0, Unregistered: true})
+	want := a
+	want.Attempts, want.NotBefore = 3, t0.Add(DelayMaxDefault)
+	if diff := cmp.Diff(Plan{Action: Resend, Deferred: true, Send: Outgoing{Attrs: want, Delay: DelayMaxDefault}}, p); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
 func TestAbandonGivesProbeBack(t *testing.T) {
 	m := newMachine(t, testConfig())
 	d := Delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0}
