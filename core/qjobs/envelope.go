@@ -1,10 +1,11 @@
 package qjobs
 
 import (
-	"encoding/binary"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -54,15 +55,17 @@ func (a Attrs) Validate() error {
 	return nil
 }
 
-// Encode returns the body of a job message: magic, the attributes' length and JSON, payload.
+// Encode returns the body of a job message: magic, the attributes' JSON length in decimal,
+// ':', the JSON, the payload. It is text when the payload is (SQS takes text bodies only).
 func Encode(a Attrs, payload []byte) []byte {
 	h, err := json.Marshal(a)
 	if err != nil {
 		panic(fmt.Sprintf("qjobs: encode attrs: %v", err)) // plain fields: cannot fail
 	}
-	out := make([]byte, 0, len(magic)+binary.MaxVarintLen64+len(h)+len(payload))
+	out := make([]byte, 0, len(magic)+8+len(h)+len(payload))
 	out = append(out, magic...)
-	out = binary.AppendUvarint(out, uint64(len(h)))
+	out = strconv.AppendInt(out, int64(len(h)), 10)
+	out = append(out, ':')
 	out = append(out, h...)
 	return append(out, payload...)
 }
@@ -74,11 +77,12 @@ func Decode(body []byte) (Attrs, []byte, error) {
 		return a, nil, fmt.Errorf("%w: the body does not open with %q", ErrEnvelope, magic)
 	}
 	rest := body[len(magic):]
-	n, k := binary.Uvarint(rest)
-	if k <= 0 || n > uint64(len(rest)-k) {
+	k := bytes.IndexByte(rest, ':')
+	n, err := strconv.Atoi(string(rest[:max(k, 0)]))
+	if k < 1 || k > 7 || err != nil || n < 0 || n > len(rest)-k-1 {
 		return a, nil, fmt.Errorf("%w: bad attributes length", ErrEnvelope)
 	}
-	rest = rest[k:]
+	rest = rest[k+1:]
 	if err := json.Unmarshal(rest[:n], &a); err != nil {
 		return a, nil, fmt.Errorf("%w: attributes: %w", ErrEnvelope, err)
 	}

@@ -45,7 +45,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if string(payload) != "hello" {
 		t.Errorf("payload = %q, want hello", payload)
 	}
-	for _, body := range [][]byte{nil, []byte("hello"), []byte("sj1\xff"), []byte("sj1\x02{}"), Encode(Attrs{Kind: "k"}, nil)} {
+	for _, body := range [][]byte{nil, []byte("hello"), []byte("sj1:"), []byte("sj1x:{}"), []byte("sj19:{}"), []byte("sj1-1:{}"), Encode(Attrs{Kind: "k"}, nil)} {
 		if _, _, err := Decode(body); !errors.Is(err, ErrEnvelope) {
 			t.Errorf("Decode(%q) = %v, want ErrEnvelope", body, err)
 		}
