@@ -28,7 +28,11 @@ const childEnv = "QUEUERUNNER_CHILD"
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
-		var o struct{ Endpoint, Queue, DLQ, Done string }
+		var o struct {
+			Endpoint, Queue, DLQ, Done string
+			Work                       time.Duration
+			Concurrency                int
+		}
 		if err := json.Unmarshal([]byte(v), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -36,7 +40,7 @@ func TestMain(m *testing.M) {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
 		err := run(ctx, options{endpoint: o.Endpoint, region: fauxqs.Region, queue: o.Queue, dlq: o.DLQ, done: o.Done,
-			window: 4 * time.Second, concurrency: 8})
+			window: 4 * time.Second, concurrency: max(o.Concurrency, 8), work: o.Work})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -74,9 +78,12 @@ func (e *fleetEnv) opts() options {
 }
 
 // start launches one queuerunner process (this test binary in child mode).
-func (e *fleetEnv) start() *exec.Cmd {
+func (e *fleetEnv) start() *exec.Cmd { return e.startWith(20*time.Millisecond, 8) }
+
+func (e *fleetEnv) startWith(work time.Duration, concurrency int) *exec.Cmd {
 	e.t.Helper()
-	v, _ := json.Marshal(map[string]string{"Endpoint": e.server.URL, "Queue": e.queue, "DLQ": e.dlq, "Done": e.done})
+	v, _ := json.Marshal(map[string]any{"Endpoint": e.server.URL, "Queue": e.queue, "DLQ": e.dlq, "Done": e.done,
+		"Work": work, "Concurrency": concurrency})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(v))
 	cmd.Stderr = testWriter{e.t}
@@ -212,4 +219,49 @@ func TestThreeProcessesOneKilled(t *testing.T) {
 		t.Fatalf("%d jobs neither delivered nor dead-lettered (lost): %v", len(missing), missing[:min(10, len(missing))])
 	}
 	t.Logf("%d delivered, %d dead-lettered, %d duplicate deliveries (at least once, after the kill)", len(got), len(dead), dups)
+}
+
+// BenchmarkFleetThroughput runs b.N jobs (no work in the handler) on fauxqs with 1, 2 and 4
+// processes of 10 handlers each and reports jobs/s from the first process start to the last
+// delivery. Compare the ratios within one run: fauxqs on this machine is the bound, not the
+// processes. go test -run '^$' -bench FleetThroughput -benchtime 2000x ./examples/queuerunner
+func BenchmarkFleetThroughput(b *testing.B) {
+	for _, procs := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+			e := newFleetEnv(b)
+			ctx := context.Background()
+			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+			_, emails, err := newRunner(ctx, e.opts(), quiet)
+			if err != nil {
+				b.Fatal(err)
+			}
+			jobs := make([]sluice.NewJob[Email], b.N)
+			for i := range jobs {
+				jobs[i] = sluice.NewJob[Email]{Target: "ok", Payload: Email{To: "ok-" + strconv.Itoa(i)}}
+			}
+			if _, err := emails.EnqueueMany(ctx, jobs); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			var cmds []*exec.Cmd
+			for range procs {
+				cmds = append(cmds, e.startWith(0, 10))
+			}
+			deadline := start.Add(5 * time.Minute)
+			for len(e.delivered()) < b.N && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			for _, c := range cmds {
+				c.Process.Signal(syscall.SIGTERM)
+				c.Wait()
+			}
+			if got := len(e.delivered()); got < b.N {
+				b.Fatalf("%d of %d delivered in %v", got, b.N, elapsed)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+		})
+	}
 }

@@ -30,7 +30,7 @@ type Email struct {
 
 type options struct {
 	endpoint, region, queue, dlq, done string
-	window                             time.Duration
+	window, work                       time.Duration
 	concurrency                        int
 }
 
@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&o.done, "done", "", "append each delivered email's address to this file")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "visibility window")
 	flag.IntVar(&o.concurrency, "concurrency", 10, "handlers at once")
+	flag.DurationVar(&o.work, "work", 20*time.Millisecond, "how long delivering one email takes")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -84,18 +85,18 @@ func newRunner(ctx context.Context, o options, log *slog.Logger) (*sluice.QueueR
 	if err != nil {
 		return nil, nil, err
 	}
-	emails, err := sluice.Register(r, "email", sluice.JSON[Email](), deliver(o.done))
+	emails, err := sluice.Register(r, "email", sluice.JSON[Email](), deliver(o.done, o.work))
 	return r, emails, err
 }
 
 // deliver is the handler: "flaky" targets fail their first attempt, "bad" ones always fail
 // permanently; the rest succeed after a short while.
-func deliver(doneFile string) sluice.Handler[Email] {
+func deliver(doneFile string, work time.Duration) sluice.Handler[Email] {
 	return func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
 		select {
 		case <-ctx.Done():
 			return sluice.Failed(ctx.Err(), true)
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(work):
 		}
 		switch {
 		case j.Target == "bad":
