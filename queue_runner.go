@@ -70,6 +70,7 @@ type QueueRunner struct {
 	mu      sync.Mutex
 	m       *qjobs.Machine
 	kinds   map[string]queueKind
+	warned  map[string]bool // kinds not registered, warned about once
 	started bool
 	w       *Worker
 }
@@ -111,7 +112,7 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sluice: NewQueueRunner: %w", err)
 	}
-	return &QueueRunner{q: q, cfg: cfg, log: cfg.Logger, clk: cfg.Clock, m: m, kinds: map[string]queueKind{}}, nil
+	return &QueueRunner{q: q, cfg: cfg, log: cfg.Logger, clk: cfg.Clock, m: m, kinds: map[string]queueKind{}, warned: map[string]bool{}}, nil
 }
 
 func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
@@ -234,11 +235,11 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	q.started = true
 	wc := q.cfg.Worker
 	wc.Logger, wc.Clock, wc.Seed = q.log, q.clk, q.cfg.Seed
-	// The job layer counts attempts and dead-letters; the worker only keeps leases. Its
-	// backoff carries the job layer's visibility (After) uncapped up to the 12 h limit.
+	// The job layer counts attempts and dead-letters (non-job messages too); the worker only
+	// keeps leases. Its backoff carries the job layer's visibility (After) uncapped up to the
+	// 12 h limit.
 	wc.Budget, wc.RedriveMax = 1<<30, 0
 	wc.Policy = Policy{Attempts: 1, Base: time.Second, Cap: qjobs.VisibilityMaxDefault}
-	wc.Decode = func(m Message) error { _, _, err := qjobs.Decode(m.Body); return err }
 	w, err := NewWorker(q.q.Transport, wc, q.handle)
 	if err != nil {
 		q.mu.Unlock()
@@ -253,17 +254,30 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 	received := q.clk.Now()
 	a, payload, err := qjobs.Decode(msg.Body)
-	if err != nil { // Decode in the worker config refused it already
-		return Reject(err)
+	if err != nil {
+		// Not a job (sent by something else): moved to the dead-letter queue as it is.
+		q.log.Error("sluice: queue runner: a message that is not a job; moving it to the dead-letter queue", "message", msg.ID, "err", err)
+		errs, serr := q.q.DeadLetter.SendBatch(ctx, []OutgoingMessage{{Body: msg.Body}})
+		if serr == nil && errs[0] != nil {
+			serr = errs[0]
+		}
+		if serr != nil {
+			return RetryAfter(serr, time.Second)
+		}
+		return Ack()
 	}
 	q.mu.Lock()
 	k, ok := q.kinds[a.Kind]
+	warn := !ok && !q.warned[a.Kind]
+	if warn {
+		q.warned[a.Kind] = true
+	}
 	d := qjobs.Delivery{Attrs: a, ReceiveCount: msg.ReceiveCount, ReceivedAt: received, Unregistered: !ok}
 	p := q.m.Admit(received, d)
 	q.mu.Unlock()
 	if p.Action != qjobs.Run {
-		if p.Deferred && !ok {
-			q.log.Warn("sluice: queue runner: a job of a kind not registered here waits", "kind", a.Kind, "message", msg.ID)
+		if warn {
+			q.log.Warn("sluice: queue runner: jobs of a kind not registered in this process wait in the queue (warned once per kind)", "kind", a.Kind, "message", msg.ID)
 		}
 		return q.execute(ctx, msg, p, payload)
 	}

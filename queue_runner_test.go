@@ -261,3 +261,44 @@ func TestQueueRunnerRefusesWhatAQueueCannotHonour(t *testing.T) {
 		t.Errorf("NewQueueRunner without senders: %v", err)
 	}
 }
+
+// TestQueueRunnerMovesStrangersToTheDeadLetterQueue: a message that is not a job goes to the
+// dead-letter queue as it is; a job of a kind not registered here waits (re-sent, no attempt).
+func TestQueueRunnerMovesStrangersToTheDeadLetterQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetQueue()
+		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := func(context.Context, sluice.Job[mail]) sluice.Outcome { return sluice.Succeeded() }
+		if _, err := sluice.Register(r, "mail", sluice.JSON[mail](), h); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		f.q.Send(time.Now(), []byte("hello, not a job"))
+		f.q.Send(time.Now(), qjobs.Encode(qjobs.Attrs{Kind: "resize", Target: "img", FirstDue: time.Now()}, []byte("{}")))
+		f.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(time.Minute)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		msgs := f.dlq.Receive(time.Now(), 10, time.Hour)
+		st := f.q.Status(time.Now())
+		f.mu.Unlock()
+		if len(msgs) != 1 || string(msgs[0].Body) != "hello, not a job" {
+			t.Errorf("dead-letter queue holds %v, want the stranger as it was", msgs)
+		}
+		if st.Visible+st.InFlight != 1 {
+			t.Errorf("queue status %+v: want the unregistered kind's job still there (re-sent)", st)
+		}
+		if s := r.Stats(); s.Runs != 0 || s.Deferred < 1 {
+			t.Errorf("stats %+v: want no run, the resize job deferred", s)
+		}
+	})
+}
