@@ -16,9 +16,10 @@ const DefaultKind = "default"
 // List take and return payloads of type A. It embeds the Runner it was registered on, so the
 // runner's methods (Run, Drain, Cancel, Retry, Stats, Close) are reachable through it.
 type Kind[A any] struct {
-	*Runner
-	name  string
-	codec Codec[A]
+	*Runner // nil for a kind registered on a QueueRunner
+	name    string
+	codec   Codec[A]
+	q       *QueueRunner // set for a kind registered on a QueueRunner
 }
 
 // KindOption sets one of a kind's options at Register.
@@ -55,7 +56,10 @@ type kindEntry struct {
 // error, as are an empty name and a name registered already. A journal may hold jobs of a
 // kind not registered (a kind a program stopped using, or not yet deployed): they wait, never
 // started nor dropped, Stats.Unregistered counts them, and Run logs a warning once per kind.
-func Register[A any](r *Runner, name string, codec Codec[A], handler Handler[A], opts ...KindOption) (*Kind[A], error) {
+//
+// r may be a *QueueRunner instead: the same kinds then run from a queue (docs/queue.md);
+// WithConcurrency is refused there (Worker.Concurrency bounds a process).
+func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler[A], opts ...KindOption) (*Kind[A], error) {
 	if codec == nil {
 		panic("sluice: Register with a nil codec")
 	}
@@ -72,6 +76,13 @@ func Register[A any](r *Runner, name string, codec Codec[A], handler Handler[A],
 	case name == "" || strings.ContainsRune(name, 0):
 		return nil, fmt.Errorf("sluice: Register %q: a kind needs a name (non-empty, no NUL byte); it is journaled with each job", name)
 	}
+	if q, ok := reg.(*QueueRunner); ok {
+		if s.limit != 0 {
+			return nil, fmt.Errorf("%w: Register %q: WithConcurrency: bound a process with QueueConfig.Worker.Concurrency", ErrQueueUnsupported, name)
+		}
+		return registerQueue(q, name, codec, handler)
+	}
+	r := reg.(*Runner)
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
@@ -108,6 +119,9 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 	if err != nil {
 		return 0, fmt.Errorf("sluice: enqueue: %w", err)
 	}
+	if k.q != nil {
+		return 0, k.q.enqueue(ctx, k.name, []queueJob{{due: due, target: target, payload: b, opts: opts}})
+	}
 	return k.Runner.enqueue(ctx, k.name, due, target, b, opts)
 }
 
@@ -120,6 +134,9 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
 	if len(jobs) == 0 {
 		return nil, nil
+	}
+	if k.q != nil {
+		return k.enqueueQueue(ctx, jobs)
 	}
 	njs := make([]runner.NewJob, len(jobs))
 	for i, j := range jobs {
@@ -140,6 +157,9 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 // Get returns a copy of the job with the given id, its payload decoded, or ErrNotFound (also
 // for a job of another kind).
 func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
+	if k.q != nil {
+		return JobInfo[A]{}, fmt.Errorf("%w: get %d: a queue cannot look a message up", ErrQueueUnsupported, id)
+	}
 	v, err := k.Runner.Get(id)
 	if err != nil {
 		return JobInfo[A]{}, err
@@ -153,6 +173,9 @@ func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
 // List is Runner.List of this kind's jobs, payloads decoded. f.Kind must be empty or the
 // kind's name.
 func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
+	if k.q != nil {
+		return Page[A]{}, fmt.Errorf("%w: list: a queue cannot list its messages", ErrQueueUnsupported)
+	}
 	if f.Kind != "" && f.Kind != k.name {
 		return Page[A]{}, fmt.Errorf("%w: ListFilter.Kind %q on the handle of kind %q", ErrInvalidJob, f.Kind, k.name)
 	}

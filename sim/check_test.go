@@ -401,7 +401,7 @@ func TestInvariantFires(t *testing.T) {
 		})
 	}
 	for _, inv := range Invariants {
-		if !covered[inv.Name] {
+		if !covered[inv.Name] && firedElsewhere[inv.Name] == "" {
 			t.Errorf("invariant %s has no test showing it fires", inv.Name)
 		}
 	}

@@ -196,6 +196,13 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	case "network":
 		c.Nodes = 0
 		c.PCrashHandle = 0
+	case "fleet":
+		// The runner side's policy and breaker draws configure the job layer; the worker's
+		// budget and redrive are the job layer's own (fleet.go).
+		c.Nodes, c.PCrashHandle, c.PPoison, c.MaxReceive = 0, 0, 0, 0
+		c.Workers = max(c.Workers, 2)
+		c.Budget = 3*c.Attempts + 5 // the liveness bound's deliveries per message
+		c.MsgCap = max(c.MsgCap, c.Cap+c.Cooldown)
 	case "bitflip":
 		c.Workers = 0
 		c.PCrashHandle = 0

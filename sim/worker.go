@@ -83,7 +83,11 @@ func (m *msgProducer) tick(w *World) {
 		if w.rWork.Float64() < w.cfg.PPoison {
 			body = "poison-" + strconv.Itoa(m.sent)
 		}
-		id := w.queue.Send(w.now(), []byte(body))
+		raw := []byte(body)
+		if w.fleet != nil {
+			raw = w.fleet.body(w, m.sent)
+		}
+		id := w.queue.Send(w.now(), raw)
 		w.trace("producer", "send "+id+" "+body)
 	}
 	w.wakePollers()
@@ -153,7 +157,7 @@ func (p *workerProc) stopMargin() time.Duration {
 
 func (p *workerProc) config() worker.Config {
 	c := p.w.cfg
-	return worker.Config{
+	cfg := worker.Config{
 		Window: c.Visibility, Ceiling: ceiling, Wait: c.PollWait, WaitNone: c.PollWait == 0,
 		BatchMax: c.ReceiveMax, Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget,
 		RedriveMaxReceives: c.MaxReceive,
@@ -168,6 +172,10 @@ func (p *workerProc) config() worker.Config {
 		},
 		Grace: c.Grace,
 	}
+	if p.w.fleet != nil {
+		p.w.fleet.workerConfig(&cfg)
+	}
+	return cfg
 }
 
 var errPoison = errors.New("simulated undecodable body")
@@ -190,6 +198,9 @@ func (p *workerProc) start() {
 	p.open = p.open[:0]
 	p.wakeAt = 0
 	w.trace(p.name, "START")
+	if w.fleet != nil {
+		w.fleet.started(w, p)
+	}
 	p.step(worker.Tick{Now: w.now()})
 }
 
@@ -265,6 +276,9 @@ func (p *workerProc) crash() {
 	}
 	w.chk.WorkerCrashed(p.id)
 	w.dups.crashed(p.id)
+	if w.fleet != nil {
+		w.fleet.stopped(p)
+	}
 	p.account()
 	p.scheduleRestart()
 }
@@ -330,6 +344,9 @@ func (p *workerProc) step(ev worker.Event) {
 		w.trace(p.name, "stopped: "+strings.TrimSuffix(worker.DescribeStatus(st), "\n"))
 		p.up = false
 		w.chk.WorkerCrashed(p.id)
+		if w.fleet != nil {
+			w.fleet.stopped(p)
+		}
 		p.account()
 		p.scheduleRestart()
 	}
@@ -633,6 +650,10 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 
 func (p *workerProc) startHandler(m core.Message) {
 	w := p.w
+	if w.fleet != nil {
+		w.fleet.handle(p, m)
+		return
+	}
 	h := &msgHandler{receipt: m.Receipt, running: true}
 	p.handlers[m.Receipt] = h
 	w.chk.HandlerStarted(m.Receipt)

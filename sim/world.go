@@ -68,6 +68,7 @@ type World struct {
 	queueCalls int
 	nodes      []*runnerNode
 	msgs       msgProducer
+	fleet      *fleet // profile fleet (fleet.go)
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
@@ -267,6 +268,9 @@ func (w *World) tracef(who, format string, args ...any) { w.trace(who, fmt.Sprin
 
 func (w *World) run() {
 	w.trace("world", "start seed="+strconv.FormatInt(w.cfg.Seed, 10)+" profile="+w.cfg.Profile)
+	if w.cfg.Profile == "fleet" {
+		w.fleet = newFleet(w)
+	}
 	w.setupRunner()
 	w.setupQueue()
 	w.loop.AtExact(w.safetyEnd, w.beginLiveness)
@@ -379,6 +383,9 @@ func (w *World) finish() {
 		w.st.Messages.Add("deleted", deleted)
 		w.st.Messages.Add("live", live)
 		w.st.Messages.Add("dead-lettered", dead)
+	}
+	if w.fleet != nil {
+		w.fleet.finish(w)
 	}
 	if v := w.chk.Violation(); v != nil {
 		w.trace("world", "VIOLATION "+v.Invariant)

@@ -24,7 +24,7 @@ type Set struct {
 }
 
 // Profiles lists the profile names in a fixed order.
-var Profiles = []string{"swarm", "calm", "disk", "network", "bitflip"}
+var Profiles = []string{"swarm", "calm", "disk", "network", "bitflip", "fleet"}
 
 // ProfileNotes says in one line what each profile pins.
 var ProfileNotes = map[string]string{
@@ -33,6 +33,7 @@ var ProfileNotes = map[string]string{
 	"disk":    "node crashes (also inside commits and compaction), torn writes, fsync and write errors",
 	"network": "transport faults (fail before or after effect, throttling, stale receipts) and latency spikes",
 	"bitflip": "a bit flips in synced journal data; open must refuse with a clear error",
+	"fleet":   "the queue-backed runner's job layer on every worker: transport faults, stale receipts, worker crashes, long handlers",
 }
 
 // ErrUnknownProfile is returned for a profile name not in Profiles.
@@ -110,7 +111,7 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 	case "calm":
 	case "disk":
 		diskSet(&base)
-	case "network":
+	case "network", "fleet":
 		netSet(&base)
 		timeSet(&base)
 	case "bitflip":

@@ -171,8 +171,9 @@ func (q *Queue) checkInvariants() error {
 			errs = append(errs, fmt.Errorf("queue %s: message %s dead-lettered at count %d (max %d)", q.cfg.Name, m.id, m.count, q.cfg.MaxReceiveCount))
 		}
 		if m.receipt == "" {
-			// A redriven message may carry a count > 0 without having been received here.
-			if !m.receivedAt.IsZero() || !m.visibleAt.Equal(m.sentAt) {
+			// A redriven message may carry a count > 0 without having been received here; a
+			// delayed send (SendDelayed) is hidden for at most DelayMax after it.
+			if !m.receivedAt.IsZero() || m.visibleAt.Before(m.sentAt) || m.visibleAt.After(m.sentAt.Add(DelayMax)) {
 				errs = append(errs, fmt.Errorf("queue %s: message %s never received but hidden or stamped", q.cfg.Name, m.id))
 			}
 			continue

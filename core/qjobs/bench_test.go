@@ -1,0 +1,58 @@
+package qjobs
+
+import (
+	"math/rand"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkJobLayer is the job layer's own cost per job over the raw worker: decode the
+// envelope, admit (breaker included), finish with success; and with a retryable failure
+// (backoff draw, hide). Encode is the enqueue side's.
+func BenchmarkJobLayer(b *testing.B) {
+	c := testConfig()
+	c.Rand = rand.New(rand.NewSource(1))
+	c.Circuit.Threshold = 1 << 20 // the breaker stays closed: every delivery runs
+	m, err := New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bodies := make([][]byte, 64)
+	for i := range bodies {
+		bodies[i] = Encode(Attrs{Kind: "email", Target: "smtp-" + strconv.Itoa(i%8), FirstDue: t0}, []byte(`{"To":"ada@example.com"}`))
+	}
+	for _, retry := range []bool{false, true} {
+		name := "success"
+		if retry {
+			name = "retryable"
+		}
+		b.Run(name, func(b *testing.B) {
+			now := t0
+			for i := range b.N {
+				a, _, err := Decode(bodies[i%len(bodies)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				now = now.Add(time.Millisecond)
+				d := Delivery{Attrs: a, ReceiveCount: 1, ReceivedAt: now}
+				p := m.Admit(now, d)
+				if p.Action != Run {
+					continue
+				}
+				o := Outcome{Result: Success}
+				if retry && i%4 == 0 {
+					o = Outcome{Result: Retryable, Err: "421"}
+				}
+				m.Finish(now, d, p.Attempt, p.Probe, o)
+			}
+		})
+	}
+	b.Run("encode", func(b *testing.B) {
+		a := Attrs{Kind: "email", Target: "smtp", FirstDue: t0}
+		payload := []byte(`{"To":"ada@example.com"}`)
+		for range b.N {
+			Encode(a, payload)
+		}
+	})
+}

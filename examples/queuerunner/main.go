@@ -1,0 +1,131 @@
+// Command queuerunner runs email jobs from an SQS queue with sluice's queue-backed runner:
+// start as many processes as you like on one queue. It is the local runner's example moved to
+// SQS by changing the runner's construction only (see README and docs/queue.md).
+//
+//	queuerunner -queue URL -dlq URL [-endpoint http://127.0.0.1:4566] [-done FILE]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adapters/sqs"
+)
+
+// Email is the job's payload.
+type Email struct {
+	To string
+}
+
+type options struct {
+	endpoint, region, queue, dlq, done string
+	window, work                       time.Duration
+	concurrency                        int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.endpoint, "endpoint", "", "SQS endpoint (a local server); empty: AWS")
+	flag.StringVar(&o.region, "region", "us-east-1", "region")
+	flag.StringVar(&o.queue, "queue", "", "the jobs queue's URL")
+	flag.StringVar(&o.dlq, "dlq", "", "the dead-letter queue's URL")
+	flag.StringVar(&o.done, "done", "", "append each delivered email's address to this file")
+	flag.DurationVar(&o.window, "window", 30*time.Second, "visibility window")
+	flag.IntVar(&o.concurrency, "concurrency", 10, "handlers at once")
+	flag.DurationVar(&o.work, "work", 20*time.Millisecond, "how long delivering one email takes")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// newRunner builds the queue-backed runner and registers the email kind on it. With the
+// local runner, the first statement would be sluice.New(dir, cfg); nothing else changes.
+func newRunner(ctx context.Context, o options, log *slog.Logger) (*sluice.QueueRunner, *sluice.Kind[Email], error) {
+	load := []func(*config.LoadOptions) error{config.WithRegion(o.region)}
+	if o.endpoint != "" {
+		load = append(load, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	client, err := sqs.NewClient(ctx, sqs.ClientOptions{Endpoint: o.endpoint, Load: load})
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := sqs.New(client, sqs.Config{QueueURL: o.queue})
+	if err != nil {
+		return nil, nil, err
+	}
+	send, err := sqs.NewSender(client, sqs.Config{QueueURL: o.queue})
+	if err != nil {
+		return nil, nil, err
+	}
+	dead, err := sqs.NewSender(client, sqs.Config{QueueURL: o.dlq})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := sluice.NewQueueRunner(sluice.Queue{Transport: t, Send: send, DeadLetter: dead}, sluice.QueueConfig{
+		Policy:  sluice.Policy{Attempts: 3, Base: time.Second, Cap: 4 * time.Second},
+		Circuit: sluice.Circuit{Threshold: 50, Window: 10 * time.Second, Cooldown: 5 * time.Second},
+		Worker:  sluice.WorkerConfig{Window: o.window, Concurrency: o.concurrency},
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	emails, err := sluice.Register(r, "email", sluice.JSON[Email](), deliver(o.done, o.work))
+	return r, emails, err
+}
+
+// deliver is the handler: "flaky" targets fail their first attempt, "bad" ones always fail
+// permanently; the rest succeed after a short while.
+func deliver(doneFile string, work time.Duration) sluice.Handler[Email] {
+	return func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
+		select {
+		case <-ctx.Done():
+			return sluice.Failed(ctx.Err(), true)
+		case <-time.After(work):
+		}
+		switch {
+		case j.Target == "bad":
+			return sluice.Failed(errors.New("mailbox does not exist"), false)
+		case j.Target == "flaky" && j.Attempt == 1:
+			return sluice.Failed(errors.New("smtp: 421 try again later"), true)
+		}
+		if doneFile != "" {
+			f, err := os.OpenFile(doneFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return sluice.Failed(err, true)
+			}
+			_, err = f.WriteString(j.Payload.To + "\n") // one small O_APPEND write: atomic
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return sluice.Failed(err, true)
+			}
+		}
+		return sluice.Succeeded()
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, _, err := newRunner(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}

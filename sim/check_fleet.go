@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/sluicehq/sluice/core"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/qjobs"
+)
+
+// The fleet's invariants (profile fleet).
+const (
+	// InvFleetTerminal: every job a producer sent ends done (its handler succeeded) or
+	// dead-lettered with an error.
+	InvFleetTerminal = "fleet-terminal"
+	// InvFleetAttempts: no attempt is numbered past the job's budget, and the attempts a job
+	// ran exceed the budget by no more than the crashes, lost leases and duplicates explain.
+	InvFleetAttempts = "fleet-attempts"
+	// InvFleetBreaker: a process starts no attempt on a target whose breaker there is open.
+	InvFleetBreaker = "fleet-breaker"
+	// InvFleetSingleHolder: no attempt of a job starts while another process runs one under a
+	// lease it still holds.
+	InvFleetSingleHolder = "fleet-single-holder"
+)
+
+// checkRun checks an attempt the job layer of worker p admitted, before it starts.
+func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attrs, plan qjobs.Plan, m core.Message, dup bool) {
+	w := p.w
+	j.runs++
+	budget := f.policy.Attempts
+	if a.AttemptsMax > 0 {
+		budget = a.AttemptsMax
+	}
+	// Sorted: the first offender found is the one reported.
+	rs := make([]string, 0, len(j.holders))
+	for r := range j.holders {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	for _, r := range rs {
+		h := j.holders[r]
+		q := w.workers[h.worker-1]
+		if !q.up || q.e == nil {
+			continue
+		}
+		if dup || f.ended[h.msg] || f.dup[h.msg] {
+			// A message whose successor was sent (or whose job ended) came back because its
+			// delete was lost: the at-least-once duplicate a crash or lost lease explains.
+			w.st.Jobs.Add("fleet-duplicate-run", 1)
+			continue
+		}
+		if _, held := q.e.Lease(r); held {
+			w.chk.Fail(InvFleetSingleHolder, "%s: job-%d started under %s while worker/%d runs it under %s, lease held", p.name, j.n, m.Receipt, h.worker, r)
+			return
+		}
+	}
+	w.chk.Pass(InvFleetSingleHolder)
+	// Attempts still running under a lease already lost (their handler not yet returned) are
+	// explained too: the queue redelivers their message.
+	explained := j.explained
+	for r, h := range j.holders {
+		if q := w.workers[h.worker-1]; !q.up || q.e == nil {
+			explained++
+		} else if _, held := q.e.Lease(r); !held {
+			explained++
+		}
+	}
+	if plan.Attempt > budget || j.runs > budget+explained {
+		w.chk.Fail(InvFleetAttempts, "job-%d: attempt %d started (%d runs, %d explained), budget %d", j.n, plan.Attempt, j.runs, explained, budget)
+	} else {
+		w.chk.Pass(InvFleetAttempts)
+	}
+	if st := fp.m.Breaker(a.Target); st.State == breaker.Open {
+		w.chk.Fail(InvFleetBreaker, "%s: job-%d started on %s with its breaker open until %v", p.name, j.n, a.Target, st.Until)
+	} else {
+		w.chk.Pass(InvFleetBreaker)
+	}
+	if err := fp.m.CheckInvariants(); err != nil {
+		w.chk.Fail(InvMachine, "%s: %v", p.name, err)
+	}
+}
+
+// finish checks that every job sent reached a terminal state (at the end of a settled run).
+func (f *fleet) finish(w *World) {
+	if !w.liveness || !w.done() {
+		return // not settled: liveness reports it
+	}
+	for _, j := range f.jobs {
+		switch {
+		case j.done:
+			w.st.Jobs.Add("fleet-done", 1)
+			w.chk.Pass(InvFleetTerminal)
+		case j.dead != nil && j.dead.LastErr != "":
+			w.st.Jobs.Add("fleet-dead-"+string(j.dead.Reason), 1)
+			w.chk.Pass(InvFleetTerminal)
+		default:
+			w.chk.Fail(InvFleetTerminal, "job-%d settled neither done nor dead-lettered with an error (dead=%v, runs=%d)", j.n, j.dead, j.runs)
+			return
+		}
+	}
+	w.trace("world", "fleet: "+strconv.Itoa(len(f.jobs))+" jobs terminal")
+}
+
+// The fleet's invariants join the report's list here, after the others, so the list in
+// check.go (and every other profile's report) stays as it was.
+func init() {
+	for _, inv := range []struct{ Name, Promise string }{
+		{InvFleetTerminal, "fleet: every job sent ends done or dead-lettered with its last error"},
+		{InvFleetAttempts, "fleet: no attempt past the job's budget, and no more attempts than the budget plus the crashes, lost leases and duplicates that explain them"},
+		{InvFleetBreaker, "fleet: no process starts an attempt on a target whose breaker there is open"},
+		{InvFleetSingleHolder, "fleet: no attempt of a job starts while another process runs one under a lease it holds"},
+	} {
+		invIndex[inv.Name] = len(Invariants)
+		Invariants = append(Invariants, inv)
+	}
+}
