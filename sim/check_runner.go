@@ -441,7 +441,9 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 				"node %d: attempt %d of job %d was cut by a graceful stop, but the job is %v (want waiting, attempts=%d, due=%s)",
 				node, r.attempt, v.ID, v, r.attempt-1, Offset(r.due))
 		}
-		if v.State == "waiting" {
+		if v.State == "waiting" || v.State == "running" {
+			// A running job shows the due it started at: the one a stop gives it back, even when
+			// its previous attempt's failure and this start shared the commit (swarm seed 1874).
 			j.due = v.Due
 		}
 		limit := time.Duration(0)
