@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"sync/atomic"
+	"sort"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
 )
 
-// The Examples in this file hold the Go blocks of README.md's runner section, between their
+// The functions in this file hold the Go blocks of README.md's runner section, between their
 // "// NAME:begin" and "// NAME:end" lines; examples/quickstart's readme_test.go checks that
 // README shows them as they are.
 
@@ -42,21 +45,46 @@ func tempDir(prefix string) string {
 	return dir
 }
 
-// ExampleOpen runs one kind of job until its context ends; here the handler ends it after
-// the first job.
-func ExampleOpen() {
-	dir := tempDir("sluice-readme-open")
-	defer os.RemoveAll(dir)
-	ctx, stop := context.WithCancel(context.Background())
-	send := func(ctx context.Context, e Email) error {
-		fmt.Println("mail to", e.To)
-		stop()
-		return nil
+// TestReadmeRunnerBlocksRun runs README's first two runner blocks until every job they
+// enqueue was handled: each handler ends the context after the last job.
+func TestReadmeRunnerBlocksRun(t *testing.T) {
+	var mu sync.Mutex
+	var handled []string
+	handle := func(stop context.CancelFunc, want int, what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		handled = append(handled, what)
+		if len(handled) == want {
+			stop()
+		}
 	}
-	fmt.Println("run:", readmeOpen(ctx, dir, send))
-	// Output:
-	// mail to ada@example.com
-	// run: <nil>
+
+	ctx, stop := context.WithCancel(context.Background())
+	send := func(_ context.Context, e Email) error { handle(stop, 1, "mail to "+e.To); return nil }
+	if err := readmeOpen(ctx, t.TempDir(), send); err != nil {
+		t.Fatalf("the Open block: %v", err)
+	}
+	if diff := cmp.Diff([]string{"mail to ada@example.com"}, handled); diff != "" {
+		t.Errorf("the Open block handled (-want +got):\n%s", diff)
+	}
+
+	handled = nil
+	ctx, stop = context.WithCancel(context.Background())
+	sendEmail := func(_ context.Context, j sluice.Job[Email]) sluice.Outcome {
+		handle(stop, 2, "mail "+j.Payload.Subject)
+		return sluice.Succeeded()
+	}
+	resize := func(_ context.Context, j sluice.Job[Resize]) sluice.Outcome {
+		handle(stop, 2, "resize "+j.Payload.Image)
+		return sluice.Succeeded()
+	}
+	if err := readmeKinds(ctx, t.TempDir(), sendEmail, resize); err != nil {
+		t.Fatalf("the New block: %v", err)
+	}
+	sort.Strings(handled)
+	if diff := cmp.Diff([]string{"mail welcome", "resize ada.png"}, handled); diff != "" {
+		t.Errorf("the New block handled (-want +got):\n%s", diff)
+	}
 }
 
 func readmeOpen(ctx context.Context, dir string, send func(context.Context, Email) error) error {
@@ -74,35 +102,6 @@ func readmeOpen(ctx context.Context, dir string, send func(context.Context, Emai
 	// Enqueue returned: the job is fsynced and survives any crash from here on.
 	return r.Run(ctx) // until ctx ends; then stops gracefully (below) and closes
 	// open:end
-}
-
-// ExampleNew runs two kinds of job from one runner and one journal.
-func ExampleNew() {
-	dir := tempDir("sluice-readme-new")
-	defer os.RemoveAll(dir)
-	ctx, stop := context.WithCancel(context.Background())
-	var left atomic.Int32 // the two handlers may run at once
-	left.Store(2)
-	done := func() {
-		if left.Add(-1) == 0 {
-			stop()
-		}
-	}
-	sendEmail := func(_ context.Context, j sluice.Job[Email]) sluice.Outcome {
-		fmt.Println("mail", j.Payload.Subject)
-		done()
-		return sluice.Succeeded()
-	}
-	resize := func(_ context.Context, j sluice.Job[Resize]) sluice.Outcome {
-		fmt.Println("resize", j.Payload.Image)
-		done()
-		return sluice.Succeeded()
-	}
-	fmt.Println("run:", readmeKinds(ctx, dir, sendEmail, resize))
-	// Unordered output:
-	// mail welcome
-	// resize ada.png
-	// run: <nil>
 }
 
 func readmeKinds(ctx context.Context, dir string, sendEmail sluice.Handler[Email], resize sluice.Handler[Resize]) error {
