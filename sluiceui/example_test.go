@@ -30,16 +30,17 @@ func Example() {
 	}
 	defer r.Close()
 
-	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{
-		Authorize: func(req *http.Request, a sluiceui.Action) error {
-			if a == sluiceui.ActionView || req.Header.Get("X-Admin-Token") == os.Getenv("ADMIN_TOKEN") && os.Getenv("ADMIN_TOKEN") != "" {
-				return nil
-			}
-			return errors.New("only admins may retry or cancel jobs")
-		},
-	})
+	allowAdmins := func(req *http.Request, a sluiceui.Action) error {
+		if a == sluiceui.ActionView || req.Header.Get("X-Admin-Token") == os.Getenv("ADMIN_TOKEN") && os.Getenv("ADMIN_TOKEN") != "" {
+			return nil
+		}
+		return errors.New("only admins may retry or cancel jobs")
+	}
 	mux := http.NewServeMux()
+	// README:begin
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Authorize: allowAdmins})
 	mux.Handle("/ops/jobs/", http.StripPrefix("/ops/jobs", ui))
+	// README:end
 	// The service then serves mux: http.ListenAndServe("127.0.0.1:8080", mux).
 
 	for _, path := range []string{"/ops/jobs/", "/ops/jobs/jobs?state=dead", "/ops/jobs/breakers"} {

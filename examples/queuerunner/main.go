@@ -76,6 +76,8 @@ func newRunner(ctx context.Context, o options, log *slog.Logger) (*sluice.QueueR
 	if err != nil {
 		return nil, nil, err
 	}
+	// README:begin
+	// With the local runner this is r, err := sluice.New(dir, cfg); the rest is unchanged.
 	r, err := sluice.NewQueueRunner(sluice.Queue{Transport: t, Send: send, DeadLetter: dead}, sluice.QueueConfig{
 		Policy:  sluice.Policy{Attempts: 3, Base: time.Second, Cap: 4 * time.Second},
 		Circuit: sluice.Circuit{Threshold: 50, Window: 10 * time.Second, Cooldown: 5 * time.Second},
@@ -86,6 +88,7 @@ func newRunner(ctx context.Context, o options, log *slog.Logger) (*sluice.QueueR
 		return nil, nil, err
 	}
 	emails, err := sluice.Register(r, "email", sluice.JSON[Email](), deliver(o.done, o.work))
+	// README:end
 	return r, emails, err
 }
 

@@ -12,11 +12,11 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestReadmeSnippetsAreTheExamplePrograms: every Go block in README.md that a
-// "<!-- snippet: PATH -->" line introduces is, byte for byte, the region between the
-// README:begin and README:end lines of PATH (less the region's indentation), and the quick
-// start section has no Go block without one. So README's quick start is code that `go test
-// ./...` builds.
+// TestReadmeSnippetsAreTheExamplePrograms: every Go block in README.md (also one indented in
+// a list item) follows a "<!-- snippet: PATH -->" or "<!-- snippet: PATH#NAME -->" line and
+// is, byte for byte, the region between the README:begin and README:end lines of PATH (or
+// NAME:begin and NAME:end), less the region's indentation. So every Go block README shows is
+// code that `go test ./...` builds; a Go block without a marker fails the test.
 func TestReadmeSnippetsAreTheExamplePrograms(t *testing.T) {
 	root := filepath.Join("..", "..")
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
@@ -24,49 +24,48 @@ func TestReadmeSnippetsAreTheExamplePrograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(readme), "\n")
-	checked, inQuickStart := 0, false
+	checked := 0
 	for i := 0; i < len(lines); i++ {
-		if strings.HasPrefix(lines[i], "## ") {
-			inQuickStart = lines[i] == "## Quick start"
-		}
-		if lines[i] != "```go" {
+		indent, ok := strings.CutSuffix(lines[i], "```go")
+		if !ok || strings.TrimLeft(indent, " ") != "" {
 			continue
 		}
+		at := i + 1
 		end := i + 1
-		for end < len(lines) && lines[end] != "```" {
+		for end < len(lines) && lines[end] != indent+"```" {
 			end++
 		}
-		block := strings.Join(lines[i+1:end], "\n")
+		var body []string
+		for _, l := range lines[i+1 : end] {
+			body = append(body, strings.TrimPrefix(l, indent))
+		}
+		block := strings.Join(body, "\n")
 		marker := ""
 		if i > 0 {
-			marker = lines[i-1]
+			marker = strings.TrimPrefix(lines[i-1], indent)
 		}
-		path, ok := strings.CutPrefix(marker, "<!-- snippet: ")
+		i = end
+		spec, ok := strings.CutPrefix(marker, "<!-- snippet: ")
 		if !ok {
-			if inQuickStart {
-				t.Errorf("README line %d: a Go block in the quick start without a snippet marker", i+1)
-			}
-			i = end
+			t.Errorf("README line %d: a Go block without a snippet marker on the line before", at)
 			continue
 		}
-		path = strings.TrimSuffix(path, " -->")
-		region, err := regionOf(filepath.Join(root, path))
+		path, name, found := strings.Cut(strings.TrimSuffix(spec, " -->"), "#")
+		if !found {
+			name = "README"
+		}
+		region, err := markedRegion(filepath.Join(root, path), name)
 		if err != nil {
-			t.Errorf("README line %d: %v", i, err)
+			t.Errorf("README line %d: %v", at, err)
 		} else if diff := cmp.Diff(region, block); diff != "" {
-			t.Errorf("README line %d differs from %s's README region (-program +readme):\n%s", i+1, path, diff)
+			t.Errorf("README line %d differs from %s's %s region (-program +readme):\n%s", at, path, name, diff)
 		}
 		checked++
-		i = end
 	}
-	if checked < 2 {
-		t.Errorf("checked %d snippets, want at least the runner's and the SQS client's", checked)
+	if checked < 11 {
+		t.Errorf("checked %d snippets, want at least README's 11", checked)
 	}
 }
-
-// regionOf returns the lines between "// README:begin" and "// README:end" in path, less the
-// begin line's indentation.
-func regionOf(path string) (string, error) { return markedRegion(path, "README") }
 
 // markedRegion returns the lines between "// NAME:begin" and "// NAME:end" in path, less the
 // begin line's indentation.
@@ -83,7 +82,7 @@ func markedRegion(path, name string) (string, error) {
 		return "", fmt.Errorf("%s: no %s:begin and %s:end lines", path, name, name)
 	}
 	indent := s[strings.LastIndex(s[:i], "\n")+1 : i]
-	body := strings.TrimSuffix(s[i+len(begin):strings.LastIndex(s[:j], "\n")+1], "\n")
+	body := strings.TrimRight(s[i+len(begin):strings.LastIndex(s[:j], "\n")+1], "\n") // gofmt may leave a blank line before the end
 	var out []string
 	for _, l := range strings.Split(body, "\n") {
 		out = append(out, strings.TrimPrefix(l, indent))

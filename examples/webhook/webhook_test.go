@@ -23,6 +23,7 @@ func (s simReceiver) Post(ctx context.Context, order, body, idempotencyKey strin
 // answered with an error, some timeouts.
 var flaky = sluicetest.ServiceFaults{Fail: 0.05, ApplyThenFail: 0.02, Timeout: 0.02, TimeoutAfter: 2 * time.Second}
 
+// README:begin
 // scenario runs handler h with this program's configuration against a receiver with faults f:
 // a few orders paid over ten seconds, some cancelled, and the invariant that each order's
 // webhook took effect once.
@@ -52,6 +53,8 @@ func scenario(h func(Receiver) sluice.Handler[Delivery], f sluicetest.ServiceFau
 func TestHandlerDeliversEachEventOnce(t *testing.T) {
 	sluicetest.Check(t, scenario(Handler, flaky), sluicetest.Seeds(500), sluicetest.Corpus("testdata/sluicetest.corpus"))
 }
+
+// README:end
 
 // TestNaiveHandlerDoubleDeliveryIsFound keeps the bug as a test: the sweep must find the
 // double delivery of the handler without an idempotency key.
