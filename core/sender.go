@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// Outgoing is one message to send: its body, and how long the queue keeps it invisible after
-// the send (whole seconds; SQS allows at most 15 min).
+// Outgoing is one message to send: its body, its String attributes (SQS MessageAttributes,
+// at most 10; nil for none), and how long the queue keeps it invisible after the send (whole
+// seconds; SQS allows at most 15 min).
 type Outgoing struct {
-	Body  []byte
-	Delay time.Duration
+	Body       []byte
+	Attributes map[string]string
+	Delay      time.Duration
 }
 
 // Sender is the send port of one queue (the queue-backed runner sends jobs to its queue and

@@ -70,6 +70,9 @@ type Message struct {
 	Receipt      string
 	Body         []byte
 	ReceiveCount int // ApproximateReceiveCount, 1 on the first delivery
+	// Attributes are the message's String attributes as sent (SQS MessageAttributes); nil
+	// when it has none. Read only: a delivery must not change them.
+	Attributes map[string]string
 }
 
 // VisibilityChange asks for a receipt's message to stay hidden for Timeout (whole seconds)

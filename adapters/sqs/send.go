@@ -52,7 +52,8 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, 
 	defer cancel()
 	if len(msgs) == 1 {
 		_, err := s.c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: s.url,
-			MessageBody: aws.String(string(msgs[0].Body)), DelaySeconds: seconds(msgs[0].Delay)})
+			MessageBody: aws.String(string(msgs[0].Body)), DelaySeconds: seconds(msgs[0].Delay),
+			MessageAttributes: attrsOut(msgs[0].Attributes)})
 		if err != nil {
 			return []error{classify(op, fmt.Errorf("sqs: send to %s: %w", s.cfg.QueueURL, err))}, nil
 		}
@@ -61,7 +62,8 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, 
 	in := &awssqs.SendMessageBatchInput{QueueUrl: s.url, Entries: make([]types.SendMessageBatchRequestEntry, len(msgs))}
 	for i, m := range msgs {
 		in.Entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(entryIDs[i]),
-			MessageBody: aws.String(string(m.Body)), DelaySeconds: seconds(m.Delay)}
+			MessageBody: aws.String(string(m.Body)), DelaySeconds: seconds(m.Delay),
+			MessageAttributes: attrsOut(m.Attributes)}
 	}
 	out, err := s.c.SendMessageBatch(ctx, in)
 	if err != nil {
@@ -76,3 +78,31 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, 
 
 // nopClient lets NewSender reuse New's config checks; it is never called.
 type nopClient struct{ Client }
+
+// attrsOut maps String attributes to SQS message attributes; nil for none.
+func attrsOut(a map[string]string) map[string]types.MessageAttributeValue {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(map[string]types.MessageAttributeValue, len(a))
+	for k, v := range a {
+		out[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return out
+}
+
+// attrsIn maps received message attributes back: String and Number ones by their text value
+// (Number is text on the wire); Binary ones are left out, the port carries strings only.
+func attrsIn(a map[string]types.MessageAttributeValue) map[string]string {
+	var out map[string]string
+	for k, v := range a {
+		if v.StringValue == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(a))
+		}
+		out[k] = *v.StringValue
+	}
+	return out
+}

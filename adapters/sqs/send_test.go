@@ -74,3 +74,48 @@ func TestSenderOnFauxqs(t *testing.T) {
 		t.Error("NewSender accepted a queue name for a URL")
 	}
 }
+
+// TestAttributesRoundTripOnFauxqs sends attributes with SendMessage and SendMessageBatch and
+// receives them as sent; a message sent without attributes is received with none.
+func TestAttributesRoundTripOnFauxqs(t *testing.T) {
+	s := fauxqs.Start(t)
+	c := newClient(t, s)
+	ctx := context.Background()
+	url, err := sqs.CreateQueue(ctx, c, queueName(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sqs.NewSender(c, sqs.Config{QueueURL: url, CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		"one":  {"sluice-kind": "email", "sluice-target": "smtp.example.com"},
+		"b0":   {"sluice-attempt": "2", "sluice-opts": `{"m":5}`},
+		"bare": nil,
+	}
+	if errs, err := snd.SendBatch(ctx, []core.Outgoing{{Body: []byte("one"), Attributes: want["one"]}}); err != nil || errs[0] != nil {
+		t.Fatalf("send one: %v %v", errs, err)
+	}
+	errs, err := snd.SendBatch(ctx, []core.Outgoing{{Body: []byte("b0"), Attributes: want["b0"]}, {Body: []byte("bare")}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("send batch: %v %v", errs, err)
+	}
+	tr := newTransport(t, c, url)
+	got := map[string]map[string]string{}
+	for range 5 {
+		msgs, err := tr.Receive(ctx, 10, time.Second, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			got[string(m.Body)] = m.Attributes
+		}
+		if len(got) == len(want) {
+			break
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("attributes by body (-want +got):\n%s", diff)
+	}
+}

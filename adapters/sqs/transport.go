@@ -100,6 +100,7 @@ func (t *Transport) Receive(ctx context.Context, max int, wait, visibility time.
 		WaitTimeSeconds:             seconds(wait),
 		VisibilityTimeout:           seconds(visibility),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+		MessageAttributeNames:       []string{"All"},
 	}
 	ctx, cancel := t.callContext(ctx, wait)
 	defer cancel()
@@ -120,6 +121,7 @@ func (t *Transport) Receive(ctx context.Context, max int, wait, visibility time.
 			Receipt:      aws.ToString(m.ReceiptHandle),
 			Body:         []byte(aws.ToString(m.Body)),
 			ReceiveCount: count,
+			Attributes:   attrsIn(m.MessageAttributes),
 		})
 	}
 	return msgs, nil

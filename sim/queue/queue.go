@@ -95,6 +95,7 @@ type message struct {
 	seq        int
 	id         string
 	body       []byte
+	attrs      map[string]string // String attributes as sent; nil for none
 	sentAt     time.Time
 	count      int       // deliveries so far (ApproximateReceiveCount)
 	receipt    string    // receipt of the latest delivery; "" before the first
@@ -182,7 +183,7 @@ func (q *Queue) Receive(now time.Time, max int, visibility time.Duration) []core
 			heap.Remove(&q.live, 0)
 			m.dead = true
 			q.dead++
-			q.cfg.DeadLetter.store(now, m.id, m.body, m.count)
+			q.cfg.DeadLetter.store(now, m.id, m.body, m.count).attrs = m.attrs
 			continue
 		}
 		m.count++
@@ -192,6 +193,7 @@ func (q *Queue) Receive(now time.Time, max int, visibility time.Duration) []core
 		heap.Fix(&q.live, 0)
 		out = append(out, core.Message{
 			ID: m.id, Receipt: m.receipt, Body: append([]byte(nil), m.body...), ReceiveCount: m.count,
+			Attributes: copyAttrs(m.attrs),
 		})
 	}
 	return out

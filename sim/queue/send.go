@@ -14,10 +14,18 @@ const DelayMax = 15 * time.Minute
 
 // SendDelayed stores body (copied), invisible until now+delay, and returns the message's id.
 func (q *Queue) SendDelayed(now time.Time, body []byte, delay time.Duration) string {
+	return q.SendOutgoing(now, core.Outgoing{Body: body, Delay: delay})
+}
+
+// SendOutgoing stores out's body and attributes (both copied), invisible until
+// now+out.Delay, and returns the message's id.
+func (q *Queue) SendOutgoing(now time.Time, out core.Outgoing) string {
+	delay := out.Delay
 	if delay < 0 || delay > DelayMax {
 		panic(fmt.Sprintf("queue: send delay %v outside 0..15m", delay))
 	}
-	m := q.store(now, "", body, 0)
+	m := q.store(now, "", out.Body, 0)
+	m.attrs = copyAttrs(out.Attributes)
 	m.visibleAt = now.Add(delay)
 	heap.Fix(&q.live, m.index)
 	return m.id
@@ -44,7 +52,19 @@ func (s *sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, 
 			errs[i] = transportErr("send", core.Fatal, CodeInvalidParameterValue, "queue %s: delay %v", s.q.cfg.Name, m.Delay)
 			continue
 		}
-		s.q.SendDelayed(s.now(), m.Body, m.Delay)
+		s.q.SendOutgoing(s.now(), m)
 	}
 	return errs, nil
+}
+
+// copyAttrs copies a (nil when empty), so a sender's later writes cannot reach the queue.
+func copyAttrs(a map[string]string) map[string]string {
+	if len(a) == 0 {
+		return nil
+	}
+	c := make(map[string]string, len(a))
+	for k, v := range a {
+		c[k] = v
+	}
+	return c
 }
