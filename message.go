@@ -44,6 +44,8 @@ type Message struct {
 	ID           string
 	Body         []byte
 	ReceiveCount int // 1 on the first delivery
+	// Attributes are the message's String attributes (SQS MessageAttributes); nil for none.
+	Attributes map[string]string
 }
 
 // WorkerHandler processes one message. Its context is cancelled when the message's lease is

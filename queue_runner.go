@@ -52,7 +52,8 @@ type QueueConfig struct {
 // Cancel, Retry, Drain, and the options WithPriority, WithUnique and WithUniqueWindow.
 var ErrQueueUnsupported = errors.New("sluice: not supported by the queue-backed runner")
 
-// QueueMessageMax is the largest message body SQS takes: a job's payload plus its attributes.
+// QueueMessageMax is the largest message SQS takes: a job's payload (the body) plus its
+// message attributes (names, types and values).
 const QueueMessageMax = 256 << 10
 
 // QueueRunner runs registered kinds of job from a queue (Amazon SQS through adapters/sqs)
@@ -165,12 +166,13 @@ func (q *QueueRunner) message(kind string, j queueJob) (OutgoingMessage, error) 
 	if due.After(now) {
 		a.NotBefore = due
 	}
-	body := qjobs.Encode(a, j.payload)
-	if len(body) > QueueMessageMax {
-		return OutgoingMessage{}, fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d", ErrTooLarge, len(body), QueueMessageMax)
+	out := qjobs.Encode(a, j.payload)
+	if n := qjobs.Size(out); n > QueueMessageMax {
+		return OutgoingMessage{}, fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d", ErrTooLarge, n, QueueMessageMax)
 	}
 	delay := min(max(0, due.Sub(now)), qjobs.DelayMaxDefault)
-	return OutgoingMessage{Body: body, Delay: (delay + time.Second - 1) / time.Second * time.Second}, nil
+	out.Delay = (delay + time.Second - 1) / time.Second * time.Second
+	return out, nil
 }
 
 // enqueue sends jobs in batches of at most 10 (SendMessageBatch). Every job is checked
@@ -253,11 +255,11 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 // handle is the worker's handler: it executes the job layer's plans for one delivery.
 func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 	received := q.clk.Now()
-	a, payload, err := qjobs.Decode(msg.Body)
+	a, payload, err := qjobs.Decode(core.Message{ID: msg.ID, Body: msg.Body, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes})
 	if err != nil {
 		// Not a job (sent by something else): moved to the dead-letter queue as it is.
 		q.log.Error("sluice: queue runner: a message that is not a job; moving it to the dead-letter queue", "message", msg.ID, "err", err)
-		errs, serr := q.q.DeadLetter.SendBatch(ctx, []OutgoingMessage{{Body: msg.Body}})
+		errs, serr := q.q.DeadLetter.SendBatch(ctx, []OutgoingMessage{{Body: msg.Body, Attributes: msg.Attributes}})
 		if serr == nil && errs[0] != nil {
 			serr = errs[0]
 		}
@@ -326,7 +328,9 @@ func (q *QueueRunner) execute(ctx context.Context, msg Message, p qjobs.Plan, pa
 			q.log.Warn("sluice: queue runner: job dead", "message", msg.ID, "kind", p.Send.Attrs.Kind,
 				"target", p.Send.Attrs.Target, "reason", string(p.Send.Attrs.Reason), "attempts", p.Send.Attrs.Attempts, "err", p.Send.Attrs.LastErr)
 		}
-		errs, err := to.SendBatch(ctx, []OutgoingMessage{{Body: qjobs.Encode(p.Send.Attrs, payload), Delay: p.Send.Delay}})
+		out := qjobs.Encode(p.Send.Attrs, payload)
+		out.Delay = p.Send.Delay
+		errs, err := to.SendBatch(ctx, []OutgoingMessage{out})
 		if err == nil && errs[0] != nil {
 			err = errs[0]
 		}

@@ -116,7 +116,7 @@ func (f *fleetQueue) deadLetters(t *testing.T) map[string]qjobs.Attrs {
 			return out
 		}
 		for _, m := range msgs {
-			a, p, err := qjobs.Decode(m.Body)
+			a, p, err := qjobs.Decode(m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,8 +279,9 @@ func TestQueueRunnerMovesStrangersToTheDeadLetterQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.mu.Lock()
-		f.q.Send(time.Now(), []byte("hello, not a job"))
-		f.q.Send(time.Now(), qjobs.Encode(qjobs.Attrs{Kind: "resize", Target: "img", FirstDue: time.Now()}, []byte("{}")))
+		stranger := map[string]string{"trace-id": "abc"}
+		f.q.SendOutgoing(time.Now(), core.Outgoing{Body: []byte("hello, not a job"), Attributes: stranger})
+		f.q.SendOutgoing(time.Now(), qjobs.Encode(qjobs.Attrs{Kind: "resize", Target: "img", FirstDue: time.Now()}, []byte("{}")))
 		f.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -296,6 +297,8 @@ func TestQueueRunnerMovesStrangersToTheDeadLetterQueue(t *testing.T) {
 		f.mu.Unlock()
 		if len(msgs) != 1 || string(msgs[0].Body) != "hello, not a job" {
 			t.Errorf("dead-letter queue holds %v, want the stranger as it was", msgs)
+		} else if diff := cmp.Diff(stranger, msgs[0].Attributes); diff != "" {
+			t.Errorf("the stranger's attributes in the dead-letter queue (-want +got):\n%s", diff)
 		}
 		if st.Visible+st.InFlight != 1 {
 			t.Errorf("queue status %+v: want the unregistered kind's job still there (re-sent)", st)

@@ -145,7 +145,7 @@ func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, e
 }
 
 func messageOf(m core.Message) Message {
-	return Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount}
+	return Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
 }
 
 // Heartbeat returns when the worker's loop last ran (the zero time before Run). A loop that

@@ -93,7 +93,7 @@ func newFleet(w *World) *fleet {
 func (f *fleet) workerConfig(cfg *worker.Config) {
 	cfg.Budget, cfg.RedriveMaxReceives = 1<<30, 0
 	cfg.Retry = retry.Policy{Attempts: 1, Base: time.Second, Cap: qjobs.VisibilityMaxDefault}
-	cfg.Decode = func(m core.Message) error { _, _, err := qjobs.Decode(m.Body); return err }
+	cfg.Decode = func(m core.Message) error { _, _, err := qjobs.Decode(m); return err }
 }
 
 // started gives a new incarnation of worker p a fresh job layer (breakers do not survive a
@@ -129,7 +129,7 @@ func (f *fleet) stopped(p *workerProc) {
 }
 
 // body is the n-th job's first message.
-func (f *fleet) body(w *World, n int) []byte {
+func (f *fleet) body(w *World, n int) core.Outgoing {
 	j := &fleetJob{n: n, holders: map[string]fleetHolder{}}
 	f.jobs = append(f.jobs, j)
 	a := qjobs.Attrs{Kind: "job", Target: "t" + strconv.Itoa(1+w.rWork.Intn(max(1, w.cfg.Targets))), FirstDue: w.now()}
@@ -154,7 +154,7 @@ func (f *fleet) handle(p *workerProc, m core.Message) {
 	h := &msgHandler{receipt: m.Receipt, running: true}
 	p.handlers[m.Receipt] = h
 	w.chk.HandlerStarted(m.Receipt)
-	a, payload, err := qjobs.Decode(m.Body)
+	a, payload, err := qjobs.Decode(m)
 	j := f.job(payload)
 	if err != nil || j == nil || fp == nil {
 		w.chk.Fail(InvMachine, "%s: a job message the worker decoded is not one: %v", p.name, err)
@@ -177,7 +177,7 @@ func (f *fleet) handle(p *workerProc, m core.Message) {
 		j.explained++
 	}
 	if w.mutation == mutFleetDoubleSend {
-		w.queue.Send(w.now(), m.Body)
+		w.queue.SendOutgoing(w.now(), core.Outgoing{Body: m.Body, Attributes: m.Attributes})
 	}
 	f.checkRun(p, fp, j, a, plan, m, dup)
 	run := &fleetRun{job: j, attempt: plan.Attempt, probe: plan.Probe, d: d, payload: payload}
@@ -238,7 +238,9 @@ func (f *fleet) end(p *workerProc, h *msgHandler, m core.Message, plan qjobs.Pla
 		if plan.Action == qjobs.DeadLetter && w.mutation == mutFleetLoseDead {
 			break
 		}
-		id := to.SendDelayed(w.now(), qjobs.Encode(plan.Send.Attrs, payload), plan.Send.Delay)
+		out := qjobs.Encode(plan.Send.Attrs, payload)
+		out.Delay = plan.Send.Delay
+		id := to.SendOutgoing(w.now(), out)
 		f.ended[m.ID] = true
 		if dup {
 			f.dup[id] = true

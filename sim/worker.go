@@ -83,11 +83,11 @@ func (m *msgProducer) tick(w *World) {
 		if w.rWork.Float64() < w.cfg.PPoison {
 			body = "poison-" + strconv.Itoa(m.sent)
 		}
-		raw := []byte(body)
+		out := core.Outgoing{Body: []byte(body)}
 		if w.fleet != nil {
-			raw = w.fleet.body(w, m.sent)
+			out = w.fleet.body(w, m.sent)
 		}
-		id := w.queue.Send(w.now(), raw)
+		id := w.queue.SendOutgoing(w.now(), out)
 		w.trace("producer", "send "+id+" "+body)
 	}
 	w.wakePollers()

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
 )
 
 // BenchmarkJobLayer is the job layer's own cost per job over the raw worker: decode the
@@ -18,9 +20,10 @@ func BenchmarkJobLayer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bodies := make([][]byte, 64)
+	bodies := make([]core.Message, 64)
 	for i := range bodies {
-		bodies[i] = Encode(Attrs{Kind: "email", Target: "smtp-" + strconv.Itoa(i%8), FirstDue: t0}, []byte(`{"To":"ada@example.com"}`))
+		out := Encode(Attrs{Kind: "email", Target: "smtp-" + strconv.Itoa(i%8), FirstDue: t0}, []byte(`{"To":"ada@example.com"}`))
+		bodies[i] = core.Message{Body: out.Body, Attributes: out.Attributes}
 	}
 	for _, retry := range []bool{false, true} {
 		name := "success"

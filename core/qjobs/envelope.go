@@ -1,24 +1,26 @@
 package qjobs
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
 )
 
-// Attrs are a job's attributes, carried with every message of the job.
+// Attrs are a job's attributes, carried with every message of the job as message attributes
+// (Encode); the body is the payload alone.
 type Attrs struct {
-	Kind     string    `json:"k"`
-	Target   string    `json:"t"`
-	FirstDue time.Time `json:"f"`
+	Kind     string    `json:"-"`
+	Target   string    `json:"-"`
+	FirstDue time.Time `json:"-"`
 	// NotBefore: a delivery before it runs nothing; zero means none.
 	NotBefore time.Time `json:"n,omitzero"`
 	// Attempts is the number of attempts made before this message was sent.
-	Attempts int `json:"a,omitempty"`
+	Attempts int `json:"-"`
 	// AttemptsMax and Deadline replace the policy's for this job when > 0.
 	AttemptsMax int           `json:"m,omitempty"`
 	Deadline    time.Duration `json:"d,omitempty"`
@@ -39,8 +41,16 @@ const (
 // ErrEnvelope is wrapped by every Decode error.
 var ErrEnvelope = errors.New("qjobs: not a job message")
 
-// magic opens every job message's body; the version lets a later format be told apart.
-const magic = "sj1"
+// The message attributes of a job. Kind, target, first due time and attempt count have one
+// each so other tools (consoles, filters) can read them; the rest (NotBefore, AttemptsMax,
+// Deadline, LastErr, Reason) travel as one JSON object, keeping the total under SQS's 10.
+const (
+	AttrKind     = "sluice-kind"
+	AttrTarget   = "sluice-target"
+	AttrFirstDue = "sluice-first-due" // RFC 3339, nanoseconds, UTC
+	AttrAttempt  = "sluice-attempt"   // attempts made before this message was sent, decimal
+	AttrOpts     = "sluice-opts"      // JSON; absent when every field is zero
+)
 
 // Validate reports the first attribute a job message cannot carry.
 func (a Attrs) Validate() error {
@@ -55,39 +65,57 @@ func (a Attrs) Validate() error {
 	return nil
 }
 
-// Encode returns the body of a job message: magic, the attributes' JSON length in decimal,
-// ':', the JSON, the payload. It is text when the payload is (SQS takes text bodies only).
-func Encode(a Attrs, payload []byte) []byte {
-	h, err := json.Marshal(a)
-	if err != nil {
-		panic(fmt.Sprintf("qjobs: encode attrs: %v", err)) // plain fields: cannot fail
+// Encode returns a job message: the attributes as message attributes, payload as the body
+// (not copied).
+func Encode(a Attrs, payload []byte) core.Outgoing {
+	m := map[string]string{
+		AttrKind:     a.Kind,
+		AttrTarget:   a.Target,
+		AttrFirstDue: a.FirstDue.UTC().Format(time.RFC3339Nano),
+		AttrAttempt:  strconv.Itoa(a.Attempts),
 	}
-	out := make([]byte, 0, len(magic)+8+len(h)+len(payload))
-	out = append(out, magic...)
-	out = strconv.AppendInt(out, int64(len(h)), 10)
-	out = append(out, ':')
-	out = append(out, h...)
-	return append(out, payload...)
+	if opts, err := json.Marshal(a); err != nil {
+		panic(fmt.Sprintf("qjobs: encode attrs: %v", err)) // plain fields: cannot fail
+	} else if string(opts) != "{}" {
+		m[AttrOpts] = string(opts)
+	}
+	return core.Outgoing{Body: payload, Attributes: m}
 }
 
-// Decode splits a job message's body into its attributes and payload.
-func Decode(body []byte) (Attrs, []byte, error) {
+// Size is what SQS counts against its message size limit: the body, and each attribute's
+// name, data type ("String") and value.
+func Size(m core.Outgoing) int {
+	n := len(m.Body)
+	for k, v := range m.Attributes { // a sum: order does not matter
+		n += len(k) + len("String") + len(v)
+	}
+	return n
+}
+
+// Decode reads a job message's attributes; its payload is the body. A message without the
+// kind attribute is not a job (sent by something else, or an attribute was lost).
+func Decode(m core.Message) (Attrs, []byte, error) {
 	var a Attrs
-	if len(body) < len(magic) || string(body[:len(magic)]) != magic {
-		return a, nil, fmt.Errorf("%w: the body does not open with %q", ErrEnvelope, magic)
+	kind, ok := m.Attributes[AttrKind]
+	if !ok {
+		return a, nil, fmt.Errorf("%w: no %s attribute", ErrEnvelope, AttrKind)
 	}
-	rest := body[len(magic):]
-	k := bytes.IndexByte(rest, ':')
-	n, err := strconv.Atoi(string(rest[:max(k, 0)]))
-	if k < 1 || k > 7 || err != nil || n < 0 || n > len(rest)-k-1 {
-		return a, nil, fmt.Errorf("%w: bad attributes length", ErrEnvelope)
+	if raw := m.Attributes[AttrOpts]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &a); err != nil {
+			return Attrs{}, nil, fmt.Errorf("%w: %s: %w", ErrEnvelope, AttrOpts, err)
+		}
 	}
-	rest = rest[k+1:]
-	if err := json.Unmarshal(rest[:n], &a); err != nil {
-		return a, nil, fmt.Errorf("%w: attributes: %w", ErrEnvelope, err)
+	a.Kind, a.Target = kind, m.Attributes[AttrTarget]
+	due, err := time.Parse(time.RFC3339Nano, m.Attributes[AttrFirstDue])
+	if err != nil {
+		return Attrs{}, nil, fmt.Errorf("%w: %s: %w", ErrEnvelope, AttrFirstDue, err)
+	}
+	a.FirstDue = due
+	if a.Attempts, err = strconv.Atoi(m.Attributes[AttrAttempt]); err != nil {
+		return Attrs{}, nil, fmt.Errorf("%w: %s: %w", ErrEnvelope, AttrAttempt, err)
 	}
 	if err := a.Validate(); err != nil {
-		return a, nil, err
+		return Attrs{}, nil, err
 	}
-	return a, rest[n:], nil
+	return a, m.Body, nil
 }

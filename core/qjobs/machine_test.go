@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/retry"
 	"pgregory.net/rapid"
@@ -32,22 +33,53 @@ func testConfig() Config {
 
 func job(target string) Attrs { return Attrs{Kind: "mail", Target: target, FirstDue: t0} }
 
-func TestEnvelopeRoundTrip(t *testing.T) {
+// TestEnvelopeRoundTripsAndRefusesNonJobs: every attribute comes back from the message
+// attributes and the body is the payload as given; a message missing or mangling an attribute
+// is not a job.
+func TestEnvelopeRoundTripsAndRefusesNonJobs(t *testing.T) {
 	a := Attrs{Kind: "mail", Target: "smtp", FirstDue: t0, NotBefore: t0.Add(time.Hour), Attempts: 2,
 		AttemptsMax: 7, Deadline: time.Hour, LastErr: "boom", Reason: ReasonSpent}
-	got, payload, err := Decode(Encode(a, []byte("hello")))
+	payload := []byte("sj1\x00 any bytes")
+	out := Encode(a, payload)
+	if string(out.Body) != string(payload) {
+		t.Errorf("body = %q, want the payload %q", out.Body, payload)
+	}
+	got, body, err := Decode(core.Message{Body: out.Body, Attributes: out.Attributes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(a, got); diff != "" {
 		t.Errorf("attrs (-want +got):\n%s", diff)
 	}
-	if string(payload) != "hello" {
-		t.Errorf("payload = %q, want hello", payload)
+	if string(body) != string(payload) {
+		t.Errorf("payload = %q, want %q", body, payload)
 	}
-	for _, body := range [][]byte{nil, []byte("hello"), []byte("sj1:"), []byte("sj1x:{}"), []byte("sj19:{}"), []byte("sj1-1:{}"), Encode(Attrs{Kind: "k"}, nil)} {
-		if _, _, err := Decode(body); !errors.Is(err, ErrEnvelope) {
-			t.Errorf("Decode(%q) = %v, want ErrEnvelope", body, err)
+	plain := Encode(job("smtp"), nil)
+	if diff := cmp.Diff(map[string]string{AttrKind: "mail", AttrTarget: "smtp", AttrFirstDue: "2026-01-01T00:00:00Z", AttrAttempt: "0"}, plain.Attributes); diff != "" {
+		t.Errorf("attributes of a plain job (-want +got):\n%s", diff)
+	}
+	with := func(k, v string) map[string]string {
+		m := Encode(job("smtp"), nil).Attributes
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for name, attrs := range map[string]map[string]string{
+		"none":          nil,
+		"no kind":       with(AttrKind, ""),
+		"no target":     with(AttrTarget, ""),
+		"no first due":  with(AttrFirstDue, ""),
+		"bad first due": with(AttrFirstDue, "yesterday"),
+		"no attempt":    with(AttrAttempt, ""),
+		"bad attempt":   with(AttrAttempt, "-1"),
+		"bad opts":      with(AttrOpts, "{"),
+		"negative max":  with(AttrOpts, `{"m":-1}`),
+	} {
+		if _, _, err := Decode(core.Message{Body: []byte("x"), Attributes: attrs}); !errors.Is(err, ErrEnvelope) {
+			t.Errorf("%s: Decode = %v, want ErrEnvelope", name, err)
 		}
 	}
 }

@@ -131,7 +131,7 @@ func (e *fleetEnv) dead(ctx context.Context, into map[string]qjobs.Attrs) {
 			return
 		}
 		for _, m := range msgs {
-			a, p, err := qjobs.Decode(m.Body)
+			a, p, err := qjobs.Decode(m)
 			if err != nil {
 				e.t.Fatal(err)
 			}
