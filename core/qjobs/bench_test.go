@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkJobLayer is the job layer's own cost per job over the raw worker: decode the
-// envelope, admit (breaker included), finish with success; and with a retryable failure
+// attributes, admit (breaker included), finish with success; and with a retryable failure
 // (backoff draw, hide). Encode is the enqueue side's.
 func BenchmarkJobLayer(b *testing.B) {
 	c := testConfig()

@@ -5,6 +5,8 @@
 // worker machine's.
 //
 // Invariants:
+//   - A job's attributes travel as the message's attributes (Encode, Decode); its body is the
+//     payload untouched. A message without the kind attribute is not a job.
 //   - A job's attempt number is the attempts its message says were made before it was sent
 //     plus the delivery's receive count: a delivery that ran nothing (a defer, an early
 //     delivery) is re-sent with the count of attempts actually made, so it spends none. A
