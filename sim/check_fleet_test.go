@@ -52,3 +52,42 @@ func TestFleetProfileClean(t *testing.T) {
 		}
 	}
 }
+
+// TestSwarmFleetFamilyRunsJobLayerOnlyWhenDrawn: in swarm, a seed whose fleet family is drawn
+// on runs the job layer with the fleet invariants (a planted overrun breaks fleet-attempts on
+// one of them), and a seed whose family is off never reaches it (the same defect leaves its
+// digest unchanged).
+func TestSwarmFleetFamilyRunsJobLayerOnlyWhenDrawn(t *testing.T) {
+	fired, off := false, 0
+	for seed := int64(1); seed <= 60 && (!fired || off < 5); seed++ {
+		c, err := NewConfig(seed, "swarm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Fleet && fired || !c.Fleet && off >= 5 {
+			continue
+		}
+		mut, err := Run(Options{Seed: seed, mutation: mutFleetOverrun})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Fleet {
+			fired = mut.Violation != nil && mut.Violation.Invariant == InvFleetAttempts
+			continue
+		}
+		off++
+		res, err := Run(Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Digest != mut.Digest {
+			t.Errorf("seed %d (fleet off): the fleet's planted defect moved the digest", seed)
+		}
+	}
+	if !fired {
+		t.Error("no swarm seed in 1..60 with the fleet family on broke fleet-attempts with the planted overrun")
+	}
+	if off < 5 {
+		t.Errorf("only %d swarm seeds in 1..60 with the fleet family off", off)
+	}
+}

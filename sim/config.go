@@ -41,6 +41,7 @@ type Config struct {
 	CompactBytes int64
 	Retention    int  // terminal jobs kept at compaction
 	Heavy        bool // the heavy workload shape was drawn
+	Fleet        bool // the fleet family: the job layer on every worker (fleet.go)
 	// SyncDelay is how long a commit takes to start after the first command that asks for it
 	// (an fsync in progress): commands arriving meanwhile share its batch (group commit).
 	SyncDelay time.Duration
@@ -186,6 +187,9 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	// The kinds' limits come from their own stream too.
 	kr := Stream(seed, "kind-limits")
 	c.KindLimits = [3]int{kr.Intn(3), kr.Intn(2), 0}
+	// The fleet family (swarm: one seed in four with workers) is drawn from its own stream
+	// too, so a seed whose family is off runs exactly as before.
+	fleetOn := profile == "fleet" || profile == "swarm" && c.Workers > 0 && Stream(seed, "fleet").Intn(4) == 0
 
 	switch profile {
 	case "calm":
@@ -197,12 +201,7 @@ func NewConfig(seed int64, profile string) (Config, error) {
 		c.Nodes = 0
 		c.PCrashHandle = 0
 	case "fleet":
-		// The runner side's policy and breaker draws configure the job layer; the worker's
-		// budget and redrive are the job layer's own (fleet.go).
-		c.Nodes, c.PCrashHandle, c.PPoison, c.MaxReceive = 0, 0, 0, 0
-		c.Workers = max(c.Workers, 2)
-		c.Budget = 3*c.Attempts + 5 // the liveness bound's deliveries per message
-		c.MsgCap = max(c.MsgCap, c.Cap+c.Cooldown)
+		c.Nodes, c.PCrashHandle = 0, 0
 	case "bitflip":
 		c.Workers = 0
 		c.PCrashHandle = 0
@@ -210,6 +209,15 @@ func NewConfig(seed int64, profile string) (Config, error) {
 		if !fs.Process.On() {
 			c.PCrashHandle = 0
 		}
+	}
+	if fleetOn {
+		// The runner side's policy and breaker draws configure the job layer; the worker's
+		// budget and redrive are the job layer's own (fleet.go).
+		c.Fleet = true
+		c.PPoison, c.MaxReceive = 0, 0
+		c.Workers = max(c.Workers, 2)
+		c.Budget = 3*c.Attempts + 5 // the liveness bound's deliveries per message
+		c.MsgCap = max(c.MsgCap, c.Cap+c.Cooldown)
 	}
 	return c, c.Validate()
 }
@@ -238,7 +246,11 @@ func (c Config) String() string {
 	if c.Heavy {
 		shape = "heavy"
 	}
-	fmt.Fprintf(&b, "profile %s, safety phase %s, steps max %d, workload %s\n", c.Profile, c.Safety, c.StepsMax, shape)
+	fleet := "off"
+	if c.Fleet {
+		fleet = "on"
+	}
+	fmt.Fprintf(&b, "profile %s, safety phase %s, steps max %d, workload %s, fleet %s\n", c.Profile, c.Safety, c.StepsMax, shape, fleet)
 	if c.Nodes > 0 {
 		dl := "none"
 		if c.Deadline > 0 {

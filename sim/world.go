@@ -68,7 +68,7 @@ type World struct {
 	queueCalls int
 	nodes      []*runnerNode
 	msgs       msgProducer
-	fleet      *fleet // profile fleet (fleet.go)
+	fleet      *fleet // the fleet family (fleet.go)
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
@@ -268,7 +268,7 @@ func (w *World) tracef(who, format string, args ...any) { w.trace(who, fmt.Sprin
 
 func (w *World) run() {
 	w.trace("world", "start seed="+strconv.FormatInt(w.cfg.Seed, 10)+" profile="+w.cfg.Profile)
-	if w.cfg.Profile == "fleet" {
+	if w.cfg.Fleet {
 		w.fleet = newFleet(w)
 	}
 	w.setupRunner()
