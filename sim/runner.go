@@ -89,7 +89,6 @@ type runnerNode struct {
 	durable       journal.LSN // the journal's durable LSN then
 	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand  // their changes
-	schedJobs     int         // jobs its schedules enqueued
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful

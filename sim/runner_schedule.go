@@ -150,7 +150,6 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 		}
 		w.chk.JobAppended(n.id, id, j.FirstDue.Sub(Epoch), j.Target, string(j.Payload))
 		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
-		n.schedJobs++
 		if acked {
 			w.chk.JobAcked(n.id, id)
 			n.acked = append(n.acked, id)
@@ -188,13 +187,4 @@ func scheduleView(s runner.Schedule) ScheduleView {
 	}
 	return ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
 		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
-}
-
-// schedJobsMax is the most jobs any node's schedules enqueued (for the liveness bound).
-func (w *World) schedJobsMax() int {
-	m := 0
-	for _, n := range w.nodes {
-		m = max(m, n.schedJobs)
-	}
-	return m
 }
