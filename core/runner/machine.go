@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -222,6 +223,9 @@ type job struct {
 	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
 	// re-keyed in the queue: the heaps compare it instead of Due.
 	dueKey int64
+	// shared: History's array may have been handed out (Get, List, Snapshot, a loaded
+	// snapshot), so endAttempt copies it before writing; a fresh array is written in place.
+	shared bool
 }
 
 // attempt is an attempt holding a pool unit.
@@ -353,6 +357,8 @@ type Machine struct {
 	phaseFloor uint64
 	// Invariant: len(inflight) == pool.Used(); a Running job's current token is in it.
 	inflight map[Token]*attempt
+	// spare are ended attempts kept for reuse (reuse), at most Capacity.
+	spare []*attempt
 
 	seq    uint64 // last record Seq handed out
 	synced uint64 // Invariant: synced ≤ seq
@@ -456,7 +462,7 @@ func (m *Machine) Step(ev Event) error {
 		m.at(ev.Now)
 		m.becomeDispatching(ev.On)
 	default:
-		panic(fmt.Sprintf("runner: unknown event %T", ev))
+		panic("runner: unknown event " + reflect.TypeOf(ev).String())
 	}
 	return nil
 }
@@ -806,18 +812,23 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		panic(fmt.Sprintf("runner: AttemptDone for %v before it was dispatched", ev.Token))
 	}
 	m.releaseAttempt(a)
+	target, probe, stopped := a.target, a.probe, a.stopped
+	m.reuse(a)
 	j := m.jobs[ev.Token.ID]
 	current := j != nil && j.State == Running && j.Attempts == ev.Token.Attempt
-	if a.stopped && ev.Outcome.Kind != OutcomeSucceeded {
+	if stopped && ev.Outcome.Kind != OutcomeSucceeded {
 		// The runner's own stop cut it: the attempt is given back, the target not judged.
-		m.breakerFor(a.target).Step(breaker.Release{Probe: a.probe})
+		m.breakerFor(target).Step(breaker.Release{Probe: probe})
 		if current {
 			m.record(Record{Tag: TagReleased, ID: j.ID, Attempt: j.Attempts, At: now})
 		}
 		return
 	}
-	m.breakerFor(a.target).Step(breaker.Record{Now: now, Result: breakerResult(ev.Outcome), Probe: a.probe})
-	m.maybeForgetBreaker(a.target, now)
+	// A result that does not count leaves a new breaker idle: forgotten at once, so none is made.
+	if res := breakerResult(ev.Outcome); res.Counts() || m.breakers[target] != nil {
+		m.breakerFor(target).Step(breaker.Record{Now: now, Result: res, Probe: probe})
+		m.maybeForgetBreaker(target, now)
+	}
 	if !current {
 		m.cfg.Logger.Info("runner: stale outcome ignored", "job", ev.Token.ID, "attempt", ev.Token.Attempt, "outcome", ev.Outcome.Kind.String())
 		return
@@ -870,6 +881,15 @@ func breakerResult(o Outcome) breaker.Result {
 	return breaker.PermanentFailure
 }
 
+// reuse keeps an ended attempt for the next start (at most Capacity of them): it must no longer
+// be in inflight nor in starting, which holds only attempts not yet dispatched.
+func (m *Machine) reuse(a *attempt) {
+	*a = attempt{}
+	if len(m.spare) < m.cfg.Capacity {
+		m.spare = append(m.spare, a)
+	}
+}
+
 func (m *Machine) releaseAttempt(a *attempt) {
 	delete(m.inflight, a.token)
 	a.kind.inflight--
@@ -919,7 +939,13 @@ func (m *Machine) schedule(now time.Time) {
 			Late:     m.policy(j).Late(j.FirstDue, now),
 			Spent:    m.policy(j).Spent(j.Attempts),
 		}, func() bool {
-			b := m.breakerFor(j.Target)
+			b := m.breakers[j.Target]
+			if b == nil {
+				// No breaker: a new one admits as normal and stays idle, so the start
+				// would forget it at once. Nothing is made.
+				d = breaker.Decision{Verdict: breaker.Normal}
+				return true
+			}
 			b.Step(breaker.Admit{Now: now})
 			d = *b.Ready().Decision
 			return d.Verdict != breaker.Refused
@@ -950,7 +976,13 @@ func (m *Machine) schedule(now time.Time) {
 				m.finish(j, now, Failure("decoding payload: "+err.Error(), false))
 				continue
 			}
-			a := &attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq, value: v}
+			var a *attempt
+			if n := len(m.spare); n > 0 {
+				a, m.spare = m.spare[n-1], m.spare[:n-1]
+			} else {
+				a = new(attempt)
+			}
+			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq, value: v}
 			m.inflight[tok] = a
 			j.kind.inflight++
 			m.starting = append(m.starting, a)
@@ -1129,8 +1161,10 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		}
 		j.kind.q.remove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
+		grown := len(j.History) == cap(j.History) // append makes a new array
 		h := append(j.History, AttemptRecord{Attempt: r.Attempt, Start: r.At})
 		j.History = h[max(0, len(h)-HistoryMax):]
+		j.shared = j.shared && !grown
 	case TagFinished:
 		if r.Attempt != j.Attempts {
 			return fmt.Errorf("job %d: finished attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
@@ -1181,10 +1215,12 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 // endAttempt records the end of attempt n in the history (if it is still there).
 func (j *job) endAttempt(n int, at time.Time, o AttemptOutcome, err string) {
 	if k := len(j.History) - 1; k >= 0 && j.History[k].Attempt == n && j.History[k].Outcome == AttemptRunning {
-		// Copy on write: Get and Snapshot hand out the slice.
-		h := slices.Clone(j.History)
+		// Copy on write once Get, List or Snapshot handed the slice out.
+		if j.shared {
+			j.History, j.shared = slices.Clone(j.History), false
+		}
+		h := j.History
 		h[k].End, h[k].Outcome, h[k].Err = at, o, err
-		j.History = h
 	}
 }
 
@@ -1270,6 +1306,7 @@ func (m *Machine) load(s Snapshot) error {
 	}
 	for i := range s.Jobs {
 		j := m.newJob(s.Jobs[i])
+		j.shared = true // the caller's Snapshot holds the same History
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
 			if id, held := m.unique[k]; held {
 				return fmt.Errorf("jobs %d and %d both hold unique key %q", id, j.ID, j.Opts.Unique)
@@ -1375,6 +1412,7 @@ func (m *Machine) snapshot(retain int, ended time.Time) (Snapshot, []uint64) {
 			continue
 		}
 		s.Jobs = append(s.Jobs, j.Job)
+		j.shared = true
 	}
 	if len(m.scheds) > 0 {
 		s.Schedules = m.Schedules()
@@ -1425,6 +1463,7 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 	}
 	c := j.Job
 	c.Payload = append([]byte(nil), j.Payload...)
+	j.shared = true
 	return c, true
 }
 
@@ -1444,6 +1483,7 @@ func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax in
 		}
 		c := j.Job
 		c.Payload = append([]byte(nil), j.Payload...)
+		j.shared = true
 		jobs = append(jobs, c)
 	}
 	return jobs, next, next < to
