@@ -22,19 +22,37 @@ const (
 type heap struct {
 	slot int
 	prio bool // by (priority desc, due, id) (byPrio), else by (due, id) (byDue)
-	h    []*job
+	h    []entry
 }
 
-// less is byPrio or byDue on the cached due key, without a call through a func value (the
-// heaps are the owner's hottest code at a large backlog).
-func (q *heap) less(a, b *job) bool {
-	if q.prio && a.Opts.Priority != b.Opts.Priority {
-		return a.Opts.Priority > b.Opts.Priority
+// entry is a job in a heap with its sort key copied in: comparisons read the heap's own
+// array, not the jobs (the heaps are the owner's hottest code at a large backlog).
+// Invariant: the key is the job's (queue.holds).
+type entry struct {
+	rank int64 // -Priority in a byPrio heap, else 0: lower goes first
+	due  int64 // the job's dueKey
+	id   uint64
+	j    *job
+}
+
+// entryOf is j's entry in q.
+func (q *heap) entryOf(j *job) entry {
+	e := entry{due: j.dueKey, id: j.ID, j: j}
+	if q.prio {
+		e.rank = -int64(j.Opts.Priority)
 	}
-	if a.dueKey != b.dueKey {
-		return a.dueKey < b.dueKey
+	return e
+}
+
+// less is byPrio or byDue on the entries' keys.
+func (q *heap) less(a, b entry) bool {
+	if a.rank != b.rank {
+		return a.rank < b.rank
 	}
-	return a.ID < b.ID
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	return a.id < b.id
 }
 
 func byDue(a, b *job) bool {
@@ -52,17 +70,17 @@ func byPrio(a, b *job) bool {
 }
 
 func (q *heap) len() int        { return len(q.h) }
-func (q *heap) min() *job       { return q.h[0] }
+func (q *heap) min() *job       { return q.h[0].j }
 func (q *heap) has(j *job) bool { return j.idx[q.slot] >= 0 }
 
 func (q *heap) swap(i, j int) {
 	q.h[i], q.h[j] = q.h[j], q.h[i]
-	q.h[i].idx[q.slot], q.h[j].idx[q.slot] = i, j
+	q.h[i].j.idx[q.slot], q.h[j].j.idx[q.slot] = i, j
 }
 
 func (q *heap) push(j *job) {
 	j.idx[q.slot] = len(q.h)
-	q.h = append(q.h, j)
+	q.h = append(q.h, q.entryOf(j))
 	q.up(j.idx[q.slot])
 }
 
@@ -72,7 +90,7 @@ func (q *heap) remove(j *job) {
 	if i != n {
 		q.swap(i, n)
 	}
-	q.h[n] = nil
+	q.h[n] = entry{}
 	q.h = q.h[:n]
 	j.idx[q.slot] = -1
 	if i != n {
@@ -84,6 +102,7 @@ func (q *heap) remove(j *job) {
 
 // fix restores order after j's key changed.
 func (q *heap) fix(j *job) {
+	q.h[j.idx[q.slot]] = q.entryOf(j)
 	if !q.down(j.idx[q.slot]) {
 		q.up(j.idx[q.slot])
 	}
@@ -135,7 +154,7 @@ func newQueue() queue {
 func (q *queue) holds(j *job) bool {
 	in := func(h *heap) bool {
 		i := j.idx[h.slot]
-		return i >= 0 && i < h.len() && h.h[i] == j
+		return i >= 0 && i < h.len() && h.h[i] == h.entryOf(j)
 	}
 	t, p, a := in(&q.timers), in(&q.prio), in(&q.age)
 	return ((t && !p && !a) || (!t && p && a)) && j.dueKey == j.Due.UnixNano()

@@ -1088,7 +1088,10 @@ func (m *Machine) apply(r Record) (*job, JobState, error) {
 		return nil, 0, m.applySchedule(r)
 	}
 	// Only an Enqueued record adds a job; every other one changes its job in place.
-	j := m.jobs[r.ID]
+	var j *job
+	if r.Tag != TagEnqueued {
+		j = m.jobs[r.ID]
+	}
 	var s0 JobState
 	var d0 bool
 	if j != nil {
@@ -1100,7 +1103,7 @@ func (m *Machine) apply(r Record) (*job, JobState, error) {
 	if j != nil {
 		m.count(s0, d0, -1)
 	} else {
-		j = m.jobs[r.ID]
+		j = m.order[len(m.order)-1] // the job the Enqueued record added
 	}
 	m.count(j.State, j.Deferred, +1)
 	return j, s0, nil
