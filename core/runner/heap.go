@@ -1,6 +1,9 @@
 package runner
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The waiting jobs live in three heaps (each job knows its index in each, so removal and
 // re-keying are O(log n)):
@@ -12,6 +15,11 @@ import "time"
 // A job moves from timers to the other two when scheduling finds it due (promote), and back to
 // timers when a breaker defers it. Which heap a job is in is not durable: replay puts every
 // waiting job in timers and the next schedule promotes the due ones.
+//
+// Each heap is a binary heap plus a run: entries pushed in ascending order (jobs enqueued
+// due now, in id order, as a backlog is) are appended to the run, a sorted FIFO, in O(1), and
+// the minimum leaves it in O(1); an entry that would break the run's order goes to the binary
+// heap. The heap's minimum is the smaller of the two heads: the same order either way.
 const (
 	slotTimers = iota
 	slotPrio
@@ -23,7 +31,18 @@ type heap struct {
 	slot int
 	prio bool // by (priority desc, due, id) (byPrio), else by (due, id) (byDue)
 	h    []entry
+	// run[head:] ascends by less, with holes (entry{}) where entries were removed; holes
+	// counts them. Invariant: head is len(run) or a live entry. A job at run[p] has index
+	// -2-p (-1: in neither).
+	run   []entry
+	head  int
+	holes int
+	last  entry // the key of the last entry appended to run (a push not below it may append)
 }
+
+// runIndex is the index a job at run[p] has; runPos undoes it.
+func runIndex(p int) int { return -2 - p }
+func runPos(i int) int   { return -2 - i }
 
 // entry is a job in a heap with its sort key copied in: comparisons read the heap's own
 // array, not the jobs (the heaps are the owner's hottest code at a large backlog).
@@ -69,9 +88,83 @@ func byPrio(a, b *job) bool {
 	return byDue(a, b)
 }
 
-func (q *heap) len() int        { return len(q.h) }
-func (q *heap) min() *job       { return q.h[0].j }
-func (q *heap) has(j *job) bool { return j.idx[q.slot] >= 0 }
+func (q *heap) len() int        { return len(q.h) + len(q.run) - q.head - q.holes }
+func (q *heap) has(j *job) bool { return j.idx[q.slot] != -1 }
+
+// min is the first job by the heap's order; the heap must not be empty.
+func (q *heap) min() *job {
+	switch {
+	case q.head == len(q.run):
+		return q.h[0].j
+	case len(q.h) == 0 || q.less(q.run[q.head], q.h[0]):
+		return q.run[q.head].j
+	}
+	return q.h[0].j
+}
+
+// runPush appends e to the run if that keeps it sorted.
+func (q *heap) runPush(e entry) bool {
+	if q.head < len(q.run) && q.less(e, q.last) {
+		return false
+	}
+	e.j.idx[q.slot] = runIndex(len(q.run))
+	q.run = append(q.run, e)
+	q.last = e
+	q.last.j = nil // the key is enough; keep no job alive
+	return true
+}
+
+// runRemove takes the job at run[p] out, then keeps head on a live entry and the holes few.
+func (q *heap) runRemove(p int) {
+	q.run[p].j.idx[q.slot] = -1
+	q.run[p] = entry{}
+	if p != q.head {
+		q.holes++
+	} else {
+		for q.head++; q.head < len(q.run) && q.run[q.head].j == nil; q.head++ {
+			q.holes--
+		}
+	}
+	switch {
+	case q.head == len(q.run):
+		q.run, q.head, q.holes = q.run[:0], 0, 0
+	case q.head+q.holes > len(q.run)/2 && len(q.run) >= 64:
+		// Mostly dead: move the live entries down (amortised O(1) per removal).
+		n := 0
+		for _, e := range q.run[q.head:] {
+			if e.j != nil {
+				e.j.idx[q.slot] = runIndex(n)
+				q.run[n] = e
+				n++
+			}
+		}
+		clear(q.run[n:])
+		q.run, q.head, q.holes = q.run[:n], 0, 0
+	}
+}
+
+// disorder is the first position that breaks the heap's or the run's order, or "".
+func (q *heap) disorder() string {
+	for i := 1; i < len(q.h); i++ {
+		if q.less(q.h[i], q.h[(i-1)/2]) {
+			return fmt.Sprintf("heap at %d", i)
+		}
+	}
+	prev := -1
+	for p := q.head; p < len(q.run); p++ {
+		if q.run[p].j == nil {
+			continue
+		}
+		if prev >= 0 && !q.less(q.run[prev], q.run[p]) || q.less(q.last, q.run[p]) {
+			return fmt.Sprintf("run at %d", p)
+		}
+		prev = p
+	}
+	if q.head < len(q.run) && q.run[q.head].j == nil {
+		return "run head on a hole"
+	}
+	return ""
+}
 
 func (q *heap) swap(i, j int) {
 	q.h[i], q.h[j] = q.h[j], q.h[i]
@@ -79,6 +172,9 @@ func (q *heap) swap(i, j int) {
 }
 
 func (q *heap) push(j *job) {
+	if q.runPush(q.entryOf(j)) {
+		return
+	}
 	j.idx[q.slot] = len(q.h)
 	q.h = append(q.h, q.entryOf(j))
 	q.up(j.idx[q.slot])
@@ -86,6 +182,10 @@ func (q *heap) push(j *job) {
 
 func (q *heap) remove(j *job) {
 	i := j.idx[q.slot]
+	if i < -1 {
+		q.runRemove(runPos(i))
+		return
+	}
 	n := len(q.h) - 1
 	if i != n {
 		q.swap(i, n)
@@ -102,6 +202,11 @@ func (q *heap) remove(j *job) {
 
 // fix restores order after j's key changed.
 func (q *heap) fix(j *job) {
+	if j.idx[q.slot] < -1 {
+		q.remove(j)
+		q.push(j)
+		return
+	}
 	q.h[j.idx[q.slot]] = q.entryOf(j)
 	if !q.down(j.idx[q.slot]) {
 		q.up(j.idx[q.slot])
@@ -154,7 +259,10 @@ func newQueue() queue {
 func (q *queue) holds(j *job) bool {
 	in := func(h *heap) bool {
 		i := j.idx[h.slot]
-		return i >= 0 && i < h.len() && h.h[i] == h.entryOf(j)
+		if p := runPos(i); i < -1 {
+			return p >= h.head && p < len(h.run) && h.run[p] == h.entryOf(j)
+		}
+		return i >= 0 && i < len(h.h) && h.h[i] == h.entryOf(j)
 	}
 	t, p, a := in(&q.timers), in(&q.prio), in(&q.age)
 	return ((t && !p && !a) || (!t && p && a)) && j.dueKey == j.Due.UnixNano()

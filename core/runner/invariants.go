@@ -94,10 +94,8 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("runner: kind %q is not registered but has %d attempts in flight", k.name, k.inflight)
 		}
 		for _, h := range []*heap{&q.timers, &q.prio, &q.age} {
-			for i := 1; i < h.len(); i++ {
-				if h.less(h.h[i], h.h[(i-1)/2]) {
-					return fmt.Errorf("runner: kind %q: heap %d out of order at %d", k.name, h.slot, i)
-				}
+			if at := h.disorder(); at != "" {
+				return fmt.Errorf("runner: kind %q: heap %d out of order: %s", k.name, h.slot, at)
 			}
 		}
 	}
