@@ -1,10 +1,14 @@
 package runner
 
 import (
+	"log/slog"
+	"math/rand"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
 	"pgregory.net/rapid"
 )
 
@@ -73,6 +77,47 @@ func TestHeapMinIsSmallestOfASortedModel(t *testing.T) {
 				if got := q.min(); got != want {
 					t.Fatalf("min is job %d, model's is %d", got.ID, want.ID)
 				}
+			}
+		}
+	})
+}
+
+// TestJobFindsEveryIdAfterAnyPrune enqueues jobs, cancels and prunes random ones in rounds,
+// and checks that job(id) finds exactly the jobs a scan of order finds, for every id from 0
+// past nextID.
+func TestJobFindsEveryIdAfterAnyPrune(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 1,
+			RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1))})
+		for range rapid.IntRange(1, 5).Draw(t, "rounds") {
+			for range rapid.IntRange(0, 40).Draw(t, "enqueued") {
+				if err := m.Step(Enqueue{Now: epoch, Due: epoch.Add(time.Hour), Target: "a"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var pruned []uint64
+			for _, j := range slices.Clone(m.order) {
+				if rapid.IntRange(0, 2).Draw(t, "cancel") == 0 && !j.State.Terminal() {
+					if err := m.Step(Cancel{ID: j.ID}); err != nil {
+						t.Fatal(err)
+					}
+					pruned = append(pruned, j.ID)
+				}
+			}
+			m.Prune(pruned)
+			for id := uint64(0); id <= m.nextID+2; id++ {
+				var want *job
+				for _, j := range m.order {
+					if j.ID == id {
+						want = j
+					}
+				}
+				if got := m.job(id); got != want {
+					t.Fatalf("job(%d) = %v, a scan finds %v", id, got, want)
+				}
+			}
+			if err := m.checkInvariants(); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})

@@ -18,24 +18,18 @@ func (m *Machine) checkInvariants() error {
 	if err := m.checkSchedules(); err != nil {
 		return err
 	}
-	ids := make([]uint64, 0, len(m.jobs))
-	for id := range m.jobs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	if len(m.order) != len(ids) {
-		return fmt.Errorf("runner: %d jobs in order, %d filed", len(m.order), len(ids))
-	}
-	for i, id := range ids {
-		if m.order[i] != m.jobs[id] {
-			return fmt.Errorf("runner: order holds job %d where job %d belongs", m.order[i].ID, id)
+	ids := make([]uint64, len(m.order))
+	for i, j := range m.order {
+		ids[i] = j.ID
+		if (i > 0 && ids[i-1] >= j.ID) || m.job(j.ID) != j || j.pruned {
+			return fmt.Errorf("runner: order holds job %d out of order, not found by its id, or pruned", j.ID)
 		}
 	}
 	waiting := 0
 	var counts [Cancelled + 1]int
 	deferred, held, indexed := 0, 0, 0
-	for _, id := range ids {
-		j := m.jobs[id]
+	for i, id := range ids {
+		j := m.order[i]
 		// A running job runs an attempt of its policy's, which holds a unit of the pool
 		// (replay restores running jobs without their units).
 		_, unit := m.inflight[Token{id, j.Attempts}]

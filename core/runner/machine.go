@@ -226,6 +226,34 @@ type job struct {
 	// shared: History's array may have been handed out (Get, List, Snapshot, a loaded
 	// snapshot), so endAttempt copies it before writing; a fresh array is written in place.
 	shared bool
+	pruned bool // Prune is taking it out of order
+}
+
+// job returns job id, or nil. Ids in order ascend and are unique, so job id is at an index
+// no lower than counted back from nextID and no higher than counted up from the first id: a
+// range as wide as the ids pruned between them (none: the first probe finds it).
+func (m *Machine) job(id uint64) *job {
+	n := len(m.order)
+	if n == 0 || id < m.order[0].ID || id >= m.nextID {
+		return nil
+	}
+	lo := n - int(min(m.nextID-id, uint64(n)))
+	hi := min(n-1, int(min(id-m.order[0].ID, uint64(n))))
+	if lo > hi {
+		return nil
+	}
+	// The newest place first: where the job is when none after it was pruned.
+	if j := m.order[lo]; j.ID >= id {
+		if j.ID == id {
+			return j
+		}
+		return nil
+	}
+	rest := m.order[lo+1 : hi+1]
+	if i, ok := slices.BinarySearchFunc(rest, id, func(j *job, id uint64) int { return cmpU64(j.ID, id) }); ok {
+		return rest[i]
+	}
+	return nil
 }
 
 // attempt is an attempt holding a pool unit.
@@ -324,7 +352,6 @@ func (cfg MachineConfig) validate() error {
 type Machine struct {
 	cfg MachineConfig
 
-	jobs map[uint64]*job
 	// Invariant: every job id < nextID; nextID ≥ 1.
 	nextID  uint64
 	termSeq uint64
@@ -379,8 +406,9 @@ type Machine struct {
 	arena []byte // the chunk records are encoded into (encode)
 	// names interns the targets and kinds replay decodes (reader.name).
 	names map[string]string
-	// order is every job of jobs ascending by id (ids are issued in order: enqueue appends),
-	// so Snapshot neither sorts nor looks each job up.
+	// order is every job ascending by id (ids are issued in order: enqueue appends), so
+	// Snapshot neither sorts nor looks each job up, and a job is found by its id (job) with no
+	// map: ids are dense but for pruned jobs.
 	order []*job
 	// appendsLast is the length of the last non-empty batch of appends (its successor's size).
 	appendsLast int
@@ -412,7 +440,6 @@ func New(cfg MachineConfig) (*Machine, error) {
 	}
 	m := &Machine{
 		cfg:      cfg,
-		jobs:     map[uint64]*job{},
 		kinds:    map[string]*kind{},
 		unique:   map[string]uint64{},
 		windows:  map[string]window{},
@@ -737,8 +764,8 @@ func (m *Machine) retry(ev Retry) error {
 }
 
 func (m *Machine) lookup(id uint64) (*job, error) {
-	j, ok := m.jobs[id]
-	if !ok {
+	j := m.job(id)
+	if j == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	return j, nil
@@ -814,7 +841,7 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 	m.releaseAttempt(a)
 	target, probe, stopped := a.target, a.probe, a.stopped
 	m.reuse(a)
-	j := m.jobs[ev.Token.ID]
+	j := m.job(ev.Token.ID)
 	current := j != nil && j.State == Running && j.Attempts == ev.Token.Attempt
 	if stopped && ev.Outcome.Kind != OutcomeSucceeded {
 		// The runner's own stop cut it: the attempt is given back, the target not judged.
@@ -1008,17 +1035,16 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 	if m.counts[Running] == 0 {
 		return 0 // the common case after a graceful stop: no scan of every job
 	}
-	var ids []uint64
-	for id, j := range m.jobs {
+	var orphans []*job
+	for _, j := range m.order {
 		if j.State == Running {
-			ids = append(ids, id)
+			orphans = append(orphans, j)
 		}
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		m.finish(m.jobs[id], norm(now), Failure(Interrupted, true))
+	for _, j := range orphans {
+		m.finish(j, norm(now), Failure(Interrupted, true))
 	}
-	return len(ids)
+	return len(orphans)
 }
 
 // record applies r and appends it.
@@ -1090,7 +1116,7 @@ func (m *Machine) apply(r Record) (*job, JobState, error) {
 	// Only an Enqueued record adds a job; every other one changes its job in place.
 	var j *job
 	if r.Tag != TagEnqueued {
-		j = m.jobs[r.ID]
+		j = m.job(r.ID)
 	}
 	var s0 JobState
 	var d0 bool
@@ -1129,7 +1155,6 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		}
 		j = m.newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
-		m.jobs[r.ID] = j
 		m.order = append(m.order, j)
 		m.nextID++
 		j.kind.q.push(j)
@@ -1301,9 +1326,7 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 // load installs a snapshot; the unique index is rebuilt from the jobs' keys.
 func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
-	if len(m.jobs) == 0 {
-		m.jobs = make(map[uint64]*job, len(s.Jobs)) // sized once, not grown by doubling
-	}
+	m.order = slices.Grow(m.order, len(s.Jobs)) // sized once, not grown by doubling
 	for _, w := range s.Windows {
 		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
 	}
@@ -1319,7 +1342,6 @@ func (m *Machine) load(s Snapshot) error {
 			}
 			m.unique[k] = j.ID
 		}
-		m.jobs[j.ID] = j
 		m.order = append(m.order, j)
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
@@ -1437,14 +1459,14 @@ func (m *Machine) pruneWindows(ended time.Time) {
 func (m *Machine) Prune(ids []uint64) {
 	pruned := 0
 	for _, id := range ids {
-		if j := m.jobs[id]; j != nil && j.State.Terminal() {
+		if j := m.job(id); j != nil && j.State.Terminal() && !j.pruned {
 			m.count(j.State, j.Deferred, -1)
-			delete(m.jobs, id)
+			j.pruned = true
 			pruned++
 		}
 	}
 	if pruned > 0 {
-		m.order = slices.DeleteFunc(m.order, func(j *job) bool { return m.jobs[j.ID] != j })
+		m.order = slices.DeleteFunc(m.order, func(j *job) bool { return j.pruned })
 	}
 }
 
@@ -1460,8 +1482,8 @@ func (m *Machine) Idle() bool { return m.waiting() == 0 && m.pool.Status().Used 
 
 // Get returns a copy of job id.
 func (m *Machine) Get(id uint64) (Job, bool) {
-	j, ok := m.jobs[id]
-	if !ok {
+	j := m.job(id)
+	if j == nil {
 		return Job{}, false
 	}
 	c := j.Job
@@ -1480,7 +1502,7 @@ func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax in
 	for id := from; id <= to && len(jobs) < limit && scanMax > 0; id++ {
 		scanMax--
 		next = id
-		j := m.jobs[id]
+		j := m.job(id)
 		if j == nil || !match(&j.Job) {
 			continue
 		}

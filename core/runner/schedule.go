@@ -334,7 +334,7 @@ func (m *Machine) applyScheduleRecord(r Record) error {
 		}
 		if r.ID != 0 {
 			// The period's job is the Enqueued record right before, in the same batch.
-			if j := m.jobs[r.ID]; j == nil || r.ID != m.nextID-1 || !j.FirstDue.Equal(sr.Period) {
+			if j := m.job(r.ID); j == nil || r.ID != m.nextID-1 || !j.FirstDue.Equal(sr.Period) {
 				return fmt.Errorf("schedule %q: period %v names job %d, not the job just enqueued for it", sr.Name, sr.Period, r.ID)
 			}
 			s.Fired++
