@@ -405,7 +405,10 @@ type Machine struct {
 
 	arena []byte // the chunk records are encoded into (encode)
 	// names interns the targets and kinds replay decodes (reader.name).
-	names map[string]string
+	names *interner
+	// jobSlab and payloadSlab are what replay cuts jobs and payloads from (newJob).
+	jobSlab     []job
+	payloadSlab []byte
 	// order is every job ascending by id (ids are issued in order: enqueue appends), so
 	// Snapshot neither sorts nor looks each job up, and a job is found by its id (job) with no
 	// map: ids are dense but for pruned jobs.
@@ -1153,7 +1156,7 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		if id, held := m.unique[uniqueKey(r.Opts)]; held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
-		j = m.newJob(Job{ID: r.ID, Target: r.Target, Payload: append([]byte(nil), r.Payload...),
+		j = m.newJob(Job{ID: r.ID, Target: r.Target, Payload: m.keepPayload(r.Payload),
 			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
 		m.order = append(m.order, j)
 		m.nextID++
@@ -1263,11 +1266,45 @@ func attemptOutcome(k OutcomeKind) AttemptOutcome {
 }
 
 func (m *Machine) newJob(j Job) *job {
-	nj := &job{Job: j, kind: m.kindOf(j.Opts.Kind)}
+	var nj *job
+	if m.replaying {
+		if len(m.jobSlab) == 0 {
+			m.jobSlab = make([]job, jobSlabLen)
+		}
+		nj, m.jobSlab = &m.jobSlab[0], m.jobSlab[1:]
+		*nj = job{Job: j, kind: m.kindOf(j.Opts.Kind)}
+	} else {
+		nj = &job{Job: j, kind: m.kindOf(j.Opts.Kind)}
+	}
 	for i := range nj.idx {
 		nj.idx[i] = -1
 	}
 	return nj
+}
+
+// Open cuts the jobs it replays from slabs: one allocation per jobSlabLen jobs, and payloads of
+// up to payloadSlabMax bytes share chunks of payloadSlabLen. A slab lives while any of its jobs
+// does, so what replay allocates stays bounded by the state the journal held.
+const (
+	jobSlabLen     = 256
+	payloadSlabLen = 64 << 10
+	payloadSlabMax = 1 << 10
+)
+
+// keepPayload copies an Enqueued record's payload for its job (nil stays nil).
+func (m *Machine) keepPayload(p []byte) []byte {
+	if !m.replaying || len(p) > payloadSlabMax {
+		return append([]byte(nil), p...)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if cap(m.payloadSlab)-len(m.payloadSlab) < len(p) {
+		m.payloadSlab = make([]byte, 0, payloadSlabLen)
+	}
+	n := len(m.payloadSlab)
+	m.payloadSlab = append(m.payloadSlab, p...)
+	return m.payloadSlab[n:len(m.payloadSlab):len(m.payloadSlab)] // an append reallocates
 }
 
 // holdKey indexes a job that became non-terminal under its unique key; it ends any window
@@ -1311,7 +1348,7 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	}
 	// The payload aliases data: applying an Enqueued record copies it, nothing else keeps it.
 	if m.names == nil {
-		m.names = map[string]string{}
+		m.names = &interner{m: map[string]string{}}
 	}
 	r, err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag)
 	if err != nil {
@@ -1327,6 +1364,9 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 func (m *Machine) load(s Snapshot) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
 	m.order = slices.Grow(m.order, len(s.Jobs)) // sized once, not grown by doubling
+	if m.replaying && len(s.Jobs) > 0 {
+		m.jobSlab = make([]job, len(s.Jobs)) // one slab for the snapshot's jobs
+	}
 	for _, w := range s.Windows {
 		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
 	}

@@ -479,7 +479,7 @@ type reader struct {
 	// alias: payload returns the bytes in place (the caller copies what it keeps).
 	alias bool
 	// names interns targets and kinds (nil: none).
-	names map[string]string
+	names *interner
 }
 
 func (r *reader) take(n uint64) []byte {
@@ -551,6 +551,13 @@ func (r *reader) payload() []byte {
 // namesMax bounds the names a reader interns, so the table stays small whatever the journal.
 const namesMax = 4096
 
+// interner holds one string per distinct name, and the last one found (a run of records of
+// one target costs a comparison, not a lookup).
+type interner struct {
+	m    map[string]string
+	last string
+}
+
 // name is str for a target or kind: with names set, one string per distinct name (a replay of
 // a million jobs of one target holds one copy of it, and converts it once).
 func (r *reader) name() string {
@@ -558,13 +565,21 @@ func (r *reader) name() string {
 		return r.str()
 	}
 	b := r.take(uint64(r.u32()))
-	if s, ok := r.names[string(b)]; ok {
+	switch in := r.names; {
+	case len(b) == 0:
+		return ""
+	case string(b) == in.last:
+		return in.last
+	}
+	if s, ok := r.names.m[string(b)]; ok {
+		r.names.last = s
 		return s
 	}
 	s := string(b)
-	if len(r.names) < namesMax {
-		r.names[s] = s
+	if len(r.names.m) < namesMax {
+		r.names.m[s] = s
 	}
+	r.names.last = s
 	return s
 }
 

@@ -1,0 +1,102 @@
+package runner
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+// replayJournal writes a journal of jobs (32-byte payloads, EnqueueMany batches of 1,000, one
+// target) to an in-memory disk: pending, each job's Enqueued record only (due in a day);
+// finished, each job enqueued, started and succeeded (three records; the live state is
+// the terminal jobs). It returns the disk and the records written.
+func replayJournal(b *testing.B, jobs int, finished bool) (*disk.Disk, int64) {
+	d := disk.New(1)
+	now := epoch
+	e, err := Open(d, journalName, Config{Capacity: 64, CompactBytes: 1 << 40}, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := perJobJobs(perJobBatch)
+	due := now
+	if !finished {
+		due = now.Add(24 * time.Hour)
+	}
+	for i := range batch {
+		batch[i].Due = due
+	}
+	if err := e.Dispatch(now, true); err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < jobs; n += perJobBatch {
+		if _, _, err := e.EnqueueMany(now, batch[:min(perJobBatch, jobs-n)]); err != nil {
+			b.Fatal(err)
+		}
+		res, err := e.Commit(now)
+		for err == nil && finished && len(res.Starts) > 0 {
+			for _, a := range res.Starts {
+				if err := e.AttemptDone(now, a.Token, Success()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			res, err = e.Commit(now)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	records := e.Status().Records
+	if err := e.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return d, records
+}
+
+// BenchmarkEngineReplay measures Open on an in-memory disk (no I/O: framing, CRCs, decoding
+// and applying): a journal of 1,000,000 pending jobs, and one of 300,000 jobs that each
+// finished (900,000 records). It reports records per second of process CPU (GC included)
+// and the heap bytes per job the open leaves live.
+func BenchmarkEngineReplay(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		jobs     int
+		finished bool
+	}{{"pending", 1_000_000, false}, {"finished", 300_000, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			d, records := replayJournal(b, c.jobs, c.finished)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var cpu time.Duration
+			for b.Loop() {
+				c0 := cpuTime()
+				e, err := Open(d, journalName, Config{Capacity: 64, CompactBytes: 1 << 40}, epoch)
+				cpu += cpuTime() - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st := e.Status(); st.Waiting+st.Succeeded != c.jobs {
+					b.Fatalf("replayed %d waiting and %d succeeded jobs, want %d", st.Waiting, st.Succeeded, c.jobs)
+				}
+				if err := e.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			e, err := Open(d, journalName, Config{Capacity: 64, CompactBytes: 1 << 40}, epoch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(e)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(c.jobs), "live-B/job")
+			b.ReportMetric(float64(b.N)*float64(records)/cpu.Seconds(), "records/cpu-s")
+			b.ReportMetric(float64(b.N)*float64(records)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
