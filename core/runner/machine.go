@@ -646,14 +646,14 @@ func (m *Machine) enqueueMany(ev EnqueueMany) error {
 	}
 	// Check every job first; a key held, or taken by an earlier job of the batch, makes a
 	// duplicate that gets the holder's id and no record.
-	rs := make([]Record, len(ev.Jobs))
+	// Only the encoded records are kept between the passes: a Record is ten times their size.
 	ds := make([][]byte, len(ev.Jobs))
 	ids := make([]uint64, len(ev.Jobs))
 	dups := make([]bool, len(ev.Jobs))
 	taken := map[string]uint64{}
 	next := m.nextID
 	for i, nj := range ev.Jobs {
-		r, data, err := m.enqueueRecord(next, ev.Now, nj)
+		_, data, err := m.enqueueRecord(next, ev.Now, nj)
 		if err != nil {
 			return fmt.Errorf("%w (job %d of %d, counting from 0)", err, i, len(ev.Jobs))
 		}
@@ -669,12 +669,12 @@ func (m *Machine) enqueueMany(ev EnqueueMany) error {
 		if k != "" {
 			taken[k] = next
 		}
-		rs[i], ds[i], ids[i] = r, data, next
+		ds[i], ids[i] = data, next
 		next++
 	}
-	for i := range rs {
+	for i, nj := range ev.Jobs {
 		if !dups[i] {
-			m.applyAndAppend(rs[i], ds[i])
+			m.applyAndAppend(enqueued(ids[i], ev.Now, nj), ds[i])
 		}
 	}
 	m.ack(Ack{Ticket: ev.Ticket, ID: ids[0], IDs: ids, Duplicates: dups})
@@ -699,12 +699,20 @@ func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []
 	if strings.Contains(nj.Opts.Kind, "\x00") || strings.Contains(nj.Opts.Unique, "\x00") {
 		return Record{}, nil, fmt.Errorf("%w: kind %q or unique key %q holds a NUL byte", ErrJob, nj.Opts.Kind, nj.Opts.Unique)
 	}
-	r := Record{Tag: TagEnqueued, ID: id, Due: norm(due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
+	r := enqueued(id, now, nj)
 	data := m.encode(r)
 	if len(data) > m.cfg.RecordMax {
 		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
 	}
 	return r, data, nil
+}
+
+// enqueued is the Enqueued record of nj as job id, enqueued at now (enqueueRecord checks it).
+func enqueued(id uint64, now time.Time, nj NewJob) Record {
+	if nj.Due.IsZero() {
+		nj.Due = now
+	}
+	return Record{Tag: TagEnqueued, ID: id, Due: norm(nj.Due), Target: nj.Target, Payload: nj.Payload, Opts: nj.Opts}
 }
 
 // policy is the retry policy of j: the runner's, with the job's own attempts and deadline.
