@@ -406,9 +406,11 @@ type Machine struct {
 	arena []byte // the chunk records are encoded into (encode)
 	// names interns the targets and kinds replay decodes (reader.name).
 	names *interner
-	// jobSlab and payloadSlab are what replay cuts jobs and payloads from (newJob).
+	// jobSlab, payloadSlab and histSlab are what replay cuts jobs, payloads and histories
+	// from (newJob).
 	jobSlab     []job
 	payloadSlab []byte
+	histSlab    []AttemptRecord
 	// order is every job ascending by id (ids are issued in order: enqueue appends), so
 	// Snapshot neither sorts nor looks each job up, and a job is found by its id (job) with no
 	// map: ids are dense but for pruned jobs.
@@ -1201,6 +1203,9 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		j.kind.q.remove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
 		grown := len(j.History) == cap(j.History) // append makes a new array
+		if j.History == nil && m.replaying {
+			j.History = m.historySlab()
+		}
 		h := append(j.History, AttemptRecord{Attempt: r.Attempt, Start: r.At})
 		j.History = h[max(0, len(h)-HistoryMax):]
 		j.shared = j.shared && !grown
@@ -1290,14 +1295,25 @@ func (m *Machine) newJob(j Job) *job {
 	return nj
 }
 
-// Open cuts the jobs it replays from slabs: one allocation per jobSlabLen jobs, and payloads of
-// up to payloadSlabMax bytes share chunks of payloadSlabLen. A slab lives while any of its jobs
+// Open cuts the jobs it replays and their first histories from slabs (one allocation per
+// jobSlabLen of them), and payloads of up to payloadSlabMax bytes share chunks of payloadSlabLen. A slab lives while any of its jobs
 // does, so what replay allocates stays bounded by the state the journal held.
 const (
 	jobSlabLen     = 256
 	payloadSlabLen = 64 << 10
 	payloadSlabMax = 1 << 10
 )
+
+// historySlab is an empty history of capacity 1 cut from the replay's slab: a job's first
+// attempt fills it, a second one reallocates.
+func (m *Machine) historySlab() []AttemptRecord {
+	if len(m.histSlab) == 0 {
+		m.histSlab = make([]AttemptRecord, jobSlabLen)
+	}
+	h := m.histSlab[:0:1]
+	m.histSlab = m.histSlab[1:]
+	return h
+}
 
 // keepPayload copies an Enqueued record's payload for its job (nil stays nil).
 func (m *Machine) keepPayload(p []byte) []byte {
