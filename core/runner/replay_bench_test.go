@@ -95,6 +95,9 @@ func BenchmarkEngineReplay(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			runtime.KeepAlive(e)
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(c.jobs), "live-B/job")
+			if size, err := d.Stat(journalName); err == nil {
+				b.ReportMetric(float64(size)/float64(records), "B/record")
+			}
 			b.ReportMetric(float64(b.N)*float64(records)/cpu.Seconds(), "records/cpu-s")
 			b.ReportMetric(float64(b.N)*float64(records)/b.Elapsed().Seconds(), "records/s")
 		})
