@@ -150,7 +150,7 @@ func (o *owner) loop() {
 			// encode it.
 			if !o.holding {
 				o.gather()
-				_ = o.eng.Stage(o.r.clk.Now()) // a refusal poisons the engine; Finish reports it
+				_ = o.eng.Stage() // a refusal poisons the engine; Finish reports it
 			}
 			continue
 		}
@@ -330,8 +330,8 @@ func (o *owner) finished(start time.Time, res runner.Result, err error) bool {
 		o.notifyWaiters(res.Stopped)
 	} else {
 		// Records submitted during the flight are not durable yet: what they changed must not
-		// be read. Hold new work off until the next Finish, which is then quiet.
-		o.holding = len(o.reads) > 0 || o.waitersDue(res.Stopped)
+		// be read, nor compacted. Hold new work off until the next Finish, which is then quiet.
+		o.holding = len(o.reads) > 0 || res.CompactDue || o.waitersDue(res.Stopped)
 	}
 	if err := o.checkInvariants(); err != nil {
 		panic(err)

@@ -377,6 +377,9 @@ type Result struct {
 	// (the old journal stands) leaves the engine usable; a lost one poisons it (Poisoned()).
 	Compacted  bool
 	CompactErr error
+	// CompactDue: a compaction is due, but records submitted during the flight are not durable
+	// yet; it runs at the first quiet Finish (take nothing new during the next flight).
+	CompactDue bool
 }
 
 // Commit schedules due jobs at now, writes every record produced since the last Commit as one
@@ -429,14 +432,14 @@ func (e *Engine) begin(now time.Time, admit bool) (Batch, error) {
 	return e.write()
 }
 
-// Stage admits due jobs at now and moves the records produced so far into the journal's next
+// Stage moves the records of the commands and outcomes submitted so far into the journal's next
 // batch (their framing and checksums), so that this work overlaps a batch in flight; Begin
-// writes them. It writes nothing. On a journal refusal (ErrFull) the engine is poisoned.
-func (e *Engine) Stage(now time.Time) error {
+// writes them. It decides nothing (admission waits for Begin, as in Commit) and writes nothing.
+// On a journal refusal (ErrFull) the engine is poisoned.
+func (e *Engine) Stage() error {
 	if err := e.usable(); err != nil {
 		return err
 	}
-	e.m.Step(Tick{Now: now, Admit: true})
 	e.hold(e.m.Ready())
 	if e.cfg.splitFiring != nil {
 		return nil // the planted defect journals at Begin (writeSplit)
@@ -446,9 +449,10 @@ func (e *Engine) Stage(now time.Time) error {
 
 // Finish is the second half of a pipelined Commit: syncErr is b.Sync()'s result. It reports the
 // batch synced to the machine and returns what became durable (everything held since the last
-// Finish, too), compacting past CompactBytes: records submitted during the flight are made
-// durable first (one more batch, synced here), since a snapshot must stand for exactly what is
-// durable. A failed sync poisons the engine: nothing in the batch was acknowledged or started.
+// Finish, too), and compacts past CompactBytes when it is quiet (a snapshot stands for exactly
+// what is durable); when records submitted during the flight are not durable yet it sets
+// Result.CompactDue instead. A failed sync poisons the engine: nothing in the batch was
+// acknowledged or started.
 func (e *Engine) Finish(b Batch, syncErr error) (Result, error) {
 	if err := e.land(b, syncErr); err != nil {
 		return Result{}, err
@@ -459,16 +463,11 @@ func (e *Engine) Finish(b Batch, syncErr error) (Result, error) {
 	var res Result
 	if e.j.GrownBytes() > e.compactAt {
 		if e.m.seq != e.m.synced {
-			nb, err := e.write()
-			if err == nil {
-				err = e.land(nb, nb.Sync())
-			}
-			if err != nil {
-				return Result{}, err
-			}
+			res.CompactDue = true
+		} else {
+			res.CompactErr = e.compact()
+			res.Compacted = res.CompactErr == nil
 		}
-		res.CompactErr = e.compact()
-		res.Compacted = res.CompactErr == nil
 	}
 	h := e.held
 	res.Acks, res.Starts, res.Cancels, res.Settled, res.Transitions = h.Acks, h.Starts, h.Cancels, h.Settled, h.Transitions
