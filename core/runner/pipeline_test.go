@@ -106,7 +106,7 @@ func TestPipelinedStartsWaitForTheirBatchSync(t *testing.T) {
 	if err := e.AttemptDone(epoch, res.Starts[0].Token, Success()); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = e.Begin(epoch) // Finished(1) and Started(3)
+	b, _ = e.Begin(epoch)                                                        // Finished(1) and Started(3)
 	if err := e.AttemptDone(epoch, res.Starts[1].Token, Success()); err != nil { // during the flight
 		t.Fatal(err)
 	}
