@@ -106,8 +106,9 @@ func TestPipelinedStartsWaitForTheirBatchSync(t *testing.T) {
 	if err := e.AttemptDone(epoch, res.Starts[0].Token, Success()); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = e.Begin(epoch)                                                        // Finished(1) and Started(3)
-	if err := e.AttemptDone(epoch, res.Starts[1].Token, Success()); err != nil { // during the flight
+	b, _ = e.Begin(epoch) // Finished(1) and Started(3)
+	// Job 2's outcome arrives during the flight.
+	if err := e.AttemptDone(epoch, res.Starts[1].Token, Success()); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Stage(); err != nil {
