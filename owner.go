@@ -27,8 +27,14 @@ const wakeMin = time.Millisecond
 //     close). Zero due times, the record size limit, undecodable payloads (the engine's
 //     decode-check port, fed by the Codec) and which handlers to cancel are all the engine's
 //     decisions, which the simulator runs too.
-//  2. Group commit: the owner blocks for one command, outcome or timer, then takes everything
-//     else already waiting (up to gatherMax) into the same commit: one journal batch, one fsync.
+//  2. Group commit, pipelined: the owner blocks for one command, outcome or timer, then takes
+//     everything else already waiting (up to gatherMax) into the same batch: one journal write,
+//     one fsync. The fsync runs on the syncer goroutine (one in flight) while the owner keeps
+//     taking commands and outcomes into the engine for the next batch (Engine.Stage); that
+//     batch is written only once the sync returned (Engine.Finish, then Begin): never before.
+//     Reads and waiters are answered only when the engine is quiet (every record it produced is
+//     durable), so they see acknowledged state only; while one waits, the owner takes nothing
+//     new during a flight, so the next Finish is quiet.
 //  3. Attempts start only while Run or Drain is active, and only as the engine returns them
 //     (their Started record durable). Each runs its handler, through the middleware, on its
 //     own goroutine with a context that the engine's cancels end: context.Cause is
@@ -45,14 +51,15 @@ const wakeMin = time.Millisecond
 //  7. Stats after Close returns the values at close.
 //
 // Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
-// run; no read is left unanswered after a commit.
+// run; a read left unanswered after a commit is held for the next, quiet one.
 
 // owner is the single goroutine that drives the engine; every engine call happens here. It
 // decides nothing: it submits commands and outcomes, commits, and performs what the result
 // says (acknowledge, start, cancel, wake, and at a stop: flush, compact, close).
 //
-// One iteration: block for one command, outcome, timer or Close; gather everything else
-// already waiting (group commit); one Commit; perform its result; answer reads.
+// One iteration: block for one command, outcome, timer, Close or the sync in flight; gather
+// everything else already waiting (group commit); with no batch in flight, Begin one and hand
+// its sync to the syncer; when the sync returns, Finish it and perform its result.
 type owner struct {
 	r       *Runner
 	eng     *runner.Engine
@@ -77,6 +84,16 @@ type owner struct {
 	// Capacity = cap(work), so a send on work never blocks the owner.
 	work    chan attemptRun
 	workers int
+
+	// The pipelined commit. Invariant: flying iff a batch's sync is on the syncer and its
+	// result not yet taken from synced; nothing is written while flying.
+	flying  bool
+	batch   runner.Batch
+	began   time.Time
+	toSync  chan runner.Batch // to the syncer goroutine (started with the first batch)
+	synced  chan error        // its results; capacity 1, so the syncer never blocks
+	dirty   bool              // something was submitted since the last Begin
+	holding bool              // a read or waiter wants a quiet Finish: take nothing new meanwhile
 }
 
 // attemptRun is one attempt handed to a worker goroutine.
@@ -96,16 +113,46 @@ func (o *owner) loop() {
 	defer close(o.r.exit)
 	o.timer = o.r.clk.Timer(time.Hour)
 	stopTimer(o.timer)
+	defer func() {
+		if o.toSync != nil {
+			close(o.toSync) // never while flying: the loop returns only after a Finish
+		}
+	}()
 	for {
+		cmds, done, synced := o.r.cmds, o.r.done, o.synced
+		if o.flying && o.holding {
+			cmds, done = nil, nil
+		}
+		if !o.flying {
+			synced = nil
+		}
 		select {
-		case c := <-o.r.cmds:
+		case c := <-cmds:
 			o.command(c)
-		case d := <-o.r.done:
+		case d := <-done:
 			o.outcome(d)
 		case <-o.timer.C:
 		case <-o.quit:
 			o.quit, o.closing = nil, true
 			o.dispatch(false)
+		case err := <-synced:
+			o.flying = false
+			if o.finish(o.batch, err) {
+				return
+			}
+			if !o.dirty && o.eng.Quiet() {
+				continue
+			}
+		}
+		o.dirty = true
+		if o.flying {
+			// Prepare the next batch while this one syncs: take what is waiting, step it,
+			// encode it.
+			if !o.holding {
+				o.gather()
+				_ = o.eng.Stage() // a refusal poisons the engine; Finish reports it
+			}
+			continue
 		}
 		if !o.r.cfg.opts.SyncEveryRecord {
 			// Let callers just acknowledged by the last commit send their next command, so
@@ -113,10 +160,52 @@ func (o *owner) loop() {
 			runtime.Gosched()
 			o.gather()
 		}
-		if o.commit() {
+		if o.begin() {
 			return
 		}
 	}
+}
+
+// begin writes everything submitted as one batch and hands its sync to the syncer, or, when
+// nothing was written (or SyncEveryRecord), finishes at once. It reports true once the runner
+// is closed.
+func (o *owner) begin() bool {
+	now := o.r.clk.Now()
+	o.dirty = false
+	if o.r.cfg.opts.SyncEveryRecord {
+		res, err := o.engineCommit(now)
+		return o.finished(now, res, err)
+	}
+	b, err := o.eng.Begin(now)
+	if err != nil || b.Empty() {
+		res, ferr := o.eng.Finish(b, nil)
+		if err == nil {
+			err = ferr
+		}
+		return o.finished(now, res, err)
+	}
+	if o.toSync == nil {
+		o.toSync, o.synced = make(chan runner.Batch, 1), make(chan error, 1)
+		go syncer(o.toSync, o.synced)
+	}
+	o.flying, o.batch, o.began = true, b, now
+	o.toSync <- b
+	return false
+}
+
+// syncer runs the fsync of each batch the owner hands it, one at a time, and reports the
+// result; it ends when the owner closes in.
+func syncer(in <-chan runner.Batch, out chan<- error) {
+	for b := range in {
+		out <- b.Sync()
+	}
+}
+
+// finish ends the batch in flight with its sync's result. It reports true once the runner is
+// closed.
+func (o *owner) finish(b runner.Batch, syncErr error) bool {
+	res, err := o.eng.Finish(b, syncErr)
+	return o.finished(o.began, res, err)
 }
 
 // gather takes everything already waiting, up to gatherMax commands and outcomes and
@@ -217,17 +306,14 @@ func (o *owner) outcome(d doneMsg) {
 	_ = o.eng.AttemptDone(o.r.clk.Now(), d.tok, coreOutcome(d.out))
 }
 
-// commit makes the buffered work durable and performs what the engine returns. It reports
-// true once the runner is closed.
-func (o *owner) commit() bool {
-	now := o.r.clk.Now()
-	records := o.eng.Status().Records
-	res, err := o.engineCommit(now)
-	o.committed(now, records)
+// finished performs what a commit begun at start returned: acknowledge, start, cancel, wake;
+// at a quiet engine, answer reads and waiters. It reports true once the runner is closed.
+func (o *owner) finished(start time.Time, res runner.Result, err error) bool {
+	o.committed(start, res)
 	o.perform(res)
 	if err == nil {
 		// A compaction lost after a durable batch poisons the engine with a nil error from
-		// Commit: fail now, not at a next commit that an idle runner may reach much later.
+		// Finish: fail now, not at a next commit that an idle runner may reach much later.
 		err = o.eng.Poisoned()
 	}
 	if err != nil && o.failed == nil {
@@ -237,34 +323,38 @@ func (o *owner) commit() bool {
 		o.finishClose()
 		return true
 	}
-	setTimer(o.timer, now, res.Wake)
-	o.answerReads()
-	o.notifyWaiters(res.Stopped)
+	setTimer(o.timer, o.r.clk.Now(), res.Wake)
+	o.holding = false
+	if o.failed != nil || o.eng.Quiet() {
+		o.answerReads()
+		o.notifyWaiters(res.Stopped)
+	} else {
+		// Records submitted during the flight are not durable yet: what they changed must not
+		// be read, nor compacted. Hold new work off until the next Finish, which is then quiet.
+		o.holding = len(o.reads) > 0 || res.CompactDue || o.waitersDue(res.Stopped)
+	}
 	if err := o.checkInvariants(); err != nil {
 		panic(err)
 	}
 	return false
 }
 
-// committed reports the batch a commit begun at start wrote, if any, to OnCommitted; records
-// is the engine's record count before it.
-func (o *owner) committed(start time.Time, records int64) {
-	if n := o.eng.Status().Records - records; n > 0 {
-		o.r.cfg.OnCommitted(Committed{Records: int(n), Duration: o.r.clk.Since(start)})
+// committed reports the batch a commit begun at start made durable, if any, to OnCommitted.
+func (o *owner) committed(start time.Time, res runner.Result) {
+	if res.Records > 0 {
+		o.r.cfg.OnCommitted(Committed{Records: res.Records, Duration: o.r.clk.Since(start)})
 	}
 }
 
-// engineCommit is one Commit; with the internal SyncEveryRecord option the commands and
-// outcomes are flushed on their own first, so the Started records of the attempts they admit
-// get their own fsync: the benchmark's baseline pays about one fsync per record.
+// engineCommit is the internal SyncEveryRecord option's commit, not pipelined: the commands
+// and outcomes are flushed on their own first, so the Started records of the attempts they
+// admit get their own fsync: the benchmark's baseline pays about one fsync per record.
 func (o *owner) engineCommit(now time.Time) (runner.Result, error) {
-	if !o.r.cfg.opts.SyncEveryRecord {
-		return o.eng.Commit(now)
-	}
 	first, err := o.eng.Flush(now)
 	if err != nil {
 		return first, err
 	}
+	o.committed(now, first)
 	o.perform(first)
 	return o.eng.Commit(now)
 }
@@ -373,6 +463,19 @@ func (o *owner) answerReads() {
 	o.reads = o.reads[:0]
 }
 
+// waitersDue reports whether a waiter would be woken now (notifyWaiters) by the live state.
+func (o *owner) waitersDue(stopped bool) bool {
+	if stopped && len(o.stopWaiters) > 0 || len(o.idleWaiters) > 0 && o.eng.Idle() {
+		return true
+	}
+	for _, w := range o.dueWaiters {
+		if o.eng.IdleThrough(w.t) {
+			return true
+		}
+	}
+	return false
+}
+
 // notifyWaiters wakes Drain: idle once nothing is waiting or running, stopped once the engine
 // says a stop is done (or the runner failed).
 func (o *owner) notifyWaiters(stopped bool) {
@@ -425,9 +528,9 @@ func (o *owner) becomeFailed(err error) {
 func (o *owner) finishClose() {
 	stopTimer(o.timer)
 	if o.failed == nil {
-		now, records := o.r.clk.Now(), o.eng.Status().Records
+		now := o.r.clk.Now()
 		res, err := o.eng.Flush(now)
-		o.committed(now, records)
+		o.committed(now, res)
 		o.perform(res)
 		if err == nil && o.r.cfg.CompactOnClose {
 			_ = o.eng.Compact() // the engine logs a failure; the journal stands either way
@@ -461,8 +564,8 @@ func (o *owner) checkInvariants() error {
 	if n := len(o.running); n > o.r.cfg.Capacity {
 		return fmt.Errorf("sluice: %d attempts running, capacity %d", n, o.r.cfg.Capacity)
 	}
-	if len(o.reads) != 0 {
-		return fmt.Errorf("sluice: %d reads unanswered after a commit", len(o.reads))
+	if len(o.reads) != 0 && !o.holding {
+		return fmt.Errorf("sluice: %d reads unanswered after a commit, and none is coming", len(o.reads))
 	}
 	return nil
 }

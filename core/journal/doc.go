@@ -9,7 +9,9 @@
 //  2. Commit writes every buffered record as ONE batch (one Write, the end flag on its last
 //     frame), then one Sync, and only then returns the highest durable LSN. A record is
 //     acknowledged when the Commit covering it returns nil; group commit is many Appends and one
-//     Commit. Batch N+1 is never written before batch N's Sync returned.
+//     Commit. Batch N+1 is never written before batch N's Sync returned. Commit is Write (the
+//     batch returned in flight), Flight.Sync (only the file: it may run on another goroutine
+//     while the owner Appends the next batch) and Synced; Write while a batch flies panics.
 //  3. A failed Write or Sync poisons the journal: nothing after the last good batch is
 //     acknowledged, Sync is never retried, and every later call returns an error wrapping
 //     ErrPoisoned and the first failure, until the journal is reopened (the disk is the truth).

@@ -6,10 +6,14 @@ import "fmt"
 // when records are buffered, the next LSN right after them, a batch number from 1, a size at
 // least the header's and at least what it grew by, nothing buffered once closed.
 func (j *Journal) checkInvariants() error {
-	if (len(j.buf) == 0) != (j.buffered == 0) || j.next != j.durable+LSN(j.buffered)+1 || j.batch < 1 ||
+	flying := LSN(0)
+	if !j.flying.Empty() {
+		flying = j.flying.through - j.durable
+	}
+	if (len(j.buf) == 0) != (j.buffered == 0) || j.next != j.durable+flying+LSN(j.buffered)+1 || j.batch < 1 ||
 		j.size < headerLen || j.grown < 0 || j.grown > j.size || j.closed && j.buffered != 0 {
-		return fmt.Errorf("journal: %d bytes buffered for %d records, next LSN %d, durable %d, next batch %d, size %d (header %d), grown %d, closed %v",
-			len(j.buf), j.buffered, j.next, j.durable, j.batch, j.size, headerLen, j.grown, j.closed)
+		return fmt.Errorf("journal: %d bytes buffered for %d records, next LSN %d, durable %d, %d in flight, next batch %d, size %d (header %d), grown %d, closed %v",
+			len(j.buf), j.buffered, j.next, j.durable, flying, j.batch, j.size, headerLen, j.grown, j.closed)
 	}
 	return nil
 }

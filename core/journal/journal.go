@@ -69,18 +69,23 @@ type Journal struct {
 	cfg  Config
 	f    core.File
 
-	// buf holds the encoded frames of the records appended since the last Commit.
+	// buf holds the encoded frames of the records appended since the last Write.
 	// Invariant: len(buf) == 0 iff buffered == 0.
 	buf      []byte
 	buffered int
-	// lastFrame is the offset in buf of the last buffered frame, which Commit marks end-of-batch.
+	// lastFrame is the offset in buf of the last buffered frame, which Write marks end-of-batch.
 	lastFrame int
-	// durable is the highest LSN on disk and synced. Invariant: next == durable + buffered + 1.
+	// durable is the highest LSN on disk and synced.
+	// Invariant: next == durable + (flying's records) + buffered + 1.
 	durable LSN
 	next    LSN
+	// flying is the batch written and not yet synced (Write to Synced); zero when none. While
+	// one flies nothing else is written: batch N+1 waits for sync N.
+	flying Flight
 	// batch is the number of the next batch written. Invariant: batch >= 1.
 	batch uint64
-	// size is the file's length: header and complete batches. Invariant: size >= headerLen.
+	// size is the file's length: header and complete synced batches (a flying batch's bytes
+	// are not counted until its sync returns). Invariant: size >= headerLen.
 	size int64
 	// grown counts the bytes written since open or the last compaction. Invariant: grown <= size.
 	grown int64
@@ -185,7 +190,8 @@ func (j *Journal) usable() error {
 	return nil
 }
 
-// Append buffers one record and returns its LSN. Nothing reaches the file before Commit.
+// Append buffers one record and returns its LSN. Nothing reaches the file before Write (or
+// Commit). It may be called while a batch is in flight: the record goes into the next batch.
 func (j *Journal) Append(tag uint8, data []byte) (LSN, error) {
 	if err := j.usable(); err != nil {
 		return 0, err
@@ -193,7 +199,7 @@ func (j *Journal) Append(tag uint8, data []byte) (LSN, error) {
 	if len(data) > j.cfg.RecordMax {
 		return 0, fmt.Errorf("%w: %d bytes, RecordMax is %d", ErrTooLarge, len(data), j.cfg.RecordMax)
 	}
-	if grown := j.size + int64(len(j.buf)+frameMin+len(data)); grown > j.cfg.JournalMax {
+	if grown := j.size + j.flying.bytes + int64(len(j.buf)+frameMin+len(data)); grown > j.cfg.JournalMax {
 		return 0, fmt.Errorf("%w: %q would grow to %d bytes, over JournalMax (%d): it grows until a "+
 			"compaction shrinks it, and compactions have not (see the errors logged for them); fix "+
 			"their cause and compact, or raise JournalMax", ErrFull, j.name, grown, j.cfg.JournalMax)
@@ -206,15 +212,56 @@ func (j *Journal) Append(tag uint8, data []byte) (LSN, error) {
 	return lsn, nil
 }
 
+// Flight is a batch written by Write and not yet synced. Its Sync touches only the file, so a
+// driver may run it on another goroutine while the journal's owner keeps appending (the next
+// batch); the owner then hands the result to Synced before anything else is written.
+type Flight struct {
+	f       core.File
+	through LSN    // the batch's last LSN
+	batch   uint64 // its number
+	bytes   int64  // its length in the file
+}
+
+// Empty reports that Write wrote nothing (nothing was buffered): there is nothing to sync.
+func (fl Flight) Empty() bool { return fl.f == nil }
+
+// Through is the batch's last LSN (zero when Empty).
+func (fl Flight) Through() LSN { return fl.through }
+
+// Sync fsyncs the batch's file; nil for an empty Flight. It is the one call that may run off the
+// owner's goroutine; it is called once per Flight (fsync is never retried).
+func (fl Flight) Sync() error {
+	if fl.f == nil {
+		return nil
+	}
+	return fl.f.Sync()
+}
+
 // Commit writes everything buffered as one batch with one Write, syncs it with one Sync and
-// returns the highest durable LSN. It is a no-op when nothing is buffered. A failure poisons
-// the journal: the batch is not acknowledged and fsync is never retried.
+// returns the highest durable LSN: Write, Flight.Sync and Synced in one call. It is a no-op
+// when nothing is buffered. A failure poisons the journal: the batch is not acknowledged and
+// fsync is never retried.
 func (j *Journal) Commit() (LSN, error) {
-	if err := j.usable(); err != nil {
+	fl, err := j.Write()
+	if err != nil || fl.Empty() {
 		return j.durable, err
 	}
+	return j.Synced(fl, fl.Sync())
+}
+
+// Write writes everything buffered as one batch with one Write and returns it in flight: it is
+// acknowledged only when Synced reports its Sync returned nil. Nothing is written (an empty
+// Flight) when nothing is buffered. Writing while a batch is in flight is misuse and panics:
+// batch N+1 is never written before sync N returned. A failed write poisons the journal.
+func (j *Journal) Write() (Flight, error) {
+	if err := j.usable(); err != nil {
+		return Flight{}, err
+	}
+	if !j.flying.Empty() {
+		panic(fmt.Sprintf("journal: Write with batch %d in flight; Synced first", j.flying.batch))
+	}
 	if j.buffered == 0 {
-		return j.durable, nil
+		return Flight{}, nil
 	}
 	last := j.buf[j.lastFrame:]
 	last[frameHdrLen+16] |= flagEnd
@@ -224,14 +271,9 @@ func (j *Journal) Commit() (LSN, error) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return j.durable, j.fail(fmt.Errorf("writing batch %d (LSN %d to %d): %w", j.batch, j.durable+1, j.next-1, err))
+		return Flight{}, j.fail(fmt.Errorf("writing batch %d (LSN %d to %d): %w", j.batch, j.durable+1, j.next-1, err))
 	}
-	if err := j.f.Sync(); err != nil {
-		return j.durable, j.fail(fmt.Errorf("syncing batch %d (LSN %d to %d): %w", j.batch, j.durable+1, j.next-1, err))
-	}
-	j.size += int64(len(j.buf))
-	j.grown += int64(len(j.buf))
-	j.durable = j.next - 1
+	j.flying = Flight{f: j.f, through: j.next - 1, batch: j.batch, bytes: int64(len(j.buf))}
 	j.batch++
 	j.buffered = 0
 	if cap(j.buf) > bufKeepMax {
@@ -239,8 +281,35 @@ func (j *Journal) Commit() (LSN, error) {
 	} else {
 		j.buf = j.buf[:0]
 	}
+	return j.flying, nil
+}
+
+// Synced ends fl, the batch in flight, with its Sync's result, and returns the highest durable
+// LSN: fl's last one when syncErr is nil. A failed sync poisons the journal (the batch is not
+// acknowledged; records appended since are dropped with it). Misuse panics: fl is not the
+// batch in flight.
+func (j *Journal) Synced(fl Flight, syncErr error) (LSN, error) {
+	if fl.Empty() || j.flying.Empty() || fl.batch != j.flying.batch {
+		panic(fmt.Sprintf("journal: Synced for batch %d, but batch %d is in flight", fl.batch, j.flying.batch))
+	}
+	j.flying = Flight{}
+	if err := j.usable(); err != nil {
+		return j.durable, err
+	}
+	if syncErr != nil {
+		// The batch is cut back by fail; records appended during the flight were never
+		// written and are dropped with it (nothing is written once poisoned).
+		j.buf, j.buffered, j.next = j.buf[:0], 0, j.durable+1
+		return j.durable, j.fail(fmt.Errorf("syncing batch %d (LSN %d to %d): %w", fl.batch, j.durable+1, fl.through, syncErr))
+	}
+	j.size += fl.bytes
+	j.grown += fl.bytes
+	j.durable = fl.through
 	return j.durable, nil
 }
+
+// Flying reports whether a batch is in flight (written, its sync not yet reported).
+func (j *Journal) Flying() bool { return !j.flying.Empty() }
 
 // fail poisons the journal with the first failure of a batch, then cuts the file back to its
 // last complete batch and syncs that cut. This is not a retry of the failed fsync: the bytes
@@ -274,8 +343,8 @@ func (j *Journal) Compact(tag uint8, snapshot []byte) error {
 	if err := j.usable(); err != nil {
 		return err
 	}
-	if j.buffered != 0 {
-		panic(fmt.Sprintf("journal: Compact with %d records buffered; Commit first", j.buffered))
+	if j.buffered != 0 || !j.flying.Empty() {
+		panic(fmt.Sprintf("journal: Compact with %d records buffered, batch in flight %v; Commit first", j.buffered, !j.flying.Empty()))
 	}
 	if len(snapshot) > j.cfg.SnapshotMax {
 		return fmt.Errorf("journal: compacting %q: %w: snapshot of %d bytes, SnapshotMax is %d",
@@ -312,20 +381,22 @@ func (j *Journal) Compact(tag uint8, snapshot []byte) error {
 // Close writes the clean-close mark (the file's length and last LSN) into the header, syncs
 // it and closes the file. Records still buffered are dropped: they were never acknowledged.
 // A poisoned journal is closed without the mark: its file may hold undecided bytes, which the
-// next Open judges by the crash rows of the recovery table. A failure to write or sync the
-// mark leaves at worst a torn mark, which Open treats as none.
+// next Open judges by the crash rows of the recovery table. So is one closed with a batch in
+// flight (never acknowledged; the driver must not run its Sync any more). A failure to write
+// or sync the mark leaves at worst a torn mark, which Open treats as none.
 func (j *Journal) Close() error {
 	if j.closed {
 		return ErrClosed
 	}
 	j.closed = true
-	j.buf, j.buffered = nil, 0
+	undecided := !j.flying.Empty()
+	j.buf, j.buffered, j.flying = nil, 0, Flight{}
 	j.next = j.durable + 1
 	if j.f == nil {
 		return nil
 	}
 	var err error
-	if j.poison == nil {
+	if j.poison == nil && !undecided {
 		if _, err = j.f.WriteAt(encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
 			err = fmt.Errorf("journal: writing the clean-close mark of %q: %w", j.name, err)
 		} else if err = j.f.Sync(); err != nil {

@@ -104,6 +104,14 @@
 //	    then e.Flush(now), e.Compact() if wanted, e.Close().
 //	crash: drop e without Close; reopen with Open on the same FS.
 //
+// Pipelined, Commit is taken apart (the production driver): b, err := e.Begin(now) writes the
+// batch; b.Sync() may run on another goroutine while the driver keeps submitting commands and
+// outcomes (and e.Stage() frames their records); res, err := e.Finish(b, syncErr) then returns
+// what the batch made durable, and only after it may the next Begin write. Admission happens at
+// Begin only, so what goes into the next batch is decided here, not by the driver. A driver
+// answers reads only when e.Quiet() (everything produced is durable), and on res.CompactDue
+// lets one batch land quiet so the compaction can run.
+//
 // Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs, each
 // in the not-yet-due heap or in both due heaps, every heap in order; units used = attempts in flight ≤ Capacity; a running job's current token holds a
 // unit; terminal ⇔ terminal sequence > 0; dead ⇔ a reason; deferred ⇒ waiting; nothing waits

@@ -134,9 +134,18 @@ type Engine struct {
 	m      *Machine
 	ticket Ticket
 	poison error
-	// carry holds what Open's own batch settled, for the first Commit to report.
-	carry  []Settled
-	carryT []Transition
+	// held collects the effects the machine released (Open's own batch's included) for the
+	// next Result; its Appends are the records not yet in the journal's buffer (Stage, Begin).
+	held Ready
+	// appended is the Seq of the last record handed to the journal; flying is the batch
+	// written and not yet synced (Begin to Finish), through the Seq flyThrough.
+	// Invariant: flyThrough ≤ appended ≤ machine's seq; a batch flies only while the journal's does.
+	appended   uint64
+	flying     bool
+	flyThrough uint64
+	flyRecords int
+	// landed counts the records synced since the last Finish (Result.Records).
+	landed int
 	// compactAt is the journal growth that triggers the next compaction: CompactBytes, pushed
 	// further after a kept failure so a snapshot that cannot be written is not retried on
 	// every Commit.
@@ -185,12 +194,15 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	if e.orphans > 0 {
 		cfg.Logger.Info("runner: requeued attempts interrupted by a crash", "jobs", e.orphans)
 	}
-	rd, err := e.writeBatch()
+	b, err := e.write()
+	if err == nil {
+		err = e.land(b, b.Sync())
+	}
 	if err != nil {
 		_ = j.Close()
 		return nil, fmt.Errorf("runner: opening %q: requeueing orphans: %w", name, err)
 	}
-	e.carry, e.carryT = rd.Settled, rd.Transitions
+	e.landed = 0 // Open's own batch is no commit's
 	return e, nil
 }
 
@@ -358,70 +370,198 @@ type Result struct {
 	// Wake is when to Commit again if nothing else happens; zero when only a command or an
 	// outcome can make progress.
 	Wake time.Time
+	// Records is how many records became durable (one batch, or two when a compaction
+	// flushed the records submitted during the flight).
+	Records int
 	// Compacted reports a compaction after the batch; CompactErr a failed one. A kept failure
 	// (the old journal stands) leaves the engine usable; a lost one poisons it (Poisoned()).
 	Compacted  bool
 	CompactErr error
+	// CompactDue: a compaction is due, but records submitted during the flight are not durable
+	// yet; it runs at the first quiet Finish (take nothing new during the next flight).
+	CompactDue bool
 }
 
 // Commit schedules due jobs at now, writes every record produced since the last Commit as one
-// journal batch, syncs it, and returns what became durable. On an error nothing in the batch
-// was acknowledged or started and the engine is poisoned.
-func (e *Engine) Commit(now time.Time) (Result, error) { return e.tickAndWrite(now, true) }
+// journal batch, syncs it, and returns what became durable: Begin, Batch.Sync and Finish in one
+// call. On an error nothing in the batch was acknowledged or started and the engine is poisoned.
+func (e *Engine) Commit(now time.Time) (Result, error) { return e.commit(now, true) }
 
 // Flush is Commit without admitting anything: commands and outcomes become durable and are
 // acknowledged, a graceful stop moves on, no due job is admitted.
-func (e *Engine) Flush(now time.Time) (Result, error) { return e.tickAndWrite(now, false) }
+func (e *Engine) Flush(now time.Time) (Result, error) { return e.commit(now, false) }
 
-func (e *Engine) tickAndWrite(now time.Time, admit bool) (Result, error) {
-	if err := e.usable(); err != nil {
-		return Result{}, err
-	}
-	e.m.Step(Tick{Now: now, Admit: admit})
-	rd, err := e.writeBatch()
+func (e *Engine) commit(now time.Time, admit bool) (Result, error) {
+	b, err := e.begin(now, admit)
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Acks: rd.Acks, Starts: rd.Starts, Cancels: rd.Cancels, Settled: append(e.carry, rd.Settled...),
-		Transitions: append(e.carryT, rd.Transitions...)}
-	e.carry, e.carryT = nil, nil
+	return e.Finish(b, b.Sync())
+}
+
+// Batch is a journal batch Begin wrote and whose sync Finish awaits: the pipelined commit.
+type Batch struct{ fl journal.Flight }
+
+// Empty reports that Begin wrote nothing: call Finish at once (with a nil error).
+func (b Batch) Empty() bool { return b.fl.Empty() }
+
+// Sync fsyncs the batch (nil when Empty). It touches only the journal's file, so a driver may
+// run it on another goroutine while it keeps submitting commands and outcomes (and Stage) on the
+// engine's; it must run once, and its error must reach Finish.
+func (b Batch) Sync() error { return b.fl.Sync() }
+
+// Begin is the first half of a pipelined Commit: it schedules due jobs at now and writes every
+// record produced so far as one journal batch, returning it unsynced. Until Finish the driver
+// may submit commands and outcomes (and Stage them): they go into the next batch, which is
+// written only by the next Begin, after Finish (batch N+1 never before sync N returned).
+// Nothing is acknowledged or started before Finish. A second Begin before Finish is misuse and
+// panics; a write failure poisons the engine.
+func (e *Engine) Begin(now time.Time) (Batch, error) { return e.begin(now, true) }
+
+// BeginFlush is Begin without admitting anything (Flush's first half).
+func (e *Engine) BeginFlush(now time.Time) (Batch, error) { return e.begin(now, false) }
+
+func (e *Engine) begin(now time.Time, admit bool) (Batch, error) {
+	if err := e.usable(); err != nil {
+		return Batch{}, err
+	}
+	if e.flying {
+		panic("runner: Begin with a batch in flight; Finish it first")
+	}
+	e.m.Step(Tick{Now: now, Admit: admit})
+	return e.write()
+}
+
+// Stage moves the records of the commands and outcomes submitted so far into the journal's next
+// batch (their framing and checksums), so that this work overlaps a batch in flight; Begin
+// writes them. It decides nothing (admission waits for Begin, as in Commit) and writes nothing.
+// On a journal refusal (ErrFull) the engine is poisoned.
+func (e *Engine) Stage() error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	e.hold(e.m.Ready())
+	if e.cfg.splitFiring != nil {
+		return nil // the planted defect journals at Begin (writeSplit)
+	}
+	return e.stage()
+}
+
+// Finish is the second half of a pipelined Commit: syncErr is b.Sync()'s result. It reports the
+// batch synced to the machine and returns what became durable (everything held since the last
+// Finish, too), and compacts past CompactBytes when it is quiet (a snapshot stands for exactly
+// what is durable); when records submitted during the flight are not durable yet it sets
+// Result.CompactDue instead. A failed sync poisons the engine: nothing in the batch was
+// acknowledged or started.
+func (e *Engine) Finish(b Batch, syncErr error) (Result, error) {
+	if err := e.land(b, syncErr); err != nil {
+		return Result{}, err
+	}
+	if err := e.usable(); err != nil {
+		return Result{}, err
+	}
+	var res Result
+	if e.j.GrownBytes() > e.compactAt {
+		if e.m.seq != e.m.synced {
+			res.CompactDue = true
+		} else {
+			res.CompactErr = e.compact()
+			res.Compacted = res.CompactErr == nil
+		}
+	}
+	h := e.held
+	res.Acks, res.Starts, res.Cancels, res.Settled, res.Transitions = h.Acks, h.Starts, h.Cancels, h.Settled, h.Transitions
+	e.held = Ready{Appends: h.Appends}
+	res.Records, e.landed = e.landed, 0
 	res.Wake = e.m.WakeAt()
 	res.Stopped = e.m.Status().Stopped
-	if e.j.GrownBytes() > e.compactAt {
-		res.CompactErr = e.compact()
-		res.Compacted = res.CompactErr == nil
-	}
 	return res, nil
 }
 
-// writeBatch writes the machine's pending appends as one batch and steps Synced.
-func (e *Engine) writeBatch() (Ready, error) {
-	rd := e.m.Ready()
-	if len(rd.Appends) == 0 {
-		return rd, nil
+// Quiet reports that every record the machine produced is durable (no batch in flight, nothing
+// submitted since the last Finish): the live state is the durable state, so a driver may answer
+// reads of it.
+func (e *Engine) Quiet() bool { return !e.flying && e.m.seq == e.m.synced }
+
+// hold keeps rd's effects for the next Result and its records for the journal.
+// Ready's lists are the caller's (the machine starts new ones), so an empty held list takes
+// rd's as it is instead of copying it.
+func (e *Engine) hold(rd Ready) {
+	h := &e.held
+	h.Appends = adopt(h.Appends, rd.Appends)
+	h.Acks = adopt(h.Acks, rd.Acks)
+	h.Starts = adopt(h.Starts, rd.Starts)
+	h.Cancels = adopt(h.Cancels, rd.Cancels)
+	h.Settled = adopt(h.Settled, rd.Settled)
+	h.Transitions = adopt(h.Transitions, rd.Transitions)
+}
+
+func adopt[T any](held, more []T) []T {
+	if len(held) == 0 && more != nil {
+		return more
 	}
-	if split, err := e.writeSplit(rd.Appends); err != nil {
-		return Ready{}, e.becomePoisoned(fmt.Errorf("appending records: %w", err))
-	} else if !split {
-		for _, a := range rd.Appends {
-			if _, err := e.j.Append(a.Tag, a.Data); err != nil {
-				return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
-			}
+	return append(held, more...)
+}
+
+// stage appends the held records to the journal's buffer.
+func (e *Engine) stage() error {
+	for _, a := range e.held.Appends {
+		if _, err := e.j.Append(a.Tag, a.Data); err != nil {
+			return e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
+		}
+		e.appended = a.Seq
+	}
+	e.held.Appends = e.held.Appends[:0]
+	return nil
+}
+
+// write takes the machine's effects and writes every record not yet written as one batch,
+// returned in flight.
+func (e *Engine) write() (Batch, error) {
+	e.hold(e.m.Ready())
+	if len(e.held.Appends) > 0 {
+		last := e.held.Appends[len(e.held.Appends)-1].Seq
+		if split, err := e.writeSplit(e.held.Appends); err != nil {
+			return Batch{}, e.becomePoisoned(fmt.Errorf("appending records: %w", err))
+		} else if split {
+			e.appended, e.held.Appends = last, e.held.Appends[:0]
+		} else if err := e.stage(); err != nil {
+			return Batch{}, err
 		}
 	}
-	if _, err := e.j.Commit(); err != nil {
-		return Ready{}, e.becomePoisoned(fmt.Errorf("committing records through %d: %w", rd.Appends[len(rd.Appends)-1].Seq, err))
+	fl, err := e.j.Write()
+	if err != nil {
+		return Batch{}, e.becomePoisoned(fmt.Errorf("committing records through %d: %w", e.appended, err))
+	}
+	if fl.Empty() {
+		return Batch{}, nil
+	}
+	e.flying, e.flyThrough, e.flyRecords = true, e.appended, int(e.appended-e.m.synced)
+	return Batch{fl: fl}, nil
+}
+
+// land ends batch b with its sync's result: the machine learns it is durable, and the effects
+// it releases are held for the Result.
+func (e *Engine) land(b Batch, syncErr error) error {
+	if b.Empty() {
+		return nil
+	}
+	if !e.flying {
+		panic("runner: Finish of a batch that is not in flight")
+	}
+	e.flying = false
+	if _, err := e.j.Synced(b.fl, syncErr); err != nil {
+		if e.poison != nil {
+			return e.usable()
+		}
+		return e.becomePoisoned(fmt.Errorf("committing records through %d: %w", e.flyThrough, err))
 	}
 	e.commits++
-	e.records += int64(len(rd.Appends))
-	e.m.Step(Synced{Through: rd.Appends[len(rd.Appends)-1].Seq})
-	more := e.m.Ready()
-	rd.Acks = append(rd.Acks, more.Acks...)
-	rd.Starts = append(rd.Starts, more.Starts...)
-	rd.Settled = append(rd.Settled, more.Settled...)
-	rd.Cancels = append(rd.Cancels, more.Cancels...)
-	rd.Transitions = append(rd.Transitions, more.Transitions...)
-	return rd, nil
+	e.records += int64(e.flyRecords)
+	e.landed += e.flyRecords
+	e.m.Step(Synced{Through: e.flyThrough})
+	e.hold(e.m.Ready())
+	return nil
 }
 
 // Compact writes a snapshot now (it also runs on its own from Commit past CompactBytes).
@@ -431,7 +571,7 @@ func (e *Engine) Compact() error {
 	if err := e.usable(); err != nil {
 		return err
 	}
-	if e.m.seq != e.m.synced {
+	if e.flying || e.m.seq != e.m.synced {
 		panic("runner: Compact with records not committed; Commit first")
 	}
 	return e.compact()

@@ -1,0 +1,328 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/disk"
+)
+
+// gateFS is an in-memory disk (sim/disk) that records the order of the journal's writes and
+// syncs, holds each journal sync until the test opens the gate, and keeps the image of what the
+// last sync made durable, so a test can replay exactly the synced journal at any moment.
+type gateFS struct {
+	core.FS
+	mu     sync.Mutex
+	log    []string // "write" and "sync<" (a journal sync began), "sync>" (it returned)
+	gated  bool
+	gate   chan struct{}
+	image  []byte // the journal as written
+	synced []byte // the journal as of its last sync
+}
+
+func newGateFS() *gateFS { return &gateFS{FS: disk.New(1), gate: make(chan struct{})} }
+
+// Open starts the image from the file as opened: the journal creates its file under another
+// name, syncs it and renames it in, so it is synced whole.
+func (g *gateFS) Open(name string) (core.File, error) {
+	f, err := g.FS.Open(name)
+	if err != nil || name != journalName {
+		return f, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.image, g.synced = data, append([]byte(nil), data...)
+	g.mu.Unlock()
+	return &gateFile{File: f, g: g}, nil
+}
+
+func (g *gateFS) note(s string) {
+	g.mu.Lock()
+	g.log = append(g.log, s)
+	g.mu.Unlock()
+}
+
+// syncedState replays the journal as of its last sync.
+func (g *gateFS) syncedState() (runner.Snapshot, error) {
+	g.mu.Lock()
+	data := append([]byte(nil), g.synced...)
+	g.mu.Unlock()
+	cp := disk.New(1)
+	f, err := cp.Create(journalName)
+	if err != nil {
+		return runner.Snapshot{}, err
+	}
+	if _, err := f.Write(data); err != nil {
+		return runner.Snapshot{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return runner.Snapshot{}, err
+	}
+	return runner.Replay(cp, journalName, runner.Config{Capacity: 1})
+}
+
+type gateFile struct {
+	core.File
+	g *gateFS
+}
+
+func (f *gateFile) Write(p []byte) (int, error) {
+	f.g.note("write")
+	n, err := f.File.Write(p)
+	f.g.mu.Lock()
+	f.g.image = append(f.g.image, p[:n]...)
+	f.g.mu.Unlock()
+	return n, err
+}
+
+func (f *gateFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	f.g.mu.Lock()
+	copy(f.g.image[off:], p[:n])
+	f.g.mu.Unlock()
+	return n, err
+}
+
+func (f *gateFile) Truncate(size int64) error {
+	err := f.File.Truncate(size)
+	f.g.mu.Lock()
+	f.g.image = f.g.image[:min(int64(len(f.g.image)), size)]
+	f.g.mu.Unlock()
+	return err
+}
+
+func (f *gateFile) Sync() error {
+	f.g.note("sync<")
+	f.g.mu.Lock()
+	gated := f.g.gated
+	f.g.mu.Unlock()
+	if gated {
+		<-f.g.gate
+	}
+	err := f.File.Sync()
+	f.g.mu.Lock()
+	if err == nil {
+		f.g.synced = append(f.g.synced[:0], f.g.image...)
+	}
+	f.g.log = append(f.g.log, "sync>")
+	f.g.mu.Unlock()
+	return err
+}
+
+// checkWriteSyncOrder returns an error unless every journal write is followed by its sync's
+// start and return before the next write: batch N+1 is never written before sync N returned.
+func checkWriteSyncOrder(log []string) error {
+	state := "synced" // after Open's own syncs
+	for i, op := range log {
+		switch {
+		case op == "write" && state == "synced":
+			state = "written"
+		case op == "sync<" && state != "syncing":
+			state = "syncing"
+		case op == "sync>" && state == "syncing":
+			state = "synced"
+		default:
+			return fmt.Errorf("op %d %q after %q: %s", i, op, state, strings.Join(log, " "))
+		}
+	}
+	return nil
+}
+
+// TestPipelinedCommitWritesBatchNPlus1OnlyAfterSyncNReturned holds every journal sync of a
+// running runner until the test releases it, while producers keep enqueueing and attempts keep
+// ending: the owner takes that work into the engine during each flight, but the journal's
+// log of writes and syncs must alternate (write, sync began, sync returned, write, ...): no
+// write while a sync is in flight. It also checks that the commands sent during a flight were
+// taken into the engine then (none left queued behind the fsync) and that every job settled.
+func TestPipelinedCommitWritesBatchNPlus1OnlyAfterSyncNReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateFS()
+		const jobs, producers = 60, 6
+		var mu sync.Mutex
+		settled := 0
+		cfg := Config{Capacity: 4, OnSettled: func(Settled) { mu.Lock(); settled++; mu.Unlock() }}
+		r := openOn(t, g, cfg, func(ctx context.Context, j Job[string]) Outcome {
+			time.Sleep(time.Millisecond)
+			return Succeeded()
+		})
+		g.mu.Lock()
+		g.gated, g.log = true, nil
+		g.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- r.Run(ctx) }()
+		var wg sync.WaitGroup
+		enqueued := 0
+		for p := range producers {
+			wg.Go(func() {
+				for i := p; i < jobs; i += producers {
+					if _, err := r.Enqueue(ctx, time.Time{}, "t", "x"); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					enqueued++
+					mu.Unlock()
+				}
+			})
+		}
+		flights, prepared := 0, 0
+		for {
+			synctest.Wait()
+			g.mu.Lock()
+			inFlight := len(g.log) > 0 && g.log[len(g.log)-1] == "sync<"
+			if err := checkWriteSyncOrder(g.log); err != nil {
+				g.mu.Unlock()
+				t.Fatal(err)
+			}
+			g.mu.Unlock()
+			mu.Lock()
+			done := settled == jobs
+			mu.Unlock()
+			if done {
+				break
+			}
+			if !inFlight {
+				// Nothing in flight and not done: only a handler's sleep is pending.
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			flights++
+			mu.Lock()
+			if enqueued < jobs {
+				// Producers are waiting for acknowledgements: their commands must have been
+				// taken into the engine during this flight, not left queued behind the fsync.
+				if n := len(r.cmds); n != 0 {
+					t.Errorf("%d commands left queued while a sync was in flight", n)
+				}
+				prepared++
+			}
+			mu.Unlock()
+			g.gate <- struct{}{}
+		}
+		wg.Wait()
+		g.mu.Lock()
+		g.gated = false
+		g.mu.Unlock()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkWriteSyncOrder(g.log); err != nil {
+			t.Fatal(err)
+		}
+		// Group commit while a sync was held: far fewer batches than the 60 enqueues, 60
+		// starts and 60 ends.
+		if flights == 0 || flights > jobs || prepared == 0 {
+			t.Errorf("%d batches for %d jobs, %d of them with commands prepared during the flight", flights, jobs, prepared)
+		}
+	})
+}
+
+// TestPipelinedAttemptStartsOnlyAfterItsStartedRecordIsSynced checks, inside every handler,
+// that the journal as of its last sync already holds the attempt: replayed, the job is running
+// with this attempt's number. Each sync is held until the test releases it, so records of the
+// next batch (Started ones among them) are prepared while it is in flight; a handler that
+// started from an unsynced record would see the job waiting, or at an earlier attempt.
+func TestPipelinedAttemptStartsOnlyAfterItsStartedRecordIsSynced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateFS()
+		const jobs = 24
+		var mu sync.Mutex
+		var bad []string
+		starts, settled := 0, 0
+		cfg := Config{Capacity: 3, Policy: Policy{Attempts: 3, Base: time.Millisecond, Cap: time.Millisecond},
+			OnSettled: func(Settled) { mu.Lock(); settled++; mu.Unlock() }}
+		r := openOn(t, g, cfg, func(ctx context.Context, j Job[string]) Outcome {
+			s, err := g.syncedState()
+			mu.Lock()
+			defer mu.Unlock()
+			starts++
+			found := false
+			for _, sj := range s.Jobs {
+				if sj.ID == j.ID {
+					found = true
+					if sj.State != runner.Running || sj.Attempts != j.Attempt {
+						bad = append(bad, fmt.Sprintf("job %d attempt %d started; synced journal: %v attempts %d", j.ID, j.Attempt, sj.State, sj.Attempts))
+					}
+				}
+			}
+			if err != nil || !found {
+				bad = append(bad, fmt.Sprintf("job %d attempt %d started; synced journal lacks it (%v)", j.ID, j.Attempt, err))
+			}
+			if j.ID%2 == 0 && j.Attempt == 1 {
+				return Failed(errors.New("once"), true) // a retry: its Started shares later batches
+			}
+			return Succeeded()
+		})
+		g.mu.Lock()
+		g.gated = true
+		g.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- r.Run(ctx) }()
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range jobs / 4 {
+					if _, err := r.Enqueue(ctx, time.Time{}, "t", "x"); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		for {
+			synctest.Wait()
+			g.mu.Lock()
+			inFlight := len(g.log) > 0 && g.log[len(g.log)-1] == "sync<"
+			g.mu.Unlock()
+			mu.Lock()
+			done := settled == jobs
+			mu.Unlock()
+			if done {
+				break
+			}
+			if !inFlight {
+				time.Sleep(time.Millisecond) // a retry's backoff
+				continue
+			}
+			g.gate <- struct{}{}
+		}
+		wg.Wait()
+		g.mu.Lock()
+		g.gated = false
+		g.mu.Unlock()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if want := jobs + jobs/2; starts != want {
+			t.Errorf("%d attempts started, want %d", starts, want)
+		}
+		for _, b := range bad {
+			t.Error(b)
+		}
+	})
+}
