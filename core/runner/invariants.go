@@ -18,24 +18,22 @@ func (m *Machine) checkInvariants() error {
 	if err := m.checkSchedules(); err != nil {
 		return err
 	}
-	ids := make([]uint64, 0, len(m.jobs))
-	for id := range m.jobs {
-		ids = append(ids, id)
+	// order holds every filed job once, ascending by id: as many as are filed, each filed
+	// under its own id, ids strictly ascending (so no job twice and none missing). Checked
+	// without sorting the ids: the simulator runs this after every commit.
+	if len(m.order) != len(m.jobs) {
+		return fmt.Errorf("runner: %d jobs in order, %d filed", len(m.order), len(m.jobs))
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	if len(m.order) != len(ids) {
-		return fmt.Errorf("runner: %d jobs in order, %d filed", len(m.order), len(ids))
-	}
-	for i, id := range ids {
-		if m.order[i] != m.jobs[id] {
-			return fmt.Errorf("runner: order holds job %d where job %d belongs", m.order[i].ID, id)
+	for i, j := range m.order {
+		if m.jobs[j.ID] != j || i > 0 && m.order[i-1].ID >= j.ID {
+			return fmt.Errorf("runner: order holds job %d at %d, out of id order or not filed under its id", j.ID, i)
 		}
 	}
 	waiting := 0
 	var counts [Cancelled + 1]int
 	deferred, held, indexed := 0, 0, 0
-	for _, id := range ids {
-		j := m.jobs[id]
+	for _, j := range m.order {
+		id := j.ID
 		// A running job runs an attempt of its policy's, which holds a unit of the pool
 		// (replay restores running jobs without their units).
 		_, unit := m.inflight[Token{id, j.Attempts}]
