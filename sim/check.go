@@ -120,6 +120,8 @@ type Checker struct {
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap
 
+	idx invCache // invariant name to index, without hashing the name (inv)
+
 	syncDelay  time.Duration // the drawn sync delay (SetSyncDelay)
 	liveFrom   time.Duration // the liveness phase's start (BeginLiveness)
 	restartMax time.Duration
@@ -154,9 +156,32 @@ func (c *Checker) ChecksTotal() int {
 	return n
 }
 
+// invCache remembers which index each invariant name has, in a small table indexed by a few of
+// the name's bytes: the checks run after every step, and a map lookup hashed the whole name
+// each time. The names are constants, so a hit compares a string with itself.
+type invCache [64]struct {
+	name string
+	i    int
+}
+
+// inv returns name's index in Invariants (0 for an unknown name, as invIndex does).
+func (c *Checker) inv(name string) int {
+	n := len(name)
+	if n == 0 {
+		return invIndex[name]
+	}
+	e := &c.idx[(n*31+int(name[0])*7+int(name[n/2])*3+int(name[n-1]))&63]
+	if e.name == name {
+		return e.i
+	}
+	i := invIndex[name]
+	e.name, e.i = name, i
+	return i
+}
+
 // check counts one check of name and records a violation when ok is false. It returns ok.
 func (c *Checker) check(name string, ok bool, format string, args ...any) bool {
-	i := invIndex[name]
+	i := c.inv(name)
 	c.checks[i]++
 	if !ok && c.v == nil && (c.muted == nil || !c.muted[i]) {
 		c.v = &Violation{Invariant: name, At: c.now, Detail: fmt.Sprintf(format, args...)}

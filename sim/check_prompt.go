@@ -60,7 +60,7 @@ func (c *Checker) mute(names ...string) {
 
 // pass counts one check of name that held, without building its detail (the promptness checks
 // run after every step).
-func (c *Checker) pass(name string) { c.checks[invIndex[name]]++ }
+func (c *Checker) pass(name string) { c.checks[c.inv(name)]++ }
 
 // NodeStopping: node's graceful stop began (admission off): nothing new need start.
 func (c *Checker) NodeStopping(node int) {
