@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -120,8 +121,6 @@ type Checker struct {
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap
 
-	idx invCache // invariant name to index, without hashing the name (inv)
-
 	syncDelay  time.Duration // the drawn sync delay (SetSyncDelay)
 	liveFrom   time.Duration // the liveness phase's start (BeginLiveness)
 	restartMax time.Duration
@@ -156,27 +155,61 @@ func (c *Checker) ChecksTotal() int {
 	return n
 }
 
-// invCache remembers which index each invariant name has, in a small table indexed by a few of
-// the name's bytes: the checks run after every step, and a map lookup hashed the whole name
-// each time. The names are constants, so a hit compares a string with itself.
-type invCache [64]struct {
-	name string
-	i    int
+// invTable finds an invariant's index without hashing its whole name (the checks run after
+// every step, and a map lookup per check was 4% of a sweep): a table indexed by a few of the
+// name's bytes, mixed with a multiplier chosen at first use so that no two names share a slot.
+// The names are constants, so a hit compares a string with itself.
+var invTable struct {
+	once  sync.Once
+	mult  int
+	slots [256]struct {
+		name string
+		i    int
+	}
+}
+
+func invSlot(name string, mult int) int {
+	n := len(name)
+	h := n
+	for _, c := range [...]byte{name[0], name[n/2], name[n-1], name[(n-1)/3], name[2*(n-1)/3]} {
+		h = h*mult + int(c)
+	}
+	return h & 255
+}
+
+func buildInvTable() {
+	for mult := 3; mult < 1<<16; mult += 2 {
+		var used [256]bool
+		ok := true
+		for _, inv := range Invariants {
+			k := invSlot(inv.Name, mult)
+			if used[k] {
+				ok = false
+				break
+			}
+			used[k] = true
+		}
+		if ok {
+			invTable.mult = mult
+			for i, inv := range Invariants {
+				e := &invTable.slots[invSlot(inv.Name, mult)]
+				e.name, e.i = inv.Name, i
+			}
+			return
+		}
+	}
+	// No multiplier separates them: every lookup goes to invIndex.
 }
 
 // inv returns name's index in Invariants (0 for an unknown name, as invIndex does).
 func (c *Checker) inv(name string) int {
-	n := len(name)
-	if n == 0 {
-		return invIndex[name]
+	invTable.once.Do(buildInvTable)
+	if len(name) > 0 && invTable.mult != 0 {
+		if e := &invTable.slots[invSlot(name, invTable.mult)]; e.name == name {
+			return e.i
+		}
 	}
-	e := &c.idx[(n*31+int(name[0])*7+int(name[n/2])*3+int(name[n-1]))&63]
-	if e.name == name {
-		return e.i
-	}
-	i := invIndex[name]
-	e.name, e.i = name, i
-	return i
+	return invIndex[name]
 }
 
 // check counts one check of name and records a violation when ok is false. It returns ok.
