@@ -222,6 +222,16 @@ func (c *Checker) check(name string, ok bool, format string, args ...any) bool {
 	return ok
 }
 
+// holds counts one check of name that held, when ok; a caller that gets false reports the
+// violation with check(name, false, ...). The checks run after every step: this way a passing
+// check builds no arguments for its failure's message (boxing them allocated on every call).
+func (c *Checker) holds(name string, ok bool) bool {
+	if ok {
+		c.checks[c.inv(name)]++
+	}
+	return ok
+}
+
 // Fail records a violation found outside the checker's model (a machine's own invariants, an
 // open that should have refused).
 func (c *Checker) Fail(name, format string, args ...any) {
