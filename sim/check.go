@@ -129,6 +129,7 @@ type Checker struct {
 
 // NewChecker returns an empty model.
 func NewChecker() *Checker {
+	invTable.once.Do(buildInvTable) // here, not at init: the fleet's invariants join at init
 	return &Checker{
 		checks:   make([]int, len(Invariants)),
 		nodes:    make(map[int]*nodeModel),
@@ -157,7 +158,8 @@ func (c *Checker) ChecksTotal() int {
 
 // invTable finds an invariant's index without hashing its whole name (the checks run after
 // every step, and a map lookup per check was 4% of a sweep): a table indexed by a few of the
-// name's bytes, mixed with a multiplier chosen at first use so that no two names share a slot.
+// name's bytes, mixed with a multiplier chosen by the first NewChecker so that no two names
+// share a slot.
 // The names are constants, so a hit compares a string with itself.
 var invTable struct {
 	once  sync.Once
@@ -170,11 +172,9 @@ var invTable struct {
 
 func invSlot(name string, mult int) int {
 	n := len(name)
-	h := n
-	for _, c := range [...]byte{name[0], name[n/2], name[n-1], name[(n-1)/3], name[2*(n-1)/3]} {
-		h = h*mult + int(c)
-	}
-	return h & 255
+	h := (n*mult+int(name[0]))*mult + int(name[n/2])
+	h = (h*mult+int(name[n-1]))*mult + int(name[(n-1)/3])
+	return (h*mult + int(name[2*(n-1)/3])) & 255
 }
 
 func buildInvTable() {
@@ -203,7 +203,6 @@ func buildInvTable() {
 
 // inv returns name's index in Invariants (0 for an unknown name, as invIndex does).
 func (c *Checker) inv(name string) int {
-	invTable.once.Do(buildInvTable)
 	if len(name) > 0 && invTable.mult != 0 {
 		if e := &invTable.slots[invSlot(name, invTable.mult)]; e.name == name {
 			return e.i
