@@ -383,7 +383,10 @@ func (p *workerProc) perform(rd worker.Ready) {
 	// The effects as core renders them, one trace line each (handler starts are traced as
 	// "handle" lines, with their drawn duration and outcome, by startHandler).
 	if len(rd.Cancel)+len(rd.Changes)+len(rd.Deletes)+len(rd.Start) > 0 || rd.AbandonReceive != 0 || rd.Receive != nil {
-		for _, line := range strings.Split(strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), "\n") {
+		// Line by line as strings.Split would give them, without its slice (every step).
+		for s, more := strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), true; more; {
+			var line string
+			line, s, more = strings.Cut(s, "\n")
 			if !strings.HasPrefix(line, "start ") {
 				w.trace(p.name, line)
 			}
