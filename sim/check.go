@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -128,6 +129,7 @@ type Checker struct {
 
 // NewChecker returns an empty model.
 func NewChecker() *Checker {
+	invTable.once.Do(buildInvTable) // here, not at init: the fleet's invariants join at init
 	return &Checker{
 		checks:   make([]int, len(Invariants)),
 		nodes:    make(map[int]*nodeModel),
@@ -154,12 +156,77 @@ func (c *Checker) ChecksTotal() int {
 	return n
 }
 
+// invTable finds an invariant's index without hashing its whole name (the checks run after
+// every step, and a map lookup per check was 4% of a sweep): a table indexed by a few of the
+// name's bytes, mixed with a multiplier chosen by the first NewChecker so that no two names
+// share a slot.
+// The names are constants, so a hit compares a string with itself.
+var invTable struct {
+	once  sync.Once
+	mult  int
+	slots [256]struct {
+		name string
+		i    int
+	}
+}
+
+func invSlot(name string, mult int) int {
+	n := len(name)
+	h := (n*mult+int(name[0]))*mult + int(name[n/2])
+	h = (h*mult+int(name[n-1]))*mult + int(name[(n-1)/3])
+	return (h*mult + int(name[2*(n-1)/3])) & 255
+}
+
+func buildInvTable() {
+	for mult := 3; mult < 1<<16; mult += 2 {
+		var used [256]bool
+		ok := true
+		for _, inv := range Invariants {
+			k := invSlot(inv.Name, mult)
+			if used[k] {
+				ok = false
+				break
+			}
+			used[k] = true
+		}
+		if ok {
+			invTable.mult = mult
+			for i, inv := range Invariants {
+				e := &invTable.slots[invSlot(inv.Name, mult)]
+				e.name, e.i = inv.Name, i
+			}
+			return
+		}
+	}
+	// No multiplier separates them: every lookup goes to invIndex.
+}
+
+// inv returns name's index in Invariants (0 for an unknown name, as invIndex does).
+func (c *Checker) inv(name string) int {
+	if len(name) > 0 && invTable.mult != 0 {
+		if e := &invTable.slots[invSlot(name, invTable.mult)]; e.name == name {
+			return e.i
+		}
+	}
+	return invIndex[name]
+}
+
 // check counts one check of name and records a violation when ok is false. It returns ok.
 func (c *Checker) check(name string, ok bool, format string, args ...any) bool {
-	i := invIndex[name]
+	i := c.inv(name)
 	c.checks[i]++
 	if !ok && c.v == nil && (c.muted == nil || !c.muted[i]) {
 		c.v = &Violation{Invariant: name, At: c.now, Detail: fmt.Sprintf(format, args...)}
+	}
+	return ok
+}
+
+// holds counts one check of name that held, when ok; a caller that gets false reports the
+// violation with check(name, false, ...). The checks run after every step: this way a passing
+// check builds no arguments for its failure's message (boxing them allocated on every call).
+func (c *Checker) holds(name string, ok bool) bool {
+	if ok {
+		c.checks[c.inv(name)]++
 	}
 	return ok
 }

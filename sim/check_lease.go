@@ -58,7 +58,9 @@ func (c *Checker) Received(worker int, msg, receipt string, t0 time.Duration) {
 // HandlerStarted: worker started the handler for receipt's message.
 func (c *Checker) HandlerStarted(receipt string) {
 	m := c.receipt(receipt)
-	c.check(InvLeaseNoCallAfter, !m.dropped, "handler started for dropped receipt %s", receipt)
+	if !c.holds(InvLeaseNoCallAfter, !m.dropped) {
+		c.check(InvLeaseNoCallAfter, false, "handler started for dropped receipt %s", receipt)
+	}
 	for _, other := range c.working {
 		o := c.receipts[other]
 		if o.msg == m.msg && !o.dropped {
@@ -101,19 +103,28 @@ func (c *Checker) DispositionBegan(receipt string) {
 // RenewSent: a renewal of receipt asking for requested left the worker at now.
 func (c *Checker) RenewSent(receipt string, requested time.Duration) {
 	m := c.receipt(receipt)
-	c.check(InvLeaseNoCallAfter, !m.dropped && !m.dead, "renewal of receipt %s sent after it was dropped", receipt)
-	c.check(InvLeaseNoRenewAfter, !m.began, "renewal of receipt %s sent after its disposition began", receipt)
-	c.check(InvLeaseNoCallAfter, m.dispositions == 0, "renewal of receipt %s sent after its disposition call", receipt)
+	if !c.holds(InvLeaseNoCallAfter, !m.dropped && !m.dead) {
+		c.check(InvLeaseNoCallAfter, false, "renewal of receipt %s sent after it was dropped", receipt)
+	}
+	if !c.holds(InvLeaseNoRenewAfter, !m.began) {
+		c.check(InvLeaseNoRenewAfter, false, "renewal of receipt %s sent after its disposition began", receipt)
+	}
+	if !c.holds(InvLeaseNoCallAfter, m.dispositions == 0) {
+		c.check(InvLeaseNoCallAfter, false, "renewal of receipt %s sent after its disposition call", receipt)
+	}
 	left := m.t0 + c.lease.Ceiling - c.now
 	want := c.lease.Window
 	if left < want {
 		want = left / time.Second * time.Second
 	}
 	if left < time.Second {
-		c.check(InvLeaseRequestExact, false, "renewal of receipt %s sent with %s left before its ceiling (under 1 s)", receipt, left)
+		c.check(InvLeaseRequestExact, false, "renewal of receipt %s sent with %s left before its ceiling (under 1 s)",
+			receipt, left)
 	} else {
-		c.check(InvLeaseRequestExact, requested == want, "renewal of receipt %s asked for %s, request(now) = %s (t0 %s, W %s, C %s)",
-			receipt, requested, want, Offset(m.t0), c.lease.Window, c.lease.Ceiling)
+		if !c.holds(InvLeaseRequestExact, requested == want) {
+			c.check(InvLeaseRequestExact, false, "renewal of receipt %s asked for %s, request(now) = %s (t0 %s, W %s, C %s)",
+				receipt, requested, want, Offset(m.t0), c.lease.Window, c.lease.Ceiling)
+		}
 	}
 	c.renewSent(receipt, m, requested)
 	m.renewing++
@@ -131,10 +142,17 @@ func (c *Checker) RenewReplied(receipt string, err error) {
 // DispositionSent: a disposition call (delete, release, terminal backoff) for receipt left the worker.
 func (c *Checker) DispositionSent(receipt string, op string) {
 	m := c.receipt(receipt)
-	c.check(InvLeaseNoCallAfter, !m.dropped && !m.dead, "%s of receipt %s sent after it was dropped", op, receipt)
-	c.check(InvSingleDisposition, m.dispositions == 0 || m.retryOK, "%s of receipt %s is its disposition number %d", op, receipt, m.dispositions+1)
+	if !c.holds(InvLeaseNoCallAfter, !m.dropped && !m.dead) {
+		c.check(InvLeaseNoCallAfter, false, "%s of receipt %s sent after it was dropped", op, receipt)
+	}
+	if !c.holds(InvSingleDisposition, m.dispositions == 0 || m.retryOK) {
+		c.check(InvSingleDisposition, false, "%s of receipt %s is its disposition number %d", op, receipt, m.dispositions+1)
+	}
 	m.retryOK = false
-	c.check(InvLeaseNoOverlap, m.renewing == 0, "%s of receipt %s sent while %d renewal(s) of it are in flight", op, receipt, m.renewing)
+	if !c.holds(InvLeaseNoOverlap, m.renewing == 0) {
+		c.check(InvLeaseNoOverlap, false, "%s of receipt %s sent while %d renewal(s) of it are in flight",
+			op, receipt, m.renewing)
+	}
 	m.dispositions++
 }
 
@@ -146,8 +164,10 @@ func (c *Checker) DispositionFailed(receipt string) { c.receipt(receipt).retryOK
 // families (SetHiddenSlack) an arrival may be delivered up to the slack late, beyond the
 // latency bound: the call was sent in time, the world held it.
 func (c *Checker) CallAtQueue(receipt string, stop time.Duration) {
-	c.check(InvCallWithinLease, c.now <= stop+c.hiddenSlack, "call about receipt %s reached the queue at %s, after its stop point %s (timing slack %s)",
-		receipt, Offset(c.now), Offset(stop), c.hiddenSlack)
+	if !c.holds(InvCallWithinLease, c.now <= stop+c.hiddenSlack) {
+		c.check(InvCallWithinLease, false, "call about receipt %s reached the queue at %s, after its stop point %s (timing slack %s)",
+			receipt, Offset(c.now), Offset(stop), c.hiddenSlack)
+	}
 }
 
 // Dropped: the worker gave receipt up (lost lease, gone, fatal, margin reached).
@@ -228,6 +248,8 @@ func (c *Checker) CheckHiddenUntilEnd(receipt string, hidden bool) {
 	if !hidden && c.hiddenSlack > 0 {
 		hidden = !m.visible || c.now-m.visibleSince <= c.hiddenSlack
 	}
-	c.check(InvHiddenWhileWork, hidden, "handler of message %s (receipt %s, worker %d) ran until %s, after the message became visible at the queue",
-		m.msg, receipt, m.worker, Offset(c.now))
+	if !c.holds(InvHiddenWhileWork, hidden) {
+		c.check(InvHiddenWhileWork, false, "handler of message %s (receipt %s, worker %d) ran until %s, after the message became visible at the queue",
+			m.msg, receipt, m.worker, Offset(c.now))
+	}
 }

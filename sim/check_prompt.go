@@ -60,7 +60,7 @@ func (c *Checker) mute(names ...string) {
 
 // pass counts one check of name that held, without building its detail (the promptness checks
 // run after every step).
-func (c *Checker) pass(name string) { c.checks[invIndex[name]]++ }
+func (c *Checker) pass(name string) { c.checks[c.inv(name)]++ }
 
 // NodeStopping: node's graceful stop began (admission off): nothing new need start.
 func (c *Checker) NodeStopping(node int) {
@@ -125,7 +125,7 @@ func (n *nodeModel) kindFull(kind string) bool {
 // admits it; never when there is none.
 func (c *Checker) runnerDue(n *nodeModel) {
 	n.dirty = false
-	n.dueBy, n.dueInv, n.dueWhy = never, "", ""
+	n.dueBy, n.dueInv, n.dueWhy = never, "", dueWhy{}
 	if !n.up || n.stopping || n.running >= n.p.Capacity {
 		return
 	}
@@ -158,10 +158,22 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		t := max(due, w.since, from, n.freeSince, n.kindFreeSince[j.kind])
 		if t < n.dueBy {
 			n.dueBy, n.dueInv = t, inv
-			n.dueWhy = fmt.Sprintf("job %d (%s, attempts %d, due %s, model due %s, waiting since %s, target %s admitting since %s, a unit free since %s)",
-				v.ID, v.State, v.Attempts, Offset(v.Due), Offset(due), Offset(w.since), v.Target, Offset(from), Offset(n.freeSince))
+			n.dueWhy = dueWhy{v, due, w.since, from, n.freeSince}
 		}
 	}
+}
+
+// dueWhy is what a node's obligation comes from, rendered only when it is missed (runnerDue
+// runs after every step that changed the node's model).
+type dueWhy struct {
+	v                      JobView
+	due, since, from, free time.Duration
+}
+
+func (d dueWhy) String() string {
+	v := d.v
+	return fmt.Sprintf("job %d (%s, attempts %d, due %s, model due %s, waiting since %s, target %s admitting since %s, a unit free since %s)",
+		v.ID, v.State, v.Attempts, Offset(v.Due), Offset(d.due), Offset(d.since), v.Target, Offset(d.from), Offset(d.free))
 }
 
 // CheckPrompt checks every runner node's obligation at now (after every step).
@@ -182,7 +194,7 @@ func (c *Checker) CheckPrompt() {
 			continue
 		}
 		c.check(n.dueInv, false, "node %d: nothing started by %s (one commit cycle %s after %s): %s",
-			id, Offset(n.dueBy+c.cycle()), c.cycle(), Offset(n.dueBy), n.dueWhy)
+			id, Offset(n.dueBy+c.cycle()), c.cycle(), Offset(n.dueBy), n.dueWhy.String())
 	}
 }
 

@@ -141,7 +141,7 @@ type nodeModel struct {
 	dirty     bool // dueBy must be recomputed
 	dueBy     time.Duration
 	dueInv    string
-	dueWhy    string
+	dueWhy    dueWhy
 
 	// The liveness phase's critical path (bound.go).
 	work time.Duration // handler time of the phase's attempts
@@ -212,8 +212,10 @@ func (c *Checker) JobOptions(node int, id uint64, kind, unique string) {
 	}
 	key := kind + "/" + unique
 	w, ok := c.node(node).windows[key]
-	c.check(InvUniqueRespected, !ok || w.id == id || c.now >= w.until,
-		"node %d appended job %d with unique key %q at %s, inside job %d's window until %s", node, id, key, Offset(c.now), w.id, Offset(w.until))
+	if !c.holds(InvUniqueRespected, !ok || w.id == id || c.now >= w.until) {
+		c.check(InvUniqueRespected, false, "node %d appended job %d with unique key %q at %s, inside job %d's window until %s",
+			node, id, key, Offset(c.now), w.id, Offset(w.until))
+	}
 }
 
 func (c *Checker) node(node int) *nodeModel {
@@ -243,7 +245,8 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 // JobAcked: node's runner acknowledged the enqueue of id (it is durable).
 func (c *Checker) JobAcked(node int, id uint64) {
 	j := c.jobs[jobKey{node, id}]
-	if !c.check(InvNoPhantom, j != nil, "node %d acknowledged job %d that was never appended", node, id) {
+	if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d acknowledged job %d that was never appended",
+		node, id) {
 		return
 	}
 	j.acked = true
@@ -268,23 +271,38 @@ func (c *Checker) RetryAcked(node int, id uint64, at time.Duration) {
 func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	n := c.node(node)
 	j := c.jobs[jobKey{node, id}]
-	if !c.check(InvNoPhantom, j != nil, "node %d started job %d that was never appended", node, id) {
+	if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d started job %d that was never appended",
+		node, id) {
 		return
 	}
-	c.check(InvSingleRun, !j.running, "node %d started job %d attempt %d while attempt %d runs", node, id, attempt, j.attempt)
-	c.check(InvNoRestartTerminal, j.terminal == "" && !j.cancelled,
-		"node %d started job %d attempt %d after it was %s", node, id, attempt, terminalOrCancelled(j))
-	c.check(InvAttemptsMax, attempt >= 1 && attempt <= n.p.Attempts,
-		"node %d started job %d attempt %d, policy allows %d", node, id, attempt, n.p.Attempts)
+	if !c.holds(InvSingleRun, !j.running) {
+		c.check(InvSingleRun, false, "node %d started job %d attempt %d while attempt %d runs", node, id, attempt, j.attempt)
+	}
+	if !c.holds(InvNoRestartTerminal, j.terminal == "" && !j.cancelled) {
+		c.check(InvNoRestartTerminal, false, "node %d started job %d attempt %d after it was %s",
+			node, id, attempt, terminalOrCancelled(j))
+	}
+	if !c.holds(InvAttemptsMax, attempt >= 1 && attempt <= n.p.Attempts) {
+		c.check(InvAttemptsMax, false, "node %d started job %d attempt %d, policy allows %d",
+			node, id, attempt, n.p.Attempts)
+	}
 	late := n.p.Deadline > 0 && c.now >= j.firstDue+n.p.Deadline
-	c.check(InvNoStartAfterLate, !late, "node %d started job %d attempt %d at %s, deadline %s (first due %s + %s)",
-		node, id, attempt, Offset(c.now), Offset(j.firstDue+n.p.Deadline), Offset(j.firstDue), n.p.Deadline)
-	c.check(InvNoStartBeforeDue, c.now >= j.due, "node %d started job %d attempt %d at %s, before its due %s",
-		node, id, attempt, Offset(c.now), Offset(j.due))
-	c.check(InvCapacity, n.running+1 <= n.p.Capacity, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)
+	if !c.holds(InvNoStartAfterLate, !late) {
+		c.check(InvNoStartAfterLate, false, "node %d started job %d attempt %d at %s, deadline %s (first due %s + %s)",
+			node, id, attempt, Offset(c.now), Offset(j.firstDue+n.p.Deadline), Offset(j.firstDue), n.p.Deadline)
+	}
+	if !c.holds(InvNoStartBeforeDue, c.now >= j.due) {
+		c.check(InvNoStartBeforeDue, false, "node %d started job %d attempt %d at %s, before its due %s",
+			node, id, attempt, Offset(c.now), Offset(j.due))
+	}
+	if !c.holds(InvCapacity, n.running+1 <= n.p.Capacity) {
+		c.check(InvCapacity, false, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)
+	}
 	if l := n.p.KindLimits[j.kind]; l > 0 {
-		c.check(InvKindLimit, n.kindRunning[j.kind]+1 <= l, "node %d runs %d attempts of kind %q at once, limit %d (job %d attempt %d)",
-			node, n.kindRunning[j.kind]+1, j.kind, l, id, attempt)
+		if !c.holds(InvKindLimit, n.kindRunning[j.kind]+1 <= l) {
+			c.check(InvKindLimit, false, "node %d runs %d attempts of kind %q at once, limit %d (job %d attempt %d)",
+				node, n.kindRunning[j.kind]+1, j.kind, l, id, attempt)
+		}
 	}
 
 	b := n.breaker(j.target)
@@ -437,9 +455,10 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 			j.released = nil
 			// A user's Cancel that reached the commit first wins: the job is cancelled, and
 			// nothing is spent on it either way.
-			c.check(InvStopSpendsNothing, v.State == "cancelled" || v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due,
-				"node %d: attempt %d of job %d was cut by a graceful stop, but the job is %v (want waiting, attempts=%d, due=%s)",
-				node, r.attempt, v.ID, v, r.attempt-1, Offset(r.due))
+			if !c.holds(InvStopSpendsNothing, v.State == "cancelled" || v.State == "waiting" && v.Attempts == r.attempt-1 && v.Due == r.due) {
+				c.check(InvStopSpendsNothing, false, "node %d: attempt %d of job %d was cut by a graceful stop, but the job is %v (want waiting, attempts=%d, due=%s)",
+					node, r.attempt, v.ID, v, r.attempt-1, Offset(r.due))
+			}
 		}
 		if v.State == "waiting" || v.State == "running" {
 			// A running job shows the due it started at: the one a stop gives it back, even when
@@ -462,9 +481,10 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 					// breaker in the same commit and was deferred: later, never earlier.
 					hi = max(hi, v.Due-f.at)
 				}
-				c.check(InvBackoff, v.Due >= f.at+lo && v.Due <= f.at+hi,
-					"node %d requeued job %d after attempt %d failed at %s to %s: wait %s, want [%s, %s]",
-					node, v.ID, f.attempt, Offset(f.at), Offset(v.Due), v.Due-f.at, lo, hi)
+				if !c.holds(InvBackoff, v.Due >= f.at+lo && v.Due <= f.at+hi) {
+					c.check(InvBackoff, false, "node %d requeued job %d after attempt %d failed at %s to %s: wait %s, want [%s, %s]",
+						node, v.ID, f.attempt, Offset(f.at), Offset(v.Due), v.Due-f.at, lo, hi)
+				}
 			}
 		}
 		if v.State == "waiting" {
@@ -483,7 +503,9 @@ func (c *Checker) JobSettled(node int, id uint64, state string) {
 			// A dead job retried by hand in the same commit has moved on already.
 			j := c.jobs[jobKey{node, id}]
 			again := state == "dead" && j != nil && j.retriedAt == c.now
-			c.check(InvMachine, v.State == state || again, "node %d settled job %d as %s, but it is %v", node, id, state, v)
+			if !c.holds(InvMachine, v.State == state || again) {
+				c.check(InvMachine, false, "node %d settled job %d as %s, but it is %v", node, id, state, v)
+			}
 			return
 		}
 	}
@@ -554,12 +576,14 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	for _, v := range jobs {
 		got[v.ID] = v
 		j := c.jobs[jobKey{node, v.ID}]
-		if !c.check(InvNoPhantom, j != nil, "node %d recovered job %d that was never appended: %v", node, v.ID, v) {
+		if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d recovered job %d that was never appended: %v",
+			node, v.ID, v) {
 			return
 		}
-		c.check(InvNoPhantom, v.Target == j.target && v.Payload == j.payload,
-			"node %d recovered job %d as target %s payload %q, appended as target %s payload %q",
-			node, v.ID, v.Target, v.Payload, j.target, j.payload)
+		if !c.holds(InvNoPhantom, v.Target == j.target && v.Payload == j.payload) {
+			c.check(InvNoPhantom, false, "node %d recovered job %d as target %s payload %q, appended as target %s payload %q",
+				node, v.ID, v.Target, v.Payload, j.target, j.payload)
+		}
 	}
 	keys := make([]jobKey, 0, len(c.jobs))
 	for k := range c.jobs {
@@ -607,9 +631,10 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 		if n.openedAt >= 0 {
 			first = n.openedAt // an earlier, failed open may have journaled the requeue
 		}
-		c.check(InvBackoff, v.Due >= first+lo && v.Due <= c.now+hi,
-			"node %d requeued interrupted job %d (attempt %d) at open %s to %s: wait %s, want [%s, %s] from an open since %s",
-			node, v.ID, v.Attempts, Offset(c.now), Offset(v.Due), v.Due-c.now, lo, hi, Offset(first))
+		if !c.holds(InvBackoff, v.Due >= first+lo && v.Due <= c.now+hi) {
+			c.check(InvBackoff, false, "node %d requeued interrupted job %d (attempt %d) at open %s to %s: wait %s, want [%s, %s] from an open since %s",
+				node, v.ID, v.Attempts, Offset(c.now), Offset(v.Due), v.Due-c.now, lo, hi, Offset(first))
+		}
 	}
 	n.live, n.pending = jobs, nil
 	n.openedAt = -1

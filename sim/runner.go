@@ -926,7 +926,7 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 	st := n.e.Status()
 	views := n.views
 	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
-		views = jobViewsAfter(n.views, n.e.State())
+		views = w.liveViews(n.id, n.views, n.e)
 		w.chk.Committed(n.id, views)
 		w.chk.SchedulesCommitted(n.id, n.scheduleViews())
 		n.views, n.durable = views, st.Durable

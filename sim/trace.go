@@ -25,6 +25,11 @@ type Trace struct {
 	buf   []byte
 	err   error
 	Lines int
+
+	// The time prefix of the last line: the events of one instant share it (appendOffset's
+	// digits cost as much as the rest of a line).
+	prefixAt  time.Duration
+	prefixLen int // bytes of buf's first line that are "<time> "; 0: none yet
 }
 
 // NewTrace returns a trace that also writes every line to out when out is not nil.
@@ -34,8 +39,14 @@ func NewTrace(out io.Writer) *Trace {
 
 // Add records one line "<time> <who> <what>"; what is already rendered by the caller.
 func (t *Trace) Add(at time.Duration, who, what string) {
-	b := appendOffset(t.buf[:0], at)
-	b = append(b, ' ')
+	var b []byte
+	if t.prefixLen > 0 && at == t.prefixAt {
+		b = t.buf[:t.prefixLen]
+	} else {
+		b = appendOffset(t.buf[:0], at)
+		b = append(b, ' ')
+		t.prefixAt, t.prefixLen = at, len(b)
+	}
 	b = append(b, who...)
 	b = append(b, ' ')
 	b = append(b, what...)

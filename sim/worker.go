@@ -324,12 +324,12 @@ func (p *workerProc) step(ev worker.Event) {
 	} else {
 		w.chk.Pass(InvMachine)
 	}
-	st := p.e.Status()
-	if st.Err != nil && !p.stopping {
+	fatal := p.e.Err() // Err and Done, not Status: it copies the lease counters' maps
+	if fatal != nil && !p.stopping {
 		// A fatal receive error ends Run (the production driver returns it): the process must
 		// stop by itself, within the grace periods and the calls they leave in flight.
 		p.stopping = true
-		w.trace(p.name, "FATAL "+st.Err.Error())
+		w.trace(p.name, "FATAL "+fatal.Error())
 		w.st.Crashes.Add("worker-fatal", 1)
 		gen, bound := p.gen, 2*w.cfg.Grace+2*w.cfg.Visibility+time.Minute
 		w.loop.After(bound, func() {
@@ -338,7 +338,8 @@ func (p *workerProc) step(ev worker.Event) {
 			}
 		})
 	}
-	if p.stopping && p.up && st.Done && (st.Err == nil || w.mutation != mutIgnoreFatal) {
+	if p.stopping && p.up && p.e.Done() && (fatal == nil || w.mutation != mutIgnoreFatal) {
+		st := p.e.Status()
 		// The machine's counters as core renders them (handlers-abandoned: those that ignore
 		// their cancellation).
 		w.trace(p.name, "stopped: "+strings.TrimSuffix(worker.DescribeStatus(st), "\n"))
@@ -382,7 +383,10 @@ func (p *workerProc) perform(rd worker.Ready) {
 	// The effects as core renders them, one trace line each (handler starts are traced as
 	// "handle" lines, with their drawn duration and outcome, by startHandler).
 	if len(rd.Cancel)+len(rd.Changes)+len(rd.Deletes)+len(rd.Start) > 0 || rd.AbandonReceive != 0 || rd.Receive != nil {
-		for _, line := range strings.Split(strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), "\n") {
+		// Line by line as strings.Split would give them, without its slice (every step).
+		for s, more := strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), true; more; {
+			var line string
+			line, s, more = strings.Cut(s, "\n")
 			if !strings.HasPrefix(line, "start ") {
 				w.trace(p.name, line)
 			}

@@ -68,7 +68,8 @@ type World struct {
 	queueCalls int
 	nodes      []*runnerNode
 	msgs       msgProducer
-	fleet      *fleet // the fleet family (fleet.go)
+	fleet      *fleet            // the fleet family (fleet.go)
+	views      map[int]*viewBufs // each node's job-view buffers (views.go)
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
@@ -232,7 +233,7 @@ func (w *World) perturb() {
 	w.chk.nodes = make(map[int]*nodeModel, 61)
 	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
 	w.chk.receipts = make(map[string]*receiptModel, 2003)
-	w.tr.buf = make([]byte, 0, 4093)
+	w.tr.buf, w.tr.prefixLen = make([]byte, 0, 4093), 0
 	w.pollers = make([]*longPoll, 0, 37)
 }
 

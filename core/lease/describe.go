@@ -2,41 +2,72 @@ package lease
 
 import (
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 )
 
 // Describe renders r and the machine's next wake (zero: none) deterministically, with times
-// as offsets from epoch, one effect a line.
+// as offsets from epoch, one effect a line. (The simulator renders every step with it, so it
+// appends instead of going through fmt.)
 func Describe(r Ready, wake, epoch time.Time) string {
-	var b strings.Builder
+	b := make([]byte, 0, 128)
 	for _, c := range r.Cancel {
-		fmt.Fprintf(&b, "cancel %s (%s)\n", c.Receipt, c.Reason)
+		b = append(b, "cancel "...)
+		b = append(b, c.Receipt...)
+		b = append(b, " ("...)
+		b = append(b, c.Reason.String()...)
+		b = append(b, ")\n"...)
 	}
 	for _, c := range r.Changes {
-		fmt.Fprintf(&b, "%s call=%d", c.Purpose, c.Call)
+		b = append(b, c.Purpose.String()...)
+		b = append(b, " call="...)
+		b = strconv.AppendUint(b, uint64(c.Call), 10)
 		for _, e := range c.Entries {
-			fmt.Fprintf(&b, " %s=%v", e.Receipt, e.Timeout)
+			b = append(b, ' ')
+			b = append(b, e.Receipt...)
+			b = append(b, '=')
+			b = append(b, e.Timeout.String()...)
 		}
-		fmt.Fprintf(&b, " until=%s\n", Offset(c.Deadline, epoch))
+		b = append(b, " until="...)
+		b = AppendOffset(b, c.Deadline, epoch)
+		b = append(b, '\n')
 	}
 	for _, d := range r.Deletes {
-		fmt.Fprintf(&b, "delete call=%d %s until=%s\n", d.Call, strings.Join(d.Receipts, " "), Offset(d.Deadline, epoch))
+		b = append(b, "delete call="...)
+		b = strconv.AppendUint(b, uint64(d.Call), 10)
+		b = append(b, ' ')
+		for i, rc := range d.Receipts {
+			if i > 0 {
+				b = append(b, ' ')
+			}
+			b = append(b, rc...)
+		}
+		b = append(b, " until="...)
+		b = AppendOffset(b, d.Deadline, epoch)
+		b = append(b, '\n')
 	}
 	for _, id := range r.Abandon {
-		fmt.Fprintf(&b, "abandon call=%d\n", id)
+		b = append(b, "abandon call="...)
+		b = strconv.AppendUint(b, uint64(id), 10)
+		b = append(b, '\n')
 	}
 	for _, e := range r.Ended {
 		if e.Err != nil {
-			fmt.Fprintf(&b, "ended %s %s err=%v\n", e.Receipt, e.Kind, e.Err)
+			b = fmt.Appendf(b, "ended %s %s err=%v\n", e.Receipt, e.Kind, e.Err)
 		} else {
-			fmt.Fprintf(&b, "ended %s %s\n", e.Receipt, e.Kind)
+			b = append(b, "ended "...)
+			b = append(b, e.Receipt...)
+			b = append(b, ' ')
+			b = append(b, e.Kind.String()...)
+			b = append(b, '\n')
 		}
 	}
 	if !wake.IsZero() {
-		fmt.Fprintf(&b, "wake %s\n", Offset(wake, epoch))
+		b = append(b, "wake "...)
+		b = AppendOffset(b, wake, epoch)
+		b = append(b, '\n')
 	}
-	return b.String()
+	return string(b)
 }
 
 // Offset renders t as "+d" from epoch (d in Go duration syntax), or "-d" before it.
@@ -46,6 +77,18 @@ func Offset(t, epoch time.Time) string {
 		return "-" + (-d).String()
 	}
 	return "+" + d.String()
+}
+
+// AppendOffset appends Offset(t, epoch) to b.
+func AppendOffset(b []byte, t, epoch time.Time) []byte {
+	d := t.Sub(epoch)
+	if d < 0 {
+		b = append(b, '-')
+		d = -d
+	} else {
+		b = append(b, '+')
+	}
+	return append(b, d.String()...)
 }
 
 // DescribeLease renders one receipt's state, with times as offsets from epoch.

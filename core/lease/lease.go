@@ -972,6 +972,12 @@ func (m *Machine) Status() Status {
 	return s
 }
 
+// Holding returns Status's Held and Disposing without copying its maps (the worker reads them
+// on every receive and after every step).
+func (m *Machine) Holding() (held, disposing int) {
+	return len(m.receipts) - m.disposing, m.disposing
+}
+
 // WakeAt returns when the machine next needs a Tick (a renewal to send, or a deadline to
 // hold a renewal in flight to), or zero when nothing is scheduled. O(1).
 func (m *Machine) WakeAt() time.Time {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,74 +16,110 @@ func offset(t, epoch time.Time) string {
 	return "+" + d.String()
 }
 
+// appendOffset appends offset(t, epoch) to b.
+func appendOffset(b []byte, t, epoch time.Time) []byte {
+	d := t.Sub(epoch)
+	if d >= 0 {
+		b = append(b, '+')
+	}
+	return append(b, d.String()...)
+}
+
 // DescribeJob renders one job on one line, times as offsets from epoch.
 func DescribeJob(j Job, epoch time.Time) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "job %d target=%s %v", j.ID, j.Target, j.State)
+	return string(appendJob(make([]byte, 0, 96), &j, epoch))
+}
+
+// appendJob appends DescribeJob's line (the simulator traces every job a recovery finds, so
+// this appends instead of going through fmt).
+func appendJob(b []byte, j *Job, epoch time.Time) []byte {
+	b = append(b, "job "...)
+	b = strconv.AppendUint(b, j.ID, 10)
+	b = append(b, " target="...)
+	b = append(b, j.Target...)
+	b = append(b, ' ')
+	b = append(b, j.State.String()...)
 	if j.State == Dead {
-		fmt.Fprintf(&b, "(%v)", j.Reason)
+		b = append(b, '(')
+		b = append(b, j.Reason.String()...)
+		b = append(b, ')')
 	}
 	if j.Deferred {
-		b.WriteString(" deferred")
+		b = append(b, " deferred"...)
 	}
-	fmt.Fprintf(&b, " attempts=%d", j.Attempts)
+	b = append(b, " attempts="...)
+	b = strconv.AppendInt(b, int64(j.Attempts), 10)
 	if j.State == Waiting {
-		fmt.Fprintf(&b, " due=%s", offset(j.Due, epoch))
+		b = append(b, " due="...)
+		b = appendOffset(b, j.Due, epoch)
 	}
 	if j.LastErr != "" {
-		fmt.Fprintf(&b, " err=%q", j.LastErr)
+		b = append(b, " err="...)
+		b = strconv.AppendQuote(b, j.LastErr)
 	}
-	b.WriteString(describeOpts(j.Opts))
+	b = appendOpts(b, j.Opts)
 	for i, h := range j.History {
-		sep := ","
 		if i == 0 {
-			sep = " history="
+			b = append(b, " history="...)
+		} else {
+			b = append(b, ',')
 		}
-		fmt.Fprintf(&b, "%s%d:%v", sep, h.Attempt, h.Outcome)
+		b = strconv.AppendInt(b, int64(h.Attempt), 10)
+		b = append(b, ':')
+		b = append(b, h.Outcome.String()...)
 	}
-	return b.String()
+	return b
 }
 
 // describeOpts renders the options that differ from the defaults (nothing for none).
-func describeOpts(o Opts) string {
-	var b strings.Builder
+func describeOpts(o Opts) string { return string(appendOpts(nil, o)) }
+
+func appendOpts(b []byte, o Opts) []byte {
 	if o.Priority != 0 {
-		fmt.Fprintf(&b, " priority=%d", o.Priority)
+		b = append(b, " priority="...)
+		b = strconv.AppendInt(b, int64(o.Priority), 10)
 	}
 	if o.AttemptsMax != 0 {
-		fmt.Fprintf(&b, " attempts-max=%d", o.AttemptsMax)
+		b = append(b, " attempts-max="...)
+		b = strconv.AppendInt(b, int64(o.AttemptsMax), 10)
 	}
 	if o.Deadline != 0 {
-		fmt.Fprintf(&b, " deadline=%v", o.Deadline)
+		b = append(b, " deadline="...)
+		b = append(b, o.Deadline.String()...)
 	}
 	if o.Kind != "" {
-		fmt.Fprintf(&b, " kind=%s", o.Kind)
+		b = append(b, " kind="...)
+		b = append(b, o.Kind...)
 	}
 	if o.Unique != "" {
-		fmt.Fprintf(&b, " unique=%q", o.Unique)
+		b = append(b, " unique="...)
+		b = strconv.AppendQuote(b, o.Unique)
 	}
 	if o.UniqueFor != 0 {
-		fmt.Fprintf(&b, " unique-for=%v", o.UniqueFor)
+		b = append(b, " unique-for="...)
+		b = append(b, o.UniqueFor.String()...)
 	}
-	return b.String()
+	return b
 }
 
 // Describe renders a state, one job per line, ascending by id.
 func Describe(s Snapshot, epoch time.Time) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "next id %d\n", s.NextID)
-	for _, j := range s.Jobs {
-		b.WriteString(DescribeJob(j, epoch))
-		b.WriteByte('\n')
+	b := make([]byte, 0, 32+80*len(s.Jobs))
+	b = append(b, "next id "...)
+	b = strconv.AppendUint(b, s.NextID, 10)
+	b = append(b, '\n')
+	for i := range s.Jobs {
+		b = appendJob(b, &s.Jobs[i], epoch)
+		b = append(b, '\n')
 	}
 	for _, w := range s.Windows {
-		fmt.Fprintf(&b, "window kind=%s unique=%q job %d until %s\n", w.Kind, w.Unique, w.ID, offset(w.Until, epoch))
+		b = fmt.Appendf(b, "window kind=%s unique=%q job %d until %s\n", w.Kind, w.Unique, w.ID, offset(w.Until, epoch))
 	}
 	for _, sc := range s.Schedules {
-		b.WriteString(DescribeSchedule(sc, epoch))
-		b.WriteByte('\n')
+		b = append(b, DescribeSchedule(sc, epoch)...)
+		b = append(b, '\n')
 	}
-	return b.String()
+	return string(b)
 }
 
 // DescribeSchedule renders one schedule on one line, times as offsets from epoch.

@@ -615,6 +615,14 @@ func (e *Engine) State() Snapshot {
 	return s
 }
 
+// EachJob calls fn with every job, ascending by id, without copying it (O(n), for checkers
+// that compare the whole state after every commit: fn must not modify or keep the job).
+func (e *Engine) EachJob(fn func(*Job)) {
+	for _, j := range e.m.order {
+		fn(&j.Job)
+	}
+}
+
 // List returns a page of jobs (Machine.List).
 func (e *Engine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) ([]Job, uint64, bool) {
 	return e.m.List(from, to, match, limit, scanMax)

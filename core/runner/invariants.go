@@ -18,27 +18,35 @@ func (m *Machine) checkInvariants() error {
 	if err := m.checkSchedules(); err != nil {
 		return err
 	}
-	ids := make([]uint64, len(m.order))
+	// order holds every filed job once, ascending by id, each found by its id and none
+	// pruned. Checked without sorting: the simulator runs this after every commit.
 	for i, j := range m.order {
-		ids[i] = j.ID
-		if (i > 0 && ids[i-1] >= j.ID) || m.job(j.ID) != j || j.pruned {
-			return fmt.Errorf("runner: order holds job %d out of order, not found by its id, or pruned", j.ID)
+		if (i > 0 && m.order[i-1].ID >= j.ID) || m.job(j.ID) != j || j.pruned {
+			return fmt.Errorf("runner: order holds job %d at %d, out of id order, not found by its id, or pruned", j.ID, i)
 		}
 	}
 	waiting := 0
 	var counts [Cancelled + 1]int
 	deferred, held, indexed := 0, 0, 0
-	for i, id := range ids {
-		j := m.order[i]
+	// The kind last looked up: jobs share a few kinds, and this runs after every commit.
+	lastKind, lastName, looked := (*kind)(nil), "", false
+	for _, j := range m.order {
+		id := j.ID
 		// A running job runs an attempt of its policy's, which holds a unit of the pool
 		// (replay restores running jobs without their units).
-		_, unit := m.inflight[Token{id, j.Attempts}]
+		unit := false
+		if j.State == Running {
+			_, unit = m.inflight[Token{id, j.Attempts}]
+		}
+		if !looked || j.Opts.Kind != lastName {
+			lastKind, lastName, looked = m.kinds[j.Opts.Kind], j.Opts.Kind, true
+		}
 		running := j.State != Running || j.Attempts <= m.policy(j).Attempts && (unit || m.replaying)
 		switch {
 		case j.broken(m.termSeq) != "" || j.ID != id || id >= m.nextID || !running:
 			return fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed: %s",
 				j.ID, id, m.nextID, unit, m.policy(j).Attempts, j.broken(m.termSeq))
-		case j.kind != m.kinds[j.Opts.Kind]:
+		case j.kind != lastKind:
 			return fmt.Errorf("runner: job %d of kind %q filed under another kind", id, j.Opts.Kind)
 		case (j.State == Waiting) != j.kind.q.holds(j):
 			return fmt.Errorf("runner: job %d %v at queue indexes %v", id, j.State, j.idx)
@@ -51,9 +59,9 @@ func (m *Machine) checkInvariants() error {
 			deferred++
 		}
 		// Every non-terminal job with a unique key holds it in the index, and only those.
-		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
+		if j.Opts.Unique != "" && !j.State.Terminal() {
 			held++
-			if m.unique[k] == id {
+			if m.unique[uniqueKey(j.Opts)] == id {
 				indexed++
 			}
 		}

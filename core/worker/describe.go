@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -9,30 +10,58 @@ import (
 )
 
 // Describe renders r and the machine's next wake (zero: none) deterministically, with times
-// as offsets from epoch, one effect a line.
+// as offsets from epoch, one effect a line. (The simulator renders every step with it, so it
+// appends instead of going through fmt.)
 func Describe(r Ready, wake, epoch time.Time) string {
-	var b strings.Builder
+	b := make([]byte, 0, 128)
 	for _, c := range r.Cancel {
-		fmt.Fprintf(&b, "cancel %s (%s)\n", c.Receipt, c.Reason)
+		b = append(b, "cancel "...)
+		b = append(b, c.Receipt...)
+		b = append(b, " ("...)
+		b = append(b, c.Reason.String()...)
+		b = append(b, ")\n"...)
 	}
 	for _, id := range r.AbandonCalls {
-		fmt.Fprintf(&b, "abandon call=%d\n", id)
+		b = append(b, "abandon call="...)
+		b = strconv.AppendUint(b, uint64(id), 10)
+		b = append(b, '\n')
 	}
 	if r.AbandonReceive != 0 {
-		fmt.Fprintf(&b, "abandon receive call=%d\n", r.AbandonReceive)
+		b = append(b, "abandon receive call="...)
+		b = strconv.AppendUint(b, uint64(r.AbandonReceive), 10)
+		b = append(b, '\n')
 	}
 	for _, s := range r.Start {
-		fmt.Fprintf(&b, "start %s (%s, receive count %d)\n", s.Receipt, s.Message.ID, s.Message.ReceiveCount)
+		b = append(b, "start "...)
+		b = append(b, s.Receipt...)
+		b = append(b, " ("...)
+		b = append(b, s.Message.ID...)
+		b = append(b, ", receive count "...)
+		b = strconv.AppendInt(b, int64(s.Message.ReceiveCount), 10)
+		b = append(b, ")\n"...)
 	}
-	b.WriteString(lease.Describe(lease.Ready{Changes: r.Changes, Deletes: r.Deletes}, time.Time{}, epoch))
+	if len(r.Changes)+len(r.Deletes) > 0 {
+		b = append(b, lease.Describe(lease.Ready{Changes: r.Changes, Deletes: r.Deletes}, time.Time{}, epoch)...)
+	}
 	if rc := r.Receive; rc != nil {
-		fmt.Fprintf(&b, "receive call=%d max=%d wait=%v visibility=%v stamp=%s\n",
-			rc.Call, rc.Max, rc.Wait, rc.Visibility, lease.Offset(rc.Stamp, epoch))
+		b = append(b, "receive call="...)
+		b = strconv.AppendUint(b, uint64(rc.Call), 10)
+		b = append(b, " max="...)
+		b = strconv.AppendInt(b, int64(rc.Max), 10)
+		b = append(b, " wait="...)
+		b = append(b, rc.Wait.String()...)
+		b = append(b, " visibility="...)
+		b = append(b, rc.Visibility.String()...)
+		b = append(b, " stamp="...)
+		b = lease.AppendOffset(b, rc.Stamp, epoch)
+		b = append(b, '\n')
 	}
 	if !wake.IsZero() {
-		fmt.Fprintf(&b, "wake %s\n", lease.Offset(wake, epoch))
+		b = append(b, "wake "...)
+		b = lease.AppendOffset(b, wake, epoch)
+		b = append(b, '\n')
 	}
-	return b.String()
+	return string(b)
 }
 
 // DescribeStatus renders the counters that scenario files show.

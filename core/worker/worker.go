@@ -603,8 +603,8 @@ func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 		e.log.Error("worker: transport returned more messages than asked for; releasing the extra",
 			"asked", e.recvMax, "got", len(ev.Messages))
 	}
-	st := e.lease.Status()
-	if room := e.leaseMax - st.Held - st.Disposing - len(msgs); len(extra) > room {
+	held, disposing := e.lease.Holding()
+	if room := e.leaseMax - held - disposing - len(msgs); len(extra) > room {
 		// Beyond what the lease machine may hold: no call names them, so they lapse.
 		e.log.Error("worker: no room to lease the extra messages; they reappear when their window lapses",
 			"extra", len(extra)-max(room, 0))
@@ -857,7 +857,7 @@ func (e *Machine) maybeAbandonReceive() {
 	if !e.stopping || e.recvCall == 0 || e.recvAbandoned || e.waiting > 0 || e.liveCalls > 0 {
 		return
 	}
-	if st := e.lease.Status(); st.Held > 0 || st.Disposing > 0 {
+	if held, disposing := e.lease.Holding(); held > 0 || disposing > 0 {
 		return
 	}
 	if r := e.out.Receive; r != nil && r.Call == e.recvCall {
@@ -947,14 +947,23 @@ func (e *Machine) Status() Status {
 	s.Stopping = e.stopping
 	s.Err = e.fatal
 	s.Lease = e.lease.Status()
+	s.Done = e.Done()
+	return s
+}
+
+// Done reports Status().Done without copying the counters: the worker stopped, and nothing it
+// waits for is left (a driver reads it after every step).
+func (e *Machine) Done() bool {
 	left := len(e.deliveries)
 	if e.abandoned {
 		left -= e.running // cancelled handlers no longer waited for
 	}
-	s.Done = e.stopping && left == 0 && e.recvCall == 0 && e.liveCalls == 0 &&
-		s.Lease.Held == 0 && s.Lease.Disposing == 0
-	return s
+	held, disposing := e.lease.Holding()
+	return e.stopping && left == 0 && e.recvCall == 0 && e.liveCalls == 0 && held == 0 && disposing == 0
 }
+
+// Err is Status().Err: the fatal receive error that ended Run, nil when none.
+func (e *Machine) Err() error { return e.fatal }
 
 func (s state) String() string {
 	switch s {

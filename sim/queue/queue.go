@@ -214,7 +214,7 @@ func (q *Queue) receiptOf(m *message) string {
 
 // lookup resolves a receipt to its message and whether it is the current one.
 func (q *Queue) lookup(receipt string) (m *message, current bool, ok bool) {
-	rest, ok := strings.CutPrefix(receipt, q.cfg.Name+"/")
+	rest, ok := cutName(receipt, q.cfg.Name)
 	if !ok {
 		return nil, false, false
 	}
@@ -233,6 +233,42 @@ func (q *Queue) lookup(receipt string) (m *message, current bool, ok bool) {
 		return nil, false, false // a receipt never issued (or not in canonical form)
 	}
 	return m, count == m.count, true
+}
+
+// cutName cuts "name/" off the front of receipt (without building "name/": lookup runs after
+// every step).
+func cutName(receipt, name string) (string, bool) {
+	rest, ok := strings.CutPrefix(receipt, name)
+	if !ok || rest == "" || rest[0] != '/' {
+		return "", false
+	}
+	return rest[1:], true
+}
+
+// isReceiptOf reports whether r == q.receiptOf(m), without building it (the invariants compare
+// every message's receipt).
+func (q *Queue) isReceiptOf(m *message, r string) bool {
+	rest, ok := cutName(r, q.cfg.Name)
+	if !ok {
+		return false
+	}
+	seqs, counts, ok := strings.Cut(rest, "/")
+	return ok && isItoa(seqs, m.seq) && isItoa(counts, m.count)
+}
+
+// isItoa reports whether s == strconv.Itoa(n).
+func isItoa(s string, n int) bool {
+	if n <= 0 || len(s) > 18 {
+		return s == strconv.Itoa(n)
+	}
+	if !canonical(s) {
+		return false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		v = v*10 + int(s[i]-'0')
+	}
+	return v == n
 }
 
 // canonical reports that s is how strconv.Itoa writes a positive integer: digits only, no

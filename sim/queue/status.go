@@ -178,7 +178,7 @@ func (q *Queue) checkInvariants() error {
 			}
 			continue
 		}
-		if m.receipt != q.receiptOf(m) {
+		if !q.isReceiptOf(m, m.receipt) {
 			errs = append(errs, fmt.Errorf("queue %s: message %s receipt %q, want %q", q.cfg.Name, m.id, m.receipt, q.receiptOf(m)))
 		}
 		if m.visibleAt.Before(m.receivedAt) || m.visibleAt.After(m.receivedAt.Add(VisibilityCeiling)) {

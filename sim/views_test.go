@@ -1,0 +1,21 @@
+package sim
+
+import "testing"
+
+// The views built from the engine's jobs, reusing unchanged views and two buffers per node,
+// equal the views of a full snapshot after every commit (liveViews panics otherwise: a fault).
+func TestLiveViewsEqualSnapshotViews(t *testing.T) {
+	verifyViews.Store(true)
+	defer verifyViews.Store(false)
+	for _, p := range []string{"swarm", "disk", "calm"} {
+		for seed := int64(1); seed <= 15; seed++ {
+			res, err := Run(Options{Seed: seed, Profile: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Fault != "" {
+				t.Fatalf("seed %d %s: %s", seed, p, res.Fault)
+			}
+		}
+	}
+}
