@@ -122,12 +122,10 @@ func (o *opener) run() error {
 		}
 		err = recoveryTable[find].act(o)
 	}
-	if o.readOnly || err != nil {
-		if o.f != nil {
-			if cerr := o.f.Close(); cerr != nil && err == nil && !o.readOnly {
-				err = fmt.Errorf("journal: closing %q: %w", o.name, cerr)
-			}
-		}
+	if (o.readOnly || err != nil) && o.f != nil {
+		// Nothing was written through f, so closing it cannot lose anything: a failed Open
+		// reports what failed it, and Read what it found.
+		_ = o.f.Close()
 	}
 	return err
 }

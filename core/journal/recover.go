@@ -21,13 +21,6 @@ const (
 	findBadHeader
 )
 
-func (f finding) String() string {
-	if int(f) < len(recoveryTable) {
-		return recoveryTable[f].name
-	}
-	return fmt.Sprintf("finding(%d)", uint8(f))
-}
-
 // rule is one row of the recovery table (the same table is in doc.go).
 type rule struct {
 	finds finding
