@@ -324,7 +324,7 @@ func (j *Journal) Close() error {
 	}
 	var err error
 	if j.poison == nil {
-		if _, err = j.f.WriteAt(encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
+		if err = writeAtFull(j.f, encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
 			err = fmt.Errorf("journal: writing the clean-close mark of %q: %w", j.name, err)
 		} else if err = j.f.Sync(); err != nil {
 			err = fmt.Errorf("journal: syncing the clean-close mark of %q: %w", j.name, err)

@@ -211,10 +211,21 @@ func (o *opener) settle() error {
 }
 
 func (o *opener) writeMark(b []byte) error {
-	if _, err := o.f.WriteAt(b, markOff); err != nil {
+	// A short count without an error may have left the mark whole: appending under it would
+	// make the next Open refuse the journal.
+	if err := writeAtFull(o.f, b, markOff); err != nil {
 		return fmt.Errorf("journal: clearing the clean-close mark of %q: %w", o.name, err)
 	}
 	return nil
+}
+
+// writeAtFull is File.WriteAt that counts a short write reported without an error as one.
+func writeAtFull(f core.File, b []byte, off int64) error {
+	n, err := f.WriteAt(b, off)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
 }
 
 func (o *opener) refuse() error {

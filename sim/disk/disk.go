@@ -61,6 +61,7 @@ type Disk struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	rread  *rand.Rand // the read-side faults' own stream (faults.Disk.OpenErr ...)
+	rmore  *rand.Rand // the journal families' own stream (faults.Disk.ShortWrite)
 	faults faults.Disk
 	// quiet turns the read-side faults off while the world inspects the disk (WithoutReadFaults).
 	quiet bool
@@ -126,6 +127,7 @@ func New(seed int64) *Disk {
 	return &Disk{
 		rng:     rand.New(rand.NewSource(seed)),
 		rread:   rand.New(rand.NewSource(seed ^ 0x7ead)),
+		rmore:   rand.New(rand.NewSource(seed ^ 0x5407)),
 		live:    map[string]*inode{},
 		durable: map[string]*inode{},
 	}
@@ -250,6 +252,15 @@ func (d *Disk) begin(op Op, what string) error {
 // chance draws from the stream only when p > 0, so faults that are off shift nothing.
 func (d *Disk) chance(p float64) bool {
 	return p > 0 && d.rng.Float64() < p
+}
+
+// shortWrite draws the silent short write of a write of n bytes (faults.Disk.ShortWrite) from
+// the disk's third stream: the strict prefix it keeps, or n when it does not strike.
+func (d *Disk) shortWrite(n int) int {
+	if p := d.faults.ShortWrite; p > 0 && n > 0 && d.rmore.Float64() < p {
+		return d.rmore.Intn(n)
+	}
+	return n
 }
 
 // readFault draws a read-side fault of probability p from the read stream (only when p > 0
