@@ -233,6 +233,21 @@ func (d *Disk) FlipBit(name string, off int64, bit uint) {
 	}
 }
 
+// Cut shortens the named file's durable contents, and what reads see, to size: synced data
+// lost at the end of a file (a damaged medium, a bad copy), as FlipBit damages it in place. It
+// panics unless the file exists with nothing pending (as right after a Crash) and size is at
+// most its length.
+func (d *Disk) Cut(name string, size int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.live[name]
+	if ino == nil || len(ino.pending) > 0 || size < 0 || size > int64(len(ino.base)) {
+		panic(fmt.Sprintf("disk: Cut(%q, %d): no such settled file, or not that long", name, size))
+	}
+	ino.base = ino.base[:size:size]
+	ino.data = append([]byte(nil), ino.base...)
+}
+
 // begin accounts for one operation and returns the deterministic fault it meets, if any.
 func (d *Disk) begin(op Op, what string) error {
 	if op.mutating() {
@@ -501,4 +516,30 @@ func (c change) apply(b []byte) []byte {
 		return resize(b, c.off)
 	}
 	return put(b, c.off, c.data)
+}
+
+// Queued returns how many failures FailNext has queued for op and no operation has met yet.
+func (d *Disk) Queued(op Op) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.failq[op])
+}
+
+// Unfail drops the failures FailNext queued for op.
+func (d *Disk) Unfail(op Op) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failq[op] = nil
+}
+
+// SettledLen returns the length of the named file's durable contents when no change of it is
+// pending (every write synced and settled), else -1: the bytes FlipBit and Cut can damage.
+func (d *Disk) SettledLen(name string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.live[name]
+	if ino == nil || len(ino.pending) > 0 {
+		return -1
+	}
+	return int64(len(ino.base))
 }
