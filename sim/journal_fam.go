@@ -70,12 +70,12 @@ func (w *World) injected(err error) bool {
 const bigRecordMax = 2 << 20
 
 // drawJournalConfig draws a node's journal limits from its own streams: one node in eight
-// gets the least SnapshotMax the runner allows (its RecordMax); one in four of the nodes that
-// never compact (CompactBytes 64 MiB) takes big records (RecordMax bigRecordMax), and one job
-// in forty of theirs carries a payload over 1 MiB (bigPayload).
+// gets the least SnapshotMax the runner allows (its RecordMax); one node in forty of those
+// that never compact (CompactBytes 64 MiB) takes big records (RecordMax bigRecordMax), and
+// one job in forty of theirs carries a payload over 1 MiB (bigPayload).
 func (n *runnerNode) drawJournalConfig() {
 	w := n.w
-	if w.cfg.CompactBytes >= 64<<20 && Stream(w.cfg.Seed, "big-records/"+n.name).Intn(4) == 0 {
+	if w.cfg.CompactBytes >= 64<<20 && Stream(w.cfg.Seed, "big-records/"+n.name).Intn(40) == 0 {
 		n.cfg.RecordMax = bigRecordMax
 		w.jfam().big[n.id] = Stream(w.cfg.Seed, "big-payloads/"+n.name)
 	}
