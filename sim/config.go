@@ -102,6 +102,9 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	if err := fs.PickMore(Stream(seed, "swarm-more")); err != nil {
 		return Config{}, err
 	}
+	if err := fs.PickJournal(Stream(seed, "swarm-journal")); err != nil {
+		return Config{}, err
+	}
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Millisecond }
 	s := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Second }
 	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}
@@ -277,8 +280,8 @@ func (c Config) String() string {
 		pct(t.FailBefore), pct(t.FailAfter), pct(t.Throttle), pct(t.ServerError), pct(t.Stale), pct(t.Fatal), pct(t.Breach),
 		t.LatencyMin, t.LatencyMax, pct(t.Spike), t.SpikeMin, t.SpikeMax)
 	p := f.Process
-	fmt.Fprintf(&b, "faults: process={node-crash=%s commit-crash=%s crash-point=%s worker-crash=%s restart=%s..%s} timing={long-handler=%s x%s marathon=%s burst=%s of %d}\n",
-		pct(p.NodeCrash), pct(p.CommitCrash), pct(p.CrashPoint), pct(p.WorkerCrash), p.RestartMin, p.RestartMax,
+	fmt.Fprintf(&b, "faults: process={node-crash=%s commit-crash=%s crash-point=%s close-point=%s worker-crash=%s restart=%s..%s} timing={long-handler=%s x%s marathon=%s burst=%s of %d}\n",
+		pct(p.NodeCrash), pct(p.CommitCrash), pct(p.CrashPoint), pct(p.ClosePoint), pct(p.WorkerCrash), p.RestartMin, p.RestartMax,
 		pct(f.Timing.LongHandler), strconv.FormatFloat(f.Timing.LongFactor, 'f', 1, 64), pct(f.Timing.Marathon), pct(f.Timing.Burst), f.Timing.BurstSize)
 	fmt.Fprintf(&b, "faults: schedule={late=%s up to %s bunch=%s reorder=%s}\n", pct(f.Timing.Late), f.Timing.LateMax, f.Timing.Bunch, pct(f.Timing.Reorder))
 	return b.String()
@@ -304,7 +307,8 @@ func diskString(d faults.Disk) string {
 	}{{"write", d.WriteErr}, {"sync", d.SyncErr}, {"rename", d.RenameErr}, {"create", d.CreateErr},
 		{"remove", d.RemoveErr}, {"truncate", d.TruncateErr}, {"syncdir", d.SyncDirErr},
 		{"dir-persist", d.DirPersist}, {"bitflip", d.BitFlip}, {"open", d.OpenErr}, {"stat", d.StatErr},
-		{"size", d.SizeErr}, {"read", d.ReadErr}, {"close", d.CloseErr}} {
+		{"size", d.SizeErr}, {"read", d.ReadErr}, {"close", d.CloseErr},
+		{"short-write", d.ShortWrite}, {"leftover", d.LeftoverErr}} {
 		if p.v != 0 {
 			parts = append(parts, p.name+"="+pct(p.v))
 		}

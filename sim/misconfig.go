@@ -40,7 +40,7 @@ var badRunnerFields = []badRunnerField{
 	{"Capacity", func(c *runner.Config) { c.Capacity = -1 - c.Capacity }},
 	{"CompactBytes", func(c *runner.Config) { c.CompactBytes = -1 - c.CompactBytes }},
 	{"Retention", func(c *runner.Config) { c.Retention = -1 - c.Retention }},
-	{"RecordMax", func(c *runner.Config) { c.RecordMax /= 8 }},
+	{"RecordMax", func(c *runner.Config) { c.RecordMax = 1023 }}, // below the least allowed, whatever the node runs
 	{"SnapshotMax", func(c *runner.Config) { c.SnapshotMax = c.RecordMax - 1 }},
 	{"AgeMax", func(c *runner.Config) { c.AgeMax = -1 - c.AgeMax }},
 }

@@ -264,6 +264,7 @@ func (w *World) setupRunner() {
 			limits[name] = c.KindLimits[k]
 		}
 		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
+		n.drawJournalConfig() // journal_fam.go
 		n.drawSchedules()
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindLimits: limits, KindsOnly: true})
@@ -319,12 +320,16 @@ func (n *runnerNode) start() {
 		}
 	}
 	w.chk.OpenAttempted(n.id)
+	leftover := n.armLeftover() // journal_fam.go
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
-	if err != nil && errors.Is(err, disk.ErrInjected) && w.faultsOn {
+	n.checkLeftover(leftover, err)
+	if err != nil && w.injected(err) && w.faultsOn {
 		// An injected fault, before any verdict on the journal (a damaged one is judged at the
 		// next open).
 		w.trace(n.name, "open failed on an injected disk fault, restarting: "+err.Error())
 		n.disk.Crash()
+		n.traceTail()
+		n.traceFiles()
 		n.scheduleRestart()
 		return
 	}
@@ -333,6 +338,7 @@ func (n *runnerNode) start() {
 		n.flipped = ""
 		if refusal(err, what) {
 			w.chk.Pass(InvCorruptionRefused)
+			n.checkAimed(err) // journal_fam.go
 			w.trace(n.name, "open refused the corrupted journal, as it must: "+err.Error())
 			n.traceJournal()
 			n.checkScanRefuses(what)
@@ -412,6 +418,7 @@ func (n *runnerNode) crash(why string) {
 	}
 	w.trace(n.name, "CRASH "+why+"; disk: "+fates)
 	n.traceTail()
+	n.traceFiles()
 	if w.cfg.Faults.ExpectRefusal && len(n.boundaries) >= 2 {
 		w.damage(n) // damage to synced data (world.go)
 	}
@@ -467,10 +474,14 @@ func (n *runnerNode) finishStop() {
 			return
 		}
 	}
-	closeErr := n.e.Close()
+	closeErr, crashed := n.closeEngine() // journal_fam.go: maybe a crash inside Close
+	if crashed {
+		return
+	}
 	if closeErr != nil {
 		w.trace(n.name, "close: "+closeErr.Error())
 	}
+	n.probeClosed()
 	n.up = false
 	n.gen++
 	n.e = nil
@@ -480,6 +491,7 @@ func (n *runnerNode) finishStop() {
 	if closeErr == nil && w.cfg.Faults.ExpectRefusal && w.damaged(n.id) && w.rForge.Intn(2) == 0 {
 		w.forgeMark(n) // the damage family's forger of the clean-close mark (forge.go)
 	}
+	n.damageClosed(closeErr) // journal_fam.go
 	n.scheduleRestart()
 }
 
@@ -583,7 +595,7 @@ func (n *runnerNode) produce() {
 		switch u := w.rWork.Float64(); {
 		case u < 0.01:
 			// Over the record limit: Enqueue must refuse it before anything is written.
-			payload += strings.Repeat("x", recordMax+1)
+			payload += strings.Repeat("x", n.cfg.RecordMax+1)
 			oversize = true
 		case u < 0.02:
 			// A payload the handler's codec cannot decode: the engine fails the job
@@ -593,6 +605,7 @@ func (n *runnerNode) produce() {
 			// A large record: its frame spans sectors, so a crash can persist it in pieces.
 			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
 		}
+		payload = n.bigPayload(payload, oversize) // journal_fam.go
 		var o runner.Opts
 		if w.rWork.Float64() < c.PPriority {
 			o.Priority = w.rWork.Intn(11) - 5
@@ -678,7 +691,7 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 			return true
 		}
 		if err == nil {
-			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, len(payload), recordMax, id)
+			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, len(payload), n.cfg.RecordMax, id)
 			return false
 		}
 	}
@@ -781,7 +794,7 @@ func (n *runnerNode) commit() {
 		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 	}
 	n.maybeEndSchedules()
-	before, next := n.e.Schedules(), n.e.Status().NextID
+	before, next, ops := n.e.Schedules(), n.e.Status().NextID, n.disk.Ops()
 	res, err := n.e.Commit(w.now())
 	n.noteFirings(before, next, err == nil)
 	if err != nil {
@@ -815,6 +828,7 @@ func (n *runnerNode) commit() {
 	}
 	if res.CompactErr != nil {
 		w.fault("compaction-failed")
+		n.checkCompactRefused(res, ops) // journal_fam.go
 	}
 	if res.Compacted {
 		n.boundaries = n.boundaries[:0]
@@ -1127,8 +1141,8 @@ func (n *runnerNode) traceTail() {
 	var t journal.Tail
 	var err error
 	n.disk.WithoutReadFaults(func() {
-		t, err = journal.Read(n.disk, journalName, journal.Config{RecordMax: n.cfg.RecordMax, SnapshotMax: n.cfg.SnapshotMax},
-			func(journal.Record) error { return nil })
+		// As `sluice verify` reads it: with the default limits (reading does not depend on them).
+		t, err = journal.Read(n.disk, journalName, journal.Config{}, func(journal.Record) error { return nil })
 	})
 	switch {
 	case err != nil:

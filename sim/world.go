@@ -61,6 +61,8 @@ type World struct {
 	rBreach                     *rand.Rand // the contract-breach family's draws (worker.go)
 	damagedNodes                []bool     // by node id, drawn at the first damage
 
+	jf *journalFam // the journal's families (journal_fam.go)
+
 	queue      *queue.Queue
 	dlq        *queue.Queue
 	workers    []*workerProc
@@ -455,6 +457,9 @@ func (w *World) damage(n *runnerNode) {
 		off += journal.MarkLen
 	}
 	bit := uint(w.rFaults.Intn(8))
+	if w.aimRule(n, end, last) { // journal_fam.go
+		return
+	}
 	if p := w.cfg.Faults.LostSector; p > 0 && faults.Hit(w.rDamage, p) && end >= sectorSize {
 		sec := w.rDamage.Int63n(end / sectorSize)
 		if zeroed := w.loseSector(n, sec*sectorSize); zeroed > 0 {

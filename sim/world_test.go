@@ -245,7 +245,7 @@ func TestRecordLimitFires(t *testing.T) {
 		t.Fatalf("refused oversize enqueue reported: %v", w.chk.Violation())
 	}
 	crashQuietly(n)
-	n.cfg.RecordMax = 1 << 20
+	n.cfg.RecordMax, n.cfg.SnapshotMax = 1<<20, 0 // (a node may run the least SnapshotMax)
 	n.start()
 	if n.enqueue(w.loop.Now(), "t1", big, true) {
 		t.Fatal("accepted oversize enqueue not reported")

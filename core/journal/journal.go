@@ -127,12 +127,10 @@ func (o *opener) run() error {
 		}
 		err = recoveryTable[find].act(o)
 	}
-	if o.readOnly || err != nil {
-		if o.f != nil {
-			if cerr := o.f.Close(); cerr != nil && err == nil && !o.readOnly {
-				err = fmt.Errorf("journal: closing %q: %w", o.name, cerr)
-			}
-		}
+	if (o.readOnly || err != nil) && o.f != nil {
+		// Nothing was written through f, so closing it cannot lose anything: a failed Open
+		// reports what failed it, and Read what it found.
+		_ = o.f.Close()
 	}
 	return err
 }
@@ -397,7 +395,7 @@ func (j *Journal) Close() error {
 	}
 	var err error
 	if j.poison == nil && !undecided {
-		if _, err = j.f.WriteAt(encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
+		if err = writeAtFull(j.f, encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
 			err = fmt.Errorf("journal: writing the clean-close mark of %q: %w", j.name, err)
 		} else if err = j.f.Sync(); err != nil {
 			err = fmt.Errorf("journal: syncing the clean-close mark of %q: %w", j.name, err)

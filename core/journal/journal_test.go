@@ -2,11 +2,13 @@ package journal
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/faults"
 )
 
 func TestAppendCommitReopen(t *testing.T) {
@@ -233,5 +235,35 @@ func TestCompactRenameErrorAfterTheRenameIsLost(t *testing.T) {
 	_, got := mustOpen(t, d, Config{})
 	if diff := cmp.Diff([]rec{{2, 9, true, "a b"}}, got); diff != "" {
 		t.Errorf("reopen (-want +got):\n%s", diff)
+	}
+}
+
+// TestShortMarkWriteIsAnError: a port that writes part of the clean-close mark (or of its
+// clearing) and reports no error must not be believed. A clearing that left the mark whole
+// would otherwise let the journal take appends under a mark that no longer matches, and the
+// next Open would refuse a healthy journal as corruption.
+func TestShortMarkWriteIsAnError(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		d := disk.New(seed)
+		j, _ := mustOpen(t, d, Config{})
+		commitBatch(t, j, "a", "b")
+		d.SetFaults(faults.Disk{ShortWrite: 1})
+		if err := j.Close(); !errors.Is(err, io.ErrShortWrite) {
+			t.Fatalf("seed %d: Close with a silently short mark write returned %v, want io.ErrShortWrite", seed, err)
+		}
+		d.SetFaults(faults.Disk{})
+		j, _ = mustOpen(t, d, Config{}) // a torn mark counts as none
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before := string(readFile(t, d, "j"))
+		d.SetFaults(faults.Disk{ShortWrite: 1})
+		if _, err := Open(d, "j", Config{}, nil); !errors.Is(err, io.ErrShortWrite) {
+			t.Fatalf("seed %d: Open clearing the mark with a silently short write returned %v, want io.ErrShortWrite", seed, err)
+		}
+		d.SetFaults(faults.Disk{})
+		if after := string(readFile(t, d, "j")); after[:markOff] != before[:markOff] || after[markOff+markLen:] != before[markOff+markLen:] {
+			t.Fatalf("seed %d: the refused clearing changed more than the mark", seed)
+		}
 	}
 }

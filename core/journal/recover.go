@@ -21,13 +21,6 @@ const (
 	findBadHeader
 )
 
-func (f finding) String() string {
-	if int(f) < len(recoveryTable) {
-		return recoveryTable[f].name
-	}
-	return fmt.Sprintf("finding(%d)", uint8(f))
-}
-
 // rule is one row of the recovery table (the same table is in doc.go).
 type rule struct {
 	finds finding
@@ -218,10 +211,21 @@ func (o *opener) settle() error {
 }
 
 func (o *opener) writeMark(b []byte) error {
-	if _, err := o.f.WriteAt(b, markOff); err != nil {
+	// A short count without an error may have left the mark whole: appending under it would
+	// make the next Open refuse the journal.
+	if err := writeAtFull(o.f, b, markOff); err != nil {
 		return fmt.Errorf("journal: clearing the clean-close mark of %q: %w", o.name, err)
 	}
 	return nil
+}
+
+// writeAtFull is File.WriteAt that counts a short write reported without an error as one.
+func writeAtFull(f core.File, b []byte, off int64) error {
+	n, err := f.WriteAt(b, off)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
 }
 
 func (o *opener) refuse() error {

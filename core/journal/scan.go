@@ -311,6 +311,7 @@ func (s *scanner) run() (Tail, error) {
 
 // frameHead is a frame's fixed fields, and where it ends.
 type frameHead struct {
+	crc   uint32 // the CRC stored in the frame
 	lsn   LSN
 	batch uint64
 	flags uint8
@@ -331,6 +332,7 @@ func (s *scanner) head(off int64) (n int, f frameHead, ok bool, err error) {
 		return 0, f, false, nil
 	}
 	return n, frameHead{
+		crc:   binary.LittleEndian.Uint32(b[4:8]),
 		lsn:   LSN(binary.LittleEndian.Uint64(b[8:16])),
 		batch: binary.LittleEndian.Uint64(b[16:24]),
 		flags: b[24],
@@ -338,14 +340,12 @@ func (s *scanner) head(off int64) (n int, f frameHead, ok bool, err error) {
 	}, true, nil
 }
 
-// crcOK checks the CRC of the frame of payload length n at off, reading it a chunk at a time.
-func (s *scanner) crcOK(off int64, n int) (bool, error) {
-	h, err := s.src.at(off, frameHdrLen)
-	if err != nil {
-		return false, err
-	}
-	want := binary.LittleEndian.Uint32(h[4:8])
-	c := crc32.Update(0, castagnoli, h[0:4])
+// crcOK checks the CRC of the frame of payload length n at off, whose head f is, reading the
+// payload a chunk at a time.
+func (s *scanner) crcOK(off int64, n int, f frameHead) (bool, error) {
+	var length [4]byte
+	binary.LittleEndian.PutUint32(length[:], uint32(n))
+	c := crc32.Update(0, castagnoli, length[:])
 	for p, end := off+frameHdrLen, off+frameHdrLen+int64(n); p < end; {
 		k := int(min(end-p, readChunk))
 		b, err := s.src.at(p, k)
@@ -355,7 +355,7 @@ func (s *scanner) crcOK(off int64, n int) (bool, error) {
 		c = crc32.Update(c, castagnoli, b)
 		p += int64(k)
 	}
-	return c == want, nil
+	return c == f.crc, nil
 }
 
 // frameAt decodes the frame at off and reports whether it is whole and its CRC matches.
@@ -365,7 +365,7 @@ func (s *scanner) frameAt(off int64) (frameHead, bool, error) {
 		return f, false, err
 	}
 	if n > readChunk {
-		ok, err = s.crcOK(off, n)
+		ok, err = s.crcOK(off, n, f)
 		return f, ok, err
 	}
 	b, err := s.src.at(off, frameHdrLen+n)
@@ -475,7 +475,7 @@ func (s *scanner) findLater(off int64, torn uint64) (int64, frameHead, bool, err
 			f.flags&^flagsKnown != 0 || f.flags&flagSnapshot != 0 {
 			continue
 		}
-		if ok, err := s.crcOK(p, n); err != nil || ok {
+		if ok, err := s.crcOK(p, n, f); err != nil || ok {
 			return p, f, ok, err
 		}
 	}

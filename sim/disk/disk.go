@@ -61,6 +61,7 @@ type Disk struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	rread  *rand.Rand // the read-side faults' own stream (faults.Disk.OpenErr ...)
+	rmore  *rand.Rand // the journal families' own stream (faults.Disk.ShortWrite)
 	faults faults.Disk
 	// quiet turns the read-side faults off while the world inspects the disk (WithoutReadFaults).
 	quiet bool
@@ -126,6 +127,7 @@ func New(seed int64) *Disk {
 	return &Disk{
 		rng:     rand.New(rand.NewSource(seed)),
 		rread:   rand.New(rand.NewSource(seed ^ 0x7ead)),
+		rmore:   rand.New(rand.NewSource(seed ^ 0x5407)),
 		live:    map[string]*inode{},
 		durable: map[string]*inode{},
 	}
@@ -231,6 +233,21 @@ func (d *Disk) FlipBit(name string, off int64, bit uint) {
 	}
 }
 
+// Cut shortens the named file's durable contents, and what reads see, to size: synced data
+// lost at the end of a file (a damaged medium, a bad copy), as FlipBit damages it in place. It
+// panics unless the file exists with nothing pending (as right after a Crash) and size is at
+// most its length.
+func (d *Disk) Cut(name string, size int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.live[name]
+	if ino == nil || len(ino.pending) > 0 || size < 0 || size > int64(len(ino.base)) {
+		panic(fmt.Sprintf("disk: Cut(%q, %d): no such settled file, or not that long", name, size))
+	}
+	ino.base = ino.base[:size:size]
+	ino.data = append([]byte(nil), ino.base...)
+}
+
 // begin accounts for one operation and returns the deterministic fault it meets, if any.
 func (d *Disk) begin(op Op, what string) error {
 	if op.mutating() {
@@ -250,6 +267,15 @@ func (d *Disk) begin(op Op, what string) error {
 // chance draws from the stream only when p > 0, so faults that are off shift nothing.
 func (d *Disk) chance(p float64) bool {
 	return p > 0 && d.rng.Float64() < p
+}
+
+// shortWrite draws the silent short write of a write of n bytes (faults.Disk.ShortWrite) from
+// the disk's third stream: the strict prefix it keeps, or n when it does not strike.
+func (d *Disk) shortWrite(n int) int {
+	if p := d.faults.ShortWrite; p > 0 && n > 0 && d.rmore.Float64() < p {
+		return d.rmore.Intn(n)
+	}
+	return n
 }
 
 // readFault draws a read-side fault of probability p from the read stream (only when p > 0
@@ -490,4 +516,30 @@ func (c change) apply(b []byte) []byte {
 		return resize(b, c.off)
 	}
 	return put(b, c.off, c.data)
+}
+
+// Queued returns how many failures FailNext has queued for op and no operation has met yet.
+func (d *Disk) Queued(op Op) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.failq[op])
+}
+
+// Unfail drops the failures FailNext queued for op.
+func (d *Disk) Unfail(op Op) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failq[op] = nil
+}
+
+// SettledLen returns the length of the named file's durable contents when no change of it is
+// pending (every write synced and settled), else -1: the bytes FlipBit and Cut can damage.
+func (d *Disk) SettledLen(name string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.live[name]
+	if ino == nil || len(ino.pending) > 0 {
+		return -1
+	}
+	return int64(len(ino.base))
 }

@@ -35,7 +35,9 @@
 //     effect, until Crash. Reads keep working.
 //  7. FailNext queues one deterministic failure for the next operation of a kind; probabilities
 //     in faults.Disk add random ones. A failed operation has no effect, except a random write
-//     fault, which appends a random strict prefix first (a short write).
+//     fault, which appends a random strict prefix first (a short write). faults.Disk.ShortWrite
+//     writes such a prefix and reports its count without an error (a port breaching
+//     io.Writer), from a stream of its own. Cut and FlipBit damage settled (synced) data.
 //  8. A missing file is reported with errors.Is(err, fs.ErrNotExist); a name with a separator,
 //     empty, "." or ".." with fs.ErrInvalid; a closed File with fs.ErrClosed.
 //

@@ -52,6 +52,8 @@ func (f *file) Write(p []byte) (int, error) {
 			n = d.rng.Intn(len(p))
 		}
 		err = fmt.Errorf("disk: write %s: short write of %d of %d bytes: %w", f.name, n, len(p), ErrInjected)
+	} else {
+		n = d.shortWrite(n) // reported without an error
 	}
 	if n > 0 {
 		ino := f.ino
@@ -86,6 +88,8 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 			n = d.rng.Intn(len(p))
 		}
 		err = fmt.Errorf("disk: write %s at %d: short write of %d of %d bytes: %w", f.name, off, n, len(p), ErrInjected)
+	} else {
+		n = d.shortWrite(n) // reported without an error
 	}
 	if n > 0 {
 		copy(ino.data[off:], p[:n])

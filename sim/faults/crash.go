@@ -18,6 +18,9 @@ type Process struct {
 	// uniformly in 1..CrashPointOps): a systematic sweep over every operation of a batch and
 	// of a compaction's swap, independent of CommitCrash's aim.
 	CrashPoint float64
+	// ClosePoint: P(a graceful stop's Close is cut by a crash at its k-th mutating disk
+	// operation, k drawn in 1..ClosePointOps: the clean-close mark's write, or its sync).
+	ClosePoint float64
 	// WorkerCrash: P(a worker process crashes at a given step), often while renewals are in
 	// flight; its handlers die with it and its receipts lapse at the queue.
 	WorkerCrash float64
@@ -26,7 +29,12 @@ type Process struct {
 }
 
 // On reports whether any crash is injected.
-func (p Process) On() bool { return p.NodeCrash+p.CommitCrash+p.CrashPoint+p.WorkerCrash > 0 }
+func (p Process) On() bool {
+	return p.NodeCrash+p.CommitCrash+p.CrashPoint+p.ClosePoint+p.WorkerCrash > 0
+}
+
+// ClosePointOps is the range of a close point's k: Close writes the mark, then syncs it.
+const ClosePointOps = 2
 
 // CrashPointOps is the range of a crash point's k: more mutating disk operations than a commit
 // that compacts makes (batch write and sync, snapshot create, write, sync, close, rename,
@@ -49,7 +57,7 @@ func (p Process) Validate() error {
 	for _, q := range []struct {
 		name string
 		v    float64
-	}{{"NodeCrash", p.NodeCrash}, {"CommitCrash", p.CommitCrash}, {"CrashPoint", p.CrashPoint}, {"WorkerCrash", p.WorkerCrash}} {
+	}{{"NodeCrash", p.NodeCrash}, {"CommitCrash", p.CommitCrash}, {"CrashPoint", p.CrashPoint}, {"ClosePoint", p.ClosePoint}, {"WorkerCrash", p.WorkerCrash}} {
 		if err := checkP("process", q.name, q.v); err != nil {
 			return err
 		}

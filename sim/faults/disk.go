@@ -37,6 +37,14 @@ type Disk struct {
 	// CloseErr: a File.Close reports a failure (the file is released all the same, as
 	// close(2) does).
 	OpenErr, StatErr, SizeErr, ReadErr, CloseErr float64
+
+	// The journal families, drawn from the disk's third stream (so they shift none of the
+	// draws above). ShortWrite: a File.Write or WriteAt writes a random strict prefix of its
+	// bytes and reports that count without an error (a port breaching io.Writer's contract;
+	// os.File never does). LeftoverErr: P(an open that will find a leftover <name>.compact
+	// meets a failing removal of it, or a failing directory sync after the removal); the world
+	// arms it (FailNext), the disk does not draw it.
+	ShortWrite, LeftoverErr float64
 }
 
 // Reads reports whether any read-side fault is on.
@@ -54,6 +62,7 @@ func (f Disk) Validate() error {
 		{"SyncDirErr", f.SyncDirErr}, {"DirPersist", f.DirPersist},
 		{"OpenErr", f.OpenErr}, {"StatErr", f.StatErr}, {"SizeErr", f.SizeErr},
 		{"ReadErr", f.ReadErr}, {"CloseErr", f.CloseErr},
+		{"ShortWrite", f.ShortWrite}, {"LeftoverErr", f.LeftoverErr},
 	} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("faults: disk probability %s = %v, want 0..1", p.name, p.v)
@@ -88,6 +97,8 @@ func (f Disk) String() string {
 	add("size", f.SizeErr)
 	add("read", f.ReadErr)
 	add("close", f.CloseErr)
+	add("shortwrite", f.ShortWrite)
+	add("leftover", f.LeftoverErr)
 	if s == "" {
 		return "none"
 	}

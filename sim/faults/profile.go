@@ -150,7 +150,7 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		if on(dCrashPointOn, 0.3) {
 			base.Process.CrashPoint = scale(dCrashPoint, 0.01, 0.1)
 		}
-		if on(dDamageOn, 0.1) {
+		if on(dDamageOn, 0.2) {
 			// Damage to synced data: at each crash a bit flips before the last complete batch,
 			// and every later open must refuse the journal with a clear error.
 			base.ExpectRefusal = true
@@ -201,6 +201,41 @@ func (s *Set) PickMore(r *rand.Rand) error {
 	}
 	return s.Validate()
 }
+
+// PickJournal draws the journal families, from their own stream r (the run's "swarm-journal"
+// stream), so that a seed's earlier choices stay what they were. It consumes the same number
+// of draws under every profile. With the rest of the disk family: writes that report a short
+// count without an error, failing removals of a leftover compaction file, and crashes inside a
+// graceful stop's Close.
+func (s *Set) PickJournal(r *rand.Rand) error {
+	var d [journalDraws]float64
+	for i := range d {
+		d[i] = r.Float64()
+	}
+	if s.Profile == "disk" || s.Profile == "swarm" && s.Disk != (Disk{}) {
+		if d[jShortOn] < 0.3 {
+			s.Disk.ShortWrite = d[jShort] * 0.01
+		}
+		if d[jLeftoverOn] < 0.9 {
+			s.Disk.LeftoverErr = 0.5 + 0.5*d[jLeftover] // per open that finds one: they are rare
+		}
+		if d[jClosePointOn] < 0.5 {
+			s.Process.ClosePoint = 0.1 + 0.4*d[jClosePoint] // per graceful stop
+		}
+	}
+	return s.Validate()
+}
+
+// Indices of PickJournal's draws, one per value and per switch.
+const (
+	jShortOn = iota
+	jShort
+	jLeftoverOn
+	jLeftover
+	jClosePointOn
+	jClosePoint
+	journalDraws
+)
 
 // Indices of PickMore's draws, one per value and per switch.
 const (
