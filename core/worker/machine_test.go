@@ -221,7 +221,7 @@ func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
 				if w.finished[en.Receipt] {
 					t.Fatalf("renewal of %s after its handler finished", en.Receipt)
 				}
-				req, ok := lease.Request(w.stamp[en.Receipt], w.cfg.Window, w.cfg.Ceiling, w.now)
+				req, ok := request(w.stamp[en.Receipt], w.cfg.Window, w.cfg.Ceiling, w.now)
 				if !ok || req != en.Timeout {
 					t.Fatalf("%s renewal asks %v, request(now) = %v", en.Receipt, en.Timeout, req)
 				}
