@@ -97,6 +97,28 @@ func TestMisuseLeavesTheMachineUnchanged(t *testing.T) {
 	}
 }
 
+// TestRefusedReceiveReplyChangesNothing: a receive reply naming a receipt twice (a broken
+// transport, or a driver feeding one reply twice) is refused by the lease machine, and the
+// receive stays in flight: the same call's good reply is still taken.
+func TestRefusedReceiveReplyChangesNothing(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 2})
+	rc := e.Ready().Receive
+	before, wake := e.Status(), e.WakeAt()
+	m1 := core.Message{ID: "m1", Receipt: "r1", ReceiveCount: 1}
+	for _, msgs := range [][]core.Message{{m1, m1}, {{ID: "m0"}}} {
+		err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(time.Second), Messages: msgs})
+		if !errors.Is(err, lease.ErrDuplicate) {
+			t.Fatalf("reply %v: %v, want %v", msgs, err, lease.ErrDuplicate)
+		}
+		if diff := cmp.Diff(before, e.Status()); diff != "" || !e.WakeAt().Equal(wake) {
+			t.Fatalf("a refused reply changed the status (-want +got):\n%s", diff)
+		}
+	}
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(time.Second), Messages: []core.Message{m1}}); err != nil {
+		t.Fatalf("the good reply after the refused ones: %v", err)
+	}
+}
+
 func TestBudget(t *testing.T) {
 	for _, tc := range []struct {
 		budget, redrive, want int

@@ -586,14 +586,10 @@ func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 	if ev.Call == 0 || ev.Call != e.recvCall {
 		return fmt.Errorf("%w: receive %d", ErrUnknownCall, ev.Call)
 	}
-	e.advance(ev.Now)
-	e.recvCall = 0
 	if ev.Err != nil {
+		e.advance(ev.Now)
+		e.recvCall = 0
 		return e.onReceiveFailed(ev)
-	}
-	e.recvFailures = 0
-	if len(ev.Messages) == 0 {
-		e.recvAfter = e.recvStamp.Add(e.cfg.IdleDelay)
 	}
 	msgs, extra := ev.Messages, []core.Message(nil)
 	if len(msgs) > e.recvMax {
@@ -613,7 +609,13 @@ func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 	all := append(slices.Clip(msgs), extra...)
 	if err := e.stepLease(lease.Received{Now: ev.Now, Stamp: e.recvStamp, Window: e.cfg.Window,
 		Ceiling: e.cfg.Ceiling, Messages: all}); err != nil {
-		return err
+		return err // refused (a receipt twice, or one already held): nothing changed
+	}
+	e.advance(ev.Now)
+	e.recvCall = 0
+	e.recvFailures = 0
+	if len(ev.Messages) == 0 {
+		e.recvAfter = e.recvStamp.Add(e.cfg.IdleDelay)
 	}
 	for i, msg := range all {
 		e.stats.Received++
