@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math/rand"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,6 +138,7 @@ type workerProc struct {
 	open     []string // receipts received whose lease has not ended yet (for drop detection)
 	wakeAt   time.Duration
 	calls    map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
+	rProbe   *rand.Rand          // the misuse family's draws (probe_worker.go)
 }
 
 type msgHandler struct {
@@ -310,6 +312,9 @@ func (p *workerProc) calm() {}
 // step feeds ev to the machine and performs its effects.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
+	if w.mutation == mutNone || w.mutation == mutProbeTakes {
+		p.maybeProbe(ev)
+	}
 	if err := p.e.Step(ev); err != nil {
 		w.chk.Fail(InvMachine, "%s: worker machine refused %T: %v", p.name, ev, err)
 		return
