@@ -65,9 +65,15 @@ func (p *workerProc) maybeProbe(ev worker.Event) {
 		now = ev.Now
 	case worker.ReceiveDone:
 		now = ev.Now
-		if len(ev.Messages) > 0 && ev.Err == nil && r.Intn(2) == 0 {
-			p.probe(badReceive(r, ev, p.heldReceipt(r)), lease.ErrDuplicate, "")
-			return
+		if len(ev.Messages) > 0 && ev.Err == nil {
+			switch r.Intn(3) {
+			case 0:
+				p.probe(badReceive(r, ev, p.heldReceipt(r)), lease.ErrDuplicate, "")
+				return
+			case 1:
+				p.probeLease(r, p.recvStamp, ev.Now, ev.Messages)
+				return
+			}
 		}
 	case worker.CallDone:
 		now = ev.Now

@@ -139,6 +139,8 @@ type workerProc struct {
 	wakeAt   time.Duration
 	calls    map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
 	rProbe   *rand.Rand          // the misuse family's draws (probe_worker.go)
+	// recvStamp is the stamp of the receive whose reply is being stepped (for the probes).
+	recvStamp time.Time
 }
 
 type msgHandler struct {
@@ -650,6 +652,7 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 		}
 		w.trace(p.name, b.String())
 	}
+	p.recvStamp = r.Stamp
 	p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Messages: msgs})
 }
 
