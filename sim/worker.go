@@ -86,7 +86,10 @@ func (m *msgProducer) tick(w *World) {
 		}
 		out := core.Outgoing{Body: []byte(body)}
 		if w.fleet != nil {
-			out = w.fleet.body(w, m.sent)
+			var ok bool
+			if out, ok = w.fleet.body(w, m.sent); !ok {
+				continue
+			}
 		}
 		id := w.queue.SendOutgoing(w.now(), out)
 		w.trace("producer", "send "+id+" "+body)
