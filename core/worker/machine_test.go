@@ -40,10 +40,7 @@ func TestDispositionTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.disposition(core.Message{ID: "m", ReceiveCount: tc.count}, tc.result)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := e.disposition(core.Message{ID: "m", ReceiveCount: tc.count}, tc.result)
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}

@@ -755,21 +755,19 @@ func (e *Machine) onHandlerDone(ev HandlerDone) error {
 		e.forget(ev.Receipt, d)
 		return e.stepLease(lease.Tick{Now: ev.Now})
 	}
-	disp, err := e.disposition(d.msg, ev.Result)
-	if err != nil {
-		return err
-	}
+	disp := e.disposition(d.msg, ev.Result)
 	e.running--
 	d.state = finished
 	return e.stepLease(lease.Dispose{Now: ev.Now, Receipt: ev.Receipt, Disposition: disp})
 }
 
-// disposition is the table of docs/worker.md.
-func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, error) {
+// disposition is the table of docs/worker.md. The outcome is one of the table's:
+// onHandlerDone refused any other before this.
+func (e *Machine) disposition(msg core.Message, r Result) lease.Disposition {
 	switch r.Outcome {
 	case Success:
 		e.stats.Succeeded++
-		return lease.Disposition{Kind: lease.Ack}, nil
+		return lease.Disposition{Kind: lease.Ack}
 	case Retryable:
 		e.stats.Released++
 		n := max(0, msg.ReceiveCount-1)
@@ -784,22 +782,21 @@ func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, er
 			wait = e.cfg.Retry.Delay(n)
 		}
 		e.log.Info("worker: handler failed, retryable; releasing", "message", msg.ID, "after", wait, "err", r.Err)
-		return lease.Disposition{Kind: lease.Release, After: wait}, nil
+		return lease.Disposition{Kind: lease.Release, After: wait}
 	case Permanent:
 		if e.cfg.RedriveMaxReceives > 0 {
 			e.stats.Terminal++
 			e.log.Warn("worker: handler failed permanently; hiding for the redrive policy", "message", msg.ID, "err", r.Err)
-			return lease.Disposition{Kind: lease.TerminalBackoff}, nil
+			return lease.Disposition{Kind: lease.TerminalBackoff}
 		}
 		e.stats.Permanent++
 		e.log.Error("worker: handler failed permanently; acking", "message", msg.ID, "err", r.Err)
-		return lease.Disposition{Kind: lease.Ack}, nil
-	case Terminal:
+		return lease.Disposition{Kind: lease.Ack}
+	default: // Terminal
 		e.stats.Terminal++
 		e.log.Warn("worker: terminal backoff", "message", msg.ID, "err", r.Err)
-		return lease.Disposition{Kind: lease.TerminalBackoff}, nil
+		return lease.Disposition{Kind: lease.TerminalBackoff}
 	}
-	return lease.Disposition{}, fmt.Errorf("worker: handler for %s returned outcome %v", msg.ID, r.Outcome)
 }
 
 func (e *Machine) onShutdown() {
