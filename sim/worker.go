@@ -136,6 +136,7 @@ type workerProc struct {
 	e    *worker.Machine
 
 	stopping bool
+	asked    bool      // an operator's stop was stepped (stopping is set by a fatal error too)
 	recv     *longPoll // the receive call in flight, if any
 	handlers map[string]*msgHandler
 	open     []string // receipts received whose lease has not ended yet (for drop detection)
@@ -189,7 +190,7 @@ var errPoison = errors.New("simulated undecodable body")
 
 func (p *workerProc) start() {
 	w := p.w
-	p.up, p.stopping = true, false
+	p.up, p.stopping, p.asked = true, false, false
 	p.gen++
 	if p.gen == 1 {
 		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
@@ -221,8 +222,10 @@ func (p *workerProc) alive(fn func()) func() {
 		}
 		w := p.w
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.WorkerCrash) {
-			if w.rFaults.Intn(3) == 0 && !p.stopping {
-				p.shutdown() // an operator's stop arrives just before this event, which still happens
+			if w.rFaults.Intn(3) == 0 && !p.asked {
+				// An operator's stop arrives just before this event, which still happens (also
+				// while a fatal receive error winds the worker down: the stop is then a no-op).
+				p.shutdown()
 				if !p.up || p.gen != gen {
 					return
 				}
@@ -306,7 +309,7 @@ func (p *workerProc) scheduleRestart() {
 // it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {
 	w := p.w
-	p.stopping = true
+	p.stopping, p.asked = true, true
 	w.st.Crashes.Add("worker-shutdown", 1)
 	w.trace(p.name, "SHUTDOWN")
 	p.step(worker.Shutdown{Now: w.now()})
