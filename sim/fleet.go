@@ -42,9 +42,10 @@ type fleet struct {
 
 // fleetProc is one incarnation's job layer.
 type fleetProc struct {
-	m    *qjobs.Machine
-	runs map[string]*fleetRun // running attempts by receipt
-	want qjobs.Stats          // the plans this incarnation received, counted here
+	m      *qjobs.Machine
+	runs   map[string]*fleetRun // running attempts by receipt
+	want   qjobs.Stats          // the plans this incarnation received, counted here
+	jitter bool                 // its job layer draws jitter (else every retry waits the full delay)
 }
 
 type fleetRun struct {
@@ -124,12 +125,15 @@ func (f *fleet) started(w *World, p *workerProc) {
 	if p.gen == 1 {
 		f.badConfig(w, p, qc)
 	}
+	if f.r.Intn(8) == 0 {
+		qc.Rand = nil // no jitter: every retry waits the policy's full delay
+	}
 	m, err := qjobs.New(qc)
 	if err != nil {
 		w.chk.Fail(InvMachine, "%s: qjobs.New: %v", p.name, err)
 		return
 	}
-	f.procs[p.id] = &fleetProc{m: m, runs: map[string]*fleetRun{}}
+	f.procs[p.id] = &fleetProc{m: m, runs: map[string]*fleetRun{}, jitter: qc.Rand != nil}
 }
 
 // stopped ends worker p's incarnation: its running attempts are lost with it.
@@ -321,6 +325,9 @@ func (f *fleet) handle(p *workerProc, m core.Message) {
 		}
 		plan := fp.m.Finish(w.now(), d, run.attempt, run.probe, o)
 		fp.count(plan)
+		if plan.Action == qjobs.Hide {
+			f.checkHide(w, fp, j, run.attempt, o, plan.Visibility)
+		}
 		f.end(p, h, m, plan, payload, dup)
 	}))
 }
@@ -387,6 +394,27 @@ func (f *fleet) end(p *workerProc, h *msgHandler, m core.Message, plan qjobs.Pla
 		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
 	}
 	p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
+}
+
+// checkHide checks the visibility of a retry the job layer hides: the server's wait (capped at
+// Cap), else the policy's delay for the attempt, in whole seconds: the full delay without
+// jitter, with it between half and all of it.
+func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
+	full := f.policy.Delay(attempt - 1)
+	lo, hi := (full/2+time.Second-1)/time.Second*time.Second, (full+time.Second-1)/time.Second*time.Second
+	switch {
+	case o.After != nil:
+		lo = (max(0, min(*o.After, f.policy.Cap)) + time.Second - 1) / time.Second * time.Second
+		hi = lo
+	case !fp.jitter:
+		lo = hi
+	}
+	if v < lo || v > hi {
+		w.chk.Fail(InvBackoff, "job-%d attempt %d hidden %v after a retryable failure, want %v..%v (delay %v, server wait %v, jitter %v)",
+			j.n, attempt, v, lo, hi, full, o.After, fp.jitter)
+		return
+	}
+	w.chk.Pass(InvBackoff)
 }
 
 // count adds a plan of this incarnation's job layer to what its Stats must say.

@@ -153,7 +153,9 @@ func (p *workerProc) probeLease(r *rand.Rand, t0, now time.Time, msgs []core.Mes
 	early.Stamp = now.Add(time.Millisecond)
 	lp.refuse(early, lease.ErrBadEvent)
 	_, text := lp.step(recv)
-	lp.expect(text, "wake "+lease.Offset(m.WakeAt(), Epoch))
+	if wake := m.WakeAt(); !wake.IsZero() {
+		lp.expect(text, "wake "+lease.Offset(wake, Epoch))
+	}
 
 	fresh := func(n int) []core.Message {
 		out := make([]core.Message, n)

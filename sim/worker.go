@@ -265,8 +265,13 @@ func (p *workerProc) crash() {
 	st := p.e.Status()
 	p.up = false
 	w.st.Crashes.Add("worker", 1)
+	// What the machine would have done next, as core renders it ("wake +t"; none when idle).
+	next := ""
+	if wake := strings.TrimSuffix(worker.Describe(worker.Ready{}, p.e.WakeAt(), Epoch), "\n"); wake != "" {
+		next = ", next " + wake
+	}
 	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
-		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
+		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+next+")")
 	// The leases die with it too: each lapses at the queue (as core renders a lease).
 	for _, r := range p.open {
 		if l, ok := p.e.Lease(r); ok {
