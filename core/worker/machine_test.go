@@ -116,6 +116,57 @@ func TestRefusedReceiveReplyChangesNothing(t *testing.T) {
 	}
 }
 
+// TestDropInABurstWithdrawsAStartNotHandedOut: a handler's result frees a slot, so the next
+// delivery is started; a renewal reply stepped in the same burst says its receipt is gone.
+// Ready must neither start it nor cancel it (a Cancel beside its Start names a handler the
+// driver has not started: the production loop called a nil cancel func).
+func TestDropInABurstWithdrawsAStartNotHandedOut(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 1, Prefetch: 1, Window: 30 * time.Second})
+	rc := e.Ready().Receive
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0, Messages: []core.Message{
+		{ID: "m1", Receipt: "r1", ReceiveCount: 1}, {ID: "m2", Receipt: "r2", ReceiveCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rd := e.Ready(); len(rd.Start) != 1 || rd.Start[0].Receipt != "r1" {
+		t.Fatalf("first Ready starts %+v, want r1", rd.Start)
+	}
+	at := e.WakeAt()
+	if err := e.Step(Tick{Now: at}); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Ready()
+	if len(rd.Changes) != 1 || len(rd.Changes[0].Entries) != 2 {
+		t.Fatalf("renewals %+v, want one call for r1 and r2", rd.Changes)
+	}
+	renew := rd.Changes[0]
+	entries := make([]error, 2)
+	for i, en := range renew.Entries {
+		if en.Receipt == "r2" {
+			entries[i] = &core.TransportError{Class: core.Gone, Op: "change-visibility", Err: errors.New("gone")}
+		}
+	}
+	// The burst: r1's handler returns (r2 is started), then the renewal reply drops r2.
+	if err := e.Step(HandlerDone{Receipt: "r1", Now: at, Result: Result{Outcome: Success}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Step(CallDone{Call: renew.Call, Now: at, Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	rd = e.Ready()
+	for _, s := range rd.Start {
+		t.Errorf("Ready starts %s after its lease was dropped in the burst", s.Receipt)
+	}
+	for _, c := range rd.Cancel {
+		t.Errorf("Ready cancels %s (%s), whose handler it never handed out", c.Receipt, c.Reason)
+	}
+	if st := e.Status(); st.Started != 1 || st.Running != 0 || st.Dropped != 1 {
+		t.Errorf("status started=%d running=%d dropped=%d, want 1 0 1", st.Started, st.Running, st.Dropped)
+	}
+	if err := e.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestBudget(t *testing.T) {
 	for _, tc := range []struct {
 		budget, redrive, want int

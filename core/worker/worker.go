@@ -564,6 +564,14 @@ func (e *Machine) onDrop(c lease.CancelHandler) {
 	e.stats.Dropped++
 	switch d.state {
 	case running:
+		if i := slices.IndexFunc(e.out.Start, func(s StartHandler) bool { return s.Receipt == c.Receipt }); i >= 0 {
+			// Started in this burst, before the drop: the start was never handed out, so
+			// withdraw it (a Cancel beside it would name a handler the driver never ran).
+			e.out.Start = slices.Delete(e.out.Start, i, i+1)
+			e.stats.Started--
+			e.forget(c.Receipt, d)
+			return
+		}
 		d.state = cancelled
 		e.stats.Cancelled++
 		e.out.Cancel = append(e.out.Cancel, CancelHandler{Receipt: c.Receipt, Reason: c.Reason})
