@@ -56,8 +56,8 @@ func (p *workerProc) maybeProbe(ev worker.Event) {
 		p.rProbe = Stream(p.w.cfg.Seed, "worker-probe/"+strconv.Itoa(p.id))
 	}
 	r := p.rProbe
-	if r.Intn(probeEvery) != 0 {
-		return
+	if r.Intn(probeEvery) != 0 || p.pending {
+		return // (in an open burst the driver has not seen the machine's last decisions)
 	}
 	var now time.Time
 	switch ev := ev.(type) {

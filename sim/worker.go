@@ -52,8 +52,9 @@ func (w *World) setupQueue() {
 		lp.Margin = time.Nanosecond
 	}
 	w.chk.LeaseConfigured(lp)
+	bursts := Stream(c.Seed, "worker-burst").Intn(2) == 0
 	for i := 1; i <= c.Workers; i++ {
-		p := &workerProc{w: w, id: i, name: "worker/" + strconv.Itoa(i)}
+		p := &workerProc{w: w, id: i, name: "worker/" + strconv.Itoa(i), bursts: bursts}
 		w.workers = append(w.workers, p)
 		p.start()
 	}
@@ -136,13 +137,17 @@ type workerProc struct {
 	e    *worker.Machine
 
 	stopping bool
-	asked    bool      // an operator's stop was stepped (stopping is set by a fatal error too)
-	recv     *longPoll // the receive call in flight, if any
-	handlers map[string]*msgHandler
-	open     []string // receipts received whose lease has not ended yet (for drop detection)
-	wakeAt   time.Duration
-	calls    map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
-	rProbe   *rand.Rand          // the misuse family's draws (probe_worker.go)
+	asked    bool // an operator's stop was stepped (stopping is set by a fatal error too)
+	// bursts: replies and handler results arriving at one instant are stepped together before
+	// Ready is read, as the production loop does with the events already waiting (drawn per
+	// seed from the "worker-burst" stream); pending: a burst is open, its Ready not read yet.
+	bursts, pending bool
+	recv            *longPoll // the receive call in flight, if any
+	handlers        map[string]*msgHandler
+	open            []string // receipts received whose lease has not ended yet (for drop detection)
+	wakeAt          time.Duration
+	calls           map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
+	rProbe          *rand.Rand          // the misuse family's draws (probe_worker.go)
 	// recvStamp is the stamp of the receive whose reply is being stepped (for the probes).
 	recvStamp time.Time
 }
@@ -190,7 +195,7 @@ var errPoison = errors.New("simulated undecodable body")
 
 func (p *workerProc) start() {
 	w := p.w
-	p.up, p.stopping, p.asked = true, false, false
+	p.up, p.stopping, p.asked, p.pending = true, false, false, false
 	p.gen++
 	if p.gen == 1 {
 		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
@@ -328,10 +333,48 @@ func (p *workerProc) step(ev worker.Event) {
 	if w.mutation == mutNone || w.mutation == mutProbeTakes {
 		p.maybeProbe(ev)
 	}
+	reply := false
+	switch ev.(type) {
+	case worker.ReceiveDone, worker.CallDone, worker.HandlerDone:
+		reply = p.bursts
+	}
+	if !reply && p.pending {
+		// A timer or a stop: the production loop reads Ready before it selects one.
+		p.flush()
+		if !p.up {
+			return
+		}
+	}
 	if err := p.e.Step(ev); err != nil {
 		w.chk.Fail(InvMachine, "%s: worker machine refused %T: %v", p.name, ev, err)
 		return
 	}
+	if reply {
+		// The production loop steps every event already waiting before it reads Ready: the
+		// replies and handler results of this instant join one burst, read at its end.
+		if !p.pending {
+			p.pending = true
+			gen := p.gen
+			w.loop.AtExact(w.loop.Now(), func() {
+				if p.up && p.gen == gen && p.pending {
+					p.flush()
+				}
+			})
+		}
+		return
+	}
+	p.ready()
+}
+
+// flush ends a burst: Ready is read once for all the events stepped in it.
+func (p *workerProc) flush() {
+	p.pending = false
+	p.ready()
+}
+
+// ready performs the machine's effects and checks what follows a step (or a burst of them).
+func (p *workerProc) ready() {
+	w := p.w
 	p.perform(p.e.Ready())
 	if !p.up {
 		return
