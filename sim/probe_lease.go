@@ -224,32 +224,46 @@ func (p *workerProc) probeLease(r *rand.Rand, t0, now time.Time, msgs []core.Mes
 		return
 	}
 	del := rd.Deletes[0]
-	gone := &core.TransportError{Class: core.Gone, Op: "delete", Err: errors.New("probe: no such receipt")}
+	// The queue says the receipt is gone; or the delete fails retryably and the wake for its
+	// retry comes only at retryUntil (a late timer): too late to send, the lease ends.
+	var failure error = &core.TransportError{Class: core.Gone, Op: "delete", Err: errors.New("probe: no such receipt")}
+	late := r.Intn(2) == 0
+	if late {
+		failure = &core.TransportError{Class: core.Retryable, Op: "delete", Code: "ThrottlingException", Err: errors.New("probe: slow down")}
+	}
+	wl, _ := m.Lease(waiter)
 	entries := make([]error, len(del.Receipts))
-	entries[0] = gone
+	entries[0] = failure
 	_, text = lp.step(lease.DisposeResult{Call: del.Call, Now: reply, Entries: entries})
-	lp.expect(text, fmt.Sprintf("ended %s ack err=%v", waiter, gone))
-	// Of the others: one abandoned, one whose handler ends at its local deadline (after the
-	// stop point: no disposition, dropped as expired); a shutdown drops the rest.
+	if late {
+		lp.now = wl.Deadline.Add(-win / 10)
+		_, text = lp.step(lease.Tick{Now: lp.now})
+	} else {
+		lp.now = reply
+	}
+	lp.expect(text, fmt.Sprintf("ended %s ack err=%v", waiter, failure))
+	// Of the others still held: one abandoned, one whose handler ends at its local deadline
+	// (after the stop point: no disposition, dropped as expired).
 	var rest []string
 	for _, e := range renew.Entries[1:] {
-		rest = append(rest, e.Receipt)
+		if m.Held(e.Receipt) {
+			rest = append(rest, e.Receipt)
+		}
 	}
 	if len(rest) > 0 {
-		_, text = lp.step(lease.Dispose{Now: reply, Receipt: rest[0], Disposition: lease.Disposition{Kind: lease.Abandon}})
+		_, text = lp.step(lease.Dispose{Now: lp.now, Receipt: rest[0], Disposition: lease.Disposition{Kind: lease.Abandon}})
 		lp.expect(text, "ended "+rest[0]+" abandon")
 		rest = rest[1:]
 	}
 	if len(rest) > 0 {
-		if l, ok := m.Lease(rest[0]); ok && !l.Deadline.Before(reply) {
+		if l, ok := m.Lease(rest[0]); ok && m.Held(rest[0]) && !l.Deadline.Before(lp.now) {
 			_, text = lp.step(lease.Dispose{Now: l.Deadline, Receipt: rest[0], Disposition: lease.Disposition{Kind: lease.Ack}})
 			lp.expect(text, "cancel "+rest[0]+" (expired)")
 			lp.now = l.Deadline
 		}
 	}
 	// A worker holding many receipts releases all but one in one step: the releases leave in
-	// batches of at most ten. The one left renews; a shutdown then drops it and abandons its
-	// renewal in flight (nothing held waits for it).
+	// batches of at most ten.
 	if cfg.ReceiptsMax == 0 {
 		n := 11 + r.Intn(64)
 		many := fresh(n)
@@ -273,19 +287,56 @@ func (p *workerProc) probeLease(r *rand.Rand, t0, now time.Time, msgs []core.Mes
 		}
 		lp.keys = append(lp.keys, many[n-1].Receipt)
 	}
-	if wake := m.WakeAt(); !wake.IsZero() && wake.After(lp.now) {
-		lp.now = wake
-	}
-	rd, _ = lp.step(lease.Tick{Now: lp.now})
-	var want []string
-	for _, k := range lp.keys {
-		if _, held := m.Lease(k); held && m.Held(k) {
-			want = append(want, "cancel "+k+" (shutdown)")
+	// The last receipt: its renewal goes out, then one of four endings, each checked.
+	last := "probe-last"
+	lp.keys = append(lp.keys, last)
+	lp.step(lease.Received{Now: lp.now, Stamp: lp.now, Window: win, Ceiling: ceiling, Messages: []core.Message{{ID: "probe-mlast", Receipt: last}}})
+	var call lease.CallID
+	size := 0 // entries of the renewal call naming last
+	for i := 0; i < 8 && call == 0 && !lp.failed; i++ {
+		wake := m.WakeAt()
+		if wake.IsZero() || !m.Held(last) {
+			break
+		}
+		lp.now = maxTime(lp.now, wake)
+		rd, _ := lp.step(lease.Tick{Now: lp.now})
+		for _, c := range rd.Changes {
+			if c.Purpose != lease.Renewal {
+				continue
+			}
+			for _, e := range c.Entries {
+				if e.Receipt == last {
+					call, size = c.Call, len(c.Entries)
+				}
+			}
 		}
 	}
-	for _, c := range rd.Changes {
-		if c.Purpose == lease.Renewal {
-			want = append(want, fmt.Sprintf("abandon call=%d", c.Call))
+	if call == 0 || lp.failed {
+		return
+	}
+	l, _ = m.Lease(last)
+	stop := l.Deadline.Add(-lp.margin)
+	var want []string
+	switch r.Intn(4) {
+	case 0: // a shutdown with the renewal in flight: dropped, the call abandoned
+		want = append(want, "cancel "+last+" (shutdown)", fmt.Sprintf("abandon call=%d", call))
+	case 1: // no reply by the stop point: dropped there, the call abandoned
+		lp.now = stop
+		_, text = lp.step(lease.Tick{Now: stop})
+		lp.expect(text, "cancel "+last+" (expired)")
+	case 2: // a success that arrives at the stop point (its timer fired late): too late
+		lp.now = stop
+		_, text = lp.step(lease.RenewResult{Call: call, Now: stop, Entries: make([]error, size)})
+		lp.expect(text, "cancel "+last+" (late)")
+	case 3: // a disposition waits behind the renewal, which fails retryably at the stop point
+		lp.step(lease.Dispose{Now: lp.now, Receipt: last, Disposition: lease.Disposition{Kind: lease.Ack}})
+		lp.now = stop
+		_, text = lp.step(lease.RenewResult{Call: call, Now: stop, Err: &core.TransportError{Class: core.Retryable, Op: "change-visibility", Err: errors.New("probe: timeout")}})
+		lp.expect(text, "cancel "+last+" (expired)")
+	}
+	for _, k := range lp.keys {
+		if m.Held(k) && k != last {
+			want = append(want, "cancel "+k+" (shutdown)")
 		}
 	}
 	_, text = lp.step(lease.Shutdown{Now: lp.now})
@@ -296,4 +347,11 @@ func (p *workerProc) probeLease(r *rand.Rand, t0, now time.Time, msgs []core.Mes
 	if !lp.failed {
 		w.chk.Pass(InvMisuseRefused)
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
