@@ -23,12 +23,20 @@ const (
 	// InvFleetSingleHolder: no attempt of a job starts while another process runs one under a
 	// lease it still holds.
 	InvFleetSingleHolder = "fleet-single-holder"
+	// InvFleetNotJob: a message whose job attributes are damaged is refused by Decode with
+	// ErrEnvelope naming the damaged attribute, never runs, and goes to the dead-letter
+	// queue as it is; a well-formed one is never refused.
+	InvFleetNotJob = "fleet-not-job"
 )
 
 // checkRun checks an attempt the job layer of worker p admitted, before it starts.
 func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attrs, plan qjobs.Plan, m core.Message, dup bool) {
 	w := p.w
 	j.runs++
+	if j.malformed != "" {
+		w.chk.Fail(InvFleetNotJob, "%s: job-%d runs though its message is malformed (%s)", p.name, j.n, j.malformed)
+		return
+	}
 	budget := f.policy.Attempts
 	if a.AttemptsMax > 0 {
 		budget = a.AttemptsMax
@@ -87,8 +95,22 @@ func (f *fleet) finish(w *World) {
 	if !w.liveness || !w.done() {
 		return // not settled: liveness reports it
 	}
+	for _, p := range w.workers {
+		if fp := f.procs[p.id]; fp != nil {
+			f.checkStats(w, p.name, fp)
+		}
+	}
 	for _, j := range f.jobs {
 		switch {
+		case j.refused:
+			w.st.Jobs.Add("fleet-refused-too-large", 1)
+		case j.malformed != "":
+			if !j.deadAsIs || j.runs > 0 {
+				w.chk.Fail(InvFleetNotJob, "job-%d's malformed message (%s) settled with dead-lettered %v, runs %d", j.n, j.malformed, j.deadAsIs, j.runs)
+				return
+			}
+			w.st.Jobs.Add("fleet-not-a-job", 1)
+			w.chk.Pass(InvFleetNotJob)
 		case j.done:
 			w.st.Jobs.Add("fleet-done", 1)
 			w.chk.Pass(InvFleetTerminal)
@@ -111,6 +133,7 @@ func init() {
 		{InvFleetAttempts, "fleet: no attempt past the job's budget, and no more attempts than the budget plus the crashes, lost leases and duplicates that explain them"},
 		{InvFleetBreaker, "fleet: no process starts an attempt on a target whose breaker there is open"},
 		{InvFleetSingleHolder, "fleet: no attempt of a job starts while another process runs one under a lease it holds"},
+		{InvFleetNotJob, "fleet: a message with damaged job attributes is refused naming them, never runs, and is dead-lettered as it is; a well-formed one is never refused"},
 	} {
 		invIndex[inv.Name] = len(Invariants)
 		Invariants = append(Invariants, inv)

@@ -9,6 +9,7 @@ var firedElsewhere = map[string]string{
 	InvFleetAttempts:     "TestFleetInvariantsFire",
 	InvFleetBreaker:      "TestFleetInvariantsFire",
 	InvFleetSingleHolder: "TestFleetInvariantsFire",
+	InvFleetNotJob:       "TestFleetInvariantsFire",
 }
 
 // TestFleetInvariantsFire plants one defect per fleet invariant and shows a seed of the fleet
@@ -22,6 +23,7 @@ func TestFleetInvariantsFire(t *testing.T) {
 		{InvFleetBreaker, mutFleetIgnoreBreaker},
 		{InvFleetTerminal, mutFleetLoseDead},
 		{InvFleetSingleHolder, mutFleetDoubleSend},
+		{InvFleetNotJob, mutFleetDropNotJob},
 	} {
 		t.Run(tc.inv, func(t *testing.T) {
 			for seed := int64(1); seed <= 60; seed++ {

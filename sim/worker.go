@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math/rand"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,8 +52,9 @@ func (w *World) setupQueue() {
 		lp.Margin = time.Nanosecond
 	}
 	w.chk.LeaseConfigured(lp)
+	bursts := Stream(c.Seed, "worker-burst").Intn(2) == 0
 	for i := 1; i <= c.Workers; i++ {
-		p := &workerProc{w: w, id: i, name: "worker/" + strconv.Itoa(i)}
+		p := &workerProc{w: w, id: i, name: "worker/" + strconv.Itoa(i), bursts: bursts}
 		w.workers = append(w.workers, p)
 		p.start()
 	}
@@ -85,7 +87,10 @@ func (m *msgProducer) tick(w *World) {
 		}
 		out := core.Outgoing{Body: []byte(body)}
 		if w.fleet != nil {
-			out = w.fleet.body(w, m.sent)
+			var ok bool
+			if out, ok = w.fleet.body(w, m.sent); !ok {
+				continue
+			}
 		}
 		id := w.queue.SendOutgoing(w.now(), out)
 		w.trace("producer", "send "+id+" "+body)
@@ -132,11 +137,19 @@ type workerProc struct {
 	e    *worker.Machine
 
 	stopping bool
-	recv     *longPoll // the receive call in flight, if any
-	handlers map[string]*msgHandler
-	open     []string // receipts received whose lease has not ended yet (for drop detection)
-	wakeAt   time.Duration
-	calls    map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
+	asked    bool // an operator's stop was stepped (stopping is set by a fatal error too)
+	// bursts: replies and handler results arriving at one instant are stepped together before
+	// Ready is read, as the production loop does with the events already waiting (drawn per
+	// seed from the "worker-burst" stream); pending: a burst is open, its Ready not read yet.
+	bursts, pending bool
+	recv            *longPoll // the receive call in flight, if any
+	handlers        map[string]*msgHandler
+	open            []string // receipts received whose lease has not ended yet (for drop detection)
+	wakeAt          time.Duration
+	calls           map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
+	rProbe          *rand.Rand          // the misuse family's draws (probe_worker.go)
+	// recvStamp is the stamp of the receive whose reply is being stepped (for the probes).
+	recvStamp time.Time
 }
 
 type msgHandler struct {
@@ -182,7 +195,7 @@ var errPoison = errors.New("simulated undecodable body")
 
 func (p *workerProc) start() {
 	w := p.w
-	p.up, p.stopping = true, false
+	p.up, p.stopping, p.asked, p.pending = true, false, false, false
 	p.gen++
 	if p.gen == 1 {
 		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
@@ -214,8 +227,10 @@ func (p *workerProc) alive(fn func()) func() {
 		}
 		w := p.w
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.WorkerCrash) {
-			if w.rFaults.Intn(3) == 0 && !p.stopping {
-				p.shutdown() // an operator's stop arrives just before this event, which still happens
+			if w.rFaults.Intn(3) == 0 && !p.asked {
+				// An operator's stop arrives just before this event, which still happens (also
+				// while a fatal receive error winds the worker down: the stop is then a no-op).
+				p.shutdown()
 				if !p.up || p.gen != gen {
 					return
 				}
@@ -255,8 +270,13 @@ func (p *workerProc) crash() {
 	st := p.e.Status()
 	p.up = false
 	w.st.Crashes.Add("worker", 1)
+	// What the machine would have done next, as core renders it ("wake +t"; none when idle).
+	next := ""
+	if wake := strings.TrimSuffix(worker.Describe(worker.Ready{}, p.e.WakeAt(), Epoch), "\n"); wake != "" {
+		next = ", next " + wake
+	}
 	w.trace(p.name, "CRASH (running "+strconv.Itoa(st.Running)+", waiting "+strconv.Itoa(st.Waiting)+
-		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+")")
+		", calls in flight "+strconv.Itoa(st.Lease.InFlightCalls)+next+")")
 	// The leases die with it too: each lapses at the queue (as core renders a lease).
 	for _, r := range p.open {
 		if l, ok := p.e.Lease(r); ok {
@@ -299,7 +319,7 @@ func (p *workerProc) scheduleRestart() {
 // it is done, and restarts after the restart delay.
 func (p *workerProc) shutdown() {
 	w := p.w
-	p.stopping = true
+	p.stopping, p.asked = true, true
 	w.st.Crashes.Add("worker-shutdown", 1)
 	w.trace(p.name, "SHUTDOWN")
 	p.step(worker.Shutdown{Now: w.now()})
@@ -310,10 +330,51 @@ func (p *workerProc) calm() {}
 // step feeds ev to the machine and performs its effects.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
+	if w.mutation == mutNone || w.mutation == mutProbeTakes {
+		p.maybeProbe(ev)
+	}
+	reply := false
+	switch ev.(type) {
+	case worker.ReceiveDone, worker.CallDone, worker.HandlerDone:
+		reply = p.bursts
+	}
+	if !reply && p.pending {
+		// A timer or a stop: the production loop reads Ready before it selects one.
+		p.flush()
+		if !p.up {
+			return
+		}
+	}
 	if err := p.e.Step(ev); err != nil {
 		w.chk.Fail(InvMachine, "%s: worker machine refused %T: %v", p.name, ev, err)
 		return
 	}
+	if reply {
+		// The production loop steps every event already waiting before it reads Ready: the
+		// replies and handler results of this instant join one burst, read at its end.
+		if !p.pending {
+			p.pending = true
+			gen := p.gen
+			w.loop.AtExact(w.loop.Now(), func() {
+				if p.up && p.gen == gen && p.pending {
+					p.flush()
+				}
+			})
+		}
+		return
+	}
+	p.ready()
+}
+
+// flush ends a burst: Ready is read once for all the events stepped in it.
+func (p *workerProc) flush() {
+	p.pending = false
+	p.ready()
+}
+
+// ready performs the machine's effects and checks what follows a step (or a burst of them).
+func (p *workerProc) ready() {
+	w := p.w
 	p.perform(p.e.Ready())
 	if !p.up {
 		return
@@ -649,6 +710,7 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 		}
 		w.trace(p.name, b.String())
 	}
+	p.recvStamp = r.Stamp
 	p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Messages: msgs})
 }
 

@@ -321,7 +321,7 @@ func (w *World) afterStep() {
 	}
 	w.chk.CheckPrompt()
 	for _, p := range w.workers {
-		if p.up && p.e != nil {
+		if p.up && p.e != nil && !p.pending { // a burst's effects are checked once it is read
 			wake := time.Duration(0)
 			if t := p.e.WakeAt(); !t.IsZero() {
 				wake = t.Sub(Epoch)

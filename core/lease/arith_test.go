@@ -9,6 +9,33 @@ import (
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// The lease arithmetic on time.Time: the spec's forms of renewAt, retryUntil and request, which
+// the tests below hold to the table, and the other tests use as an oracle.
+
+// RenewAt returns when to renew a receipt whose deadline is deadline: a third of the way
+// into what is left, or now when nothing is left.
+func RenewAt(now, deadline time.Time) time.Time {
+	return now.Add(time.Duration(renewAt(0, int64(deadline.Sub(now)))))
+}
+
+// RetryUntil returns the last instant at which a renewal may be sent: deadline − window/10.
+// A renewal is sent only strictly before it.
+func RetryUntil(window time.Duration, deadline time.Time) time.Time {
+	return deadline.Add(-window / 10)
+}
+
+// Request returns the visibility timeout to ask for at now: min(window, floor(t0+ceiling−now))
+// in whole seconds, and false (none) when less than 1 s is left before the ceiling.
+func Request(t0 time.Time, window, ceiling time.Duration, now time.Time) (time.Duration, bool) {
+	return request(int64(t0.Sub(now)), window, ceiling, 0)
+}
+
+// DeadlineAfter returns the local deadline a successful renewal buys: the instant read before
+// the request was sent plus what was requested (never more than was granted).
+func DeadlineAfter(sentAt time.Time, requested time.Duration) time.Time {
+	return sentAt.Add(requested)
+}
+
 func sec(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
 
 func TestRenewAt(t *testing.T) {

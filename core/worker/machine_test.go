@@ -40,10 +40,7 @@ func TestDispositionTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.disposition(core.Message{ID: "m", ReceiveCount: tc.count}, tc.result)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := e.disposition(core.Message{ID: "m", ReceiveCount: tc.count}, tc.result)
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
@@ -94,6 +91,79 @@ func TestMisuseLeavesTheMachineUnchanged(t *testing.T) {
 	}
 	if err := e.Step(HandlerDone{Receipt: "r1", Now: t0.Add(3 * time.Second), Result: Result{Outcome: Success}}); err != nil {
 		t.Fatalf("a valid result after the refused ones: %v", err)
+	}
+}
+
+// TestRefusedReceiveReplyChangesNothing: a receive reply naming a receipt twice (a broken
+// transport, or a driver feeding one reply twice) is refused by the lease machine, and the
+// receive stays in flight: the same call's good reply is still taken.
+func TestRefusedReceiveReplyChangesNothing(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 2})
+	rc := e.Ready().Receive
+	before, wake := e.Status(), e.WakeAt()
+	m1 := core.Message{ID: "m1", Receipt: "r1", ReceiveCount: 1}
+	for _, msgs := range [][]core.Message{{m1, m1}, {{ID: "m0"}}} {
+		err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(time.Second), Messages: msgs})
+		if !errors.Is(err, lease.ErrDuplicate) {
+			t.Fatalf("reply %v: %v, want %v", msgs, err, lease.ErrDuplicate)
+		}
+		if diff := cmp.Diff(before, e.Status()); diff != "" || !e.WakeAt().Equal(wake) {
+			t.Fatalf("a refused reply changed the status (-want +got):\n%s", diff)
+		}
+	}
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(time.Second), Messages: []core.Message{m1}}); err != nil {
+		t.Fatalf("the good reply after the refused ones: %v", err)
+	}
+}
+
+// TestDropInABurstWithdrawsAStartNotHandedOut: a handler's result frees a slot, so the next
+// delivery is started; a renewal reply stepped in the same burst says its receipt is gone.
+// Ready must neither start it nor cancel it (a Cancel beside its Start names a handler the
+// driver has not started: the production loop called a nil cancel func).
+func TestDropInABurstWithdrawsAStartNotHandedOut(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 1, Prefetch: 1, Window: 30 * time.Second})
+	rc := e.Ready().Receive
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0, Messages: []core.Message{
+		{ID: "m1", Receipt: "r1", ReceiveCount: 1}, {ID: "m2", Receipt: "r2", ReceiveCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rd := e.Ready(); len(rd.Start) != 1 || rd.Start[0].Receipt != "r1" {
+		t.Fatalf("first Ready starts %+v, want r1", rd.Start)
+	}
+	at := e.WakeAt()
+	if err := e.Step(Tick{Now: at}); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Ready()
+	if len(rd.Changes) != 1 || len(rd.Changes[0].Entries) != 2 {
+		t.Fatalf("renewals %+v, want one call for r1 and r2", rd.Changes)
+	}
+	renew := rd.Changes[0]
+	entries := make([]error, 2)
+	for i, en := range renew.Entries {
+		if en.Receipt == "r2" {
+			entries[i] = &core.TransportError{Class: core.Gone, Op: "change-visibility", Err: errors.New("gone")}
+		}
+	}
+	// The burst: r1's handler returns (r2 is started), then the renewal reply drops r2.
+	if err := e.Step(HandlerDone{Receipt: "r1", Now: at, Result: Result{Outcome: Success}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Step(CallDone{Call: renew.Call, Now: at, Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	rd = e.Ready()
+	for _, s := range rd.Start {
+		t.Errorf("Ready starts %s after its lease was dropped in the burst", s.Receipt)
+	}
+	for _, c := range rd.Cancel {
+		t.Errorf("Ready cancels %s (%s), whose handler it never handed out", c.Receipt, c.Reason)
+	}
+	if st := e.Status(); st.Started != 1 || st.Running != 0 || st.Dropped != 1 {
+		t.Errorf("status started=%d running=%d dropped=%d, want 1 0 1", st.Started, st.Running, st.Dropped)
+	}
+	if err := e.checkInvariants(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -221,7 +291,7 @@ func (w *wModel) check(t *rapid.T, rd Ready, ev Event) {
 				if w.finished[en.Receipt] {
 					t.Fatalf("renewal of %s after its handler finished", en.Receipt)
 				}
-				req, ok := lease.Request(w.stamp[en.Receipt], w.cfg.Window, w.cfg.Ceiling, w.now)
+				req, ok := request(w.stamp[en.Receipt], w.cfg.Window, w.cfg.Ceiling, w.now)
 				if !ok || req != en.Timeout {
 					t.Fatalf("%s renewal asks %v, request(now) = %v", en.Receipt, en.Timeout, req)
 				}

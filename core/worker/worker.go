@@ -564,6 +564,14 @@ func (e *Machine) onDrop(c lease.CancelHandler) {
 	e.stats.Dropped++
 	switch d.state {
 	case running:
+		if i := slices.IndexFunc(e.out.Start, func(s StartHandler) bool { return s.Receipt == c.Receipt }); i >= 0 {
+			// Started in this burst, before the drop: the start was never handed out, so
+			// withdraw it (a Cancel beside it would name a handler the driver never ran).
+			e.out.Start = slices.Delete(e.out.Start, i, i+1)
+			e.stats.Started--
+			e.forget(c.Receipt, d)
+			return
+		}
 		d.state = cancelled
 		e.stats.Cancelled++
 		e.out.Cancel = append(e.out.Cancel, CancelHandler{Receipt: c.Receipt, Reason: c.Reason})
@@ -586,14 +594,10 @@ func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 	if ev.Call == 0 || ev.Call != e.recvCall {
 		return fmt.Errorf("%w: receive %d", ErrUnknownCall, ev.Call)
 	}
-	e.advance(ev.Now)
-	e.recvCall = 0
 	if ev.Err != nil {
+		e.advance(ev.Now)
+		e.recvCall = 0
 		return e.onReceiveFailed(ev)
-	}
-	e.recvFailures = 0
-	if len(ev.Messages) == 0 {
-		e.recvAfter = e.recvStamp.Add(e.cfg.IdleDelay)
 	}
 	msgs, extra := ev.Messages, []core.Message(nil)
 	if len(msgs) > e.recvMax {
@@ -613,7 +617,13 @@ func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 	all := append(slices.Clip(msgs), extra...)
 	if err := e.stepLease(lease.Received{Now: ev.Now, Stamp: e.recvStamp, Window: e.cfg.Window,
 		Ceiling: e.cfg.Ceiling, Messages: all}); err != nil {
-		return err
+		return err // refused (a receipt twice, or one already held): nothing changed
+	}
+	e.advance(ev.Now)
+	e.recvCall = 0
+	e.recvFailures = 0
+	if len(ev.Messages) == 0 {
+		e.recvAfter = e.recvStamp.Add(e.cfg.IdleDelay)
 	}
 	for i, msg := range all {
 		e.stats.Received++
@@ -753,21 +763,19 @@ func (e *Machine) onHandlerDone(ev HandlerDone) error {
 		e.forget(ev.Receipt, d)
 		return e.stepLease(lease.Tick{Now: ev.Now})
 	}
-	disp, err := e.disposition(d.msg, ev.Result)
-	if err != nil {
-		return err
-	}
+	disp := e.disposition(d.msg, ev.Result)
 	e.running--
 	d.state = finished
 	return e.stepLease(lease.Dispose{Now: ev.Now, Receipt: ev.Receipt, Disposition: disp})
 }
 
-// disposition is the table of docs/worker.md.
-func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, error) {
+// disposition is the table of docs/worker.md. The outcome is one of the table's:
+// onHandlerDone refused any other before this.
+func (e *Machine) disposition(msg core.Message, r Result) lease.Disposition {
 	switch r.Outcome {
 	case Success:
 		e.stats.Succeeded++
-		return lease.Disposition{Kind: lease.Ack}, nil
+		return lease.Disposition{Kind: lease.Ack}
 	case Retryable:
 		e.stats.Released++
 		n := max(0, msg.ReceiveCount-1)
@@ -782,22 +790,21 @@ func (e *Machine) disposition(msg core.Message, r Result) (lease.Disposition, er
 			wait = e.cfg.Retry.Delay(n)
 		}
 		e.log.Info("worker: handler failed, retryable; releasing", "message", msg.ID, "after", wait, "err", r.Err)
-		return lease.Disposition{Kind: lease.Release, After: wait}, nil
+		return lease.Disposition{Kind: lease.Release, After: wait}
 	case Permanent:
 		if e.cfg.RedriveMaxReceives > 0 {
 			e.stats.Terminal++
 			e.log.Warn("worker: handler failed permanently; hiding for the redrive policy", "message", msg.ID, "err", r.Err)
-			return lease.Disposition{Kind: lease.TerminalBackoff}, nil
+			return lease.Disposition{Kind: lease.TerminalBackoff}
 		}
 		e.stats.Permanent++
 		e.log.Error("worker: handler failed permanently; acking", "message", msg.ID, "err", r.Err)
-		return lease.Disposition{Kind: lease.Ack}, nil
-	case Terminal:
+		return lease.Disposition{Kind: lease.Ack}
+	default: // Terminal
 		e.stats.Terminal++
 		e.log.Warn("worker: terminal backoff", "message", msg.ID, "err", r.Err)
-		return lease.Disposition{Kind: lease.TerminalBackoff}, nil
+		return lease.Disposition{Kind: lease.TerminalBackoff}
 	}
-	return lease.Disposition{}, fmt.Errorf("worker: handler for %s returned outcome %v", msg.ID, r.Outcome)
 }
 
 func (e *Machine) onShutdown() {

@@ -68,3 +68,16 @@ func copyAttrs(a map[string]string) map[string]string {
 	}
 	return c
 }
+
+// MessageMax is the largest message SQS takes, in bytes as Size counts them.
+const MessageMax = 256 << 10
+
+// Size is a message's size as SQS counts it against MessageMax: the body, and each
+// attribute's name, data type ("String") and value.
+func Size(out core.Outgoing) int {
+	n := len(out.Body)
+	for k, v := range out.Attributes { // a sum: the order does not matter
+		n += len(k) + len("String") + len(v)
+	}
+	return n
+}
