@@ -89,6 +89,7 @@ type runnerNode struct {
 	durable       journal.LSN // the journal's durable LSN then
 	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand  // their changes
+	rProbe        *rand.Rand  // the misuse probes of schedules, kinds and options (probe_schedule.go)
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -350,6 +351,7 @@ func (n *runnerNode) start() {
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
+	n.probeKinds(e)
 	if err := e.Dispatch(w.now(), true); err != nil {
 		w.chk.Fail(InvRecoveryOpens, "%s: dispatch after open: %v", n.name, err)
 		return

@@ -75,6 +75,7 @@ func (n *runnerNode) registerSchedules() {
 			n.schedule(s)
 		}
 	}
+	n.probeSchedules()
 }
 
 // maybeEndSchedules removes every schedule once the liveness phase has begun.
