@@ -218,4 +218,45 @@ func (n *runnerNode) probeSchedules() {
 	}
 	w.tracef(n.name, "probe: a late registration, %d bad schedules (spec %q), an unknown removal and options %+v refused, nothing changed",
 		len(probes), bs.spec, bo.o)
+	if r.Intn(2) == 0 {
+		n.probeUnregistered()
+	}
+}
+
+// retiredKind is a kind no node registers (a program that dropped it, or a typo).
+const retiredKind = "retired"
+
+// probeUnregistered enqueues a job of a kind the node does not register, as a client of an
+// older program would: it must wait, never start, counted by Status().Unregistered and shown
+// unregistered by Kinds; then the operator cancels it (a cancel the checker follows as any).
+func (n *runnerNode) probeUnregistered() {
+	w := n.w
+	before := n.e.Status()
+	if !n.enqueueOpts(w.loop.Now(), "t1", "p"+strconv.Itoa(n.id)+"-retired-"+strconv.FormatUint(before.NextID, 10), false, runner.Opts{Kind: retiredKind}) {
+		return
+	}
+	st := n.e.Status()
+	if st.NextID != before.NextID+1 {
+		return // refused (traced by enqueueOpts)
+	}
+	id := before.NextID
+	var ks runner.KindStatus
+	for _, k := range n.e.Kinds() {
+		if k.Name == retiredKind {
+			ks = k
+		}
+	}
+	if st.Unregistered != before.Unregistered+1 || ks.Name == "" || ks.Registered || ks.Waiting < 1 {
+		w.chk.Fail(InvMachine, "%s: job %d of unregistered kind %q waits, but the status counts %d unregistered (%d before) and Kinds reports %+v",
+			n.name, id, retiredKind, st.Unregistered, before.Unregistered, ks)
+		return
+	}
+	w.chk.Pass(InvMachine)
+	t, err := n.e.Cancel(id)
+	if err != nil {
+		w.chk.Fail(InvMachine, "%s: cancelling job %d of unregistered kind %q: %v", n.name, id, retiredKind, err)
+		return
+	}
+	n.pending[t] = pendingCmd{kind: cmdCancel, id: id}
+	w.trace(n.name, "probe: job "+strconv.FormatUint(id, 10)+" of unregistered kind "+retiredKind+" waits unstarted; cancel id="+strconv.FormatUint(id, 10))
 }

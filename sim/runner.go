@@ -140,6 +140,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvReplayEqualsLive)
+	n.checkForgedCopy(cp) // forge_schedule.go
 }
 
 // checkList pages through the node's jobs as an operator's listing does (List: a filter on one

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -29,8 +30,16 @@ type simSched struct {
 	spec    string
 	catchUp runner.CatchUp
 	kind    string // one of the node's registered kinds
+	unique  bool   // its jobs hold the unique key "sched-<name>" (a period finding it held is skipped)
 	version int    // bumped at each payload change
 	removed bool
+}
+
+func (s *simSched) uniqueKey() string {
+	if !s.unique {
+		return ""
+	}
+	return "sched-" + s.name
 }
 
 func (s *simSched) payload(node int) string {
@@ -45,11 +54,13 @@ func (n *runnerNode) drawSchedules() {
 	if r.Intn(2) == 0 {
 		return
 	}
+	ru := Stream(w.cfg.Seed, "schedule-unique/"+n.name)
 	for i := range min(1+r.Intn(3), w.cfg.Schedules) {
 		s := &simSched{name: "s" + strconv.Itoa(i+1), spec: schedSpecs[r.Intn(len(schedSpecs))], kind: kindNames[r.Intn(len(kindNames))]}
 		if r.Intn(3) == 0 {
 			s.catchUp = runner.CatchUpSkip
 		}
+		s.unique = ru.Intn(3) == 0
 		n.scheds = append(n.scheds, s)
 	}
 	if w.mutation == mutSplitFiring {
@@ -93,7 +104,7 @@ func (n *runnerNode) maybeEndSchedules() {
 func (n *runnerNode) schedule(s *simSched) {
 	w := n.w
 	_, err := n.e.SetSchedule(w.now(), runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
-		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind}})
+		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind, Unique: s.uniqueKey()}})
 	if err != nil {
 		w.trace(n.name, "schedule "+s.name+" refused: "+err.Error())
 		return
@@ -163,9 +174,22 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 	for _, s := range n.e.Schedules() {
 		if b, ok := prev[s.Name]; ok && (!s.Last.Equal(b.Last) || !s.LastAt.Equal(b.LastAt)) {
 			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
-			w.chk.PeriodFired(n.id, scheduleView(s), acked)
+			v := scheduleView(s)
+			if s.LastJob == 0 && s.Opts.Unique != "" {
+				v.Held = n.keyHeld(s.Opts)
+			}
+			w.chk.PeriodFired(n.id, v, acked)
 		}
 	}
+}
+
+// keyHeld reports whether a job of the node that is not terminal holds o's unique key (the
+// world's schedules keep no window after a success).
+func (n *runnerNode) keyHeld(o runner.Opts) bool {
+	jobs, _, _ := n.e.List(1, math.MaxUint64, func(j *runner.Job) bool {
+		return !j.State.Terminal() && j.Opts.Kind == o.Kind && j.Opts.Unique == o.Unique
+	}, 1, math.MaxInt)
+	return len(jobs) > 0
 }
 
 // scheduleViews is the node's schedules as the checker compares them.
@@ -186,6 +210,10 @@ func scheduleView(s runner.Schedule) ScheduleView {
 		}
 		return t.Sub(Epoch)
 	}
-	return ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
+	v := ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
 		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
+	if s.Opts.Unique != "" {
+		v.Unique = s.Opts.Kind + "/" + s.Opts.Unique
+	}
+	return v
 }
