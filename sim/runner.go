@@ -787,6 +787,9 @@ func (n *runnerNode) commit() {
 	before, next := n.e.Schedules(), n.e.Status().NextID
 	res, err := n.e.Commit(w.now())
 	n.noteFirings(before, next, err == nil)
+	if !n.up {
+		return // a planted defect crashed it (mut_split.go)
+	}
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
 		w.chk.SchedulesUnacked(n.id, n.scheduleViews())

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
-	"github.com/sluicehq/sluice/internal/runnermut"
 )
 
 // Periodic jobs in the world. Each runner node draws up to three schedules (intervals and cron
@@ -46,7 +45,7 @@ func (s *simSched) payload(node int) string {
 	return "sched-" + strconv.Itoa(node) + "-" + s.name + "-v" + strconv.Itoa(s.version)
 }
 
-// drawSchedules draws node n's schedules and, under mutSplitFiring, plants the split-batch defect.
+// drawSchedules draws node n's schedules.
 func (n *runnerNode) drawSchedules() {
 	w := n.w
 	r := Stream(w.cfg.Seed, "schedules/"+n.name)
@@ -62,10 +61,6 @@ func (n *runnerNode) drawSchedules() {
 		}
 		s.unique = ru.Intn(3) == 0
 		n.scheds = append(n.scheds, s)
-	}
-	if w.mutation == mutSplitFiring {
-		// The defect: a period's job durable, then a crash before its schedule's advance.
-		runnermut.SplitFiring(&n.cfg, func() { n.disk.CrashAfter(1) })
 	}
 }
 
@@ -152,9 +147,20 @@ func (n *runnerNode) maybeChangeSchedule() {
 
 // noteFirings reports what the commit just made of the schedules: the jobs it enqueued
 // (appended; acknowledged when acked) and each period handled. before is Schedules() and next
-// the next id before the commit; a commit handles at most one period per schedule.
+// the next id before the commit; a commit handles at most one period per schedule. Under
+// mutSplitFiring a commit that handled a period leaves its journal split and the node crashes
+// (mut_split.go): the commit is then not acknowledged, and the caller must check n.up.
 func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bool) {
 	w := n.w
+	split := acked && w.mutation == mutSplitFiring && n.splitFired()
+	if split {
+		acked = false
+		defer func() {
+			w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
+			n.crash("between the batch of a period's job and the batch of its schedule's advance (planted defect)")
+		}()
+	}
 	for id := next; id < n.e.Status().NextID; id++ {
 		j, ok := n.e.Get(id)
 		if !ok {

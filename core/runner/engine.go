@@ -58,8 +58,6 @@ type Config struct {
 	// adds more before the first Dispatch.
 	Kinds     []KindConfig
 	KindsOnly bool
-
-	splitFiring func() // a planted defect for the simulator's tests (schedule_mut.go)
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -400,13 +398,9 @@ func (e *Engine) writeBatch() (Ready, error) {
 	if len(rd.Appends) == 0 {
 		return rd, nil
 	}
-	if split, err := e.writeSplit(rd.Appends); err != nil {
-		return Ready{}, e.becomePoisoned(fmt.Errorf("appending records: %w", err))
-	} else if !split {
-		for _, a := range rd.Appends {
-			if _, err := e.j.Append(a.Tag, a.Data); err != nil {
-				return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
-			}
+	for _, a := range rd.Appends {
+		if _, err := e.j.Append(a.Tag, a.Data); err != nil {
+			return Ready{}, e.becomePoisoned(fmt.Errorf("appending record %d: %w", a.Seq, err))
 		}
 	}
 	if _, err := e.j.Commit(); err != nil {
