@@ -34,6 +34,7 @@ type schedRec struct {
 	tag               uint8
 	name, nameLen     int // the name's bytes and its length
 	spec, specLen     int // Set
+	target, targetLen int // Set
 	catchUp           int // Set
 	prio, att, dl, uf int // Set's options
 	uniqueLen         int // Set: the length of its unique key
@@ -81,7 +82,7 @@ func parseSchedRecord(tag uint8, d []byte) (s schedRec, ok bool) {
 		s.spec, s.specLen = str()
 		s.catchUp = off
 		off++
-		str() // target
+		s.target, s.targetLen = str()
 		str() // payload
 		s.prio, s.att, s.dl = off, off+4, off+8
 		off += 16
@@ -312,6 +313,10 @@ func forgeSnapshotSchedules(r *rand.Rand, data []byte) string {
 		if at < 0 {
 			return ""
 		}
+		if len(ss) > 0 && r.Intn(2) == 0 {
+			le.PutUint32(data[at:], uint32(len(ss)+1)) // within the bound on the count, past the data
+			return "a snapshot schedule count one more than the schedules it holds"
+		}
 		le.PutUint32(data[at:], 1<<30+uint32(r.Intn(1000)))
 		return "a snapshot schedule count its data cannot hold"
 	}
@@ -455,7 +460,16 @@ func (n *runnerNode) checkForgedCopy(cp *disk.Disk) {
 	if err != nil || int64(len(b)) < end {
 		return
 	}
-	what := forgeSchedule(r, b, int(end))
+	var what string
+	if r.Intn(4) == 0 {
+		// A rewrite of the whole file can also leave a field out.
+		if img, w := forgeScheduleResized(r, b, int(end)); img != nil {
+			b, what = img, w
+		}
+	}
+	if what == "" {
+		what = forgeSchedule(r, b, int(end))
+	}
 	if what == "" {
 		return
 	}
@@ -472,4 +486,50 @@ func (n *runnerNode) checkForgedCopy(cp *disk.Disk) {
 	}
 	w.chk.Pass(InvCorruptionRefused)
 	w.trace(n.name, "forged copy refused: "+what)
+}
+
+// forgeScheduleResized forges a schedule record before end of image b by leaving a field out
+// (a name of no bytes, a set with an empty target or without a next period), which changes the
+// frame's length and so needs a rewrite of the whole file: it returns the new image and what
+// it did, or nil.
+func forgeScheduleResized(r *rand.Rand, b []byte, end int) ([]byte, string) {
+	type cand struct {
+		f   forgedFrame
+		rec schedRec
+	}
+	var cands []cand
+	for _, f := range framesBefore(b, end) {
+		p := b[f.off+frameHdr : f.off+frameHdr+f.n]
+		if f.flags&snapFlag != 0 || p[17] < runner.TagScheduleSet || p[17] > runner.TagScheduleFired {
+			continue
+		}
+		if rec, ok := parseSchedRecord(p[17], p[payloadHdr:]); ok {
+			cands = append(cands, cand{f, rec})
+		}
+	}
+	if len(cands) == 0 {
+		return nil, ""
+	}
+	c := cands[r.Intn(len(cands))]
+	p := b[c.f.off+frameHdr : c.f.off+frameHdr+c.f.n]
+	data, s := p[payloadHdr:], c.rec
+	cut := func(from, to int, with ...byte) []byte {
+		return slices.Concat(data[:from], with, data[to:])
+	}
+	var nd []byte
+	var what string
+	switch k := r.Intn(3); {
+	case k == 1 && s.tag == runner.TagScheduleSet:
+		nd, what = cut(s.target-4, s.target+s.targetLen, 0, 0, 0, 0), "a schedule set with an empty target"
+	case k == 2 && s.tag == runner.TagScheduleSet && data[s.next] == 1:
+		nd, what = cut(s.next, s.next+9, 0), "a schedule set without a next period"
+	default:
+		nd, what = cut(s.name-4, s.name+s.nameLen, 0, 0, 0, 0), "a schedule record with an empty name"
+	}
+	payload := slices.Concat(p[:payloadHdr], nd)
+	fr := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
+	crc := crc32.Update(0, castagnoli, fr)
+	fr = binary.LittleEndian.AppendUint32(fr, crc32.Update(crc, castagnoli, payload))
+	img := slices.Concat(b[:c.f.off], fr, payload, b[c.f.off+frameHdr+c.f.n:])
+	return img, fmt.Sprintf("the frame at byte %d rewritten with %s, %d bytes shorter, its CRC resealed", c.f.off, what, len(data)-len(nd))
 }

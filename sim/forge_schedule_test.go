@@ -98,9 +98,35 @@ func TestForgedSchedulesAreRefusedAsCorruption(t *testing.T) {
 		"a snapshot schedule count its data cannot hold", "a snapshot's schedules out of order", "a snapshot schedule with a catch-up out of range",
 		"a snapshot schedule whose next period is its last", "a snapshot schedule whose last job is past the next id",
 		"a snapshot schedule with a spec that does not parse", "a snapshot schedule with job options out of range",
+		"a snapshot schedule count one more than the schedules it holds",
 	} {
 		if !seen[want] {
 			t.Errorf("600 forgeries never made %q (made %v)", want, seen)
+		}
+	}
+}
+
+// Forgeries that leave a field out (the copy's rewrite can change a frame's length) are
+// refused as corruption too.
+func TestResizedScheduleForgeriesAreRefused(t *testing.T) {
+	img := scheduleJournal(t)
+	seen := map[string]bool{}
+	for seed := int64(1); seed <= 100; seed++ {
+		b, what := forgeScheduleResized(rand.New(rand.NewSource(seed)), img, len(img))
+		if b == nil {
+			t.Fatalf("seed %d: nothing forged", seed)
+		}
+		_, err := runner.Replay(replayDisk(t, b), journalName, runner.Config{RecordMax: recordMax, Capacity: 4})
+		if !errors.Is(err, journal.ErrCorrupt) {
+			t.Fatalf("seed %d: a journal with %s replayed with %v, want a refusal wrapping journal.ErrCorrupt", seed, what, err)
+		}
+		_, kind, _ := strings.Cut(what, "rewritten with ")
+		kind, _, _ = strings.Cut(kind, ", ")
+		seen[kind] = true
+	}
+	for _, want := range []string{"a schedule record with an empty name", "a schedule set with an empty target", "a schedule set without a next period"} {
+		if !seen[want] {
+			t.Errorf("100 forgeries never made %q (made %v)", want, seen)
 		}
 	}
 }
