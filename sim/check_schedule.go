@@ -216,3 +216,11 @@ func sameSchedules(a, b []ScheduleView) bool {
 	}
 	return true
 }
+
+// JobAttemptsMax: the job id just appended on node has its own AttemptsMax n (0: the policy's),
+// which its attempts must respect instead (attempts-max).
+func (c *Checker) JobAttemptsMax(node int, id uint64, n int) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.attemptsMax = n
+	}
+}

@@ -122,3 +122,20 @@ func TestMutationSplitFiringIsCaught(t *testing.T) {
 	}
 	t.Log(v)
 }
+
+// A job's own AttemptsMax, below the policy's, bounds its attempts: the second attempt of a job
+// allowed one is an attempts-max violation, though the policy allows three.
+func TestAttemptsMaxFollowsTheJobsOwn(t *testing.T) {
+	c := newTestChecker()
+	enqueue(c, 1, "a")
+	c.JobAttemptsMax(1, 1, 1)
+	c.AttemptStarted(1, 1, 1)
+	c.AttemptEnded(1, 1, 1, false, true)
+	if v := c.Violation(); v != nil {
+		t.Fatalf("violation %v after the one attempt allowed", v)
+	}
+	c.AttemptStarted(1, 1, 2)
+	if v := c.Violation(); v == nil || v.Invariant != InvAttemptsMax {
+		t.Fatalf("violation %v, want %s", v, InvAttemptsMax)
+	}
+}

@@ -30,8 +30,11 @@ type simSched struct {
 	catchUp runner.CatchUp
 	kind    string // one of the node's registered kinds
 	unique  bool   // its jobs hold the unique key "sched-<name>" (a period finding it held is skipped)
-	version int    // bumped at each payload change
-	removed bool
+	// attempts is its jobs' own AttemptsMax (0: the policy's), at most the policy's, so that
+	// the liveness bound still holds.
+	attempts int
+	version  int // bumped at each payload change
+	removed  bool
 }
 
 func (s *simSched) uniqueKey() string {
@@ -60,6 +63,9 @@ func (n *runnerNode) drawSchedules() {
 			s.catchUp = runner.CatchUpSkip
 		}
 		s.unique = ru.Intn(3) == 0
+		if ru.Intn(3) == 0 {
+			s.attempts = 1 + ru.Intn(max(1, w.cfg.Attempts))
+		}
 		n.scheds = append(n.scheds, s)
 	}
 }
@@ -99,7 +105,7 @@ func (n *runnerNode) maybeEndSchedules() {
 func (n *runnerNode) schedule(s *simSched) {
 	w := n.w
 	_, err := n.e.SetSchedule(w.now(), runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
-		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind, Unique: s.uniqueKey()}})
+		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind, Unique: s.uniqueKey(), AttemptsMax: s.attempts}})
 	if err != nil {
 		w.trace(n.name, "schedule "+s.name+" refused: "+err.Error())
 		return
@@ -168,6 +174,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 		}
 		w.chk.JobAppended(n.id, id, j.FirstDue.Sub(Epoch), j.Target, string(j.Payload))
 		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
+		w.chk.JobAttemptsMax(n.id, id, j.Opts.AttemptsMax)
 		if acked {
 			w.chk.JobAcked(n.id, id)
 			n.acked = append(n.acked, id)
