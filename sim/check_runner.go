@@ -64,23 +64,25 @@ type jobKey struct {
 }
 
 type jobModel struct {
-	firstDue  time.Duration
-	target    string
-	kind      string // JobOptions
-	payload   string
-	acked     bool
-	cancelled bool   // a cancel was acknowledged
-	terminal  string // durable terminal state seen in the live runner, "" if none
-	running   bool
-	attempt   int    // attempt number of the running (or last) attempt
-	probe     uint64 // the breaker phase it probes, 0: not a probe
-	attempts  int    // highest attempt number started
-	due       time.Duration
-	endedAt   time.Duration // when the outcome of its last attempt was fed
-	fail      *failFact     // a retryable failure fed and not yet seen committed
-	retriedAt time.Duration // when a manual retry was last acknowledged; -1: never
-	stopCut   bool          // the running attempt was cancelled by a graceful stop
-	released  *releaseFact  // a stop-cut attempt ended without success, not yet seen committed
+	firstDue time.Duration
+	target   string
+	kind     string // JobOptions
+	// attemptsMax is the job's own AttemptsMax (JobAttemptsMax); 0: the policy's.
+	attemptsMax int
+	payload     string
+	acked       bool
+	cancelled   bool   // a cancel was acknowledged
+	terminal    string // durable terminal state seen in the live runner, "" if none
+	running     bool
+	attempt     int    // attempt number of the running (or last) attempt
+	probe       uint64 // the breaker phase it probes, 0: not a probe
+	attempts    int    // highest attempt number started
+	due         time.Duration
+	endedAt     time.Duration // when the outcome of its last attempt was fed
+	fail        *failFact     // a retryable failure fed and not yet seen committed
+	retriedAt   time.Duration // when a manual retry was last acknowledged; -1: never
+	stopCut     bool          // the running attempt was cancelled by a graceful stop
+	released    *releaseFact  // a stop-cut attempt ended without success, not yet seen committed
 }
 
 // releaseFact is an attempt a graceful stop gave back: the next commit must show the job
@@ -282,9 +284,13 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 		c.check(InvNoRestartTerminal, false, "node %d started job %d attempt %d after it was %s",
 			node, id, attempt, terminalOrCancelled(j))
 	}
-	if !c.holds(InvAttemptsMax, attempt >= 1 && attempt <= n.p.Attempts) {
-		c.check(InvAttemptsMax, false, "node %d started job %d attempt %d, policy allows %d",
-			node, id, attempt, n.p.Attempts)
+	allowed := n.p.Attempts
+	if j.attemptsMax > 0 {
+		allowed = j.attemptsMax
+	}
+	if !c.holds(InvAttemptsMax, attempt >= 1 && attempt <= allowed) {
+		c.check(InvAttemptsMax, false, "node %d started job %d attempt %d, its policy allows %d",
+			node, id, attempt, allowed)
 	}
 	late := n.p.Deadline > 0 && c.now >= j.firstDue+n.p.Deadline
 	if !c.holds(InvNoStartAfterLate, !late) {

@@ -21,6 +21,10 @@ type ScheduleView struct {
 	Last    time.Duration // the last period handled
 	LastAt  time.Duration // when it was handled
 	LastJob uint64        // its job; 0: skipped
+	Unique  string        // the key its jobs hold (kind/key), "" without one
+	// Held (PeriodFired only): when the period was handled, a job of the node not yet
+	// terminal held the schedule's unique key.
+	Held bool
 }
 
 func (v ScheduleView) String() string {
@@ -105,7 +109,8 @@ func (c *Checker) ScheduleRemoveSubmitted(node int, name string) {
 // at v.LastAt): enqueued job v.LastJob, or skipped it. acked says the commit succeeded. The
 // period must be the one the schedule was waiting for (none skipped, none repeated), not be
 // handled before, and the next period must be the spec's first after the handling; the job is
-// skipped exactly when the period was missed (the next one was due too) and the policy skips.
+// skipped exactly when the period was missed (the next one was due too) and the policy skips,
+// or when a job not yet terminal held the schedule's unique key (v.Held).
 func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
 	sn := c.schedNode(node)
 	key := periodKey{v.Name, v.Last}
@@ -126,8 +131,10 @@ func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
 	}
 	missed := specNext(v.Spec, v.Anchor, v.Last) <= v.LastAt
 	wantJob := !missed || v.CatchUp != "skip"
-	if !c.check(InvPeriodOnce, (v.LastJob != 0) == wantJob, "node %d: schedule %s period %s handled at %s (missed %v, catch-up %s) with job %d",
-		node, v.Name, Offset(v.Last), Offset(v.LastAt), missed, v.CatchUp, v.LastJob) {
+	// A period whose job would be a duplicate (its unique key held) is skipped.
+	held := wantJob && v.LastJob == 0 && v.Unique != "" && v.Held
+	if !c.check(InvPeriodOnce, (v.LastJob != 0) == wantJob || held, "node %d: schedule %s period %s handled at %s (missed %v, catch-up %s, unique key %q held %v) with job %d",
+		node, v.Name, Offset(v.Last), Offset(v.LastAt), missed, v.CatchUp, v.Unique, v.Held, v.LastJob) {
 		return
 	}
 	sn.periods[key] = &periodFact{job: v.LastJob, payload: v.Payload, durable: acked}
@@ -208,4 +215,12 @@ func sameSchedules(a, b []ScheduleView) bool {
 		}
 	}
 	return true
+}
+
+// JobAttemptsMax: the job id just appended on node has its own AttemptsMax n (0: the policy's),
+// which its attempts must respect instead (attempts-max).
+func (c *Checker) JobAttemptsMax(node int, id uint64, n int) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.attemptsMax = n
+	}
 }

@@ -62,6 +62,18 @@ func TestPeriodOnceFiresOnViolatingHistories(t *testing.T) {
 			c.SchedulesUnacked(1, []ScheduleView{sched(10*s, 10*s, 20*s, 1)})
 			c.SchedulesRecovered(1, []ScheduleView{sched(10*s, 10*s, 20*s, 1)}, nil)
 		}, "but not its job 1"},
+		{"a period skipped while its unique key is held", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			v := sched(10*s, 10*s, 20*s, 0)
+			v.Unique, v.Held = "mail/k", true
+			c.PeriodFired(1, v, true)
+		}, ""},
+		{"a period skipped for a unique key no job holds", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			v := sched(10*s, 10*s, 20*s, 0)
+			v.Unique = "mail/k"
+			c.PeriodFired(1, v, true)
+		}, `unique key "mail/k" held false`},
 		{"recovery loses a committed change", func(c *Checker) {
 			c.SchedulesCommitted(1, []ScheduleView{set})
 			c.SchedulesRecovered(1, nil, nil)
@@ -109,4 +121,21 @@ func TestMutationSplitFiringIsCaught(t *testing.T) {
 		t.Fatalf("violation %v, want %s", v, InvPeriodOnce)
 	}
 	t.Log(v)
+}
+
+// A job's own AttemptsMax, below the policy's, bounds its attempts: the second attempt of a job
+// allowed one is an attempts-max violation, though the policy allows three.
+func TestAttemptsMaxFollowsTheJobsOwn(t *testing.T) {
+	c := newTestChecker()
+	enqueue(c, 1, "a")
+	c.JobAttemptsMax(1, 1, 1)
+	c.AttemptStarted(1, 1, 1)
+	c.AttemptEnded(1, 1, 1, false, true)
+	if v := c.Violation(); v != nil {
+		t.Fatalf("violation %v after the one attempt allowed", v)
+	}
+	c.AttemptStarted(1, 1, 2)
+	if v := c.Violation(); v == nil || v.Invariant != InvAttemptsMax {
+		t.Fatalf("violation %v, want %s", v, InvAttemptsMax)
+	}
 }

@@ -89,6 +89,7 @@ type runnerNode struct {
 	durable       journal.LSN // the journal's durable LSN then
 	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand  // their changes
+	rProbe        *rand.Rand  // the misuse probes of schedules, kinds and options (probe_schedule.go)
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -139,6 +140,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvReplayEqualsLive)
+	n.checkForgedCopy(cp) // forge_schedule.go
 }
 
 // checkList pages through the node's jobs as an operator's listing does (List: a filter on one
@@ -356,6 +358,7 @@ func (n *runnerNode) start() {
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
+	n.probeKinds(e)
 	if err := e.Dispatch(w.now(), true); err != nil {
 		w.chk.Fail(InvRecoveryOpens, "%s: dispatch after open: %v", n.name, err)
 		return
@@ -797,6 +800,9 @@ func (n *runnerNode) commit() {
 	before, next, ops := n.e.Schedules(), n.e.Status().NextID, n.disk.Ops()
 	res, err := n.e.Commit(w.now())
 	n.noteFirings(before, next, err == nil)
+	if !n.up {
+		return // a planted defect crashed it (mut_split.go)
+	}
 	if err != nil {
 		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
 		w.chk.SchedulesUnacked(n.id, n.scheduleViews())

@@ -1,11 +1,11 @@
 package sim
 
 import (
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
-	"github.com/sluicehq/sluice/internal/runnermut"
 )
 
 // Periodic jobs in the world. Each runner node draws up to three schedules (intervals and cron
@@ -29,15 +29,26 @@ type simSched struct {
 	spec    string
 	catchUp runner.CatchUp
 	kind    string // one of the node's registered kinds
-	version int    // bumped at each payload change
-	removed bool
+	unique  bool   // its jobs hold the unique key "sched-<name>" (a period finding it held is skipped)
+	// attempts is its jobs' own AttemptsMax (0: the policy's), at most the policy's, so that
+	// the liveness bound still holds.
+	attempts int
+	version  int // bumped at each payload change
+	removed  bool
+}
+
+func (s *simSched) uniqueKey() string {
+	if !s.unique {
+		return ""
+	}
+	return "sched-" + s.name
 }
 
 func (s *simSched) payload(node int) string {
 	return "sched-" + strconv.Itoa(node) + "-" + s.name + "-v" + strconv.Itoa(s.version)
 }
 
-// drawSchedules draws node n's schedules and, under mutSplitFiring, plants the split-batch defect.
+// drawSchedules draws node n's schedules.
 func (n *runnerNode) drawSchedules() {
 	w := n.w
 	r := Stream(w.cfg.Seed, "schedules/"+n.name)
@@ -45,16 +56,17 @@ func (n *runnerNode) drawSchedules() {
 	if r.Intn(2) == 0 {
 		return
 	}
+	ru := Stream(w.cfg.Seed, "schedule-unique/"+n.name)
 	for i := range min(1+r.Intn(3), w.cfg.Schedules) {
 		s := &simSched{name: "s" + strconv.Itoa(i+1), spec: schedSpecs[r.Intn(len(schedSpecs))], kind: kindNames[r.Intn(len(kindNames))]}
 		if r.Intn(3) == 0 {
 			s.catchUp = runner.CatchUpSkip
 		}
+		s.unique = ru.Intn(3) == 0
+		if ru.Intn(3) == 0 {
+			s.attempts = 1 + ru.Intn(max(1, w.cfg.Attempts))
+		}
 		n.scheds = append(n.scheds, s)
-	}
-	if w.mutation == mutSplitFiring {
-		// The defect: a period's job durable, then a crash before its schedule's advance.
-		runnermut.SplitFiring(&n.cfg, func() { n.disk.CrashAfter(1) })
 	}
 }
 
@@ -75,6 +87,7 @@ func (n *runnerNode) registerSchedules() {
 			n.schedule(s)
 		}
 	}
+	n.probeSchedules()
 }
 
 // maybeEndSchedules removes every schedule once the liveness phase has begun.
@@ -92,7 +105,7 @@ func (n *runnerNode) maybeEndSchedules() {
 func (n *runnerNode) schedule(s *simSched) {
 	w := n.w
 	_, err := n.e.SetSchedule(w.now(), runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
-		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind}})
+		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind, Unique: s.uniqueKey(), AttemptsMax: s.attempts}})
 	if err != nil {
 		w.trace(n.name, "schedule "+s.name+" refused: "+err.Error())
 		return
@@ -140,9 +153,20 @@ func (n *runnerNode) maybeChangeSchedule() {
 
 // noteFirings reports what the commit just made of the schedules: the jobs it enqueued
 // (appended; acknowledged when acked) and each period handled. before is Schedules() and next
-// the next id before the commit; a commit handles at most one period per schedule.
+// the next id before the commit; a commit handles at most one period per schedule. Under
+// mutSplitFiring a commit that handled a period leaves its journal split and the node crashes
+// (mut_split.go): the commit is then not acknowledged, and the caller must check n.up.
 func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bool) {
 	w := n.w
+	split := acked && w.mutation == mutSplitFiring && n.splitFired()
+	if split {
+		acked = false
+		defer func() {
+			w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
+			n.crash("between the batch of a period's job and the batch of its schedule's advance (planted defect)")
+		}()
+	}
 	for id := next; id < n.e.Status().NextID; id++ {
 		j, ok := n.e.Get(id)
 		if !ok {
@@ -150,6 +174,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 		}
 		w.chk.JobAppended(n.id, id, j.FirstDue.Sub(Epoch), j.Target, string(j.Payload))
 		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
+		w.chk.JobAttemptsMax(n.id, id, j.Opts.AttemptsMax)
 		if acked {
 			w.chk.JobAcked(n.id, id)
 			n.acked = append(n.acked, id)
@@ -162,9 +187,22 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 	for _, s := range n.e.Schedules() {
 		if b, ok := prev[s.Name]; ok && (!s.Last.Equal(b.Last) || !s.LastAt.Equal(b.LastAt)) {
 			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
-			w.chk.PeriodFired(n.id, scheduleView(s), acked)
+			v := scheduleView(s)
+			if s.LastJob == 0 && s.Opts.Unique != "" {
+				v.Held = n.keyHeld(s.Opts)
+			}
+			w.chk.PeriodFired(n.id, v, acked)
 		}
 	}
+}
+
+// keyHeld reports whether a job of the node that is not terminal holds o's unique key (the
+// world's schedules keep no window after a success).
+func (n *runnerNode) keyHeld(o runner.Opts) bool {
+	jobs, _, _ := n.e.List(1, math.MaxUint64, func(j *runner.Job) bool {
+		return !j.State.Terminal() && j.Opts.Kind == o.Kind && j.Opts.Unique == o.Unique
+	}, 1, math.MaxInt)
+	return len(jobs) > 0
 }
 
 // scheduleViews is the node's schedules as the checker compares them.
@@ -185,6 +223,10 @@ func scheduleView(s runner.Schedule) ScheduleView {
 		}
 		return t.Sub(Epoch)
 	}
-	return ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
+	v := ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
 		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
+	if s.Opts.Unique != "" {
+		v.Unique = s.Opts.Kind + "/" + s.Opts.Unique
+	}
+	return v
 }

@@ -470,6 +470,9 @@ func (w *World) damage(n *runnerNode) {
 			return
 		}
 	}
+	if w.forgeScheduleFrame(n, end, last) { // forge_schedule.go
+		return
+	}
 	if w.rForge.Intn(3) == 0 && w.forgeFrame(n, end, last) {
 		return
 	}

@@ -58,8 +58,6 @@ type Config struct {
 	// adds more before the first Dispatch.
 	Kinds     []KindConfig
 	KindsOnly bool
-
-	splitFiring func() // a planted defect for the simulator's tests (schedule_mut.go)
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -441,9 +439,6 @@ func (e *Engine) Stage() error {
 		return err
 	}
 	e.hold(e.m.Ready())
-	if e.cfg.splitFiring != nil {
-		return nil // the planted defect journals at Begin (writeSplit)
-	}
 	return e.stage()
 }
 
@@ -520,12 +515,7 @@ func (e *Engine) stage() error {
 func (e *Engine) write() (Batch, error) {
 	e.hold(e.m.Ready())
 	if len(e.held.Appends) > 0 {
-		last := e.held.Appends[len(e.held.Appends)-1].Seq
-		if split, err := e.writeSplit(e.held.Appends); err != nil {
-			return Batch{}, e.becomePoisoned(fmt.Errorf("appending records: %w", err))
-		} else if split {
-			e.appended, e.held.Appends = last, e.held.Appends[:0]
-		} else if err := e.stage(); err != nil {
+		if err := e.stage(); err != nil {
 			return Batch{}, err
 		}
 	}

@@ -325,7 +325,7 @@ func (m *Machine) applyScheduleRecord(r Record) error {
 			return fmt.Errorf("removal of unknown schedule %q", sr.Name)
 		}
 		delete(m.scheds, sr.Name)
-	case TagScheduleFired:
+	default: // TagScheduleFired: apply routes only the schedule tags here (scheduleTag)
 		if s == nil {
 			return fmt.Errorf("period of unknown schedule %q", sr.Name)
 		}
@@ -346,8 +346,6 @@ func (m *Machine) applyScheduleRecord(r Record) error {
 			return fmt.Errorf("schedule %q: period %v skipped for a unique key no job holds", sr.Name, sr.Period)
 		}
 		s.Last, s.LastAt, s.LastJob, s.Next = sr.Period, r.At, r.ID, sr.Next
-	default:
-		return fmt.Errorf("unknown schedule tag %d", r.Tag)
 	}
 	return nil
 }
