@@ -89,6 +89,7 @@ type runnerNode struct {
 	durable       journal.LSN // the journal's durable LSN then
 	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand  // their changes
+	rProbe        *rand.Rand  // the runner probe family's draws (probe_runner.go)
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -834,6 +835,7 @@ func (n *runnerNode) commit() {
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
 		n.checkList(views)
+		n.probeRunner()
 	}
 	if res.Stopped {
 		if cut {
