@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/pool"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/disk"
 )
 
 // The runner probe family: at some of the points where the world replays a copy of a node's
@@ -42,6 +45,9 @@ func (n *runnerNode) probeRunner() {
 	n.probeMisuse(r, st)
 	n.probeRecords(r, st)
 	n.probeConfig(r)
+	if r.Intn(4) == 0 {
+		n.probeOlderJournal(r)
+	}
 }
 
 // stateKey renders what a refusal must leave as it was: the state, the counters and the
@@ -86,6 +92,9 @@ func (n *runnerNode) probeMisuse(r *rand.Rand, st runner.Snapshot) {
 			return n.e.AttemptDone(now, runner.Token{ID: st.NextID + 1 + uint64(r.Intn(9)), Attempt: 1}, runner.Success())
 		}},
 		{"a cancel of an unknown job", runner.ErrNotFound, "", func() error { _, err := n.e.Cancel(st.NextID + 7); return err }},
+	}
+	if !n.stopping && n.e.Status().Dispatching {
+		ms = append(ms, misuse{"a second Dispatch(on)", nil, "", func() error { return n.e.Dispatch(now, true) }})
 	}
 	for _, j := range st.Jobs {
 		if j.State == runner.Dead {
@@ -170,8 +179,9 @@ type forgedRecord struct {
 	tag      uint8
 	snap     bool
 	data     []byte
-	first    bool  // fed to a fresh machine as its first record (a forged snapshot)
-	sentinel error // ErrDecode unless said
+	first    bool             // fed to a fresh machine as its first record (a forged snapshot)
+	base     *runner.Snapshot // the state loaded first, when not the live one
+	sentinel error            // ErrDecode unless said
 }
 
 // probeRecords loads a fresh machine from the live state (as open does after a compaction)
@@ -188,7 +198,11 @@ func (n *runnerNode) probeRecords(r *rand.Rand, st runner.Snapshot) {
 		f := fs[r.Intn(len(fs))]
 		m, err := runner.New(cfg)
 		if err == nil && !f.first {
-			err = m.Replay(runner.TagSnapshot, true, runner.EncodeSnapshot(st))
+			base := st
+			if f.base != nil {
+				base = *f.base
+			}
+			err = m.Replay(runner.TagSnapshot, true, runner.EncodeSnapshot(base))
 		}
 		if err != nil {
 			w.chk.Fail(InvReplayEqualsLive, "%s: a fresh machine did not load the live state: %v", n.name, err)
@@ -264,11 +278,52 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 			return b
 		}),
 	}
+	newer := snap("a snapshot in a newer format", st, true, func(b []byte) []byte { b[0] = recordVersion + 1; return b })
+	newer.sentinel = runner.ErrFormat
+	newerRec := damaged("a record in a newer format", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)}, 0, recordVersion+1)
+	newerRec.sentinel = runner.ErrFormat
+	noTag := rec("a record with tag 0", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)})
+	noTag.tag = 0
+	fs = append(fs, newer, newerRec, noTag, forgedRecord{what: "an empty snapshot", tag: runner.TagSnapshot, snap: true, first: true})
 	if len(st.Jobs) > 0 {
-		fs = append(fs, snap("a snapshot whose jobs lie past its next id", st, true, func(b []byte) []byte {
-			binary.LittleEndian.PutUint64(b[1:], 1)
-			return b
-		}))
+		fs = append(fs,
+			snap("a snapshot whose jobs lie past its next id", st, true, func(b []byte) []byte {
+				binary.LittleEndian.PutUint64(b[1:], 1)
+				return b
+			}),
+			// The first job starts at byte 21: id u64, state u8, reason u8, deferred bool.
+			snap("a snapshot whose first job is dead for no reason", st, true, func(b []byte) []byte {
+				b[29], b[30] = byte(runner.Dead), byte(runner.NoReason)
+				return b
+			}),
+			snap("a snapshot whose first job's deferred byte is 7", st, true, func(b []byte) []byte { b[31] = 7; return b }),
+			// Each job takes at least 84 bytes; the world's take more, so this cuts one short.
+			snap("a snapshot cut inside its jobs", st, true, func(b []byte) []byte { return b[:min(len(b)-1, 21+84*len(st.Jobs))] }))
+	}
+	if next >= 2 {
+		// Windows follow the jobs, then the schedules' count: a state without either ends in
+		// two zero counts, which the forger replaces with windows of its own.
+		bare := cloneSnapshot(st)
+		bare.Windows, bare.Schedules = nil, nil
+		windows := func(what string, count uint32, us ...runner.UniqueWindow) forgedRecord {
+			return snap(what, bare, true, func(b []byte) []byte {
+				b = binary.LittleEndian.AppendUint32(b[:len(b)-8], count)
+				for _, u := range us {
+					b = binary.LittleEndian.AppendUint32(b, uint32(len(u.Kind)))
+					b = append(b, u.Kind...)
+					b = binary.LittleEndian.AppendUint32(b, uint32(len(u.Unique)))
+					b = append(b, u.Unique...)
+					b = binary.LittleEndian.AppendUint64(b, u.ID)
+					b = binary.LittleEndian.AppendUint64(b, uint64(u.Until.UnixNano()))
+				}
+				return binary.LittleEndian.AppendUint32(b, 0)
+			})
+		}
+		until := now.Add(time.Hour)
+		fs = append(fs,
+			windows("a unique window without a key", 1, runner.UniqueWindow{ID: 1, Until: until}),
+			windows("unique windows out of order", 2, runner.UniqueWindow{Unique: "b", ID: 1, Until: until}, runner.UniqueWindow{Unique: "a", ID: 1, Until: until}),
+			windows("a snapshot claiming more windows than it holds", 1<<30))
 	}
 	var open []runner.Job
 	for _, j := range st.Jobs {
@@ -298,6 +353,23 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 			fs = append(fs, rec(fmt.Sprintf("an enqueue with job %d's unique key %q", j.ID, j.Opts.Unique),
 				runner.Record{Tag: runner.TagEnqueued, ID: next, Due: now, Target: "t1", Opts: runner.Opts{Kind: j.Opts.Kind, Unique: j.Opts.Unique}}))
 		}
+	}
+	for _, d := range st.Jobs {
+		if d.State != runner.Dead || len(open) == 0 {
+			continue
+		}
+		// A retry of a dead job whose key an open job took meanwhile.
+		o := open[r.Intn(len(open))]
+		s := cloneSnapshot(st)
+		for i := range s.Jobs {
+			if id := s.Jobs[i].ID; id == d.ID || id == o.ID {
+				s.Jobs[i].Opts.Kind, s.Jobs[i].Opts.Unique = o.Opts.Kind, "forged"
+			}
+		}
+		f := rec(fmt.Sprintf("a retry of dead job %d whose unique key job %d holds", d.ID, o.ID), runner.Record{Tag: runner.TagRetried, ID: d.ID, Due: now})
+		f.base = &s
+		fs = append(fs, f)
+		break
 	}
 	if len(open) >= 2 {
 		// Two open jobs holding one key, or one holding a key in another's window.
@@ -362,6 +434,9 @@ func (n *runnerNode) probeConfig(r *rand.Rand) {
 		{"Grace", runner.ErrInvalidConfig, machine(func(c *runner.MachineConfig) { c.Grace = -1 - c.Grace })},
 		{"AgeMax", runner.ErrInvalidConfig, machine(func(c *runner.MachineConfig) { c.AgeMax = -1 - c.AgeMax })},
 		{"Policy.Attempts", runner.ErrInvalidConfig, machine(func(c *runner.MachineConfig) { c.Policy.Attempts = -1 - c.Policy.Attempts })},
+		{"Limit", runner.ErrInvalidConfig, machine(func(c *runner.MachineConfig) {
+			c.Kinds = append(slices.Clone(c.Kinds), runner.KindConfig{Name: "probe", Limit: -1 - r.Intn(3)})
+		})},
 		{"Circuit.Probes", runner.ErrInvalidConfig, machine(func(c *runner.MachineConfig) { c.Circuit.Probes = -1 - c.Circuit.Probes })},
 		{"Threshold", breaker.ErrInvalid, func() error {
 			c := cfg.Circuit
@@ -385,4 +460,49 @@ func (n *runnerNode) probeConfig(r *rand.Rand) {
 	}
 	w.trace(n.name, "probe: a bad "+b.field+" refused: "+err.Error())
 	checkConfigRefusal(w, n.name, err, b.sentinel, b.field, "", true)
+}
+
+// probeOlderJournal writes, on a disk of its own, a journal whose first record is in the
+// format of an earlier sluice (as an upgrade finds it), and checks that runner.Replay and
+// runner.Open refuse it as ErrFormat, Open saying nothing was changed, and that the file's
+// bytes are what they were.
+func (n *runnerNode) probeOlderJournal(r *rand.Rand) {
+	w := n.w
+	d := disk.New(r.Int63())
+	data := runner.EncodeRecord(runner.Record{Tag: runner.TagEnqueued, ID: 1, Due: w.now(), Target: "t1", Payload: []byte("older")})
+	data[0] = recordVersion - 1
+	j, err := journal.Open(d, journalName, journal.Config{}, func(journal.Record) error { return nil })
+	if err == nil {
+		_, err = j.Append(runner.TagEnqueued, data)
+	}
+	if err == nil {
+		_, err = j.Commit()
+	}
+	if err == nil {
+		err = j.Close()
+	}
+	if err != nil {
+		w.chk.Fail(InvMachine, "%s: writing a journal of an older format on a faultless disk: %v", n.name, err)
+		return
+	}
+	before, _ := readAll(d, journalName)
+	cfg := n.cfg
+	cfg.Rand = rand.New(rand.NewSource(1))
+	_, rerr := runner.Replay(d, journalName, cfg)
+	e, oerr := runner.Open(d, journalName, cfg, w.now())
+	if e != nil {
+		e.Close()
+	}
+	after, _ := readAll(d, journalName)
+	switch {
+	case !errors.Is(rerr, runner.ErrFormat):
+		w.chk.Fail(InvCorruptionRefused, "%s: Replay of a journal of an older format returned %v, not ErrFormat", n.name, rerr)
+	case !errors.Is(oerr, runner.ErrFormat) || !strings.Contains(oerr.Error(), "nothing was changed"):
+		w.chk.Fail(InvCorruptionRefused, "%s: Open of a journal of an older format returned %v, not ErrFormat saying nothing was changed", n.name, oerr)
+	case !bytes.Equal(before, after):
+		w.chk.Fail(InvCorruptionRefused, "%s: refusing a journal of an older format changed its bytes (%d became %d)", n.name, len(before), len(after))
+	default:
+		w.chk.Pass(InvCorruptionRefused)
+		w.trace(n.name, "probe: a journal of an older format refused: "+oerr.Error())
+	}
 }
