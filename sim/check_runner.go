@@ -81,6 +81,9 @@ type jobModel struct {
 	retriedAt time.Duration // when a manual retry was last acknowledged; -1: never
 	stopCut   bool          // the running attempt was cancelled by a graceful stop
 	released  *releaseFact  // a stop-cut attempt ended without success, not yet seen committed
+	// The job's own attempts and deadline (JobLimits); 0: the policy's.
+	attemptsMax int
+	deadline    time.Duration
 }
 
 // releaseFact is an attempt a graceful stop gave back: the next commit must show the job
@@ -216,6 +219,14 @@ func (c *Checker) JobOptions(node int, id uint64, kind, unique string) {
 		"node %d appended job %d with unique key %q at %s, inside job %d's window until %s", node, id, key, Offset(c.now), w.id, Offset(w.until))
 }
 
+// JobLimits: the job id just appended on node has its own attempts and deadline (0: the
+// policy's), which replace the policy's in the attempts and deadline rules.
+func (c *Checker) JobLimits(node int, id uint64, attemptsMax int, deadline time.Duration) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.attemptsMax, j.deadline = attemptsMax, deadline
+	}
+}
+
 func (c *Checker) node(node int) *nodeModel {
 	n := c.nodes[node]
 	if n == nil {
@@ -274,11 +285,18 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	c.check(InvSingleRun, !j.running, "node %d started job %d attempt %d while attempt %d runs", node, id, attempt, j.attempt)
 	c.check(InvNoRestartTerminal, j.terminal == "" && !j.cancelled,
 		"node %d started job %d attempt %d after it was %s", node, id, attempt, terminalOrCancelled(j))
-	c.check(InvAttemptsMax, attempt >= 1 && attempt <= n.p.Attempts,
-		"node %d started job %d attempt %d, policy allows %d", node, id, attempt, n.p.Attempts)
-	late := n.p.Deadline > 0 && c.now >= j.firstDue+n.p.Deadline
+	attempts, deadline := n.p.Attempts, n.p.Deadline
+	if j.attemptsMax > 0 {
+		attempts = j.attemptsMax
+	}
+	if j.deadline > 0 {
+		deadline = j.deadline
+	}
+	c.check(InvAttemptsMax, attempt >= 1 && attempt <= attempts,
+		"node %d started job %d attempt %d, policy allows %d", node, id, attempt, attempts)
+	late := deadline > 0 && c.now >= j.firstDue+deadline
 	c.check(InvNoStartAfterLate, !late, "node %d started job %d attempt %d at %s, deadline %s (first due %s + %s)",
-		node, id, attempt, Offset(c.now), Offset(j.firstDue+n.p.Deadline), Offset(j.firstDue), n.p.Deadline)
+		node, id, attempt, Offset(c.now), Offset(j.firstDue+deadline), Offset(j.firstDue), deadline)
 	c.check(InvNoStartBeforeDue, c.now >= j.due, "node %d started job %d attempt %d at %s, before its due %s",
 		node, id, attempt, Offset(c.now), Offset(j.due))
 	c.check(InvCapacity, n.running+1 <= n.p.Capacity, "node %d runs %d attempts at once, capacity %d", node, n.running+1, n.p.Capacity)

@@ -30,14 +30,14 @@ import (
 // without applying it. Draws come from the node's own "probe" stream, so no other family's
 // draws move.
 
-// probeRunner runs the probes after a commit, one time in two of the replay points.
+// probeRunner runs the probes after a commit, one time in three of the replay points.
 func (n *runnerNode) probeRunner() {
 	w := n.w
 	if n.rProbe == nil {
 		n.rProbe = Stream(w.cfg.Seed, "probe/"+n.name)
 	}
 	r := n.rProbe
-	if r.Intn(2) != 0 {
+	if r.Intn(3) != 0 {
 		return
 	}
 	st := n.e.State()
@@ -50,11 +50,10 @@ func (n *runnerNode) probeRunner() {
 	}
 }
 
-// stateKey renders what a refusal must leave as it was: the state, the counters and the
-// machine's clock-free status.
+// stateKey is what a refusal must leave as it was: the status and the state, encoded (the
+// codec is cheaper than a rendering; a failure renders both).
 func (n *runnerNode) stateKey() string {
-	s := n.e.Status()
-	return fmt.Sprintf("%+v|%s", s, runner.Describe(n.e.State(), Epoch))
+	return fmt.Sprintf("%+v|%s", n.e.Status(), runner.EncodeSnapshot(n.e.State()))
 }
 
 // misuse is one call a buggy driver makes: the call, and the sentinel it must be refused with
@@ -115,7 +114,7 @@ func (n *runnerNode) probeMisuse(r *rand.Rand, st runner.Snapshot) {
 		case err != nil && !strings.Contains(err.Error(), m.word):
 			w.chk.Fail(InvMachine, "%s: the refusal of %s does not say %q: %v", n.name, m.what, m.word, err)
 		case n.stateKey() != before:
-			w.chk.Fail(InvMachine, "%s: %s changed the engine's state:\n%s\nbecame\n%s", n.name, m.what, before, n.stateKey())
+			w.chk.Fail(InvMachine, "%s: %s changed the engine's state (or status) to:\n%+v\n%s", n.name, m.what, n.e.Status(), runner.Describe(n.e.State(), Epoch))
 		default:
 			w.chk.Pass(InvMachine)
 			verdict := "ignored"
@@ -131,7 +130,7 @@ func (n *runnerNode) probeMisuse(r *rand.Rand, st runner.Snapshot) {
 
 // checkBreakers reads the engine's breakers as an operator's inspection does and checks them:
 // sorted by target, and each status consistent with its state.
-// It traces the open and half-open ones.
+// It traces them.
 func (n *runnerNode) checkBreakers() {
 	w := n.w
 	bs := n.e.Breakers()
@@ -152,8 +151,13 @@ func (n *runnerNode) checkBreakers() {
 			w.chk.Fail(InvMachine, "%s: Breakers lists %s %v %s: %+v", n.name, b.Target, b.State, bad, bs)
 			return
 		}
-		if b.State != breaker.Closed {
-			open = append(open, b.Target+" "+b.State.String())
+		switch b.State {
+		case breaker.Closed:
+			open = append(open, fmt.Sprintf("%s %v (%d failures)", b.Target, b.State, b.Failures))
+		case breaker.HalfOpen:
+			open = append(open, fmt.Sprintf("%s %v (%d probes)", b.Target, b.State, b.InFlight))
+		default:
+			open = append(open, fmt.Sprintf("%s %v until %s", b.Target, b.State, b.Until.Sub(Epoch)))
 		}
 	}
 	w.chk.Pass(InvMachine)
@@ -179,9 +183,10 @@ type forgedRecord struct {
 	tag      uint8
 	snap     bool
 	data     []byte
-	first    bool             // fed to a fresh machine as its first record (a forged snapshot)
-	base     *runner.Snapshot // the state loaded first, when not the live one
-	sentinel error            // ErrDecode unless said
+	lazy     func() []byte          // builds data when drawn (snapshots cost O(jobs) to encode)
+	first    bool                   // fed to a fresh machine as its first record (a forged snapshot)
+	base     func() runner.Snapshot // the state loaded first, when not the live one
+	sentinel error                  // ErrDecode unless said
 }
 
 // probeRecords loads a fresh machine from the live state (as open does after a compaction)
@@ -196,11 +201,14 @@ func (n *runnerNode) probeRecords(r *rand.Rand, st runner.Snapshot) {
 	fs := forgeRecords(r, st, w.now())
 	for range 3 {
 		f := fs[r.Intn(len(fs))]
+		if f.lazy != nil {
+			f.data = f.lazy()
+		}
 		m, err := runner.New(cfg)
 		if err == nil && !f.first {
 			base := st
 			if f.base != nil {
-				base = *f.base
+				base = f.base()
 			}
 			err = m.Replay(runner.TagSnapshot, true, runner.EncodeSnapshot(base))
 		}
@@ -208,10 +216,10 @@ func (n *runnerNode) probeRecords(r *rand.Rand, st runner.Snapshot) {
 			w.chk.Fail(InvReplayEqualsLive, "%s: a fresh machine did not load the live state: %v", n.name, err)
 			return
 		}
-		var before string
+		var before []byte
 		if !f.first {
 			s, _ := m.Snapshot(math.MaxInt)
-			before = runner.Describe(s, Epoch)
+			before = runner.EncodeSnapshot(s)
 		}
 		err = m.Replay(f.tag, f.snap, f.data)
 		sentinel := f.sentinel
@@ -228,8 +236,8 @@ func (n *runnerNode) probeRecords(r *rand.Rand, st runner.Snapshot) {
 		}
 		if !f.first {
 			s, _ := m.Snapshot(math.MaxInt)
-			if after := runner.Describe(s, Epoch); after != before {
-				w.chk.Fail(InvCorruptionRefused, "%s: replay refused %s but changed the state:\n%s\nbecame\n%s", n.name, f.what, before, after)
+			if !bytes.Equal(runner.EncodeSnapshot(s), before) {
+				w.chk.Fail(InvCorruptionRefused, "%s: replay refused %s but changed the state to:\n%s", n.name, f.what, runner.Describe(s, Epoch))
 				return
 			}
 		}
@@ -249,15 +257,27 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 		copy(f.data[off:], b)
 		return f
 	}
-	snap := func(what string, s runner.Snapshot, first bool, edit func([]byte) []byte) forgedRecord {
-		data := runner.EncodeSnapshot(s)
-		if edit != nil {
-			data = edit(data)
-		}
-		return forgedRecord{what: what, tag: runner.TagSnapshot, snap: true, data: data, first: first}
+	// snap forges a snapshot of st, its state edited by state and its bytes by edit (each may
+	// be nil); built only when drawn.
+	snapOf := func(what string, state func(*runner.Snapshot), first bool, edit func([]byte) []byte) forgedRecord {
+		return forgedRecord{what: what, tag: runner.TagSnapshot, snap: true, first: first, lazy: func() []byte {
+			s := st
+			if state != nil {
+				s = cloneSnapshot(st)
+				state(&s)
+			}
+			data := runner.EncodeSnapshot(s)
+			if edit != nil {
+				data = edit(data)
+			}
+			return data
+		}}
+	}
+	snap := func(what string, first bool, edit func([]byte) []byte) forgedRecord {
+		return snapOf(what, nil, first, edit)
 	}
 	next := st.NextID
-	older := snap("a snapshot in an older format", st, true, func(b []byte) []byte { b[0] = recordVersion - 1; return b })
+	older := snap("a snapshot in an older format", true, func(b []byte) []byte { b[0] = recordVersion - 1; return b })
 	older.sentinel = runner.ErrFormat
 	fs := []forgedRecord{
 		rec("an enqueue of an id after the next", runner.Record{Tag: runner.TagEnqueued, ID: next + 1 + uint64(r.Intn(4)), Due: now, Target: "t1"}),
@@ -269,16 +289,16 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 		damaged("a retryable success", runner.Record{Tag: runner.TagFinished, ID: max(1, next-1), Attempt: 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}, 14, 1),
 		damaged("an enqueue with a priority out of range", runner.Record{Tag: runner.TagEnqueued, ID: next, Due: now, Target: "t1", Payload: []byte("p")},
 			1+8+8+4+2+4+1, 0xff, 0xff, 0, 0),
-		snap("a second snapshot", st, false, nil),
+		snap("a second snapshot", false, nil),
 		older,
-		snap("a snapshot with next id 0", st, true, func(b []byte) []byte { clear(b[1:9]); return b }),
-		snap("a snapshot with trailing bytes", st, true, func(b []byte) []byte { return append(b, 0) }),
-		snap("a snapshot claiming more jobs than it holds", st, true, func(b []byte) []byte {
+		snap("a snapshot with next id 0", true, func(b []byte) []byte { clear(b[1:9]); return b }),
+		snap("a snapshot with trailing bytes", true, func(b []byte) []byte { return append(b, 0) }),
+		snap("a snapshot claiming more jobs than it holds", true, func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[17:], binary.LittleEndian.Uint32(b[17:])+1<<20)
 			return b
 		}),
 	}
-	newer := snap("a snapshot in a newer format", st, true, func(b []byte) []byte { b[0] = recordVersion + 1; return b })
+	newer := snap("a snapshot in a newer format", true, func(b []byte) []byte { b[0] = recordVersion + 1; return b })
 	newer.sentinel = runner.ErrFormat
 	newerRec := damaged("a record in a newer format", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)}, 0, recordVersion+1)
 	newerRec.sentinel = runner.ErrFormat
@@ -287,26 +307,24 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 	fs = append(fs, newer, newerRec, noTag, forgedRecord{what: "an empty snapshot", tag: runner.TagSnapshot, snap: true, first: true})
 	if len(st.Jobs) > 0 {
 		fs = append(fs,
-			snap("a snapshot whose jobs lie past its next id", st, true, func(b []byte) []byte {
+			snap("a snapshot whose jobs lie past its next id", true, func(b []byte) []byte {
 				binary.LittleEndian.PutUint64(b[1:], 1)
 				return b
 			}),
 			// The first job starts at byte 21: id u64, state u8, reason u8, deferred bool.
-			snap("a snapshot whose first job is dead for no reason", st, true, func(b []byte) []byte {
+			snap("a snapshot whose first job is dead for no reason", true, func(b []byte) []byte {
 				b[29], b[30] = byte(runner.Dead), byte(runner.NoReason)
 				return b
 			}),
-			snap("a snapshot whose first job's deferred byte is 7", st, true, func(b []byte) []byte { b[31] = 7; return b }),
+			snap("a snapshot whose first job's deferred byte is 7", true, func(b []byte) []byte { b[31] = 7; return b }),
 			// Each job takes at least 84 bytes; the world's take more, so this cuts one short.
-			snap("a snapshot cut inside its jobs", st, true, func(b []byte) []byte { return b[:min(len(b)-1, 21+84*len(st.Jobs))] }))
+			snap("a snapshot cut inside its jobs", true, func(b []byte) []byte { return b[:min(len(b)-1, 21+84*len(st.Jobs))] }))
 	}
 	if next >= 2 {
 		// Windows follow the jobs, then the schedules' count: a state without either ends in
 		// two zero counts, which the forger replaces with windows of its own.
-		bare := cloneSnapshot(st)
-		bare.Windows, bare.Schedules = nil, nil
 		windows := func(what string, count uint32, us ...runner.UniqueWindow) forgedRecord {
-			return snap(what, bare, true, func(b []byte) []byte {
+			return snapOf(what, func(s *runner.Snapshot) { s.Windows, s.Schedules = nil, nil }, true, func(b []byte) []byte {
 				b = binary.LittleEndian.AppendUint32(b[:len(b)-8], count)
 				for _, u := range us {
 					b = binary.LittleEndian.AppendUint32(b, uint32(len(u.Kind)))
@@ -331,7 +349,8 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 			open = append(open, j)
 		}
 	}
-	for _, j := range st.Jobs {
+	for range min(4, len(st.Jobs)) {
+		j := st.Jobs[r.Intn(len(st.Jobs))]
 		switch j.State {
 		case runner.Waiting:
 			fs = append(fs,
@@ -349,9 +368,12 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 			fs = append(fs, rec(fmt.Sprintf("a deferral of %v job %d", j.State, j.ID),
 				runner.Record{Tag: runner.TagDeferred, ID: j.ID, Due: now}))
 		}
-		if j.Opts.Unique != "" && !j.State.Terminal() {
+	}
+	for _, j := range open {
+		if j.Opts.Unique != "" {
 			fs = append(fs, rec(fmt.Sprintf("an enqueue with job %d's unique key %q", j.ID, j.Opts.Unique),
 				runner.Record{Tag: runner.TagEnqueued, ID: next, Due: now, Target: "t1", Opts: runner.Opts{Kind: j.Opts.Kind, Unique: j.Opts.Unique}}))
+			break
 		}
 	}
 	for _, d := range st.Jobs {
@@ -360,14 +382,16 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 		}
 		// A retry of a dead job whose key an open job took meanwhile.
 		o := open[r.Intn(len(open))]
-		s := cloneSnapshot(st)
-		for i := range s.Jobs {
-			if id := s.Jobs[i].ID; id == d.ID || id == o.ID {
-				s.Jobs[i].Opts.Kind, s.Jobs[i].Opts.Unique = o.Opts.Kind, "forged"
-			}
-		}
 		f := rec(fmt.Sprintf("a retry of dead job %d whose unique key job %d holds", d.ID, o.ID), runner.Record{Tag: runner.TagRetried, ID: d.ID, Due: now})
-		f.base = &s
+		f.base = func() runner.Snapshot {
+			s := cloneSnapshot(st)
+			for i := range s.Jobs {
+				if id := s.Jobs[i].ID; id == d.ID || id == o.ID {
+					s.Jobs[i].Opts.Kind, s.Jobs[i].Opts.Unique = o.Opts.Kind, "forged"
+				}
+			}
+			return s
+		}
 		fs = append(fs, f)
 		break
 	}
@@ -375,25 +399,25 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 		// Two open jobs holding one key, or one holding a key in another's window.
 		a, b := open[r.Intn(len(open))], open[r.Intn(len(open))]
 		if a.ID != b.ID {
-			s := cloneSnapshot(st)
+			fs = append(fs, snapOf(fmt.Sprintf("a snapshot where jobs %d and %d hold one unique key", a.ID, b.ID), func(s *runner.Snapshot) {
+				for i := range s.Jobs {
+					if id := s.Jobs[i].ID; id == a.ID || id == b.ID {
+						s.Jobs[i].Opts.Kind, s.Jobs[i].Opts.Unique = a.Opts.Kind, "forged"
+					}
+				}
+			}, true, nil))
+		}
+		fs = append(fs, snapOf(fmt.Sprintf("a snapshot where job %d holds a key in job %d's window", a.ID, b.ID), func(s *runner.Snapshot) {
 			for i := range s.Jobs {
-				if id := s.Jobs[i].ID; id == a.ID || id == b.ID {
-					s.Jobs[i].Opts.Kind, s.Jobs[i].Opts.Unique = a.Opts.Kind, "forged"
+				if s.Jobs[i].ID == a.ID {
+					s.Jobs[i].Opts.Unique = "forged"
 				}
 			}
-			fs = append(fs, snap(fmt.Sprintf("a snapshot where jobs %d and %d hold one unique key", a.ID, b.ID), s, true, nil))
-		}
-		s := cloneSnapshot(st)
-		for i := range s.Jobs {
-			if s.Jobs[i].ID == a.ID {
-				s.Jobs[i].Opts.Unique = "forged"
-			}
-		}
-		s.Windows = append(s.Windows, runner.UniqueWindow{Kind: a.Opts.Kind, Unique: "forged", ID: b.ID, Until: now.Add(time.Hour)})
-		slices.SortFunc(s.Windows, func(x, y runner.UniqueWindow) int {
-			return cmp.Or(strings.Compare(x.Kind, y.Kind), strings.Compare(x.Unique, y.Unique))
-		})
-		fs = append(fs, snap(fmt.Sprintf("a snapshot where job %d holds a key in job %d's window", a.ID, b.ID), s, true, nil))
+			s.Windows = append(s.Windows, runner.UniqueWindow{Kind: a.Opts.Kind, Unique: "forged", ID: b.ID, Until: now.Add(time.Hour)})
+			slices.SortFunc(s.Windows, func(x, y runner.UniqueWindow) int {
+				return cmp.Or(strings.Compare(x.Kind, y.Kind), strings.Compare(x.Unique, y.Unique))
+			})
+		}, true, nil))
 	}
 	return fs
 }
