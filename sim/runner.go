@@ -543,7 +543,7 @@ func (n *runnerNode) traceRecovered(st runner.Snapshot) {
 			s.Jobs = append(s.Jobs, j)
 		}
 	}
-	s.NextID = st.NextID
+	s.NextID, s.Windows = st.NextID, st.Windows // the keys a success still reserves
 	for _, line := range strings.Split(strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), "\n") {
 		n.w.trace(n.name, "recovered "+line)
 	}
