@@ -64,25 +64,26 @@ type jobKey struct {
 }
 
 type jobModel struct {
-	firstDue time.Duration
-	target   string
-	kind     string // JobOptions
-	// attemptsMax is the job's own AttemptsMax (JobAttemptsMax); 0: the policy's.
+	firstDue  time.Duration
+	target    string
+	kind      string // JobOptions
+	payload   string
+	acked     bool
+	cancelled bool   // a cancel was acknowledged
+	terminal  string // durable terminal state seen in the live runner, "" if none
+	running   bool
+	attempt   int    // attempt number of the running (or last) attempt
+	probe     uint64 // the breaker phase it probes, 0: not a probe
+	attempts  int    // highest attempt number started
+	due       time.Duration
+	endedAt   time.Duration // when the outcome of its last attempt was fed
+	fail      *failFact     // a retryable failure fed and not yet seen committed
+	retriedAt time.Duration // when a manual retry was last acknowledged; -1: never
+	stopCut   bool          // the running attempt was cancelled by a graceful stop
+	released  *releaseFact  // a stop-cut attempt ended without success, not yet seen committed
+	// The job's own attempts and deadline (JobLimits); 0: the policy's.
 	attemptsMax int
-	payload     string
-	acked       bool
-	cancelled   bool   // a cancel was acknowledged
-	terminal    string // durable terminal state seen in the live runner, "" if none
-	running     bool
-	attempt     int    // attempt number of the running (or last) attempt
-	probe       uint64 // the breaker phase it probes, 0: not a probe
-	attempts    int    // highest attempt number started
-	due         time.Duration
-	endedAt     time.Duration // when the outcome of its last attempt was fed
-	fail        *failFact     // a retryable failure fed and not yet seen committed
-	retriedAt   time.Duration // when a manual retry was last acknowledged; -1: never
-	stopCut     bool          // the running attempt was cancelled by a graceful stop
-	released    *releaseFact  // a stop-cut attempt ended without success, not yet seen committed
+	deadline    time.Duration
 }
 
 // releaseFact is an attempt a graceful stop gave back: the next commit must show the job
@@ -220,6 +221,14 @@ func (c *Checker) JobOptions(node int, id uint64, kind, unique string) {
 	}
 }
 
+// JobLimits: the job id just appended on node has its own attempts and deadline (0: the
+// policy's), which replace the policy's in the attempts and deadline rules.
+func (c *Checker) JobLimits(node int, id uint64, attemptsMax int, deadline time.Duration) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.attemptsMax, j.deadline = attemptsMax, deadline
+	}
+}
+
 func (c *Checker) node(node int) *nodeModel {
 	n := c.nodes[node]
 	if n == nil {
@@ -277,6 +286,13 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 		node, id) {
 		return
 	}
+	allowed, deadline := n.p.Attempts, n.p.Deadline
+	if j.attemptsMax > 0 {
+		allowed = j.attemptsMax
+	}
+	if j.deadline > 0 {
+		deadline = j.deadline
+	}
 	if !c.holds(InvSingleRun, !j.running) {
 		c.check(InvSingleRun, false, "node %d started job %d attempt %d while attempt %d runs", node, id, attempt, j.attempt)
 	}
@@ -284,18 +300,14 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 		c.check(InvNoRestartTerminal, false, "node %d started job %d attempt %d after it was %s",
 			node, id, attempt, terminalOrCancelled(j))
 	}
-	allowed := n.p.Attempts
-	if j.attemptsMax > 0 {
-		allowed = j.attemptsMax
-	}
 	if !c.holds(InvAttemptsMax, attempt >= 1 && attempt <= allowed) {
 		c.check(InvAttemptsMax, false, "node %d started job %d attempt %d, its policy allows %d",
 			node, id, attempt, allowed)
 	}
-	late := n.p.Deadline > 0 && c.now >= j.firstDue+n.p.Deadline
+	late := deadline > 0 && c.now >= j.firstDue+deadline
 	if !c.holds(InvNoStartAfterLate, !late) {
 		c.check(InvNoStartAfterLate, false, "node %d started job %d attempt %d at %s, deadline %s (first due %s + %s)",
-			node, id, attempt, Offset(c.now), Offset(j.firstDue+n.p.Deadline), Offset(j.firstDue), n.p.Deadline)
+			node, id, attempt, Offset(c.now), Offset(j.firstDue+deadline), Offset(j.firstDue), deadline)
 	}
 	if !c.holds(InvNoStartBeforeDue, c.now >= j.due) {
 		c.check(InvNoStartBeforeDue, false, "node %d started job %d attempt %d at %s, before its due %s",

@@ -31,9 +31,10 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// recordVersion is the runner codec's version byte; one less is the format of an earlier
-// sluice, which open refuses as ErrFormat (not as corruption) when it is the first record.
-const recordVersion = 2
+// recordVersion is the runner codec's version byte, read from an encoded record (a constant
+// here fell behind the codec once); one less is the format of an earlier sluice, which open
+// refuses as ErrFormat (not as corruption) when it is the first record.
+var recordVersion = runner.EncodeRecord(runner.Record{Tag: runner.TagCancelled, ID: 1})[0]
 
 // olderFormat names that forgery: the refusal it must meet is runner.ErrFormat.
 const olderFormat = "the first record in an older format"

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,9 @@ var badRunnerFields = []badRunnerField{
 	{"RecordMax", func(c *runner.Config) { c.RecordMax = 1023 }}, // below the least allowed, whatever the node runs
 	{"SnapshotMax", func(c *runner.Config) { c.SnapshotMax = c.RecordMax - 1 }},
 	{"AgeMax", func(c *runner.Config) { c.AgeMax = -1 - c.AgeMax }},
+	{"Limit", func(c *runner.Config) {
+		c.Kinds = append(slices.Clone(c.Kinds), runner.KindConfig{Name: "bad", Limit: -1})
+	}},
 }
 
 // misconfigDrawn says whether this node's first open is tried misconfigured (one in four).
@@ -65,6 +69,18 @@ func (n *runnerNode) tryBadRunnerConfig(r *rand.Rand) {
 	w.trace(n.name, "open with a bad "+bad.field+" refused, as it must: "+err.Error())
 	var ce *runner.ConfigError
 	named := ""
+	if errors.As(err, &ce) {
+		named = ce.Field
+	}
+	checkConfigRefusal(w, n.name, err, runner.ErrInvalidConfig, bad.field, named, n.disk.Ops() == before)
+	// An inspection (Replay) with the same config is refused the same way, reading nothing.
+	before = n.disk.Ops()
+	_, err = runner.Replay(n.disk, journalName, cfg)
+	if err == nil {
+		w.chk.Fail(InvConfigRefused, "%s: Replay accepted a config with a bad %s", n.name, bad.field)
+		return
+	}
+	named = ""
 	if errors.As(err, &ce) {
 		named = ce.Field
 	}

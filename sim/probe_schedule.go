@@ -62,10 +62,10 @@ var badOpts = []struct {
 
 // probeStream is node n's stream of this family, made at its first open.
 func (n *runnerNode) probeStream() *rand.Rand {
-	if n.rProbe == nil {
-		n.rProbe = Stream(n.w.cfg.Seed, "probes/"+n.name)
+	if n.rSchedProbe == nil {
+		n.rSchedProbe = Stream(n.w.cfg.Seed, "probes/"+n.name)
 	}
-	return n.rProbe
+	return n.rSchedProbe
 }
 
 // refusedState is what a refused call must leave unchanged.

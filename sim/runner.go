@@ -89,7 +89,10 @@ type runnerNode struct {
 	durable       journal.LSN // the journal's durable LSN then
 	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand  // their changes
-	rProbe        *rand.Rand  // the misuse probes of schedules, kinds and options (probe_schedule.go)
+	rSchedProbe   *rand.Rand  // the misuse probes of schedules, kinds and options (probe_schedule.go)
+	rProbe        *rand.Rand  // the runner probe family's draws (probe_runner.go)
+	rLimits       *rand.Rand  // per-job attempts and deadlines (drawLimits)
+	rErr          *rand.Rand  // long error texts (longError)
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -261,8 +264,13 @@ func (w *World) setupRunner() {
 			KindsOnly: true,
 		}
 		limits := map[string]int{}
+		rDecode := Stream(c.Seed, "kind-decode/"+n.name)
 		for k, name := range kindNames {
-			n.cfg.Kinds = append(n.cfg.Kinds, runner.KindConfig{Name: name, Limit: c.KindLimits[k]})
+			kc := runner.KindConfig{Name: name, Limit: c.KindLimits[k]}
+			if rDecode.Intn(2) == 0 {
+				kc.Decode = decodePayload // the kind's own codec port, the same codec
+			}
+			n.cfg.Kinds = append(n.cfg.Kinds, kc)
 			limits[name] = c.KindLimits[k]
 		}
 		zeroRunnerDefaults(&n.cfg, Stream(c.Seed, "defaults/"+n.name))
@@ -550,7 +558,7 @@ func (n *runnerNode) traceRecovered(st runner.Snapshot) {
 			s.Jobs = append(s.Jobs, j)
 		}
 	}
-	s.NextID = st.NextID
+	s.NextID, s.Windows = st.NextID, st.Windows // the keys a success still reserves
 	for _, line := range strings.Split(strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), "\n") {
 		n.w.trace(n.name, "recovered "+line)
 	}
@@ -621,6 +629,7 @@ func (n *runnerNode) produce() {
 			}
 		}
 		o.Kind = kindNames[w.rKind.Intn(len(kindNames))]
+		n.drawLimits(&o)
 		if batched && !oversize {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
@@ -658,6 +667,37 @@ func (n *runnerNode) produce() {
 		n.scheduleCommit()
 	}
 	w.loop.After(drawBetween(w.rWork, time.Millisecond, 2*c.JobEvery), n.produceStep())
+}
+
+// longError draws whether a failure's error text is longer than a record (one in 32),
+// from the node's own "errtext" stream.
+func (n *runnerNode) longError() bool {
+	if n.rErr == nil {
+		n.rErr = Stream(n.w.cfg.Seed, "errtext/"+n.name)
+	}
+	return n.rErr.Intn(32) == 0
+}
+
+// drawLimits gives one job in eight its own attempts (1 to the policy's) and one in eight its
+// own deadline (at most the policy's when it has one), from the node's own "limits" stream:
+// the per-job options that replace the policy's, which the checker's attempts and deadline
+// rules then hold the job to.
+func (n *runnerNode) drawLimits(o *runner.Opts) {
+	c := n.w.cfg
+	if n.rLimits == nil {
+		n.rLimits = Stream(c.Seed, "limits/"+n.name)
+	}
+	r := n.rLimits
+	if r.Intn(8) == 0 {
+		o.AttemptsMax = 1 + r.Intn(c.Attempts)
+	}
+	if r.Intn(8) == 0 {
+		hi := c.Deadline
+		if hi == 0 {
+			hi = time.Minute
+		}
+		o.Deadline = drawBetween(r, time.Second, max(time.Second, hi))
+	}
 }
 
 // enqueue submits one job to the node's runner, as a client would; it reports false when a
@@ -710,6 +750,7 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 	}
 	w.chk.JobAppended(n.id, id, due, target, payload)
 	w.chk.JobOptions(n.id, id, o.Kind, o.Unique)
+	w.chk.JobLimits(n.id, id, o.AttemptsMax, o.Deadline)
 	if w.mutation == mutAckEarly {
 		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
 	}
@@ -743,6 +784,7 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 		}
 		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
 		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
+		w.chk.JobLimits(n.id, id, j.Opts.AttemptsMax, j.Opts.Deadline)
 		if w.mutation == mutAckEarly {
 			w.chk.JobAcked(n.id, id)
 		}
@@ -854,6 +896,7 @@ func (n *runnerNode) commit() {
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
 		n.checkList(views)
+		n.probeRunner()
 	}
 	if res.Stopped {
 		if cut {
@@ -1068,8 +1111,19 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 		}
 		w.chk.AttemptEnded(n.id, tok.ID, tok.Attempt, failure, out.Kind == runner.OutcomeSucceeded)
 		w.trace(n.name, "done "+tok.String()+" "+ex.what)
+		long := out.Kind == runner.OutcomeFailed && n.longError()
+		if long {
+			out.Err += ": " + strings.Repeat("x", recordMax) // a handler's error longer than a record
+		}
 		if err := n.e.AttemptDone(w.now(), tok, out); err != nil {
 			w.trace(n.name, "outcome refused: "+err.Error())
+		} else if long {
+			// The journaled text is cut so the Finished record fits.
+			if j, ok := n.e.Get(tok.ID); ok && len(j.LastErr) >= recordMax {
+				w.chk.Fail(InvRecordLimit, "%s: job %d keeps an error of %d bytes (RecordMax %d)", n.name, tok.ID, len(j.LastErr), recordMax)
+				return
+			}
+			w.chk.Pass(InvRecordLimit)
 		}
 		n.scheduleCommit()
 	}))

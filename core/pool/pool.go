@@ -3,7 +3,6 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // ErrInvalidConfig is wrapped by New's errors; the message names the field.
@@ -79,9 +78,6 @@ func (p *Pool) Ready() Ready {
 	p.ready = Ready{}
 	return rd
 }
-
-// WakeAt is always zero: a pool has no timers (it is here for the one machine surface).
-func (p *Pool) WakeAt() time.Time { return time.Time{} }
 
 // Status summarises the pool.
 func (p *Pool) Status() Status {

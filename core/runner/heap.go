@@ -321,15 +321,3 @@ func (q *queue) earliest() *job {
 	}
 	return q.age.min()
 }
-
-// next is the due job to consider next at now: the one due longest if it has waited at least
-// ageMax (ageMax > 0), else the highest priority; nil when none is due.
-func (q *queue) next(now time.Time, ageMax time.Duration) *job {
-	if q.prio.len() == 0 {
-		return nil
-	}
-	if old := q.age.min(); ageMax > 0 && !now.Before(old.Due.Add(ageMax)) {
-		return old
-	}
-	return q.prio.min()
-}

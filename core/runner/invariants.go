@@ -42,14 +42,10 @@ func (m *Machine) checkInvariants() error {
 			lastKind, lastName, looked = m.kinds[j.Opts.Kind], j.Opts.Kind, true
 		}
 		running := j.State != Running || j.Attempts <= m.policy(j).Attempts && (unit || m.replaying)
-		switch {
-		case j.broken(m.termSeq) != "" || j.ID != id || id >= m.nextID || !running:
-			return fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed: %s",
-				j.ID, id, m.nextID, unit, m.policy(j).Attempts, j.broken(m.termSeq))
-		case j.kind != lastKind:
-			return fmt.Errorf("runner: job %d of kind %q filed under another kind", id, j.Opts.Kind)
-		case (j.State == Waiting) != j.kind.q.holds(j):
-			return fmt.Errorf("runner: job %d %v at queue indexes %v", id, j.State, j.idx)
+		filed, queued := j.kind == lastKind, j.kind.q.holds(j)
+		if j.broken(m.termSeq) != "" || j.ID != id || id >= m.nextID || !running || !filed || (j.State == Waiting) != queued {
+			return fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed, under its kind %q %v, queued %v at %v: %s",
+				j.ID, id, m.nextID, unit, m.policy(j).Attempts, j.Opts.Kind, filed, queued, j.idx, j.broken(m.termSeq))
 		}
 		if j.State == Waiting {
 			waiting++
@@ -83,17 +79,11 @@ func (m *Machine) checkInvariants() error {
 	for i, k := range m.kindList {
 		q := &k.q
 		queued += q.len()
-		switch {
-		case m.kinds[k.name] != k || (i > 0 && m.kindList[i-1].name >= k.name):
-			return fmt.Errorf("runner: kind %q listed out of order or not known", k.name)
-		case q.prio.len() != q.age.len():
-			return fmt.Errorf("runner: kind %q: %d due by priority, %d by age", k.name, q.prio.len(), q.age.len())
-		case k.inflight != inflight[k]:
-			return fmt.Errorf("runner: kind %q counts %d attempts in flight, holds %d", k.name, k.inflight, inflight[k])
-		case k.cfg.Limit > 0 && k.inflight > k.cfg.Limit:
-			return fmt.Errorf("runner: kind %q has %d attempts in flight, limit %d", k.name, k.inflight, k.cfg.Limit)
-		case k.inflight > 0 && !m.startable(k):
-			return fmt.Errorf("runner: kind %q is not registered but has %d attempts in flight", k.name, k.inflight)
+		listed := m.kinds[k.name] == k && (i == 0 || m.kindList[i-1].name < k.name)
+		if !listed || q.prio.len() != q.age.len() || k.inflight != inflight[k] || k.cfg.Limit > 0 && k.inflight > k.cfg.Limit ||
+			k.inflight > 0 && !m.startable(k) {
+			return fmt.Errorf("runner: kind %q (listed in order and known %v, startable %v): %d due by priority, %d by age; counts %d attempts in flight, holds %d, limit %d",
+				k.name, listed, m.startable(k), q.prio.len(), q.age.len(), k.inflight, inflight[k], k.cfg.Limit)
 		}
 		for _, h := range []*heap{&q.timers, &q.prio, &q.age} {
 			if at := h.disorder(); at != "" {

@@ -342,8 +342,10 @@ func (cfg MachineConfig) validate() error {
 		return configErr("Capacity", cfg.Capacity, "must be ≥ 1")
 	case cfg.RecordMax < 1:
 		return configErr("RecordMax", cfg.RecordMax, "must be ≥ 1")
-	case cfg.Logger == nil || cfg.Rand == nil:
-		return configErr("Logger and Rand", fmt.Sprintf("%v, %v", cfg.Logger, cfg.Rand), "must not be nil")
+	case cfg.Logger == nil:
+		return configErr("Logger", nil, "must not be nil")
+	case cfg.Rand == nil:
+		return configErr("Rand", nil, "must not be nil")
 	}
 	return nil
 }
@@ -959,7 +961,7 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 }
 
 // schedule starts due jobs while a unit is free (docs/runner.md admission): the highest priority
-// first, then (due, id), except that a job due for AgeMax or longer goes first (queue.next).
+// first, then (due, id), except that a job due for AgeMax or longer goes first (pick).
 func (m *Machine) schedule(now time.Time) {
 	for _, k := range m.kindList {
 		if m.runnable(k) {
@@ -1359,7 +1361,7 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	m.snapshots++
 	if snapshot || tag == TagSnapshot {
 		if !snapshot || tag != TagSnapshot || !first {
-			return fmt.Errorf("runner: replay: snapshot tag %d (snapshot flag %v) at record %d", tag, snapshot, m.snapshots)
+			return fmt.Errorf("runner: replay: %w: snapshot tag %d (snapshot flag %v) at record %d", ErrDecode, tag, snapshot, m.snapshots)
 		}
 		s, err := DecodeSnapshot(data)
 		if err != nil {

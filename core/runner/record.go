@@ -397,8 +397,8 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 			break
 		}
 	}
-	// Each window takes at least 28 bytes.
-	if nw := rd.u32(); rd.err == nil && uint64(nw) > uint64(len(rd.b))/28 {
+	// Each window takes at least 24 bytes (two length prefixes, id, until).
+	if nw := rd.u32(); rd.err == nil && uint64(nw) > uint64(len(rd.b))/24 {
 		return s, fmt.Errorf("%w: snapshot claims %d windows in %d bytes", ErrDecode, nw, len(rd.b))
 	} else if nw > 0 {
 		s.Windows = make([]UniqueWindow, nw)
