@@ -197,7 +197,7 @@ func (n *runnerNode) probeSchedules() {
 		{ok(runner.NewSchedule{Name: strings.Repeat("n", 201+r.Intn(50)), Spec: "@every 10s"}), runner.ErrSchedule, []string{"a name has"}},
 		{ok(runner.NewSchedule{Name: name, Spec: "@every 10s", CatchUp: runner.CatchUp(2 + r.Intn(254))}), runner.ErrSchedule, []string{"catch-up", strconv.Quote(name)}},
 		{ok(runner.NewSchedule{Opts: bo.o}), runner.ErrJob, []string{bo.says, strconv.Quote(name)}},
-		{ok(runner.NewSchedule{Name: name, Spec: "@every 10s" + strings.Repeat(" ", recordMax)}), runner.ErrTooLarge, []string{"RecordMax"}},
+		{ok(runner.NewSchedule{Name: name, Spec: "@every 10s" + strings.Repeat(" ", n.cfg.RecordMax)}), runner.ErrTooLarge, []string{"RecordMax"}},
 	}
 	if r.Intn(2) == 0 { // an empty target, in place of the options
 		probes[3] = probe{runner.NewSchedule{Name: name, Spec: "@every 10s", Payload: []byte("probe")}, runner.ErrJob, []string{"empty target", strconv.Quote(name)}}

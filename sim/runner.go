@@ -1113,14 +1113,14 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 		w.trace(n.name, "done "+tok.String()+" "+ex.what)
 		long := out.Kind == runner.OutcomeFailed && n.longError()
 		if long {
-			out.Err += ": " + strings.Repeat("x", recordMax) // a handler's error longer than a record
+			out.Err += ": " + strings.Repeat("x", n.cfg.RecordMax) // a handler's error longer than a record
 		}
 		if err := n.e.AttemptDone(w.now(), tok, out); err != nil {
 			w.trace(n.name, "outcome refused: "+err.Error())
 		} else if long {
 			// The journaled text is cut so the Finished record fits.
-			if j, ok := n.e.Get(tok.ID); ok && len(j.LastErr) >= recordMax {
-				w.chk.Fail(InvRecordLimit, "%s: job %d keeps an error of %d bytes (RecordMax %d)", n.name, tok.ID, len(j.LastErr), recordMax)
+			if j, ok := n.e.Get(tok.ID); ok && len(j.LastErr) >= n.cfg.RecordMax {
+				w.chk.Fail(InvRecordLimit, "%s: job %d keeps an error of %d bytes (RecordMax %d)", n.name, tok.ID, len(j.LastErr), n.cfg.RecordMax)
 				return
 			}
 			w.chk.Pass(InvRecordLimit)
