@@ -804,7 +804,7 @@ func (m *Machine) becomeSynced(through uint64) {
 	for _, p := range m.acking[:i] {
 		m.acks = append(m.acks, p.ack)
 	}
-	m.acking = m.acking[i:]
+	m.acking = drained(m.acking, i)
 	i = 0
 	for i < len(m.starting) && m.starting[i].seq <= through {
 		i++
@@ -818,7 +818,7 @@ func (m *Machine) becomeSynced(through uint64) {
 		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload,
 			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value, Kind: a.kind.name})
 	}
-	m.starting = m.starting[i:]
+	m.starting = drained(m.starting, i)
 	i = 0
 	for ; i < len(m.cancelling) && m.cancelling[i].seq <= through; i++ {
 		// Only a handler still running is cancelled: its outcome may have arrived meanwhile.
@@ -826,7 +826,7 @@ func (m *Machine) becomeSynced(through uint64) {
 			m.cancels = append(m.cancels, c)
 		}
 	}
-	m.cancelling = m.cancelling[i:]
+	m.cancelling = drained(m.cancelling, i)
 	i = 0
 	for i < len(m.settling) && m.settling[i].seq <= through {
 		i++
@@ -835,12 +835,22 @@ func (m *Machine) becomeSynced(through uint64) {
 	for _, p := range m.settling[:i] {
 		m.settled = append(m.settled, p.s)
 	}
-	m.settling = m.settling[i:]
+	m.settling = drained(m.settling, i)
 	i = 0
 	for ; i < len(m.noting) && m.noting[i].seq <= through; i++ {
 		m.notes = append(m.notes, m.noting[i].t)
 	}
-	m.noting = m.noting[i:]
+	m.noting = drained(m.noting, i)
+}
+
+// drained is s without its first i entries; when none is left its array is kept, cleared, for
+// the next batch instead of being cut away (a list sliced from the front reallocates as it goes).
+func drained[T any](s []T, i int) []T {
+	if i == len(s) {
+		clear(s)
+		return s[:0]
+	}
+	return s[i:]
 }
 
 func (m *Machine) attemptDone(ev AttemptDone) {
