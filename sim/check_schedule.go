@@ -22,8 +22,8 @@ type ScheduleView struct {
 	LastAt  time.Duration // when it was handled
 	LastJob uint64        // its job; 0: skipped
 	Unique  string        // the key its jobs hold (kind/key), "" without one
-	// Held (PeriodFired only): when the period was handled, a job of the node not yet
-	// terminal held the schedule's unique key.
+	// Held (PeriodFired only): before the commit that handled the period, a job of the node
+	// not yet terminal held the schedule's unique key.
 	Held bool
 }
 

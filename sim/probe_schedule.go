@@ -75,13 +75,13 @@ type refusedState struct {
 	kinds  []runner.KindStatus
 }
 
-func (n *runnerNode) refusedState() refusedState {
-	return refusedState{n.e.Status(), n.e.Schedules(), n.e.Kinds()}
+func stateOf(e *runner.Engine) refusedState {
+	return refusedState{e.Status(), e.Schedules(), e.Kinds()}
 }
 
-// checkRefused checks one refusal: err wraps want, its text holds every part of says, and the
-// runner's state is before's. It reports whether all held (a failure is reported).
-func (n *runnerNode) checkRefused(call string, err, want error, before refusedState, says ...string) bool {
+// checkRefused checks one refusal by engine e: err wraps want, its text holds every part of
+// says, and e's state is before's. It reports whether all held (a failure is reported).
+func (n *runnerNode) checkRefused(e *runner.Engine, call string, err, want error, before refusedState, says ...string) bool {
 	w := n.w
 	if !errors.Is(err, want) {
 		w.chk.Fail(InvConfigRefused, "%s: %s returned %v, want an error wrapping %q", n.name, call, err, want)
@@ -93,7 +93,7 @@ func (n *runnerNode) checkRefused(call string, err, want error, before refusedSt
 			return false
 		}
 	}
-	if after := n.refusedState(); !reflect.DeepEqual(after, before) {
+	if after := stateOf(e); !reflect.DeepEqual(after, before) {
 		w.chk.Fail(InvConfigRefused, "%s: %s was refused but changed the runner: %+v, then %+v", n.name, call, before, after)
 		return false
 	}
@@ -110,9 +110,6 @@ func (n *runnerNode) probeKinds(e *runner.Engine) {
 		return
 	}
 	w := n.w
-	old := n.e
-	n.e = e // the checks below read the engine through the node
-	defer func() { n.e = old }()
 	waiting := map[string]int{}
 	for _, j := range e.State().Jobs {
 		if j.State == runner.Waiting {
@@ -131,15 +128,15 @@ func (n *runnerNode) probeKinds(e *runner.Engine) {
 			return
 		}
 	}
-	before := n.refusedState()
+	before := stateOf(e)
 	name := kindNames[r.Intn(len(kindNames))]
 	err := e.Register(runner.KindConfig{Name: name, Limit: r.Intn(3)})
-	if !n.checkRefused("registering kind "+name+" twice", err, runner.ErrInvalidConfig, before, strconv.Quote(name), "twice") {
+	if !n.checkRefused(e, "registering kind "+name+" twice", err, runner.ErrInvalidConfig, before, strconv.Quote(name), "twice") {
 		return
 	}
 	limit := -1 - r.Intn(4)
 	err = e.Register(runner.KindConfig{Name: "probe", Limit: limit})
-	if !n.checkRefused("registering a kind with limit "+strconv.Itoa(limit), err, runner.ErrInvalidConfig, before, `"probe"`, strconv.Itoa(limit)) {
+	if !n.checkRefused(e, "registering a kind with limit "+strconv.Itoa(limit), err, runner.ErrInvalidConfig, before, `"probe"`, strconv.Itoa(limit)) {
 		return
 	}
 	w.trace(n.name, "probe: kinds checked; a kind registered twice and a negative limit refused")
@@ -164,10 +161,10 @@ func (n *runnerNode) probeSchedules() {
 		return
 	}
 	w, e := n.w, n.e
-	before := n.refusedState()
+	before := stateOf(e)
 	kind := kindNames[r.Intn(len(kindNames))]
 	err := e.Register(runner.KindConfig{Name: kind})
-	if !n.checkRefused("registering kind "+kind+" after dispatching began", err, runner.ErrInvalidConfig, before, strconv.Quote(kind), "after dispatching") {
+	if !n.checkRefused(e, "registering kind "+kind+" after dispatching began", err, runner.ErrInvalidConfig, before, strconv.Quote(kind), "after dispatching") {
 		return
 	}
 	// A name the node uses (a refused change must keep the schedule as it was) or a new one.
@@ -204,16 +201,16 @@ func (n *runnerNode) probeSchedules() {
 	}
 	for _, p := range probes {
 		_, err := e.SetSchedule(w.now(), p.ns)
-		if !n.checkRefused(fmt.Sprintf("SetSchedule(%.40q, spec %.40q)", p.ns.Name, p.ns.Spec), err, p.want, before, p.says...) {
+		if !n.checkRefused(e, fmt.Sprintf("SetSchedule(%.40q, spec %.40q)", p.ns.Name, p.ns.Spec), err, p.want, before, p.says...) {
 			return
 		}
 	}
 	unknown := "gone-" + strconv.Itoa(r.Intn(100))
-	if _, err := e.RemoveSchedule(unknown); !n.checkRefused("RemoveSchedule("+unknown+")", err, runner.ErrNoSchedule, before, strconv.Quote(unknown)) {
+	if _, err := e.RemoveSchedule(unknown); !n.checkRefused(e, "RemoveSchedule("+unknown+")", err, runner.ErrNoSchedule, before, strconv.Quote(unknown)) {
 		return
 	}
 	_, _, err = e.EnqueueJob(w.now(), runner.NewJob{Target: "t1", Payload: []byte("probe"), Opts: bo.o})
-	if !n.checkRefused(fmt.Sprintf("EnqueueJob with options %+v", bo.o), err, runner.ErrJob, before, bo.says) {
+	if !n.checkRefused(e, fmt.Sprintf("EnqueueJob with options %+v", bo.o), err, runner.ErrJob, before, bo.says) {
 		return
 	}
 	w.tracef(n.name, "probe: a late registration, %d bad schedules (spec %q), an unknown removal and options %+v refused, nothing changed",

@@ -84,15 +84,16 @@ type runnerNode struct {
 	boundaries    []int64  // journal sizes after each acknowledged batch since the last compaction
 	produced      int
 	commits       int
-	views         []JobView   // the state at the last commit that wrote records
-	rOp           *rand.Rand  // the operator's listing choices (checkList)
-	durable       journal.LSN // the journal's durable LSN then
-	scheds        []*simSched // the periodic jobs the node's program wants (runner_schedule.go)
-	rSched        *rand.Rand  // their changes
-	rSchedProbe   *rand.Rand  // the misuse probes of schedules, kinds and options (probe_schedule.go)
-	rProbe        *rand.Rand  // the runner probe family's draws (probe_runner.go)
-	rLimits       *rand.Rand  // per-job attempts and deadlines (drawLimits)
-	rErr          *rand.Rand  // long error texts (longError)
+	views         []JobView       // the state at the last commit that wrote records
+	rOp           *rand.Rand      // the operator's listing choices (checkList)
+	durable       journal.LSN     // the journal's durable LSN then
+	scheds        []*simSched     // the periodic jobs the node's program wants (runner_schedule.go)
+	rSched        *rand.Rand      // their changes
+	rSchedProbe   *rand.Rand      // the misuse probes of schedules, kinds and options (probe_schedule.go)
+	rProbe        *rand.Rand      // the runner probe family's draws (probe_runner.go)
+	rLimits       *rand.Rand      // per-job attempts and deadlines (drawLimits)
+	rErr          *rand.Rand      // long error texts (longError)
+	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -838,7 +839,7 @@ func (n *runnerNode) commit() {
 	if !cut {
 		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 	}
-	n.maybeEndSchedules()
+	n.beforeCommit() // runner_schedule.go
 	before, next, ops := n.e.Schedules(), n.e.Status().NextID, n.disk.Ops()
 	res, err := n.e.Commit(w.now())
 	n.noteFirings(before, next, err == nil)

@@ -90,6 +90,24 @@ func (n *runnerNode) registerSchedules() {
 	n.probeSchedules()
 }
 
+// beforeCommit runs before each commit: it ends the schedules at the liveness phase and notes
+// which due schedules' unique keys a job holds now (a key can only be freed, never taken, by
+// the commit before its periods fire: other schedules' keys differ), for noteFirings.
+func (n *runnerNode) beforeCommit() {
+	n.maybeEndSchedules()
+	clear(n.heldKeys)
+	now := n.w.now()
+	for _, s := range n.e.Schedules() {
+		if s.Opts.Unique == "" || s.Next.IsZero() || s.Next.After(now) {
+			continue
+		}
+		if n.heldKeys == nil {
+			n.heldKeys = map[string]bool{}
+		}
+		n.heldKeys[s.Name] = n.keyHeld(s.Opts)
+	}
+}
+
 // maybeEndSchedules removes every schedule once the liveness phase has begun.
 func (n *runnerNode) maybeEndSchedules() {
 	if !n.w.liveness || len(n.e.Schedules()) == 0 {
@@ -189,7 +207,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
 			v := scheduleView(s)
 			if s.LastJob == 0 && s.Opts.Unique != "" {
-				v.Held = n.keyHeld(s.Opts)
+				v.Held = n.heldKeys[s.Name] // as before the commit: its Tick may free the key after the period
 			}
 			w.chk.PeriodFired(n.id, v, acked)
 		}
