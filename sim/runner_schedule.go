@@ -139,11 +139,13 @@ func (n *runnerNode) maybeChangeSchedule() {
 }
 
 // noteFirings reports what the commit just made of the schedules: the jobs it enqueued
-// (appended; acknowledged when acked) and each period handled. before is Schedules() and next
-// the next id before the commit; a commit handles at most one period per schedule.
-func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bool) {
+// (appended; acknowledged when acked) and each period handled. before and after are
+// Schedules() around the commit's Begin, which fired them, and [next, upTo) the ids its
+// firings took (jobs enqueued during the batch's flight come after); a commit handles at most
+// one period per schedule.
+func (n *runnerNode) noteFirings(before, after []runner.Schedule, next, upTo uint64, acked bool) {
 	w := n.w
-	for id := next; id < n.e.Status().NextID; id++ {
+	for id := next; id < upTo; id++ {
 		j, ok := n.e.Get(id)
 		if !ok {
 			continue
@@ -159,7 +161,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 	for _, s := range before {
 		prev[s.Name] = s
 	}
-	for _, s := range n.e.Schedules() {
+	for _, s := range after {
 		if b, ok := prev[s.Name]; ok && (!s.Last.Equal(b.Last) || !s.LastAt.Equal(b.LastAt)) {
 			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
 			w.chk.PeriodFired(n.id, scheduleView(s), acked)
