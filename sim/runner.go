@@ -94,6 +94,12 @@ type runnerNode struct {
 	rLimits       *rand.Rand      // per-job attempts and deadlines (drawLimits)
 	rErr          *rand.Rand      // long error texts (longError)
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
+
+	// flight is the batch whose sync is in flight (Engine.Begin to Finish), with the state and
+	// schedules it makes durable; commitAfter: a commit was asked for meanwhile.
+	flight      *flight
+	commitAfter bool
+	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -377,6 +383,7 @@ func (n *runnerNode) start() {
 	n.pending = make(map[runner.Ticket]pendingCmd)
 	n.execs = make(map[runner.Token]*execution)
 	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
+	n.flight, n.commitAfter, n.afterLand = nil, false, nil
 	st := e.State()
 	w.tracef(n.name, "open: %d jobs, next id %d, %d interrupted attempts requeued", len(st.Jobs), st.NextID, e.Orphans())
 	if n.gen > 1 {
@@ -418,6 +425,11 @@ func (n *runnerNode) crash(why string) {
 	if !n.up {
 		return
 	}
+	if f := n.flight; f != nil {
+		// Begin's schedule firings were appended (and may survive on disk), never acknowledged.
+		n.noteFirings(f.before, f.after, f.next, f.upTo, false)
+	}
+	n.flight, n.commitAfter, n.afterLand = nil, false, nil
 	n.up = false
 	n.gen++
 	n.e = nil
@@ -464,7 +476,7 @@ func (n *runnerNode) finishStop() {
 		n.crash("flushing at stop: " + err.Error())
 		return
 	}
-	n.absorb(res)
+	n.absorb(res, nil)
 	if w.rFaults.Intn(2) == 0 {
 		armed := false
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
@@ -479,6 +491,7 @@ func (n *runnerNode) finishStop() {
 			w.trace(n.name, "compaction at close failed: "+err.Error())
 		} else {
 			w.chk.Compacted(n.id, jobViews(n.e.State()))
+			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
 			w.trace(n.name, "compacted at close")
 		}
 		if armed {
@@ -526,7 +539,7 @@ func (n *runnerNode) settled() bool {
 	if n.refused {
 		return true
 	}
-	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending
+	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending && n.flight == nil && !n.commitAfter
 	if s && !n.e.Idle() {
 		// The world's count and the engine's own (what Drain waits for) must agree.
 		n.w.chk.Fail(InvMachine, "%s: no job open or executing at the last commit, but the engine is not idle", n.name)
@@ -809,10 +822,29 @@ func (n *runnerNode) produceStep() func() {
 	}
 }
 
+// flight is a batch written by Engine.Begin whose sync is in flight, as the production owner
+// pipelines it: commands and outcomes arriving meanwhile are stepped and staged for the next
+// batch, written only once Finish has taken this one's sync.
+type flight struct {
+	b            runner.Batch
+	cut          bool
+	before       []runner.Schedule // schedules before Begin, and after it (firings are Begin's)
+	after        []runner.Schedule
+	next, upTo   uint64    // ids Begin's firings took: [next, upTo)
+	ops          int       // the disk's operation count before Begin (checkCompactRefused)
+	views        []JobView // the live state at Begin, what this batch makes durable
+	schedsViewed []ScheduleView
+}
+
 // scheduleCommit asks for one Commit SyncDelay from now (at this instant, after every event
 // already scheduled for it, when the delay is 0): everything submitted meanwhile goes into the
-// same batch (group commit).
+// same batch (group commit). The commit is pipelined as the production owner's: Begin writes
+// the batch, and its sync returns (land) at the same instant, after the events already
+// scheduled for it; commands among those are stepped and staged for the next batch.
 func (n *runnerNode) scheduleCommit() {
+	if n.flight != nil {
+		_ = n.e.Stage() // a refusal poisons the engine: Finish reports it
+	}
 	if n.commitPending {
 		return
 	}
@@ -823,6 +855,10 @@ func (n *runnerNode) scheduleCommit() {
 func (n *runnerNode) commit() {
 	w := n.w
 	n.commitPending = false
+	if n.flight != nil {
+		n.commitAfter = true // batch N+1 waits for sync N
+		return
+	}
 	cut := false
 	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
 		k := 1 + w.rFaults.Intn(12)
@@ -840,15 +876,64 @@ func (n *runnerNode) commit() {
 		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 	}
 	n.beforeCommit() // runner_schedule.go
-	before, next, ops := n.e.Schedules(), n.e.Status().NextID, n.disk.Ops()
-	res, err := n.e.Commit(w.now())
-	n.noteFirings(before, next, err == nil)
+	f := &flight{cut: cut, before: n.e.Schedules(), next: n.e.Status().NextID, ops: n.disk.Ops()}
+	b, err := n.e.Begin(w.now())
+	f.b, f.after, f.upTo = b, n.e.Schedules(), n.e.Status().NextID
+	if err == nil && !b.Empty() {
+		// What this batch makes durable, before anything else is stepped: a crash or a failed
+		// sync during the flight may leave it on disk unacknowledged.
+		f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), n.scheduleViews()
+		w.chk.CommitUnacked(n.id, f.views)
+		w.chk.SchedulesUnacked(n.id, f.schedsViewed)
+		n.flight = f
+		// The flight takes no simulated time, so the checker's timing bounds stand. An
+		// outcome arriving meanwhile waits for it (whenLanded): the checker judges breakers
+		// and free units in world time, as if admission and start were one instant.
+		w.loop.AtExact(w.loop.Now(), n.alive(func() { n.land(f) }))
+		return
+	}
+	var res runner.Result
+	if err == nil {
+		res, err = n.e.Finish(b, nil)
+	}
+	n.finishCommit(f, res, err)
+}
+
+// land takes the sync of f, the batch in flight: Finish, then the next batch at once if one
+// was asked for meanwhile or a job fell due during the flight (the Wake is past).
+func (n *runnerNode) land(f *flight) {
+	if n.flight != f {
+		return // landed already (world_test lands it at once)
+	}
+	n.flight = nil
+	res, err := n.e.Finish(f.b, f.b.Sync())
+	n.finishCommit(f, res, err)
+	later := n.afterLand
+	n.afterLand = nil
+	for _, fn := range later {
+		if n.up {
+			fn()
+		}
+	}
+	if n.up && (n.commitAfter || err == nil && !res.Wake.IsZero() && res.Wake.Sub(Epoch) <= n.w.loop.Now()) {
+		n.commitAfter = false
+		n.commit()
+	}
+}
+
+// finishCommit acts on a commit's result as the production driver does.
+func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
+	w := n.w
+	cut := f.cut
+	n.noteFirings(f.before, f.after, f.next, f.upTo, err == nil)
 	if !n.up {
 		return // a planted defect crashed it (mut_split.go)
 	}
 	if err != nil {
-		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
-		w.chk.SchedulesUnacked(n.id, n.scheduleViews())
+		if f.b.Empty() { // Begin failed: what it wrote, if anything, is all there is
+			w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
+		}
 		w.trace(n.name, "commit failed: "+err.Error())
 		n.checkPoisoned()
 		if cut {
@@ -868,7 +953,7 @@ func (n *runnerNode) commit() {
 			}
 		}()
 	}
-	views := n.absorb(res)
+	views := n.absorb(res, f)
 	st := n.e.Status()
 	n.open = st.Waiting + st.Running
 	n.commits++
@@ -877,7 +962,7 @@ func (n *runnerNode) commit() {
 	}
 	if res.CompactErr != nil {
 		w.fault("compaction-failed")
-		n.checkCompactRefused(res, ops) // journal_fam.go
+		n.checkCompactRefused(res, f.ops) // journal_fam.go
 	}
 	if res.Compacted {
 		n.boundaries = n.boundaries[:0]
@@ -892,7 +977,7 @@ func (n *runnerNode) commit() {
 	}
 	n.noteBoundary(res.Compacted)
 	n.checkMachine()
-	if replayDue(n.commits) && res.CompactErr == nil {
+	if replayDue(n.commits) && res.CompactErr == nil && n.e.Quiet() {
 		// (A failed compaction may have renamed its snapshot in already: the disk then holds
 		// a pruned state the live engine did not prune. Recovery checks that case.)
 		n.checkReplay(views)
@@ -907,6 +992,9 @@ func (n *runnerNode) commit() {
 		return
 	}
 	wake := time.Duration(0)
+	if !f.b.Empty() && !res.Wake.IsZero() && res.Wake.Sub(Epoch) <= w.loop.Now() {
+		return // a job fell due during the flight: land begins the next batch at once
+	}
 	if !res.Wake.IsZero() {
 		at := res.Wake.Sub(Epoch)
 		wake = at
@@ -951,7 +1039,11 @@ func (n *runnerNode) checkPoisoned() {
 // absorb acts on a commit's or flush's result as the production driver does: answer the
 // acknowledged commands, dispatch the starts, cancel the handlers the engine names, and report
 // the state to the checker when records were written. It returns the live state then.
-func (n *runnerNode) absorb(res runner.Result) []JobView {
+//
+// f is the batch the result ends (nil for a Flush): unless a compaction pruned it since, the
+// durable state is the one Begin wrote, not the live one, which holds what was stepped during
+// the flight.
+func (n *runnerNode) absorb(res runner.Result, f *flight) []JobView {
 	w := n.w
 	for _, a := range res.Acks {
 		p, ok := n.pending[a.Ticket]
@@ -990,9 +1082,14 @@ func (n *runnerNode) absorb(res runner.Result) []JobView {
 	st := n.e.Status()
 	views := n.views
 	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
-		views = w.liveViews(n.id, n.views, n.e)
+		var scheds []ScheduleView
+		if f != nil && !f.b.Empty() && !res.Compacted {
+			views, scheds = f.views, f.schedsViewed // built at Begin: what this batch made durable
+		} else {
+			views, scheds = w.liveViews(n.id, n.views, n.e), n.scheduleViews()
+		}
 		w.chk.Committed(n.id, views)
-		w.chk.SchedulesCommitted(n.id, n.scheduleViews())
+		w.chk.SchedulesCommitted(n.id, scheds)
 		n.views, n.durable = views, st.Durable
 	}
 	for _, st := range res.Settled {
@@ -1094,7 +1191,23 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	w := n.w
 	v := ex.version
 	tok := ex.a.Token
-	w.loop.After(d, n.alive(func() {
+	w.loop.After(d, n.alive(func() { n.whenLanded(func() { n.returned(ex, v, tok) }) }))
+}
+
+// whenLanded runs fn now, or once the batch in flight has landed.
+func (n *runnerNode) whenLanded(fn func()) {
+	if n.flight != nil {
+		n.afterLand = append(n.afterLand, fn)
+		return
+	}
+	fn()
+}
+
+// returned feeds a handler's outcome to the engine, as the production owner does (the block
+// keeps the body as it was inside returnAfter's closure).
+func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
+	w := n.w
+	{
 		if ex.version != v || n.execs[tok] != ex {
 			return
 		}
@@ -1127,7 +1240,7 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 			w.chk.Pass(InvRecordLimit)
 		}
 		n.scheduleCommit()
-	}))
+	}
 }
 
 // kindNames are the runner nodes' kinds, all registered (limits: Config.KindLimits).

@@ -170,11 +170,13 @@ func (n *runnerNode) maybeChangeSchedule() {
 }
 
 // noteFirings reports what the commit just made of the schedules: the jobs it enqueued
-// (appended; acknowledged when acked) and each period handled. before is Schedules() and next
-// the next id before the commit; a commit handles at most one period per schedule. Under
-// mutSplitFiring a commit that handled a period leaves its journal split and the node crashes
-// (mut_split.go): the commit is then not acknowledged, and the caller must check n.up.
-func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bool) {
+// (appended; acknowledged when acked) and each period handled. before and after are
+// Schedules() around the commit's Begin, which fired them, and [next, upTo) the ids its
+// firings took (jobs enqueued during the batch's flight come after); a commit handles at most
+// one period per schedule. Under mutSplitFiring a commit that handled a period leaves its
+// journal split and the node crashes (mut_split.go): the commit is then not acknowledged, and
+// the caller must check n.up.
+func (n *runnerNode) noteFirings(before, after []runner.Schedule, next, upTo uint64, acked bool) {
 	w := n.w
 	split := acked && w.mutation == mutSplitFiring && n.splitFired()
 	if split {
@@ -185,7 +187,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 			n.crash("between the batch of a period's job and the batch of its schedule's advance (planted defect)")
 		}()
 	}
-	for id := next; id < n.e.Status().NextID; id++ {
+	for id := next; id < upTo; id++ {
 		j, ok := n.e.Get(id)
 		if !ok {
 			continue
@@ -202,7 +204,7 @@ func (n *runnerNode) noteFirings(before []runner.Schedule, next uint64, acked bo
 	for _, s := range before {
 		prev[s.Name] = s
 	}
-	for _, s := range n.e.Schedules() {
+	for _, s := range after {
 		if b, ok := prev[s.Name]; ok && (!s.Last.Equal(b.Last) || !s.LastAt.Equal(b.LastAt)) {
 			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
 			v := scheduleView(s)

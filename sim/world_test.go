@@ -35,6 +35,9 @@ func runnerWorld(t *testing.T, profile string) (*World, *runnerNode) {
 		w.chk.JobAppended(n.id, id, due, "t1", "p")
 		n.pending[tk] = pendingCmd{kind: cmdEnqueue, id: id}
 		n.commit()
+		if f := n.flight; f != nil {
+			n.land(f) // the sync returns at once
+		}
 	}
 	if v := w.chk.Violation(); v != nil {
 		t.Fatalf("violation while setting up: %v", v)
