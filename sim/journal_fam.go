@@ -70,12 +70,12 @@ func (w *World) injected(err error) bool {
 const bigRecordMax = 2 << 20
 
 // drawJournalConfig draws a node's journal limits from its own streams: one node in eight
-// gets the least SnapshotMax the runner allows (its RecordMax); one node in forty of those
+// gets the least SnapshotMax the runner allows (its RecordMax); one node in six of those
 // that never compact (CompactBytes 64 MiB) takes big records (RecordMax bigRecordMax), and
-// one job in forty of theirs carries a payload over 1 MiB (bigPayload).
+// one of its jobs carries a payload over 1 MiB (bigPayload).
 func (n *runnerNode) drawJournalConfig() {
 	w := n.w
-	if w.cfg.CompactBytes >= 64<<20 && Stream(w.cfg.Seed, "big-records/"+n.name).Intn(40) == 0 {
+	if w.cfg.CompactBytes >= 64<<20 && Stream(w.cfg.Seed, "big-records/"+n.name).Intn(6) == 0 {
 		n.cfg.RecordMax = bigRecordMax
 		w.jfam().big[n.id] = Stream(w.cfg.Seed, "big-payloads/"+n.name)
 	}
@@ -84,14 +84,15 @@ func (n *runnerNode) drawJournalConfig() {
 	}
 }
 
-// bigPayload makes one payload in forty of a node with big records longer than the journal's
-// read chunk.
+// bigPayload makes one payload of a node with big records (drawn one job in forty until it
+// is made) longer than the journal's read chunk.
 func (n *runnerNode) bigPayload(payload string, oversize bool) string {
 	r := n.w.jfam().big[n.id]
 	if r == nil || oversize || r.Intn(40) != 0 {
 		return payload
 	}
 	n.w.fault("big-record")
+	n.w.jfam().big[n.id] = nil // one per node: every later copy, replay and crash of its file pays for it
 	return payload + strings.Repeat("z", 1<<20+r.Intn(bigRecordMax-1<<20-8192))
 }
 
