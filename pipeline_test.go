@@ -143,6 +143,54 @@ func checkWriteSyncOrder(log []string) error {
 	return nil
 }
 
+// releaseFlights releases the journal's held syncs one by one until done reports true; each
+// returns to the test while its sync is held, and onFlight (if set) runs then. A moment with
+// nothing in flight and not done waits for a handler's sleep or a backoff.
+func (g *gateFS) releaseFlights(t *testing.T, done func() bool, onFlight func()) {
+	t.Helper()
+	for {
+		synctest.Wait()
+		g.mu.Lock()
+		inFlight := len(g.log) > 0 && g.log[len(g.log)-1] == "sync<"
+		err := checkWriteSyncOrder(g.log)
+		g.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done() {
+			return
+		}
+		if !inFlight {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if onFlight != nil {
+			onFlight()
+		}
+		g.gate <- struct{}{}
+	}
+}
+
+// stopGated ends a gated test's runner: producers done, syncs no longer held, Run stopped
+// without error, the runner closed, and the write/sync order checked over the whole run.
+func (g *gateFS) stopGated(t *testing.T, r interface{ Close() error }, wg *sync.WaitGroup, cancel context.CancelFunc, ran <-chan error) {
+	t.Helper()
+	wg.Wait()
+	g.mu.Lock()
+	g.gated = false
+	g.mu.Unlock()
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkWriteSyncOrder(g.log); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPipelinedCommitWritesBatchNPlus1OnlyAfterSyncNReturned holds every journal sync of a
 // running runner until the test releases it, while producers keep enqueueing and attempts keep
 // ending: the owner takes that work into the engine during each flight, but the journal's
@@ -182,28 +230,11 @@ func TestPipelinedCommitWritesBatchNPlus1OnlyAfterSyncNReturned(t *testing.T) {
 			})
 		}
 		flights, prepared := 0, 0
-		for {
-			synctest.Wait()
-			g.mu.Lock()
-			inFlight := len(g.log) > 0 && g.log[len(g.log)-1] == "sync<"
-			if err := checkWriteSyncOrder(g.log); err != nil {
-				g.mu.Unlock()
-				t.Fatal(err)
-			}
-			g.mu.Unlock()
-			mu.Lock()
-			done := settled == jobs
-			mu.Unlock()
-			if done {
-				break
-			}
-			if !inFlight {
-				// Nothing in flight and not done: only a handler's sleep is pending.
-				time.Sleep(time.Millisecond)
-				continue
-			}
+		done := func() bool { mu.Lock(); defer mu.Unlock(); return settled == jobs }
+		g.releaseFlights(t, done, func() {
 			flights++
 			mu.Lock()
+			defer mu.Unlock()
 			if enqueued < jobs {
 				// Producers are waiting for acknowledgements: their commands must have been
 				// taken into the engine during this flight, not left queued behind the fsync.
@@ -212,23 +243,8 @@ func TestPipelinedCommitWritesBatchNPlus1OnlyAfterSyncNReturned(t *testing.T) {
 				}
 				prepared++
 			}
-			mu.Unlock()
-			g.gate <- struct{}{}
-		}
-		wg.Wait()
-		g.mu.Lock()
-		g.gated = false
-		g.mu.Unlock()
-		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := checkWriteSyncOrder(g.log); err != nil {
-			t.Fatal(err)
-		}
+		})
+		g.stopGated(t, r, &wg, cancel, ran)
 		// Group commit while a sync was held: far fewer batches than the 60 enqueues, 60
 		// starts and 60 ends.
 		if flights == 0 || flights > jobs || prepared == 0 {
@@ -290,34 +306,9 @@ func TestPipelinedAttemptStartsOnlyAfterItsStartedRecordIsSynced(t *testing.T) {
 				}
 			})
 		}
-		for {
-			synctest.Wait()
-			g.mu.Lock()
-			inFlight := len(g.log) > 0 && g.log[len(g.log)-1] == "sync<"
-			g.mu.Unlock()
-			mu.Lock()
-			done := settled == jobs
-			mu.Unlock()
-			if done {
-				break
-			}
-			if !inFlight {
-				time.Sleep(time.Millisecond) // a retry's backoff
-				continue
-			}
-			g.gate <- struct{}{}
-		}
-		wg.Wait()
-		g.mu.Lock()
-		g.gated = false
-		g.mu.Unlock()
-		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
+		done := func() bool { mu.Lock(); defer mu.Unlock(); return settled == jobs }
+		g.releaseFlights(t, done, nil) // a moment with nothing in flight waits out a retry's backoff
+		g.stopGated(t, r, &wg, cancel, ran)
 		if want := jobs + jobs/2; starts != want {
 			t.Errorf("%d attempts started, want %d", starts, want)
 		}
