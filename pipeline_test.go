@@ -317,3 +317,20 @@ func TestPipelinedAttemptStartsOnlyAfterItsStartedRecordIsSynced(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckWriteSyncOrderRefusesAWriteDuringAFlight shows the order check can fail: a write
+// while a sync is in flight, or a sync that returns twice, is refused.
+func TestCheckWriteSyncOrderRefusesAWriteDuringAFlight(t *testing.T) {
+	if err := checkWriteSyncOrder([]string{"write", "sync<", "sync>", "write", "sync<", "sync>"}); err != nil {
+		t.Fatalf("a well-ordered log refused: %v", err)
+	}
+	for _, bad := range [][]string{
+		{"write", "sync<", "write", "sync>"},
+		{"write", "write", "sync<", "sync>"},
+		{"write", "sync<", "sync>", "sync>"},
+	} {
+		if checkWriteSyncOrder(bad) == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+}
