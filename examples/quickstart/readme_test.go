@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,8 +19,34 @@ import (
 // NAME:begin and NAME:end), less the region's indentation. So every Go block README shows is
 // code that `go test ./...` builds; a Go block without a marker fails the test.
 func TestReadmeSnippetsAreTheExamplePrograms(t *testing.T) {
+	if n := checkSnippets(t, "README.md"); n < 11 {
+		t.Errorf("checked %d snippets, want at least README's 11", n)
+	}
+}
+
+// TestDocsSnippetsAreCompiledCode holds every page of docs/ to README's rule. A page may also
+// mark a block "<!-- declared in: PATH -->": each of its lines is then a line of PATH (the
+// API's own declarations, shown as they are).
+func TestDocsSnippetsAreCompiledCode(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pages {
+		n += checkSnippets(t, filepath.Join("docs", filepath.Base(p)))
+	}
+	if n < 8 {
+		t.Errorf("checked %d Go blocks in docs/, want at least the 8 there are", n)
+	}
+}
+
+// checkSnippets checks the Go blocks of page (a path from the repository root) and returns
+// how many it checked.
+func checkSnippets(t *testing.T, page string) int {
+	t.Helper()
 	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, page))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +72,24 @@ func TestReadmeSnippetsAreTheExamplePrograms(t *testing.T) {
 			marker = strings.TrimPrefix(lines[i-1], indent)
 		}
 		i = end
+		checked++
+		if decl, ok := strings.CutPrefix(marker, "<!-- declared in: "); ok {
+			path := filepath.Join(root, strings.TrimSuffix(decl, " -->"))
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s line %d: %v", page, at, err)
+				continue
+			}
+			for _, l := range body {
+				if l != "" && !slices.Contains(strings.Split(string(src), "\n"), l) {
+					t.Errorf("%s line %d: %q is not a line of %s", page, at, l, path)
+				}
+			}
+			continue
+		}
 		spec, ok := strings.CutPrefix(marker, "<!-- snippet: ")
 		if !ok {
-			t.Errorf("README line %d: a Go block without a snippet marker on the line before", at)
+			t.Errorf("%s line %d: a Go block without a snippet marker on the line before", page, at)
 			continue
 		}
 		path, name, found := strings.Cut(strings.TrimSuffix(spec, " -->"), "#")
@@ -56,15 +98,12 @@ func TestReadmeSnippetsAreTheExamplePrograms(t *testing.T) {
 		}
 		region, err := markedRegion(filepath.Join(root, path), name)
 		if err != nil {
-			t.Errorf("README line %d: %v", at, err)
+			t.Errorf("%s line %d: %v", page, at, err)
 		} else if diff := cmp.Diff(region, block); diff != "" {
-			t.Errorf("README line %d differs from %s's %s region (-program +readme):\n%s", at, path, name, diff)
+			t.Errorf("%s line %d differs from %s's %s region (-program +page):\n%s", page, at, path, name, diff)
 		}
-		checked++
 	}
-	if checked < 11 {
-		t.Errorf("checked %d snippets, want at least README's 11", checked)
-	}
+	return checked
 }
 
 // markedRegion returns the lines between "// NAME:begin" and "// NAME:end" in path, less the
