@@ -62,14 +62,25 @@ func check(t *testing.T, name string, r result, code int, stdout, stderr []strin
 	}
 }
 
+// cmdCase is one command line and what it must give: the exit code and substrings of stdout
+// and stderr.
+type cmdCase struct {
+	args           []string
+	code           int
+	stdout, stderr []string
+}
+
+// runCases runs the cases in order (a later one may see what an earlier one wrote) and checks each.
+func runCases(t *testing.T, cases []cmdCase) {
+	t.Helper()
+	for _, tc := range cases {
+		check(t, strings.Join(tc.args, " "), runArgs(tc.args...), tc.code, tc.stdout, tc.stderr)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	dir := testjournal.Closed(t)
-	for _, tc := range []struct {
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	runCases(t, []cmdCase{
 		{[]string{"--help"}, 0, []string{"usage:", "exit status:"}, nil},
 		{[]string{"jobs", "-h"}, 0, []string{"sluice jobs"}, nil},
 		{[]string{"help"}, 0, []string{"usage:"}, nil},
@@ -86,9 +97,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"show", "--dir", dir, "x"}, 2, nil, []string{`sluice: job id "x"`}},
 		{[]string{"stats", "--dir", dir, "extra"}, 2, nil, []string{`sluice: stats takes no argument, got "extra"`}},
 		{[]string{"stats", "--dir", filepath.Join(dir, "nope")}, 1, nil, []string{"sluice: runner directory", "nope", "check --dir"}},
-	} {
-		check(t, strings.Join(tc.args, " "), runArgs(tc.args...), tc.code, tc.stdout, tc.stderr)
-	}
+	})
 }
 
 // jobIDs are the ids in the first column of `sluice jobs` text output.
@@ -170,21 +179,14 @@ func TestVerifyReportsDamage(t *testing.T) {
 
 func TestRetryAndCancel(t *testing.T) {
 	dir := testjournal.Closed(t)
-	for _, tc := range []struct {
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	runCases(t, []cmdCase{
 		{[]string{"retry", "--dir", dir, "2"}, 0, []string{"job 2 is pending again"}, nil},
 		{[]string{"retry", "--dir", dir, "2"}, 1, nil, []string{"sluice: retry 2: only a dead job"}},
 		{[]string{"retry", "--dir", dir, "99"}, 1, nil, []string{"sluice: retry 99", "not found"}},
 		{[]string{"cancel", "--dir", dir, "4"}, 0, []string{"job 4 is cancelled"}, nil},
 		{[]string{"cancel", "--dir", dir, "1"}, 1, nil, []string{"sluice: cancel 1: the job is already terminal"}},
 		{[]string{"cancel", "--dir", t.TempDir(), "1"}, 1, nil, []string{"holds no runner journal"}},
-	} {
-		check(t, strings.Join(tc.args, " "), runArgs(tc.args...), tc.code, tc.stdout, tc.stderr)
-	}
+	})
 	in, err := sluice.Inspect(dir)
 	if err != nil {
 		t.Fatal(err)
