@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testjournal"
 	"github.com/sluicehq/sluice/sluiceui"
 )
 
@@ -68,7 +69,7 @@ func TestBrowserFilterRetryAndCancel(t *testing.T) {
 	defer cancel()
 	bctx := browser(t, ctx)
 
-	r, _ := fixture(t)
+	r, _ := testjournal.Open(t)
 	mux := http.NewServeMux()
 	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Authorize: allowAll})
 	mux.Handle("/ops/", http.StripPrefix("/ops", ui))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,8 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testjournal"
 	"github.com/sluicehq/sluice/sluiceui"
 )
+
+// quiet drops the handler's logs in tests.
+var quiet = slog.New(slog.DiscardHandler)
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
@@ -50,7 +55,7 @@ func ids(body string) []string {
 func allowAll(*http.Request, sluiceui.Action) error { return nil }
 
 func TestPagesRender(t *testing.T) {
-	r, _ := fixture(t)
+	r, _ := testjournal.Open(t)
 	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
 	for _, tc := range []struct {
 		path string
@@ -80,7 +85,7 @@ func TestPagesRender(t *testing.T) {
 }
 
 func TestJobsFilterAndPaging(t *testing.T) {
-	r, _ := fixture(t)
+	r, _ := testjournal.Open(t)
 	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
 	for _, tc := range []struct {
 		query string
@@ -126,7 +131,7 @@ func token(t *testing.T, body string) string {
 }
 
 func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
-	r, _ := fixture(t)
+	r, _ := testjournal.Open(t)
 	src := sluiceui.FromRunner(r.Runner)
 	refusing := sluiceui.New(src, sluiceui.Options{Logger: quiet})
 	if code, body := get(t, refusing, "/jobs/2/retry"); code != 403 || !strings.Contains(body, "Options.Authorize") {
@@ -192,10 +197,7 @@ func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 }
 
 func TestReadOnlySourceHidesAndRefusesActions(t *testing.T) {
-	r, dir := fixture(t)
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := testjournal.Closed(t)
 	src, err := sluiceui.FromDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +223,7 @@ func TestReadOnlySourceHidesAndRefusesActions(t *testing.T) {
 }
 
 func TestMountedUnderAPrefix(t *testing.T) {
-	r, _ := fixture(t)
+	r, _ := testjournal.Open(t)
 	mux := http.NewServeMux()
 	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})))
 	srv := httptest.NewServer(mux)
@@ -275,7 +277,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 // TestOverviewThroughputBetweenViews: throughput is the journal's records and batches per
 // second between two views a second or more apart; before that it says when it will know.
 func TestOverviewThroughputBetweenViews(t *testing.T) {
-	r, _ := fixture(t)
+	r, _ := testjournal.Open(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
 	before := r.Stats()

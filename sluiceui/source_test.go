@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testjournal"
 	"github.com/sluicehq/sluice/sluiceui"
 )
 
@@ -41,10 +42,7 @@ func TestSourceErrorsArePagesNotPanics(t *testing.T) {
 // TestDirSourcePagesAndRereads: FromDir pages by id like the runner and sees a change made
 // to the journal after it was created (here, a job the runner cancelled).
 func TestDirSourcePagesAndRereads(t *testing.T) {
-	r, dir := fixture(t)
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := testjournal.Closed(t)
 	src, err := sluiceui.FromDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -78,11 +76,7 @@ func TestDirSourcePagesAndRereads(t *testing.T) {
 		t.Errorf("Retry on a directory = %v, want ErrReadOnly", err)
 	}
 
-	r2, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[string](),
-		func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
-	if err != nil {
-		t.Fatal(err)
-	}
+	r2 := testjournal.Reopen(t, dir)
 	if err := r2.Cancel(ctx, 4); err != nil {
 		t.Fatal(err)
 	}

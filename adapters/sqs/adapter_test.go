@@ -49,13 +49,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // TestLongPollGetsWaitOnTopOfCallTimeout: a 2 s long poll under a 500 ms call timeout
 // returns empty, not a timeout, and a message sent meanwhile ends it early.
 func TestLongPollGetsWaitOnTopOfCallTimeout(t *testing.T) {
-	s := fauxqs.Start(t)
-	c := newClient(t, s)
+	_, c, url := newQueue(t)
 	ctx := context.Background()
-	url, err := sqs.CreateQueue(ctx, c, queueName(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr, err := sqs.New(c, sqs.Config{QueueURL: url, CallTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -93,16 +88,11 @@ func TestMissingQueueIsFatal(t *testing.T) {
 }
 
 func TestConnectionRefusedIsRetryable(t *testing.T) {
-	s := fauxqs.Start(t)
-	c := newClient(t, s)
-	url, err := sqs.CreateQueue(context.Background(), c, queueName(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, url := newQueue(t)
 	tr := newTransport(t, c, url)
 	s.Stop()
 	mustClass(t, "change visibility with the server gone", tr.ChangeVisibility(context.Background(), "r", time.Second), core.Retryable)
-	_, err = tr.Receive(context.Background(), 1, 0, time.Second)
+	_, err := tr.Receive(context.Background(), 1, 0, time.Second)
 	mustClass(t, "receive with the server gone", err, core.Retryable)
 }
 
@@ -144,13 +134,8 @@ func TestCallTimeoutAndCancelledContextAreRetryable(t *testing.T) {
 }
 
 func TestFullBatchesRoundTrip(t *testing.T) {
-	s := fauxqs.Start(t)
-	c := newClient(t, s)
+	_, c, url := newQueue(t)
 	ctx := context.Background()
-	url, err := sqs.CreateQueue(ctx, c, queueName(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := newTransport(t, c, url)
 	for range core.BatchMax {
 		if _, err := sqs.Send(ctx, c, url, "m"); err != nil {

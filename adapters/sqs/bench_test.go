@@ -81,13 +81,11 @@ func drain(b *testing.B, tr *sqs.Transport, n int, batch bool) time.Duration {
 // One op is one message through each pipeline.
 func BenchmarkAdapterReceiveDelete(b *testing.B) {
 	s := fauxqs.Start(b)
-	c, err := sqs.NewClient(context.Background(), sqs.ClientOptions{Endpoint: s.URL, MaxAttempts: 1, Load: s.LoadOptions()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := newClient(b, s)
 	single, batch := queueName(b)+"-single", queueName(b)+"-batch"
 	var urls [2]string
 	for i, name := range []string{single, batch} {
+		var err error
 		if urls[i], err = sqs.CreateQueue(context.Background(), c, name, nil); err != nil {
 			b.Fatal(err)
 		}

@@ -46,6 +46,27 @@ func newTransport(t testing.TB, c *awssqs.Client, url string) *sqs.Transport {
 	return tr
 }
 
+func newSender(t testing.TB, c *awssqs.Client, url string) *sqs.Sender {
+	t.Helper()
+	snd, err := sqs.NewSender(c, sqs.Config{QueueURL: url, CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snd
+}
+
+// newQueue starts fauxqs and creates a queue named after the test on it.
+func newQueue(t testing.TB) (*fauxqs.Server, *awssqs.Client, string) {
+	t.Helper()
+	s := fauxqs.Start(t)
+	c := newClient(t, s)
+	url, err := sqs.CreateQueue(context.Background(), c, queueName(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, url
+}
+
 // TestTransportBehaviourOnFauxqs runs the shared Transport suite through the adapter against
 // fauxqs over HTTP (lenient where fauxqs is, see COMPONENTS.md).
 func TestTransportBehaviourOnFauxqs(t *testing.T) {

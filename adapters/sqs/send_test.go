@@ -11,24 +11,15 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/sqs"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/fauxqs"
 )
 
 // TestSenderOnFauxqs sends one message (SendMessage) and a batch of ten (SendMessageBatch),
 // one of them delayed, and receives exactly the nine undelayed bodies plus the first; an
 // empty or oversized batch is refused without a call.
 func TestSenderOnFauxqs(t *testing.T) {
-	s := fauxqs.Start(t)
-	c := newClient(t, s)
+	_, c, url := newQueue(t)
 	ctx := context.Background()
-	url, err := sqs.CreateQueue(ctx, c, queueName(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snd, err := sqs.NewSender(c, sqs.Config{QueueURL: url, CallTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snd := newSender(t, c, url)
 	if errs, err := snd.SendBatch(ctx, []core.Outgoing{{Body: []byte("one")}}); err != nil || errs[0] != nil {
 		t.Fatalf("send one: %v %v", errs, err)
 	}
@@ -78,17 +69,9 @@ func TestSenderOnFauxqs(t *testing.T) {
 // TestAttributesRoundTripOnFauxqs sends attributes with SendMessage and SendMessageBatch and
 // receives them as sent; a message sent without attributes is received with none.
 func TestAttributesRoundTripOnFauxqs(t *testing.T) {
-	s := fauxqs.Start(t)
-	c := newClient(t, s)
+	_, c, url := newQueue(t)
 	ctx := context.Background()
-	url, err := sqs.CreateQueue(ctx, c, queueName(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snd, err := sqs.NewSender(c, sqs.Config{QueueURL: url, CallTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snd := newSender(t, c, url)
 	want := map[string]map[string]string{
 		"one":  {"sluice-kind": "email", "sluice-target": "smtp.example.com"},
 		"b0":   {"sluice-attempt": "2", "sluice-opts": `{"m":5}`},

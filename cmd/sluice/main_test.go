@@ -2,63 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testjournal"
 )
-
-// closedDir writes a runner directory with a real runner and closes it:
-//
-//	1 ok-1   succeeded           a.example
-//	2 bad-1  dead (permanent)    a.example
-//	3 ok-2   succeeded           b.example
-//	4 later  pending (in an hour) a.example
-//	5 bad-2  dead (permanent)    b.example
-func closedDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	h := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {
-		if strings.HasPrefix(j.Payload, "bad") {
-			return sluice.Failed(errors.New("smtp 550: mailbox unavailable"), false)
-		}
-		return sluice.Succeeded()
-	}
-	r, err := sluice.Open(dir, sluice.Config{Capacity: 2}, sluice.JSON[string](), h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for _, j := range []struct {
-		target, payload string
-		due             time.Time
-	}{
-		{"a.example", "ok-1", time.Time{}},
-		{"a.example", "bad-1", time.Time{}},
-		{"b.example", "ok-2", time.Time{}},
-		{"a.example", "later", time.Now().Add(time.Hour)},
-		{"b.example", "bad-2", time.Time{}},
-	} {
-		if _, err := r.Enqueue(ctx, j.due, j.target, j.payload); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.DrainDue(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // snapshotDir is every file's bytes and modification time in dir.
 func snapshotDir(t *testing.T, dir string) map[string]string {
@@ -108,14 +62,25 @@ func check(t *testing.T, name string, r result, code int, stdout, stderr []strin
 	}
 }
 
+// cmdCase is one command line and what it must give: the exit code and substrings of stdout
+// and stderr.
+type cmdCase struct {
+	args           []string
+	code           int
+	stdout, stderr []string
+}
+
+// runCases runs the cases in order (a later one may see what an earlier one wrote) and checks each.
+func runCases(t *testing.T, cases []cmdCase) {
+	t.Helper()
+	for _, tc := range cases {
+		check(t, strings.Join(tc.args, " "), runArgs(tc.args...), tc.code, tc.stdout, tc.stderr)
+	}
+}
+
 func TestUsage(t *testing.T) {
-	dir := closedDir(t)
-	for _, tc := range []struct {
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	dir := testjournal.Closed(t)
+	runCases(t, []cmdCase{
 		{[]string{"--help"}, 0, []string{"usage:", "exit status:"}, nil},
 		{[]string{"jobs", "-h"}, 0, []string{"sluice jobs"}, nil},
 		{[]string{"help"}, 0, []string{"usage:"}, nil},
@@ -132,9 +97,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"show", "--dir", dir, "x"}, 2, nil, []string{`sluice: job id "x"`}},
 		{[]string{"stats", "--dir", dir, "extra"}, 2, nil, []string{`sluice: stats takes no argument, got "extra"`}},
 		{[]string{"stats", "--dir", filepath.Join(dir, "nope")}, 1, nil, []string{"sluice: runner directory", "nope", "check --dir"}},
-	} {
-		check(t, strings.Join(tc.args, " "), runArgs(tc.args...), tc.code, tc.stdout, tc.stderr)
-	}
+	})
 }
 
 // jobIDs are the ids in the first column of `sluice jobs` text output.
@@ -149,7 +112,7 @@ func jobIDs(out string) []string {
 // TestReadCommandsWriteNothing runs every read command on a stopped directory and checks its
 // output and that the directory's files are byte for byte (and mtime) unchanged.
 func TestReadCommandsWriteNothing(t *testing.T) {
-	dir := closedDir(t)
+	dir := testjournal.Closed(t)
 	before := snapshotDir(t, dir)
 	for _, tc := range []struct {
 		args   []string
@@ -189,7 +152,7 @@ func TestReadCommandsWriteNothing(t *testing.T) {
 }
 
 func TestVerifyReportsDamage(t *testing.T) {
-	dir := closedDir(t)
+	dir := testjournal.Closed(t)
 	path := filepath.Join(dir, "jobs.journal")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -215,22 +178,15 @@ func TestVerifyReportsDamage(t *testing.T) {
 }
 
 func TestRetryAndCancel(t *testing.T) {
-	dir := closedDir(t)
-	for _, tc := range []struct {
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	dir := testjournal.Closed(t)
+	runCases(t, []cmdCase{
 		{[]string{"retry", "--dir", dir, "2"}, 0, []string{"job 2 is pending again"}, nil},
 		{[]string{"retry", "--dir", dir, "2"}, 1, nil, []string{"sluice: retry 2: only a dead job"}},
 		{[]string{"retry", "--dir", dir, "99"}, 1, nil, []string{"sluice: retry 99", "not found"}},
 		{[]string{"cancel", "--dir", dir, "4"}, 0, []string{"job 4 is cancelled"}, nil},
 		{[]string{"cancel", "--dir", dir, "1"}, 1, nil, []string{"sluice: cancel 1: the job is already terminal"}},
 		{[]string{"cancel", "--dir", t.TempDir(), "1"}, 1, nil, []string{"holds no runner journal"}},
-	} {
-		check(t, strings.Join(tc.args, " "), runArgs(tc.args...), tc.code, tc.stdout, tc.stderr)
-	}
+	})
 	in, err := sluice.Inspect(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -247,13 +203,8 @@ func TestRetryAndCancel(t *testing.T) {
 }
 
 func TestRetryRefusesWhileARunnerHoldsTheDirectory(t *testing.T) {
-	dir := closedDir(t)
-	r, err := sluice.Open(dir, sluice.Config{}, sluice.Bytes(),
-		func(context.Context, sluice.Job[[]byte]) sluice.Outcome { return sluice.Succeeded() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	dir := testjournal.Closed(t)
+	r := testjournal.Reopen(t, dir)
 	before := snapshotDir(t, dir)
 	for _, cmd := range []string{"retry", "cancel"} {
 		check(t, cmd+" locked", runArgs(cmd, "--dir", dir, "2"), 3, nil,
@@ -274,13 +225,8 @@ func TestRetryRefusesWhileARunnerHoldsTheDirectory(t *testing.T) {
 // mark; half a batch appended after it is a torn tail (a crash mid-write), which the next
 // Open cuts: verify explains it and exits 0. The same bytes after a clean close are damage.
 func TestVerifyTornTailIsNotDamage(t *testing.T) {
-	live := closedDir(t)
-	r, err := sluice.Open(live, sluice.Config{}, sluice.Bytes(),
-		func(context.Context, sluice.Job[[]byte]) sluice.Outcome { return sluice.Succeeded() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	live := testjournal.Closed(t)
+	testjournal.Reopen(t, live)
 	b, err := os.ReadFile(filepath.Join(live, "jobs.journal"))
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +238,7 @@ func TestVerifyTornTailIsNotDamage(t *testing.T) {
 	check(t, "verify torn", runArgs("verify", "--dir", torn), 0,
 		[]string{"no clean-close mark", "tail     torn:", "the 7 bytes after offset", "the next Open cuts them", "\nok\n"}, nil)
 
-	closed := closedDir(t)
+	closed := testjournal.Closed(t)
 	path := filepath.Join(closed, "jobs.journal")
 	b, err = os.ReadFile(path)
 	if err != nil {
