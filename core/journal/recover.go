@@ -197,7 +197,9 @@ func (o *opener) settle() error {
 			return err
 		}
 		if err := o.f.Sync(); err != nil {
-			return fmt.Errorf("journal: syncing %q after clearing its clean-close mark: %w", o.name, err)
+			// The clear is undecided: a reopen in this process would see no mark (the page
+			// cache) and append, while the disk may keep the mark under the new batches.
+			return fmt.Errorf("journal: %w: syncing %q after clearing its clean-close mark: %w", ErrUndecided, o.name, err)
 		}
 		o.tail.Marked = false
 	}
