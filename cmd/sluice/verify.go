@@ -69,6 +69,8 @@ func verify(o options, stdout io.Writer) (int, error) {
 	if tail.Kind == journal.TailTorn {
 		fmt.Fprintf(stdout, "tail     torn: %s; the %d bytes after offset %d are an unfinished batch a crash left, not damage: the next Open cuts them (they were never acknowledged)\n",
 			tail.Reason, tail.Dropped(), tail.Cut)
+	} else if tail.Spare > 0 {
+		fmt.Fprintf(stdout, "tail     clean: complete batches to offset %d, then %d bytes of zeros the journal preallocated for its next batches\n", tail.Cut, tail.Spare)
 	} else {
 		fmt.Fprintln(stdout, "tail     clean: complete batches to the end")
 	}

@@ -49,6 +49,16 @@ func (s script) String() string {
 	return b.String()
 }
 
+// cfg is the journal configuration a script runs with: one seed in three appends every
+// batch, the others preallocate a little (64 to 575 bytes), so that batches both overwrite
+// spare zeros and extend the file, and crashes land among both.
+func (s script) cfg() Config {
+	if s.seed%3 == 0 {
+		return Config{PreallocBytes: -1}
+	}
+	return Config{PreallocBytes: 64 + s.seed%512}
+}
+
 func genScript(seed int64) script {
 	rng := rand.New(rand.NewSource(seed))
 	s := script{seed: seed}
@@ -101,7 +111,7 @@ type model struct {
 // mutating operation fails from the crash point on.
 func runScript(d *disk.Disk, s script) *model {
 	m := &model{bounds: []LSN{0}}
-	j, err := Open(d, "j", Config{}, nil)
+	j, err := Open(d, "j", s.cfg(), nil)
 	if err != nil {
 		m.err = err
 		return m
@@ -135,7 +145,7 @@ func runScript(d *disk.Disk, s script) *model {
 				m.err = err
 				return m
 			}
-			if j, err = Open(d, "j", Config{}, nil); err != nil {
+			if j, err = Open(d, "j", s.cfg(), nil); err != nil {
 				m.err = err
 				return m
 			}
@@ -156,6 +166,7 @@ type recovered struct {
 	n        int
 	cut      bool // Open cut a torn tail
 	closed   bool // the file carried a clean-close mark it matched
+	spare    bool // the file ended in preallocated zeros
 }
 
 func (r *recovered) replay(seed int64) func(Record) error {
@@ -191,7 +202,9 @@ func checkRecovery(d *disk.Disk, s script, m *model) (recovered, error) {
 	}
 	var r recovered
 	log, logs := logBuffer()
-	j, err := Open(d, "j", Config{Logger: log}, r.replay(s.seed))
+	cfg := s.cfg()
+	cfg.Logger = log
+	j, err := Open(d, "j", cfg, r.replay(s.seed))
 	if err != nil {
 		return r, fmt.Errorf("reopen after the crash: %w", err)
 	}
@@ -200,7 +213,7 @@ func checkRecovery(d *disk.Disk, s script, m *model) (recovered, error) {
 	if inspected.cut = tail.Kind == TailTorn; inspected != r {
 		return r, fmt.Errorf("inspection replayed %+v (tail %v), Open %+v", inspected, tail.Kind, r)
 	}
-	r.closed = tail.Closed
+	r.closed, r.spare = tail.Closed, tail.Spare > 0
 	switch {
 	case r.last < m.acked:
 		return r, fmt.Errorf("acknowledged LSN %d lost: recovered up to %d", m.acked, r.last)
@@ -234,7 +247,7 @@ func checkRecovery(d *disk.Disk, s script, m *model) (recovered, error) {
 	}
 	j.Close()
 	var again recovered
-	if _, err := Open(d, "j", Config{}, again.replay(s.seed)); err != nil || again.last != lsn {
+	if _, err := Open(d, "j", s.cfg(), again.replay(s.seed)); err != nil || again.last != lsn {
 		return r, fmt.Errorf("second reopen: up to %d, %v", again.last, err)
 	}
 	return r, nil
@@ -248,7 +261,7 @@ func scriptCount() int {
 }
 
 func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
-	var points, insideCompaction, oldFile, newFile, cuts, closed int
+	var points, insideCompaction, oldFile, newFile, cuts, closed, spares int
 	// swapAt counts crashes by their op in the compaction swap: 1 create .compact, 2 write,
 	// 3 sync, 4 rename (the crash comes before it), 5 directory sync (after the rename,
 	// before the directory is synced).
@@ -284,6 +297,9 @@ func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 			if r.cut {
 				cuts++
 			}
+			if r.spare {
+				spares++
+			}
 			if r.closed {
 				closed++
 			}
@@ -309,6 +325,10 @@ func TestCrashPointsLoseNothingAcknowledged(t *testing.T) {
 	}
 	if closed == 0 {
 		t.Error("no crash left a clean-close mark to check")
+	}
+	t.Logf("%d recoveries found preallocated zeros after the last batch", spares)
+	if spares == 0 {
+		t.Error("no crash left preallocated space to keep")
 	}
 	t.Logf("crashes by compaction op (create, write, sync, rename, dir sync): %v", swapAt[1:])
 	for pos := 1; pos < len(swapAt); pos++ {
@@ -340,7 +360,7 @@ func TestFaultsPoisonThenRecover(t *testing.T) {
 			var err error
 			for range 20 {
 				var r recovered
-				if j, err = Open(d, "j", Config{}, r.replay(s.seed)); err == nil {
+				if j, err = Open(d, "j", s.cfg(), r.replay(s.seed)); err == nil {
 					if r.last < m.acked || !slices.Contains(m.bounds, r.last) {
 						return fmt.Errorf("reopen recovered up to %d; acked %d, bounds %v", r.last, m.acked, m.bounds)
 					}

@@ -32,6 +32,10 @@ func Describe(b []byte) string {
 	}
 	for off := headerLen; off < len(b); {
 		f, ok := decodeFrame(b, off)
+		if !ok && allZero(b[off:]) {
+			fmt.Fprintf(&sb, "@%d zeros, %d bytes to the end\n", off, len(b)-off)
+			break
+		}
 		if !ok {
 			fmt.Fprintf(&sb, "@%d bad frame, %d bytes to the end\n", off, len(b)-off)
 			break

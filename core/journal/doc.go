@@ -6,8 +6,8 @@
 //
 //  1. Append buffers a record and assigns it the next LSN (+1 per record, from 1). Data over
 //     Config.RecordMax is refused with ErrTooLarge before anything is written.
-//  2. Commit writes every buffered record as ONE batch (one Write, the end flag on its last
-//     frame), then one Sync, and only then returns the highest durable LSN. A record is
+//  2. Commit writes every buffered record as ONE batch (one write, the end flag on its last
+//     frame; over preallocated zeros, rule 16), then one Sync, and only then returns the highest durable LSN. A record is
 //     acknowledged when the Commit covering it returns nil; group commit is many Appends and one
 //     Commit. Batch N+1 is never written before batch N's Sync returned. Commit is Write (the
 //     batch returned in flight), Flight.Sync (only the file: it may run on another goroutine
@@ -51,7 +51,8 @@
 //     failed in an earlier create or compaction left the entry undecided, and appending to a
 //     file whose name may roll back would lose acknowledged records.
 //  12. Close writes the clean-close mark (the file's length and last LSN, with its own CRC)
-//     into the header and syncs it; a poisoned journal closes without it. Open of a marked
+//     into the header and syncs it; a poisoned journal closes without it. If Open's sync of
+//     the cleared mark fails, Open fails with ErrUndecided: restart before reopening. Open of a marked
 //     file requires exactly that length and last LSN with every frame valid, and refuses
 //     otherwise (a flipped bit anywhere, a file cut short or grown). It clears the mark with
 //     a write and a sync before it appends anything. A mark whose CRC fails was torn by a
@@ -66,6 +67,15 @@
 //     the damage.
 //  15. Config.JournalMax bounds the file: an Append that would grow it beyond is refused with
 //     ErrFull. Only failing compactions let a journal grow that far.
+//  16. Preallocation: a Write that finds no room extends the file with zeros, PreallocBytes
+//     past its batch (never past JournalMax), and every batch is written over zeros with
+//     WriteAt, so its fsync changes no file size (fdatasync then skips the metadata commit).
+//     Zeros from the end of a complete batch to the end of the file end the journal cleanly
+//     (Tail.Spare): Open keeps them, cuts and logs nothing. Any other byte there is a torn
+//     tail, cut with the spare (rule 6). A batch is never written over another batch's bytes.
+//     Close cuts the spare before it writes the mark; zeros past a mark's length (that cut
+//     lost in a crash) are allowed, nothing else is. A failed batch cuts the spare with it
+//     (rule 3). PreallocBytes < 0: off, every batch appended.
 //
 // Scan exposes the classification over a byte slice; it never panics (FuzzScan), and reading
 // in chunks classifies exactly as reading whole (checkChunked).
@@ -80,9 +90,10 @@
 //	a leftover <name>.compact                        the rename did not happen: remove it, sync
 //	                                                 the directory, then the journal's row
 //	no journal, or an empty file                     create it (rule 10)
-//	a valid header, complete batches to the end      replay; clear the mark (write, sync) if
-//	(with a clean-close mark: exactly its length     there is one; sync the directory (rule 11)
-//	and last LSN)
+//	a valid header, complete batches to the end      replay; keep the zeros; clear the mark
+//	or to zeros running to the end (with a clean-    (write, sync) if there is one; sync the
+//	close mark: exactly its length and last LSN,     directory (rule 11)
+//	then only zeros)
 //	no clean-close mark; a short or bad frame, or    replay the complete batches; truncate to
 //	a last batch without its end flag, with no       the end of the last one, clear a torn mark,
 //	valid frame of a later batch after it (torn,     sync, log at Warn with the offset and the
@@ -116,9 +127,11 @@
 //	+---------+-----------+----------+---------+----------------------------+
 //	flags: 1 = end of batch (last frame of a Commit), 2 = snapshot (first frame only).
 //
+//	after the last complete batch: zeros to the end of the file (preallocated, rule 16)
+//
 // The version is checked before anything that depends on the layout: version 1 (a 20-byte
-// header without the mark) is refused as another format version. The mark is the only part
-// of a file ever overwritten (core.File.WriteAt); everything else is appended.
+// header without the mark) is refused as another format version. The mark and the zeros are
+// the only bytes of a file ever overwritten (core.File.WriteAt).
 //
 // Batches are numbered from 1, +1 per Commit (a compaction's snapshot takes a batch number
 // too); a file without the snapshot header flag starts at LSN 1 in batch 1.
@@ -126,5 +139,6 @@
 // # Invariants (Journal.checkInvariants)
 //
 //   - next LSN == Durable() + Buffered() + 1; nothing is buffered iff the write buffer is empty;
-//   - the file's size is the header plus complete, synced batches; GrownBytes() <= size.
+//   - Size() is the header plus complete, synced batches; GrownBytes() <= Size(); the file is
+//     at least Size() plus the batch in flight (the rest: zeros).
 package journal

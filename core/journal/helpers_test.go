@@ -195,9 +195,6 @@ func markClosed(b []byte) []byte {
 // Buffered returns the number of records appended and not yet committed (tests only).
 func (j *Journal) Buffered() int { return j.buffered }
 
-// Size returns the file's length: the header and the complete batches (tests only).
-func (j *Journal) Size() int64 { return j.size }
-
 // String names a finding by its recovery table row; only tests print findings.
 func (f finding) String() string {
 	if int(f) < len(recoveryTable) {

@@ -32,13 +32,20 @@ type Config struct {
 	// the least allowed, SnapshotMax + 2*RecordMax (plus framing), so that a compacted journal
 	// takes appends.
 	JournalMax int64
-	Logger     *slog.Logger // default: discard
+	// PreallocBytes is how far past the end of the last batch the file is extended with
+	// zeros at a time (a Write that needs room appends them before its batch). A batch then
+	// overwrites space the file already has, and its fdatasync has no file size to update:
+	// on ext4 about 1.5x more syncs a second than appends. Default PreallocDefault;
+	// negative: off, every batch is appended.
+	PreallocBytes int64
+	Logger        *slog.Logger // default: discard
 }
 
 const (
 	RecordMaxDefault   = 1 << 20
 	SnapshotMaxDefault = 256 << 20
 	JournalMaxDefault  = 1 << 30
+	PreallocDefault    = 1 << 20
 
 	compactSuffix = ".compact"
 	// bufKeepMax: Commit drops a write buffer that grew beyond this, so one huge batch does not
@@ -84,9 +91,13 @@ type Journal struct {
 	flying Flight
 	// batch is the number of the next batch written. Invariant: batch >= 1.
 	batch uint64
-	// size is the file's length: header and complete synced batches (a flying batch's bytes
-	// are not counted until its sync returns). Invariant: size >= headerLen.
+	// size is the journal's length: header and complete synced batches (a flying batch's
+	// bytes are not counted until its sync returns). Invariant: size >= headerLen.
 	size int64
+	// alloc is the file's length: size, then the flying batch, then zeros (preallocated
+	// space, PreallocBytes at a time), which Open takes for no batch at all.
+	// Invariant: alloc >= size + flying.bytes.
+	alloc int64
 	// grown counts the bytes written since open or the last compaction. Invariant: grown <= size.
 	grown int64
 	// poison is the first write, sync or compaction failure; once set, every call fails.
@@ -153,6 +164,9 @@ func (c Config) withDefaults() Config {
 		panic(fmt.Sprintf("journal: Config.JournalMax %d is below %d (SnapshotMax + 2*RecordMax with framing)",
 			c.JournalMax, least))
 	}
+	if c.PreallocBytes == 0 {
+		c.PreallocBytes = PreallocDefault
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +188,7 @@ func newJournal(o *opener, f core.File) *Journal {
 		next:    o.tail.Last + 1,
 		batch:   o.tail.LastBatch + 1,
 		size:    o.tail.Cut,
+		alloc:   o.tail.Cut + o.tail.Spare,
 	}
 }
 
@@ -264,11 +279,7 @@ func (j *Journal) Write() (Flight, error) {
 	last := j.buf[j.lastFrame:]
 	last[frameHdrLen+16] |= flagEnd
 	sealFrame(last)
-	n, err := j.f.Write(j.buf)
-	if err == nil && n != len(j.buf) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
+	if err := j.writeBatch(); err != nil {
 		return Flight{}, j.fail(fmt.Errorf("writing batch %d (LSN %d to %d): %w", j.batch, j.durable+1, j.next-1, err))
 	}
 	j.flying = Flight{f: j.f, through: j.next - 1, batch: j.batch, bytes: int64(len(j.buf))}
@@ -280,6 +291,41 @@ func (j *Journal) Write() (Flight, error) {
 		j.buf = j.buf[:0]
 	}
 	return j.flying, nil
+}
+
+// writeBatch puts the buffered batch at the journal's end: over spare zeros when the file
+// has room, after extending it with zeros when it has not (PreallocBytes past the batch), or,
+// with preallocation off and no spare, appended.
+func (j *Journal) writeBatch() error {
+	end := j.size + int64(len(j.buf))
+	if end > j.alloc {
+		to := end
+		if j.cfg.PreallocBytes > 0 {
+			// Never past JournalMax for the spare alone: the bound is on the file.
+			to = max(end, min(end+j.cfg.PreallocBytes, j.cfg.JournalMax))
+		}
+		if j.alloc == j.size && to == end {
+			if err := writeFull(j.f, j.buf); err != nil {
+				return err
+			}
+			j.alloc = end
+			return nil
+		}
+		if err := writeFull(j.f, make([]byte, to-j.alloc)); err != nil {
+			return fmt.Errorf("extending the file to %d bytes: %w", to, err)
+		}
+		j.alloc = to
+	}
+	return writeAtFull(j.f, j.buf, j.size)
+}
+
+// writeFull is File.Write that counts a short write reported without an error as one.
+func writeFull(f core.File, b []byte) error {
+	n, err := f.Write(b)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
 }
 
 // Synced ends fl, the batch in flight, with its Sync's result, and returns the highest durable
@@ -319,7 +365,10 @@ func (j *Journal) fail(first error) error {
 	j.poison = first
 	if err := j.f.Truncate(j.size); err != nil {
 		j.poison = errors.Join(first, fmt.Errorf("%w: cutting %q back to %d bytes: %w", ErrUndecided, j.name, j.size, err))
-	} else if err := j.f.Sync(); err != nil {
+		return j.usable()
+	}
+	j.alloc = j.size
+	if err := j.f.Sync(); err != nil {
 		j.poison = errors.Join(first, fmt.Errorf("%w: syncing the cut of %q back to %d bytes: %w", ErrUndecided, j.name, j.size, err))
 	}
 	return j.usable()
@@ -327,6 +376,10 @@ func (j *Journal) fail(first error) error {
 
 // Durable returns the highest LSN synced to disk.
 func (j *Journal) Durable() LSN { return j.durable }
+
+// Size returns the journal's length: the header and the synced batches. The file may be
+// longer by its preallocated spare.
+func (j *Journal) Size() int64 { return j.size }
 
 // GrownBytes returns the bytes written since open or the last compaction.
 func (j *Journal) GrownBytes() int64 { return j.grown }
@@ -371,6 +424,7 @@ func (j *Journal) Compact(tag uint8, snapshot []byte) error {
 	}
 	j.f = f
 	j.size = int64(len(data))
+	j.alloc = j.size
 	j.grown = 0
 	j.batch++
 	return nil
@@ -395,7 +449,14 @@ func (j *Journal) Close() error {
 	}
 	var err error
 	if j.poison == nil && !undecided {
-		if err = writeAtFull(j.f, encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
+		// The spare goes first, so a cleanly closed file is exactly its batches (a crash
+		// before the cut is synced leaves zeros past the mark's length, which Open allows).
+		if j.alloc > j.size {
+			err = j.f.Truncate(j.size)
+		}
+		if err != nil {
+			err = fmt.Errorf("journal: cutting the preallocated space of %q at %d bytes: %w", j.name, j.size, err)
+		} else if err = writeAtFull(j.f, encodeMark(mark{size: j.size, last: j.durable}), markOff); err != nil {
 			err = fmt.Errorf("journal: writing the clean-close mark of %q: %w", j.name, err)
 		} else if err = j.f.Sync(); err != nil {
 			err = fmt.Errorf("journal: syncing the clean-close mark of %q: %w", j.name, err)

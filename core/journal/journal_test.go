@@ -13,7 +13,7 @@ import (
 
 func TestAppendCommitReopen(t *testing.T) {
 	d := disk.New(1)
-	j, got := mustOpen(t, d, Config{})
+	j, got := mustOpen(t, d, Config{PreallocBytes: -1}) // every batch appended
 	if len(got) != 0 {
 		t.Fatalf("new journal replayed %v", got)
 	}

@@ -39,8 +39,13 @@ type Tail struct {
 	Size int64
 	// Cut is the end of the last complete batch (the header's end when there is none); with a
 	// refusal, of the last one before the damage.
-	// Invariant: Cut <= Size, and Cut == Size unless Kind == TailTorn or the scan refused.
+	// Invariant: Cut + Spare <= Size, and Cut + Spare == Size unless Kind == TailTorn or the
+	// scan refused.
 	Cut int64
+	// Spare is the number of zero bytes after Cut: space the journal preallocated and no
+	// batch has used yet (not torn, nothing dropped). Open keeps it; Spare is 0 unless Kind
+	// == TailClean.
+	Spare int64
 	// Reason says why the tail is torn ("" unless Kind == TailTorn).
 	Reason string
 	// Records is the number of records in complete batches, the ones Scan replays.
@@ -58,8 +63,8 @@ type Tail struct {
 	Marked bool
 }
 
-// Dropped is the number of bytes after the cut.
-func (t Tail) Dropped() int64 { return t.Size - t.Cut }
+// Dropped is the number of bytes after the cut that are not spare.
+func (t Tail) Dropped() int64 { return t.Size - t.Cut - t.Spare }
 
 // FormatError is a journal that must not be opened: a bad header, corruption of data that had
 // been synced, a clean-close mark the file does not match, or a record the replay function
@@ -253,10 +258,12 @@ func (s *scanner) checkMark(m mark) (Tail, error) {
 	switch {
 	case t.Kind == TailTorn:
 		return t, s.corruptAt(t.Cut, 0, closed+"it no longer matches: "+t.Reason)
-	case t.Size < m.size:
-		return t, s.corruptAt(t.Size, 0, closed+fmt.Sprintf("the file was cut to %d bytes", t.Size))
-	case t.Size > m.size:
-		return t, s.corruptAt(m.size, 0, closed+fmt.Sprintf("the file has grown to %d bytes", t.Size))
+	// Zeros past the mark's length are preallocated space that Close cut before it wrote the
+	// mark, the cut not yet on disk at a crash; any other byte there is refused.
+	case t.Cut < m.size:
+		return t, s.corruptAt(t.Cut, 0, closed+fmt.Sprintf("the file was cut to %d bytes", t.Cut))
+	case t.Cut > m.size:
+		return t, s.corruptAt(m.size, 0, closed+fmt.Sprintf("the file has grown to %d bytes", t.Cut))
 	case t.Last != m.last:
 		return t, s.corruptAt(t.Size, 0, closed+fmt.Sprintf("its last LSN is %d", t.Last))
 	}
@@ -300,6 +307,9 @@ func (s *scanner) run() (Tail, error) {
 			return s.tail, err
 		}
 		if !ok {
+			if spare, err := s.spareAt(off); err != nil || spare {
+				return s.tail, err
+			}
 			return s.badFrame(off)
 		}
 		if err := s.accept(off, f); err != nil {
@@ -426,6 +436,45 @@ func (s *scanner) accept(off int64, f frameHead) error {
 		s.good = f.end
 	}
 	return nil
+}
+
+// spareAt reports whether everything from off, the end of a complete batch, to the end of
+// the file is zero: preallocated space, which ends the journal cleanly. Zeros after a batch
+// without its end flag are a torn tail (badFrame), and after a snapshot header with no frame,
+// corruption.
+func (s *scanner) spareAt(off int64) (bool, error) {
+	if s.open != 0 || s.good != off || s.tail.Snapshot && s.frames == 0 {
+		return false, nil
+	}
+	for p := off; p < s.size; {
+		n := int(min(s.size-p, readChunk))
+		b, err := s.src.at(p, n)
+		if err != nil {
+			return false, err
+		}
+		if !allZero(b) {
+			return false, nil
+		}
+		p += int64(n)
+	}
+	s.tail.Kind, s.tail.Cut, s.tail.Spare = TailClean, off, s.size-off
+	return true, nil
+}
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // badFrame decides between a torn tail and corruption for a short or bad frame at off.

@@ -16,8 +16,9 @@ import (
 
 // TestScenarios runs corpus/journal/*.txt. Commands:
 //
-//	open [refuse=LSN] [record-max=N snapshot-max=N journal-max=N]
+//	open [refuse=LSN] [record-max=N snapshot-max=N journal-max=N prealloc=N]
 //	                          open the journal "j", print what replayed and what was logged;
+//	                          prealloc: Config.PreallocBytes, off (-1) unless given;
 //	                          after a refusal, whether every file is byte for byte unchanged.
 //	                          refuse: the replay refuses that record (an undecodable record)
 //	read [refuse=LSN]         journal.Read: the same, read-only; always checks the files
@@ -31,6 +32,7 @@ import (
 //	fail op=OP                the next disk op of kind OP fails (write, sync, rename, syncdir, ...)
 //	dump [file=j]             the file frame by frame (Describe) and the directory
 //	chop bytes=N [file=j]     durably cut the last N bytes of a file
+//	grow bytes=N [file=j]     durably append N zero bytes to a file
 //	zero from=A to=B [file=j] durably zero bytes [A, B) of a file
 //	flip off=N [bit=B] [file=j] flip a bit of synced data
 //	write-file name=F         durably create F holding the input
@@ -70,7 +72,9 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		log, logs := logBuffer()
 		var got []rec
 		before := s.files(t)
-		cfg := Config{Logger: log}
+		// Off unless a scenario asks (prealloc.txt): the others show the append layout.
+		cfg := Config{Logger: log, PreallocBytes: -1}
+		td.MaybeScanArgs(t, "prealloc", &cfg.PreallocBytes)
 		td.MaybeScanArgs(t, "record-max", &cfg.RecordMax)
 		td.MaybeScanArgs(t, "snapshot-max", &cfg.SnapshotMax)
 		td.MaybeScanArgs(t, "journal-max", &cfg.JournalMax)
@@ -100,6 +104,9 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		} else {
 			fmt.Fprintf(&out, "tail %v: size %d, cut %d, records %d, closed %v\n",
 				tail.Kind, tail.Size, tail.Cut, tail.Records, tail.Closed)
+			if tail.Spare > 0 {
+				fmt.Fprintf(&out, "spare: %d preallocated zero bytes\n", tail.Spare)
+			}
 			if tail.Kind == TailTorn {
 				fmt.Fprintf(&out, "torn: %s (%d bytes would be cut)\n", tail.Reason, tail.Dropped())
 			}
@@ -160,6 +167,11 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		td.ScanArgs(t, "bytes", &n)
 		b := readFile(t, s.d, file)
 		s.rewrite(t, file, b[:len(b)-n])
+	case "grow":
+		var n int
+		td.ScanArgs(t, "bytes", &n)
+		b := readFile(t, s.d, file)
+		s.rewrite(t, file, append(b, make([]byte, n)...))
 	case "zero":
 		var from, to int
 		td.ScanArgs(t, "from", &from)

@@ -44,6 +44,9 @@ type Config struct {
 	Retention    int   // terminal jobs kept at compaction; 0: 10,000
 	RecordMax    int   // largest record; 0: 1 MiB (journal's default)
 	SnapshotMax  int   // largest snapshot; 0: 256 MiB
+	// PreallocBytes is how far ahead the journal file is extended with zeros, so that
+	// batches overwrite space it has (journal.Config.PreallocBytes); 0: 1 MiB; negative: off.
+	PreallocBytes int64
 	// Grace is how long a graceful stop waits for running attempts before cancelling them,
 	// and again for the cancelled ones before abandoning them; 0: 10s.
 	Grace  time.Duration
@@ -121,7 +124,7 @@ func (c Config) machine() MachineConfig {
 }
 
 func (c Config) journal() journal.Config {
-	return journal.Config{RecordMax: c.RecordMax, SnapshotMax: c.SnapshotMax, Logger: c.Logger}
+	return journal.Config{RecordMax: c.RecordMax, SnapshotMax: c.SnapshotMax, PreallocBytes: c.PreallocBytes, Logger: c.Logger}
 }
 
 // Engine is the runner over its journal: synchronous, single owner, no goroutines. See doc.go
@@ -622,6 +625,7 @@ func (e *Engine) List(from, to uint64, match func(*Job) bool, limit, scanMax int
 func (e *Engine) Status() Status {
 	s := e.m.Status()
 	s.Durable, s.Grown, s.Poisoned, s.Orphans = e.j.Durable(), e.j.GrownBytes(), e.poison, e.orphans
+	s.Bytes = e.j.Size()
 	s.Commits, s.Records, s.Compactions = e.commits, e.records, e.compactions
 	return s
 }

@@ -1613,6 +1613,7 @@ type Status struct {
 
 	Durable     journal.LSN
 	Grown       int64 // journal bytes since open or the last compaction
+	Bytes       int64 // the journal's length: header and synced batches (not its spare)
 	Poisoned    error
 	Orphans     int   // running jobs requeued as interrupted at open
 	Commits     int64 // journal batches synced since open

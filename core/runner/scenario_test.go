@@ -17,7 +17,7 @@ import (
 
 // TestScenarios runs corpus/runner/*.txt. Commands:
 //
-//	init [seed=N] [capacity=N] [attempts=N] [base=D] [cap=D] [deadline=D] [threshold=N]
+//	init [seed=N] [prealloc=N, default -1: off] [capacity=N] [attempts=N] [base=D] [cap=D] [deadline=D] [threshold=N]
 //	     [window=D] [cooldown=D] [probes=N] [compact-bytes=N] [retention=N]
 //	     [kinds=K:L,K2:L2] [kinds-only=true]
 //	                          kinds registered at open (L: limit, 0 none); kinds-only: the
@@ -131,10 +131,12 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			},
 			Capacity:     argInt(t, d, "capacity", 2),
 			CompactBytes: int64(argInt(t, d, "compact-bytes", 1<<30)),
-			Retention:    argInt(t, d, "retention", 0),
-			Grace:        argDur(t, d, "grace", 10*time.Second),
-			AgeMax:       argDur(t, d, "age-max", 0),
-			KindsOnly:    argStr(t, d, "kinds-only", "false") == "true",
+			// Off unless asked: the scenarios print file sizes, which spare zeros would pad.
+			PreallocBytes: int64(argInt(t, d, "prealloc", -1)),
+			Retention:     argInt(t, d, "retention", 0),
+			Grace:         argDur(t, d, "grace", 10*time.Second),
+			AgeMax:        argDur(t, d, "age-max", 0),
+			KindsOnly:     argStr(t, d, "kinds-only", "false") == "true",
 		}
 		if ks := argStr(t, d, "kinds", ""); ks != "" {
 			for _, k := range strings.Split(ks, ",") {
