@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math/bits"
 	"math/rand"
+	"slices"
 
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/runner"
@@ -52,6 +53,9 @@ func framesBefore(b []byte, end int) []forgedFrame {
 	var fs []forgedFrame
 	for off := fileHdr; off+frameHdr+payloadHdr <= end; {
 		n := int(binary.LittleEndian.Uint32(b[off:]))
+		if n == 0 && !slices.ContainsFunc(b[off:end], func(c byte) bool { return c != 0 }) {
+			return fs // the journal's preallocated zeros
+		}
 		if n < payloadHdr || off+frameHdr+n > end {
 			return nil
 		}

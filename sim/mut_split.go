@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 
 	"github.com/sluicehq/sluice/core/runner"
 )
@@ -37,8 +38,11 @@ func (n *runnerNode) splitFired() bool {
 // kept renumbered from the batch's first LSN, the last of them ending the batch, CRCs resealed.
 func withoutLastFired(b []byte) ([]byte, bool) {
 	fs := framesBefore(b, len(b))
-	if len(fs) == 0 || fs[len(fs)-1].off+frameHdr+fs[len(fs)-1].n != len(b) {
+	if len(fs) == 0 {
 		return nil, false
+	}
+	if end := fs[len(fs)-1].off + frameHdr + fs[len(fs)-1].n; slices.ContainsFunc(b[end:], func(c byte) bool { return c != 0 }) {
+		return nil, false // anything but the journal's preallocated zeros after its last frame
 	}
 	le := binary.LittleEndian
 	batchOf := func(f forgedFrame) uint64 { return le.Uint64(b[f.off+frameHdr+8:]) }

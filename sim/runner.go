@@ -395,7 +395,7 @@ func (n *runnerNode) start() {
 	n.noteState(views)
 	n.views, n.durable = views, e.Status().Durable
 	n.boundaries = n.boundaries[:0]
-	n.noteBoundary(false)
+	n.noteBoundary()
 	n.checkMachine()
 	n.checkDisk()
 	n.registerSchedules()
@@ -975,7 +975,7 @@ func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
 		n.crash("after a compaction poisoned it: " + perr.Error())
 		return
 	}
-	n.noteBoundary(res.Compacted)
+	n.noteBoundary()
 	n.checkMachine()
 	if replayDue(n.commits) && res.CompactErr == nil && n.e.Quiet() {
 		// (A failed compaction may have renamed its snapshot in already: the disk then holds
@@ -1107,14 +1107,12 @@ func (n *runnerNode) noteState(views []JobView) {
 	}
 }
 
-func (n *runnerNode) noteBoundary(compacted bool) {
-	var size int64
-	var err error
-	n.disk.WithoutReadFaults(func() { size, err = n.disk.Stat(journalName) })
-	if err == nil {
-		if l := len(n.boundaries); l == 0 || size > n.boundaries[l-1] {
-			n.boundaries = append(n.boundaries, size)
-		}
+// noteBoundary records the journal's length after a batch, the engine's own (the file may be
+// longer by its preallocated zeros, which are no batch to aim damage at).
+func (n *runnerNode) noteBoundary() {
+	size := n.e.Status().Bytes
+	if l := len(n.boundaries); l == 0 || size > n.boundaries[l-1] {
+		n.boundaries = append(n.boundaries, size)
 	}
 }
 
@@ -1323,6 +1321,9 @@ func (n *runnerNode) traceTail() {
 		n.w.trace(n.name, "journal on disk refused: "+err.Error())
 	case t.Kind == journal.TailTorn:
 		n.w.tracef(n.name, "journal on disk: %v at byte %d of %d (%s), %d records to LSN %d", t.Kind, t.Cut, t.Size, t.Reason, t.Records, t.Last)
+	case t.Spare > 0:
+		n.w.tracef(n.name, "journal on disk: %v, %d bytes and %d spare, %d records to LSN %d", t.Kind, t.Cut, t.Spare, t.Records, t.Last)
+		n.w.fault("spare-kept")
 	default:
 		n.w.tracef(n.name, "journal on disk: %v, %d bytes, %d records to LSN %d", t.Kind, t.Size, t.Records, t.Last)
 	}
