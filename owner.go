@@ -84,6 +84,9 @@ type owner struct {
 	// Capacity = cap(work), so a send on work never blocks the owner.
 	work    chan attemptRun
 	workers int
+	// taken is the outcomes slice last taken from the outbox, handed back to it at the next
+	// take (two slices serve in turn, so no outcome allocates).
+	taken []doneMsg
 
 	// The pipelined commit. Invariant: flying iff a batch's sync is on the syncer and its
 	// result not yet taken from synced; nothing is written while flying.
@@ -119,7 +122,7 @@ func (o *owner) loop() {
 		}
 	}()
 	for {
-		cmds, done, synced := o.r.cmds, o.r.done, o.synced
+		cmds, done, synced := o.r.cmds, o.r.done.ready, o.synced
 		if o.flying && o.holding {
 			cmds, done = nil, nil
 		}
@@ -129,8 +132,8 @@ func (o *owner) loop() {
 		select {
 		case c := <-cmds:
 			o.command(c)
-		case d := <-done:
-			o.outcome(d)
+		case <-done:
+			o.outcomes()
 		case <-o.timer.C:
 		case <-o.quit:
 			o.quit, o.closing = nil, true
@@ -208,9 +211,10 @@ func (o *owner) finish(b runner.Batch, syncErr error) bool {
 	return o.finished(o.began, res, err)
 }
 
-// gather takes everything already waiting, up to gatherMax commands and outcomes and
-// gatherBytesMax of payload, into the coming commit.
+// gather takes everything already waiting into the coming commit: every outcome, and up to
+// gatherMax commands and gatherBytesMax of payload.
 func (o *owner) gather() {
+	o.outcomes()
 	bytes := 0
 	for range gatherMax {
 		if bytes >= gatherBytesMax {
@@ -220,12 +224,20 @@ func (o *owner) gather() {
 		case c := <-o.r.cmds:
 			bytes += len(c.payload)
 			o.command(c)
-		case d := <-o.r.done:
-			o.outcome(d)
 		default:
 			return
 		}
 	}
+}
+
+// outcomes steps every outcome waiting in the outbox.
+func (o *owner) outcomes() {
+	msgs := o.r.done.take(o.taken)
+	for _, d := range msgs {
+		o.outcome(d)
+	}
+	clear(msgs) // drop the errors they hold
+	o.taken = msgs
 }
 
 func (o *owner) command(c command) {
@@ -428,12 +440,7 @@ func work(r *Runner, in <-chan attemptRun) {
 	for {
 		select {
 		case a := <-in:
-			out := r.attempt(a.ctx, a.kind, a.a)
-			select {
-			case r.done <- doneMsg{tok: a.a.Token, out: out}:
-			case <-r.exit:
-				return
-			}
+			r.done.put(doneMsg{tok: a.a.Token, out: r.attempt(a.ctx, a.kind, a.a)})
 		case <-r.exit:
 			return
 		}

@@ -30,7 +30,7 @@ type Runner struct {
 	clk   clock.Clock
 
 	cmds chan command
-	done chan doneMsg
+	done *outbox
 	quit chan struct{} // closed by Close: the owner stops
 	exit chan struct{} // closed by the owner when it has stopped
 
@@ -108,6 +108,42 @@ type doneMsg struct {
 	out Outcome
 }
 
+// outbox carries the attempts' outcomes to the owner. Attempt goroutines append; the append
+// that finds it empty wakes the owner, which takes everything waiting at once: a batch of
+// outcomes costs the owner one wake-up, not one per attempt. It holds at most one outcome
+// per attempt goroutine (each reports one, then waits for its next attempt).
+type outbox struct {
+	mu    sync.Mutex
+	msgs  []doneMsg
+	ready chan struct{} // capacity 1: outcomes are waiting (or were, and were taken)
+}
+
+func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
+
+// put adds d; it never blocks.
+func (b *outbox) put(d doneMsg) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, d)
+	first := len(b.msgs) == 1
+	b.mu.Unlock()
+	if first {
+		select {
+		case b.ready <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
+
+// take returns the outcomes waiting, in arrival order, and keeps spare (emptied) for the next
+// ones, so that two slices serve in turn.
+func (b *outbox) take(spare []doneMsg) []doneMsg {
+	b.mu.Lock()
+	msgs := b.msgs
+	b.msgs = spare[:0]
+	b.mu.Unlock()
+	return msgs
+}
+
 // New opens (or creates) the runner journal in dir, replaying it, and starts the owner
 // goroutine. Jobs that were running when the last process crashed are recorded as failed
 // (interrupted, retryable) attempts; after a graceful stop there are none (see Run). Register
@@ -156,7 +192,7 @@ func newRunner(op opened, cfg Config, syncs *counter) *Runner {
 		log:      cfg.Logger,
 		clk:      cfg.Clock,
 		cmds:     make(chan command, gatherMax),
-		done:     make(chan doneMsg, gatherMax),
+		done:     newOutbox(),
 		quit:     make(chan struct{}),
 		exit:     make(chan struct{}),
 		base:     base,
