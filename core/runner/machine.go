@@ -1097,7 +1097,7 @@ func (m *Machine) encode(r Record) []byte {
 }
 
 func (m *Machine) applyAndAppend(r Record, data []byte) {
-	j, was, err := m.apply(r)
+	j, was, err := m.apply(&r)
 	if err != nil {
 		panic(fmt.Sprintf("runner: live transition refused: %v", err))
 	}
@@ -1116,12 +1116,12 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 	}
 	switch r.Tag {
 	case TagFinished, TagReleased, TagDeferred:
-		m.noting = append(m.noting, pendingTransition{m.seq, transitionOf(r, j)})
+		m.noting = append(m.noting, pendingTransition{m.seq, transitionOf(&r, j)})
 	}
 }
 
 // transitionOf is the Transition of r, applied to j.
-func transitionOf(r Record, j *job) Transition {
+func transitionOf(r *Record, j *job) Transition {
 	t := Transition{Tag: r.Tag, ID: r.ID, Target: j.Target, Attempt: r.Attempt, Kind: r.Kind,
 		Retryable: r.Retryable, Err: r.Err, Next: r.Next, Reason: r.Reason, Due: r.Due, End: r.At}
 	for _, h := range j.History {
@@ -1134,9 +1134,9 @@ func transitionOf(r Record, j *job) Transition {
 
 // apply is the one place durable state changes, live and in replay; it keeps the counts. It
 // returns the job and its state before (zero for a new job; no job for a schedule's record).
-func (m *Machine) apply(r Record) (*job, JobState, error) {
+func (m *Machine) apply(r *Record) (*job, JobState, error) {
 	if scheduleTag(r.Tag) {
-		return nil, 0, m.applySchedule(r)
+		return nil, 0, m.applySchedule(*r)
 	}
 	// Only an Enqueued record adds a job; every other one changes its job in place.
 	var j *job
@@ -1170,7 +1170,7 @@ func (m *Machine) count(s JobState, deferred bool, n int) {
 
 // applyRecord validates r against the state, then applies it; it changes nothing on error.
 // j is job r.ID (nil: none), which the caller has looked up.
-func (m *Machine) applyRecord(r Record, j *job) error {
+func (m *Machine) applyRecord(r *Record, j *job) error {
 	if r.Tag == TagEnqueued {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
@@ -1178,8 +1178,10 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		if id, held := m.unique[uniqueKey(r.Opts)]; held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
-		j = m.newJob(Job{ID: r.ID, Target: r.Target, Payload: m.keepPayload(r.Payload),
-			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
+		// Filled field by field: a Job literal would be built then copied whole.
+		j = m.newJob(r.Opts.Kind)
+		j.ID, j.Target, j.Payload, j.State = r.ID, r.Target, m.keepPayload(r.Payload), Waiting
+		j.FirstDue, j.Due, j.Opts = r.Due, r.Due, r.Opts
 		m.order = append(m.order, j)
 		m.nextID++
 		j.kind.q.push(j)
@@ -1290,17 +1292,18 @@ func attemptOutcome(k OutcomeKind) AttemptOutcome {
 	return AttemptFailed
 }
 
-func (m *Machine) newJob(j Job) *job {
+// newJob returns a zero job of kind k, in no heap; the caller fills its Job.
+func (m *Machine) newJob(k string) *job {
 	var nj *job
 	if m.replaying {
 		if len(m.jobSlab) == 0 {
 			m.jobSlab = make([]job, jobSlabLen)
 		}
 		nj, m.jobSlab = &m.jobSlab[0], m.jobSlab[1:]
-		*nj = job{Job: j, kind: m.kindOf(j.Opts.Kind)}
 	} else {
-		nj = &job{Job: j, kind: m.kindOf(j.Opts.Kind)}
+		nj = new(job)
 	}
+	nj.kind = m.kindOf(k)
 	for i := range nj.idx {
 		nj.idx[i] = -1
 	}
@@ -1386,11 +1389,11 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	if m.names == nil {
 		m.names = &interner{m: map[string]string{}}
 	}
-	r, err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag)
-	if err != nil {
+	var r Record
+	if err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag, &r); err != nil {
 		return fmt.Errorf("runner: replay record %d: %w", m.snapshots, err)
 	}
-	if _, _, err := m.apply(r); err != nil {
+	if _, _, err := m.apply(&r); err != nil {
 		return fmt.Errorf("runner: replay record %d: %w: %w", m.snapshots, ErrDecode, err)
 	}
 	return nil
@@ -1407,7 +1410,8 @@ func (m *Machine) load(s Snapshot) error {
 		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
 	}
 	for i := range s.Jobs {
-		j := m.newJob(s.Jobs[i])
+		j := m.newJob(s.Jobs[i].Opts.Kind)
+		j.Job = s.Jobs[i]
 		j.shared = true // the caller's Snapshot holds the same History
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
 			if id, held := m.unique[k]; held {

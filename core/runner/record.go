@@ -199,7 +199,8 @@ func appendRecord(b []byte, r Record) []byte {
 
 // DecodeRecord parses a payload written by EncodeRecord for tag.
 func DecodeRecord(tag uint8, data []byte) (Record, error) {
-	r, err := decodeRecord(reader{b: data}, tag)
+	var r Record
+	err := decodeRecord(reader{b: data}, tag, &r)
 	if r.Payload != nil {
 		r.Payload = append([]byte(nil), r.Payload...)
 	}
@@ -207,14 +208,15 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 }
 
 // decodeRecord is DecodeRecord over rd, whose settings say whether the payload may alias the
-// data and whether names are interned (replay: see Machine.Replay).
-func decodeRecord(rd reader, tag uint8) (Record, error) {
-	r := Record{Tag: tag}
+// data and whether names are interned (replay: see Machine.Replay). It decodes into *r in
+// place (a Record is hundreds of bytes: replay reuses one rather than copy one per record).
+func decodeRecord(rd reader, tag uint8, r *Record) error {
+	*r = Record{Tag: tag}
 	if tag == TagSnapshot || tag == 0 || (tag > TagReleased && !scheduleTag(tag)) {
-		return r, fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
+		return fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
-		return r, formatError(fmt.Sprintf("record (tag %d)", tag), v)
+		return formatError(fmt.Sprintf("record (tag %d)", tag), v)
 	}
 	r.ID = rd.u64()
 	switch tag {
@@ -242,15 +244,12 @@ func decodeRecord(rd reader, tag uint8) (Record, error) {
 	case TagExpired:
 		r.Reason = Reason(rd.u8())
 	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
-		rd.scheduleRecord(&r)
+		rd.scheduleRecord(r)
 	}
 	if err := rd.done(); err != nil {
-		return r, err
+		return err
 	}
-	if err := r.validate(); err != nil {
-		return r, err
-	}
-	return r, nil
+	return r.validate()
 }
 
 // Snapshot is the whole durable state (docs/journal.md); breakers are not part of it.
