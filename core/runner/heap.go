@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -113,6 +114,9 @@ func (q *heap) runPush(e entry) bool {
 	q.last.j = nil // the key is enough; keep no job alive
 	return true
 }
+
+// reserve makes room for n more entries in the run (a bulk push in ascending order).
+func (q *heap) reserve(n int) { q.run = slices.Grow(q.run, n) }
 
 // runRemove takes the job at run[p] out, then keeps head on a live entry and the holes few.
 func (q *heap) runRemove(p int) {

@@ -1184,7 +1184,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		j.FirstDue, j.Due, j.Opts = r.Due, r.Due, r.Opts
 		m.order = append(m.order, j)
 		m.nextID++
-		j.kind.q.push(j)
+		m.qpush(j)
 		m.holdKey(j)
 		m.maybeWarn(j.kind)
 		return nil
@@ -1214,7 +1214,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		if r.Attempt != j.Attempts+1 {
 			return fmt.Errorf("job %d: started attempt %d after %d", r.ID, r.Attempt, j.Attempts)
 		}
-		j.kind.q.remove(j)
+		m.qremove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
 		grown := len(j.History) == cap(j.History) // append makes a new array
 		if j.History == nil && m.replaying {
@@ -1234,7 +1234,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		switch r.Next {
 		case Waiting:
 			j.State, j.Due = Waiting, r.Due
-			j.kind.q.push(j)
+			m.qpush(j)
 		default:
 			m.becomeTerminal(j, r.Next, r.Reason, r.At)
 		}
@@ -1245,29 +1245,66 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		// The attempt is given back: not counted, the job waits again at the due it started at.
 		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
-		j.kind.q.push(j)
+		m.qpush(j)
 	case TagExpired:
-		j.kind.q.remove(j)
+		m.qremove(j)
 		j.Deferred = false
 		m.becomeTerminal(j, Dead, r.Reason, time.Time{})
 	case TagDeferred:
 		j.Due, j.Deferred = r.Due, true
-		j.kind.q.fix(j)
+		m.qfix(j)
 	case TagCancelled:
 		if j.State == Waiting {
-			j.kind.q.remove(j)
+			m.qremove(j)
 		}
 		j.Deferred = false
 		m.becomeTerminal(j, Cancelled, NoReason, time.Time{})
 	case TagRetried:
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.FirstDue, j.Due = 0, r.Due, r.Due
-		j.kind.q.push(j)
+		m.qpush(j)
 		m.holdKey(j)
 	default:
 		return fmt.Errorf("unknown tag %d", r.Tag)
 	}
 	return nil
+}
+
+// qpush, qremove and qfix keep the queues; in replay they leave them to endReplay, which
+// queues the jobs left waiting once: a queue's order is (due, id), a total order, so building
+// it at the end gives the order one push per transition would, without growing the heaps by
+// doubling or pushing and removing every job that replay also sees start.
+func (m *Machine) qpush(j *job) {
+	if !m.replaying {
+		j.kind.q.push(j)
+	}
+}
+
+func (m *Machine) qremove(j *job) {
+	if !m.replaying {
+		j.kind.q.remove(j)
+	}
+}
+
+func (m *Machine) qfix(j *job) {
+	if !m.replaying {
+		j.kind.q.fix(j)
+	}
+}
+
+// endReplay ends a replay: it queues the waiting jobs in id order (a backlog's ids ascend
+// with its dues, so each push appends to its heap's run, sized once when there is one kind),
+// and drops what only replay needed.
+func (m *Machine) endReplay() {
+	m.replaying, m.names, m.jobSlab, m.payloadSlab, m.histSlab = false, nil, nil, nil, nil
+	if len(m.kindList) == 1 {
+		m.kindList[0].q.timers.reserve(m.counts[Waiting])
+	}
+	for _, j := range m.order {
+		if j.State == Waiting {
+			j.kind.q.push(j)
+		}
+	}
 }
 
 // endAttempt records the end of attempt n in the history (if it is still there).
@@ -1425,7 +1462,7 @@ func (m *Machine) load(s Snapshot) error {
 		m.order = append(m.order, j)
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
-			j.kind.q.push(j)
+			m.qpush(j)
 		}
 	}
 	return m.loadSchedules(s.Schedules)
