@@ -482,17 +482,25 @@ type reader struct {
 }
 
 func (r *reader) take(n uint64) []byte {
-	if r.err != nil {
-		return nil
-	}
 	// Compared as uint64: a u32 length from the data must not turn negative as an int.
 	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: short: need %d bytes, have %d", ErrDecode, n, len(r.b))
-		return nil
+		return r.short(n)
 	}
 	p := r.b[:n]
 	r.b = r.b[n:]
 	return p
+}
+
+// short sets err for a read of n bytes past the end, and empties b so later reads are short
+// too (and return zero) without each checking err; kept out of the readers so they inline.
+//
+//go:noinline
+func (r *reader) short(n uint64) []byte {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: short: need %d bytes, have %d", ErrDecode, n, len(r.b))
+		r.b = nil
+	}
+	return nil
 }
 
 func (r *reader) u8() uint8 {
