@@ -1182,6 +1182,11 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		j = m.newJob(r.Opts.Kind)
 		j.ID, j.Target, j.Payload, j.State = r.ID, r.Target, m.keepPayload(r.Payload), Waiting
 		j.FirstDue, j.Due, j.Opts = r.Due, r.Due, r.Opts
+		if m.replaying && len(m.order) == cap(m.order) {
+			// Doubled: append grows a large slice by a quarter, so replay would copy the
+			// table (with write barriers, as the GC marks) about five times over.
+			m.order = slices.Grow(m.order, max(len(m.order), 1024))
+		}
 		m.order = append(m.order, j)
 		m.nextID++
 		m.qpush(j)
