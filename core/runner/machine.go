@@ -218,15 +218,17 @@ type Transition struct {
 // job is the machine's job; fields mirror Job.
 type job struct {
 	Job
-	idx  [slots]int // position in each of its kind's queue heaps; -1 when not in it
-	kind *kind      // Opts.Kind's state
-	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
-	// re-keyed in the queue: the heaps compare it instead of Due.
-	dueKey int64
+	// idx is the position in each of its kind's queue heaps; -1 when not in it. int32 (a
+	// heap of 2^31 jobs would not fit in memory) with the bools after it: 16 bytes less a job.
+	idx [slots]int32
 	// shared: History's array may have been handed out (Get, List, Snapshot, a loaded
 	// snapshot), so endAttempt copies it before writing; a fresh array is written in place.
 	shared bool
-	pruned bool // Prune is taking it out of order
+	pruned bool  // Prune is taking it out of order
+	kind   *kind // Opts.Kind's state
+	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
+	// re-keyed in the queue: the heaps compare it instead of Due.
+	dueKey int64
 }
 
 // job returns job id, or nil. Ids in order ascend and are unique, so job id is at an index
