@@ -1177,7 +1177,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
 		}
-		if id, held := m.unique[uniqueKey(r.Opts)]; held {
+		if id, held := m.keyHolder(r.Opts); held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
 		// Filled field by field: a Job literal would be built then copied whole.
@@ -1213,8 +1213,10 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 	if j.State != want {
 		return fmt.Errorf("tag %d for job %d in state %v", r.Tag, r.ID, j.State)
 	}
-	if id, held := m.unique[uniqueKey(j.Opts)]; r.Tag == TagRetried && held {
-		return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
+	if r.Tag == TagRetried {
+		if id, held := m.keyHolder(j.Opts); held {
+			return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
+		}
 	}
 	switch r.Tag {
 	case TagStarted:
@@ -1312,6 +1314,16 @@ func (m *Machine) endReplay() {
 			j.kind.q.push(j)
 		}
 	}
+}
+
+// keyHolder is the non-terminal job holding o's unique key. No key, no lookup (the index
+// never holds ""): most jobs have none, and apply asks for every record.
+func (m *Machine) keyHolder(o Opts) (uint64, bool) {
+	if o.Unique == "" {
+		return 0, false
+	}
+	id, held := m.unique[uniqueKey(o)]
+	return id, held
 }
 
 // endAttempt records the end of attempt n in the history (if it is still there).
