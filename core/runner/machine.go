@@ -1306,6 +1306,9 @@ func (m *Machine) qfix(j *job) {
 // and drops what only replay needed.
 func (m *Machine) endReplay() {
 	m.replaying, m.names, m.jobSlab, m.payloadSlab, m.histSlab = false, nil, nil, nil, nil
+	if cap(m.order) > len(m.order)+len(m.order)/4 {
+		m.order = slices.Clone(m.order) // the slack of doubling: no more than append leaves
+	}
 	if len(m.kindList) == 1 {
 		m.kindList[0].q.timers.reserve(m.counts[Waiting])
 	}
@@ -1370,7 +1373,10 @@ func (m *Machine) newJob(k string) *job {
 // jobSlabLen of them), and payloads of up to payloadSlabMax bytes share chunks of payloadSlabLen. A slab lives while any of its jobs
 // does, so what replay allocates stays bounded by the state the journal held.
 const (
-	jobSlabLen     = 256
+	// 248 jobs of 264 bytes fill 64 KiB but 64 bytes: a slab is a large object, rounded up to
+	// 8 KiB pages (TestJobSlabFillsItsPages holds the two together).
+	jobSlabLen     = 248
+	histSlabLen    = 256
 	payloadSlabLen = 64 << 10
 	payloadSlabMax = 1 << 10
 )
@@ -1379,7 +1385,7 @@ const (
 // attempt fills it, a second one reallocates.
 func (m *Machine) historySlab() []AttemptRecord {
 	if len(m.histSlab) == 0 {
-		m.histSlab = make([]AttemptRecord, jobSlabLen)
+		m.histSlab = make([]AttemptRecord, histSlabLen)
 	}
 	h := m.histSlab[:0:1]
 	m.histSlab = m.histSlab[1:]
