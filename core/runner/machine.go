@@ -363,6 +363,7 @@ type Machine struct {
 	// Invariant: every Waiting job is in its kind's queue, no other job is in any.
 	kinds    map[string]*kind
 	kindList []*kind
+	lastKind *kind // the kind kindOf found last
 	// dispatched: admission was turned on once; Register is closed from then on.
 	dispatched bool
 	// unique maps the key (uniqueKey) of every non-terminal job that has one to its id.
