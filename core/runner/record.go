@@ -579,10 +579,18 @@ func (r *reader) name() string {
 
 // nameOf is name for the bytes b, already taken.
 func (r *reader) nameOf(b []byte) string {
-	if r.names == nil || len(b) == 0 {
-		return string(b)
+	if r.names == nil {
+		return strOf(b)
 	}
 	return r.names.intern(b)
+}
+
+// strOf is string(b) without the runtime call for an empty b (most kinds and keys are).
+func strOf(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return string(b)
 }
 
 func (in *interner) intern(b []byte) string {
@@ -648,7 +656,7 @@ func (r *reader) enqueued(rec *Record) bool {
 	}
 	o := &rec.Opts
 	o.Priority, o.AttemptsMax, o.Deadline = int(int32(prio)), int(attempts), time.Duration(int64(deadline))
-	o.Kind, o.Unique, o.UniqueFor = r.nameOf(kind), string(unique), time.Duration(int64(uniqueFor))
+	o.Kind, o.Unique, o.UniqueFor = r.nameOf(kind), strOf(unique), time.Duration(int64(uniqueFor))
 	return true
 }
 
