@@ -189,7 +189,7 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	if err != nil {
 		return nil, fmt.Errorf("runner: opening %q: %w", name, err)
 	}
-	m.replaying, m.names, m.jobSlab, m.payloadSlab, m.histSlab = false, nil, nil, nil, nil
+	m.endReplay()
 	e := &Engine{cfg: cfg, j: j, m: m, compactAt: cfg.CompactBytes}
 	e.orphans = m.requeueOrphans(now)
 	if e.orphans > 0 {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -107,12 +108,15 @@ func (q *heap) runPush(e entry) bool {
 	if q.head < len(q.run) && q.less(e, q.last) {
 		return false
 	}
-	e.j.idx[q.slot] = runIndex(len(q.run))
+	e.j.idx[q.slot] = int32(runIndex(len(q.run)))
 	q.run = append(q.run, e)
 	q.last = e
 	q.last.j = nil // the key is enough; keep no job alive
 	return true
 }
+
+// reserve makes room for n more entries in the run (a bulk push in ascending order).
+func (q *heap) reserve(n int) { q.run = slices.Grow(q.run, n) }
 
 // runRemove takes the job at run[p] out, then keeps head on a live entry and the holes few.
 func (q *heap) runRemove(p int) {
@@ -133,7 +137,7 @@ func (q *heap) runRemove(p int) {
 		n := 0
 		for _, e := range q.run[q.head:] {
 			if e.j != nil {
-				e.j.idx[q.slot] = runIndex(n)
+				e.j.idx[q.slot] = int32(runIndex(n))
 				q.run[n] = e
 				n++
 			}
@@ -168,20 +172,20 @@ func (q *heap) disorder() string {
 
 func (q *heap) swap(i, j int) {
 	q.h[i], q.h[j] = q.h[j], q.h[i]
-	q.h[i].j.idx[q.slot], q.h[j].j.idx[q.slot] = i, j
+	q.h[i].j.idx[q.slot], q.h[j].j.idx[q.slot] = int32(i), int32(j)
 }
 
 func (q *heap) push(j *job) {
 	if q.runPush(q.entryOf(j)) {
 		return
 	}
-	j.idx[q.slot] = len(q.h)
+	j.idx[q.slot] = int32(len(q.h))
 	q.h = append(q.h, q.entryOf(j))
-	q.up(j.idx[q.slot])
+	q.up(len(q.h) - 1)
 }
 
 func (q *heap) remove(j *job) {
-	i := j.idx[q.slot]
+	i := int(j.idx[q.slot])
 	if i < -1 {
 		q.runRemove(runPos(i))
 		return
@@ -207,9 +211,10 @@ func (q *heap) fix(j *job) {
 		q.push(j)
 		return
 	}
-	q.h[j.idx[q.slot]] = q.entryOf(j)
-	if !q.down(j.idx[q.slot]) {
-		q.up(j.idx[q.slot])
+	i := int(j.idx[q.slot])
+	q.h[i] = q.entryOf(j)
+	if !q.down(i) {
+		q.up(i)
 	}
 }
 
@@ -258,7 +263,7 @@ func newQueue() queue {
 // holds reports that j is where a waiting job must be: in timers, or in both due heaps.
 func (q *queue) holds(j *job) bool {
 	in := func(h *heap) bool {
-		i := j.idx[h.slot]
+		i := int(j.idx[h.slot])
 		if p := runPos(i); i < -1 {
 			return p >= h.head && p < len(h.run) && h.run[p] == h.entryOf(j)
 		}

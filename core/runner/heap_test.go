@@ -33,7 +33,7 @@ func TestHeapMinIsSmallestOfASortedModel(t *testing.T) {
 				}
 				j := &job{Job: Job{ID: nextID, Opts: Opts{Priority: rapid.IntRange(-1, 1).Draw(t, "priority")}}, dueKey: due}
 				j.Due = time.Unix(0, due).UTC()
-				j.idx = [slots]int{-1, -1, -1}
+				j.idx = [slots]int32{-1, -1, -1}
 				nextID++
 				q.push(j)
 				in = append(in, j)
@@ -62,7 +62,7 @@ func TestHeapMinIsSmallestOfASortedModel(t *testing.T) {
 			}
 			for _, j := range in {
 				e := q.entryOf(j)
-				p := j.idx[q.slot]
+				p := int(j.idx[q.slot])
 				if ok := (p >= 0 && p < len(q.h) && q.h[p] == e) || (p < -1 && runPos(p) < len(q.run) && q.run[runPos(p)] == e); !ok {
 					t.Fatalf("job %d indexed %d, not there", j.ID, p)
 				}

@@ -163,7 +163,8 @@ type Opts struct {
 	UniqueFor time.Duration
 }
 
-func (o Opts) validate() error {
+// validate takes a pointer: every record and job checks its options, and Opts is 64 bytes.
+func (o *Opts) validate() error {
 	switch {
 	case o.Priority < PriorityMin || o.Priority > PriorityMax:
 		return fmt.Errorf("priority %d outside [%d, %d]", o.Priority, PriorityMin, PriorityMax)

@@ -32,11 +32,18 @@ type kind struct {
 
 // kindOf returns the kind named name, adding it (unregistered, in name order) if new.
 func (m *Machine) kindOf(name string) *kind {
+	// Runs of jobs share a kind: the last one found costs a comparison, not a lookup (no
+	// kind is ever removed, so it stays valid).
+	if k := m.lastKind; k != nil && k.name == name {
+		return k
+	}
 	if k := m.kinds[name]; k != nil {
+		m.lastKind = k
 		return k
 	}
 	k := &kind{name: name, q: newQueue()}
 	m.kinds[name] = k
+	m.lastKind = k
 	i, _ := slices.BinarySearchFunc(m.kindList, name, func(a *kind, n string) int { return strings.Compare(a.name, n) })
 	m.kindList = slices.Insert(m.kindList, i, k)
 	return k

@@ -218,15 +218,17 @@ type Transition struct {
 // job is the machine's job; fields mirror Job.
 type job struct {
 	Job
-	idx  [slots]int // position in each of its kind's queue heaps; -1 when not in it
-	kind *kind      // Opts.Kind's state
-	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
-	// re-keyed in the queue: the heaps compare it instead of Due.
-	dueKey int64
+	// idx is the position in each of its kind's queue heaps; -1 when not in it. int32 (a
+	// heap of 2^31 jobs would not fit in memory) with the bools after it: 16 bytes less a job.
+	idx [slots]int32
 	// shared: History's array may have been handed out (Get, List, Snapshot, a loaded
 	// snapshot), so endAttempt copies it before writing; a fresh array is written in place.
 	shared bool
-	pruned bool // Prune is taking it out of order
+	pruned bool  // Prune is taking it out of order
+	kind   *kind // Opts.Kind's state
+	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
+	// re-keyed in the queue: the heaps compare it instead of Due.
+	dueKey int64
 }
 
 // job returns job id, or nil. Ids in order ascend and are unique, so job id is at an index
@@ -361,6 +363,7 @@ type Machine struct {
 	// Invariant: every Waiting job is in its kind's queue, no other job is in any.
 	kinds    map[string]*kind
 	kindList []*kind
+	lastKind *kind // the kind kindOf found last
 	// dispatched: admission was turned on once; Register is closed from then on.
 	dispatched bool
 	// unique maps the key (uniqueKey) of every non-terminal job that has one to its id.
@@ -1097,7 +1100,7 @@ func (m *Machine) encode(r Record) []byte {
 }
 
 func (m *Machine) applyAndAppend(r Record, data []byte) {
-	j, was, err := m.apply(r)
+	j, was, err := m.apply(&r)
 	if err != nil {
 		panic(fmt.Sprintf("runner: live transition refused: %v", err))
 	}
@@ -1116,12 +1119,12 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 	}
 	switch r.Tag {
 	case TagFinished, TagReleased, TagDeferred:
-		m.noting = append(m.noting, pendingTransition{m.seq, transitionOf(r, j)})
+		m.noting = append(m.noting, pendingTransition{m.seq, transitionOf(&r, j)})
 	}
 }
 
 // transitionOf is the Transition of r, applied to j.
-func transitionOf(r Record, j *job) Transition {
+func transitionOf(r *Record, j *job) Transition {
 	t := Transition{Tag: r.Tag, ID: r.ID, Target: j.Target, Attempt: r.Attempt, Kind: r.Kind,
 		Retryable: r.Retryable, Err: r.Err, Next: r.Next, Reason: r.Reason, Due: r.Due, End: r.At}
 	for _, h := range j.History {
@@ -1134,9 +1137,9 @@ func transitionOf(r Record, j *job) Transition {
 
 // apply is the one place durable state changes, live and in replay; it keeps the counts. It
 // returns the job and its state before (zero for a new job; no job for a schedule's record).
-func (m *Machine) apply(r Record) (*job, JobState, error) {
+func (m *Machine) apply(r *Record) (*job, JobState, error) {
 	if scheduleTag(r.Tag) {
-		return nil, 0, m.applySchedule(r)
+		return nil, 0, m.applySchedule(*r)
 	}
 	// Only an Enqueued record adds a job; every other one changes its job in place.
 	var j *job
@@ -1170,19 +1173,26 @@ func (m *Machine) count(s JobState, deferred bool, n int) {
 
 // applyRecord validates r against the state, then applies it; it changes nothing on error.
 // j is job r.ID (nil: none), which the caller has looked up.
-func (m *Machine) applyRecord(r Record, j *job) error {
+func (m *Machine) applyRecord(r *Record, j *job) error {
 	if r.Tag == TagEnqueued {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
 		}
-		if id, held := m.unique[uniqueKey(r.Opts)]; held {
+		if id, held := m.keyHolder(r.Opts); held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
-		j = m.newJob(Job{ID: r.ID, Target: r.Target, Payload: m.keepPayload(r.Payload),
-			State: Waiting, FirstDue: r.Due, Due: r.Due, Opts: r.Opts})
+		// Filled field by field: a Job literal would be built then copied whole.
+		j = m.newJob(r.Opts.Kind)
+		j.ID, j.Target, j.Payload, j.State = r.ID, r.Target, m.keepPayload(r.Payload), Waiting
+		j.FirstDue, j.Due, j.Opts = r.Due, r.Due, r.Opts
+		if m.replaying && len(m.order) == cap(m.order) {
+			// Doubled: append grows a large slice by a quarter, so replay would copy the
+			// table (with write barriers, as the GC marks) about five times over.
+			m.order = slices.Grow(m.order, max(len(m.order), 1024))
+		}
 		m.order = append(m.order, j)
 		m.nextID++
-		j.kind.q.push(j)
+		m.qpush(j)
 		m.holdKey(j)
 		m.maybeWarn(j.kind)
 		return nil
@@ -1204,15 +1214,17 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 	if j.State != want {
 		return fmt.Errorf("tag %d for job %d in state %v", r.Tag, r.ID, j.State)
 	}
-	if id, held := m.unique[uniqueKey(j.Opts)]; r.Tag == TagRetried && held {
-		return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
+	if r.Tag == TagRetried {
+		if id, held := m.keyHolder(j.Opts); held {
+			return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
+		}
 	}
 	switch r.Tag {
 	case TagStarted:
 		if r.Attempt != j.Attempts+1 {
 			return fmt.Errorf("job %d: started attempt %d after %d", r.ID, r.Attempt, j.Attempts)
 		}
-		j.kind.q.remove(j)
+		m.qremove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
 		grown := len(j.History) == cap(j.History) // append makes a new array
 		if j.History == nil && m.replaying {
@@ -1232,7 +1244,7 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		switch r.Next {
 		case Waiting:
 			j.State, j.Due = Waiting, r.Due
-			j.kind.q.push(j)
+			m.qpush(j)
 		default:
 			m.becomeTerminal(j, r.Next, r.Reason, r.At)
 		}
@@ -1243,29 +1255,79 @@ func (m *Machine) applyRecord(r Record, j *job) error {
 		// The attempt is given back: not counted, the job waits again at the due it started at.
 		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
-		j.kind.q.push(j)
+		m.qpush(j)
 	case TagExpired:
-		j.kind.q.remove(j)
+		m.qremove(j)
 		j.Deferred = false
 		m.becomeTerminal(j, Dead, r.Reason, time.Time{})
 	case TagDeferred:
 		j.Due, j.Deferred = r.Due, true
-		j.kind.q.fix(j)
+		m.qfix(j)
 	case TagCancelled:
 		if j.State == Waiting {
-			j.kind.q.remove(j)
+			m.qremove(j)
 		}
 		j.Deferred = false
 		m.becomeTerminal(j, Cancelled, NoReason, time.Time{})
 	case TagRetried:
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.FirstDue, j.Due = 0, r.Due, r.Due
-		j.kind.q.push(j)
+		m.qpush(j)
 		m.holdKey(j)
 	default:
 		return fmt.Errorf("unknown tag %d", r.Tag)
 	}
 	return nil
+}
+
+// qpush, qremove and qfix keep the queues; in replay they leave them to endReplay, which
+// queues the jobs left waiting once: a queue's order is (due, id), a total order, so building
+// it at the end gives the order one push per transition would, without growing the heaps by
+// doubling or pushing and removing every job that replay also sees start.
+func (m *Machine) qpush(j *job) {
+	if !m.replaying {
+		j.kind.q.push(j)
+	}
+}
+
+func (m *Machine) qremove(j *job) {
+	if !m.replaying {
+		j.kind.q.remove(j)
+	}
+}
+
+func (m *Machine) qfix(j *job) {
+	if !m.replaying {
+		j.kind.q.fix(j)
+	}
+}
+
+// endReplay ends a replay: it queues the waiting jobs in id order (a backlog's ids ascend
+// with its dues, so each push appends to its heap's run, sized once when there is one kind),
+// and drops what only replay needed.
+func (m *Machine) endReplay() {
+	m.replaying, m.names, m.jobSlab, m.payloadSlab, m.histSlab = false, nil, nil, nil, nil
+	if cap(m.order) > len(m.order)+len(m.order)/4 {
+		m.order = slices.Clone(m.order) // the slack of doubling: no more than append leaves
+	}
+	if len(m.kindList) == 1 {
+		m.kindList[0].q.timers.reserve(m.counts[Waiting])
+	}
+	for _, j := range m.order {
+		if j.State == Waiting {
+			j.kind.q.push(j)
+		}
+	}
+}
+
+// keyHolder is the non-terminal job holding o's unique key. No key, no lookup (the index
+// never holds ""): most jobs have none, and apply asks for every record.
+func (m *Machine) keyHolder(o Opts) (uint64, bool) {
+	if o.Unique == "" {
+		return 0, false
+	}
+	id, held := m.unique[uniqueKey(o)]
+	return id, held
 }
 
 // endAttempt records the end of attempt n in the history (if it is still there).
@@ -1290,17 +1352,18 @@ func attemptOutcome(k OutcomeKind) AttemptOutcome {
 	return AttemptFailed
 }
 
-func (m *Machine) newJob(j Job) *job {
+// newJob returns a zero job of kind k, in no heap; the caller fills its Job.
+func (m *Machine) newJob(k string) *job {
 	var nj *job
 	if m.replaying {
 		if len(m.jobSlab) == 0 {
 			m.jobSlab = make([]job, jobSlabLen)
 		}
 		nj, m.jobSlab = &m.jobSlab[0], m.jobSlab[1:]
-		*nj = job{Job: j, kind: m.kindOf(j.Opts.Kind)}
 	} else {
-		nj = &job{Job: j, kind: m.kindOf(j.Opts.Kind)}
+		nj = new(job)
 	}
+	nj.kind = m.kindOf(k)
 	for i := range nj.idx {
 		nj.idx[i] = -1
 	}
@@ -1311,7 +1374,10 @@ func (m *Machine) newJob(j Job) *job {
 // jobSlabLen of them), and payloads of up to payloadSlabMax bytes share chunks of payloadSlabLen. A slab lives while any of its jobs
 // does, so what replay allocates stays bounded by the state the journal held.
 const (
-	jobSlabLen     = 256
+	// 248 jobs of 264 bytes fill 64 KiB but 64 bytes: a slab is a large object, rounded up to
+	// 8 KiB pages (TestJobSlabFillsItsPages holds the two together).
+	jobSlabLen     = 248
+	histSlabLen    = 256
 	payloadSlabLen = 64 << 10
 	payloadSlabMax = 1 << 10
 )
@@ -1320,7 +1386,7 @@ const (
 // attempt fills it, a second one reallocates.
 func (m *Machine) historySlab() []AttemptRecord {
 	if len(m.histSlab) == 0 {
-		m.histSlab = make([]AttemptRecord, jobSlabLen)
+		m.histSlab = make([]AttemptRecord, histSlabLen)
 	}
 	h := m.histSlab[:0:1]
 	m.histSlab = m.histSlab[1:]
@@ -1386,11 +1452,11 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	if m.names == nil {
 		m.names = &interner{m: map[string]string{}}
 	}
-	r, err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag)
-	if err != nil {
+	var r Record
+	if err := decodeRecord(reader{b: data, alias: true, names: m.names}, tag, &r); err != nil {
 		return fmt.Errorf("runner: replay record %d: %w", m.snapshots, err)
 	}
-	if _, _, err := m.apply(r); err != nil {
+	if _, _, err := m.apply(&r); err != nil {
 		return fmt.Errorf("runner: replay record %d: %w: %w", m.snapshots, ErrDecode, err)
 	}
 	return nil
@@ -1407,7 +1473,8 @@ func (m *Machine) load(s Snapshot) error {
 		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
 	}
 	for i := range s.Jobs {
-		j := m.newJob(s.Jobs[i])
+		j := m.newJob(s.Jobs[i].Opts.Kind)
+		j.Job = s.Jobs[i]
 		j.shared = true // the caller's Snapshot holds the same History
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
 			if id, held := m.unique[k]; held {
@@ -1421,7 +1488,7 @@ func (m *Machine) load(s Snapshot) error {
 		m.order = append(m.order, j)
 		m.count(j.State, j.Deferred, +1)
 		if j.State == Waiting {
-			j.kind.q.push(j)
+			m.qpush(j)
 		}
 	}
 	return m.loadSchedules(s.Schedules)

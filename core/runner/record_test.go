@@ -257,3 +257,49 @@ func TestSnapshotWithShortWindowsDecodes(t *testing.T) {
 		t.Fatalf("(-want +got)\n%s", diff)
 	}
 }
+
+// enqueuedByReads decodes an Enqueued record's fields after its id with the general reads,
+// as decodeRecord did before its fast path.
+func enqueuedByReads(rd reader, r *Record) error {
+	r.Due = rd.time()
+	r.Target = rd.name()
+	r.Payload = rd.payload()
+	r.Opts = rd.opts()
+	return rd.done()
+}
+
+// The Enqueued fast path (reader.enqueued) decodes exactly what the general reads do, and
+// declines exactly what they refuse: on every valid record, every truncation of one, and
+// every one with a byte changed, interning and aliasing or not.
+func TestEnqueuedFastPathDecodesAsTheReads(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := genRecord(t)
+		if r.Tag != TagEnqueued {
+			return
+		}
+		data := EncodeRecord(r)[9:] // after version and id
+		if p := rapid.IntRange(-1, 2*len(data)-1).Draw(t, "cut or flip"); p >= len(data) {
+			data[p-len(data)] ^= rapid.Byte().Draw(t, "xor")
+		} else if p >= 0 {
+			data = data[:p]
+		}
+		alias := rapid.Bool().Draw(t, "alias")
+		var names *interner
+		if rapid.Bool().Draw(t, "interned") {
+			names = &interner{m: map[string]string{}}
+		}
+		var fast, slow Record
+		ok := (&reader{b: data, alias: alias, names: names}).enqueued(&fast)
+		err := enqueuedByReads(reader{b: data, alias: alias, names: names}, &slow)
+		if ok != (err == nil) {
+			t.Fatalf("fast path ok %v, reads' error %v", ok, err)
+		}
+		if ok {
+			if diff := cmp.Diff(slow, fast); diff != "" {
+				t.Fatalf("fast path differs (-reads +fast):\n%s", diff)
+			}
+		} else if !cmp.Equal(fast, Record{}) {
+			t.Fatalf("declining fast path changed the record: %+v", fast)
+		}
+	})
+}
