@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
 // The runner probe family: at some of the points where the world replays a copy of a node's
@@ -173,7 +174,7 @@ func (n *runnerNode) machineConfig() (runner.MachineConfig, bool) {
 		return runner.MachineConfig{}, false
 	}
 	return runner.MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity, RecordMax: c.RecordMax,
-		Grace: c.Grace, Logger: c.Logger, Rand: rand.New(rand.NewSource(1)), Decode: c.Decode, AgeMax: c.AgeMax,
+		Grace: c.Grace, Logger: c.Logger, Rand: lazyrand.New(1), Decode: c.Decode, AgeMax: c.AgeMax,
 		Kinds: c.Kinds, KindsOnly: c.KindsOnly}, true
 }
 
@@ -511,7 +512,7 @@ func (n *runnerNode) probeOlderJournal(r *rand.Rand) {
 	}
 	before, _ := readAll(d, journalName)
 	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewSource(1))
+	cfg.Rand = lazyrand.New(1)
 	_, rerr := runner.Replay(d, journalName, cfg)
 	e, oerr := runner.Open(d, journalName, cfg, w.now())
 	if e != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
 // The runner side of the world: runner nodes, each a process with its own simulated disk and
@@ -134,7 +135,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		}
 	}
 	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the live engine's stream
+	cfg.Rand = lazyrand.New(1) // never draw from the live engine's stream
 	snap, err := runner.Replay(cp, journalName, cfg)
 	if err != nil {
 		w.chk.Fail(InvReplayEqualsLive, "%s: replaying a copy of the disk after a commit: %v", n.name, err)
@@ -1356,7 +1357,7 @@ func (n *runnerNode) checkScanRefuses(what string) {
 	}
 	// runner.Replay (read-only: journal.Read) must refuse it as well.
 	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
+	cfg.Rand = lazyrand.New(1) // never draw from the node's stream
 	var err2 error
 	n.disk.WithoutReadFaults(func() { _, err2 = runner.Replay(n.disk, journalName, cfg) })
 	if err := err2; !refusal(err, what) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
 // SectorSize is the unit a torn write's garbage never crosses.
@@ -125,9 +126,9 @@ var _ core.FS = (*Disk)(nil)
 // New returns an empty disk whose random choices all come from seed.
 func New(seed int64) *Disk {
 	return &Disk{
-		rng:     rand.New(rand.NewSource(seed)),
-		rread:   rand.New(rand.NewSource(seed ^ 0x7ead)),
-		rmore:   rand.New(rand.NewSource(seed ^ 0x5407)),
+		rng:     lazyrand.New(seed),
+		rread:   lazyrand.New(seed ^ 0x7ead),
+		rmore:   lazyrand.New(seed ^ 0x5407),
 		live:    map[string]*inode{},
 		durable: map[string]*inode{},
 	}

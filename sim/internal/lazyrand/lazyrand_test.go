@@ -1,0 +1,44 @@
+package lazyrand
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// The lazy generator draws what an eagerly seeded one draws, through every method a run uses.
+func TestSameDraws(t *testing.T) {
+	for seed := int64(-3); seed < 200; seed++ {
+		a, b := rand.New(rand.NewSource(seed)), New(seed)
+		for i := 0; i < 50; i++ {
+			if x, y := a.Int63(), b.Int63(); x != y {
+				t.Fatalf("seed %d draw %d: Int63 %d != %d", seed, i, x, y)
+			}
+			if x, y := a.Uint64(), b.Uint64(); x != y {
+				t.Fatalf("seed %d: Uint64 %d != %d", seed, x, y)
+			}
+			if x, y := a.Intn(1+i), b.Intn(1+i); x != y {
+				t.Fatalf("seed %d: Intn %d != %d", seed, x, y)
+			}
+			if x, y := a.Float64(), b.Float64(); x != y {
+				t.Fatalf("seed %d: Float64 %v != %v", seed, x, y)
+			}
+			if x, y := a.Int63n(1000+int64(i)), b.Int63n(1000+int64(i)); x != y {
+				t.Fatalf("seed %d: Int63n %d != %d", seed, x, y)
+			}
+			if x, y := a.Perm(5), b.Perm(5); x[0] != y[0] || x[4] != y[4] {
+				t.Fatalf("seed %d: Perm %v != %v", seed, x, y)
+			}
+			if x, y := a.NormFloat64(), b.NormFloat64(); x != y {
+				t.Fatalf("seed %d: NormFloat64", seed)
+			}
+			if x, y := a.ExpFloat64(), b.ExpFloat64(); x != y {
+				t.Fatalf("seed %d: ExpFloat64", seed)
+			}
+		}
+		a.Seed(seed + 7)
+		b.Seed(seed + 7)
+		if x, y := a.Int63(), b.Int63(); x != y {
+			t.Fatalf("seed %d: after Seed %d != %d", seed, x, y)
+		}
+	}
+}
