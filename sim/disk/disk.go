@@ -84,6 +84,7 @@ type Disk struct {
 	dirUndecided int
 	nextIno      int
 	lastCrash    []string
+	scratch      []byte // checkInvariants' image buffer, reused
 }
 
 type dirKind int
@@ -492,6 +493,9 @@ func resize(b []byte, size int64) []byte {
 
 // put writes p at off, extending b with zeros up to off if needed.
 func put(b []byte, off int64, p []byte) []byte {
+	if off == int64(len(b)) {
+		return append(b, p...) // an append: no zeros to write first
+	}
 	if end := off + int64(len(p)); end > int64(len(b)) {
 		b = resize(b, end)
 	}
@@ -506,7 +510,14 @@ func (ino *inode) settle() {
 			return
 		}
 	}
-	for _, c := range ino.pending {
+	for i, c := range ino.pending {
+		if i == 0 && len(ino.base) == 0 && !c.truncate && c.off == 0 && !c.at {
+			// The first write of an empty file: its private copy becomes base (nothing else
+			// holds it once pending is dropped), sparing a copy of what may be a 1 MiB
+			// preallocation.
+			ino.base = c.data
+			continue
+		}
 		ino.base = c.apply(ino.base)
 	}
 	ino.pending = nil
