@@ -555,3 +555,37 @@ func (d *Disk) SettledLen(name string) int64 {
 	}
 	return int64(len(ino.base))
 }
+
+// AdoptSynced leaves the disk as Create, Write, Sync, Close and SyncDir of name with data
+// would, with one copy of data fewer, and reports true; the disk keeps data, which the caller
+// must not touch again. It does nothing and reports false (the caller makes the calls) on a
+// disk where those calls could fail or draw: faults set, failures queued, a crash point armed.
+func (d *Disk) AdoptSynced(name string, data []byte) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if checkName(OpCreate, name) != nil || d.faults != (faults.Disk{}) || d.crashAt != 0 {
+		return false
+	}
+	for op := range d.failq {
+		if len(d.failq[op]) > 0 || len(d.lateq[op]) > 0 {
+			return false
+		}
+	}
+	d.ops += 4 // create, write, sync, syncdir
+	ino := d.live[name]
+	if ino == nil {
+		d.nextIno++
+		ino = &inode{id: d.nextIno}
+		d.live[name] = ino
+	}
+	// Reads see a copy in the inode's buffer, as a Create over it and a Write leave it.
+	ino.data = append(ino.data[:0], data...)
+	ino.base, ino.pending = data, nil
+	d.durable = make(map[string]*inode, len(d.live))
+	for name, ino := range d.live { // order-free: copying a map
+		d.durable[name] = ino
+	}
+	d.dirLog = nil
+	d.dirUndecided = 0
+	return true
+}
