@@ -91,6 +91,14 @@ var invIndex = func() map[string]int {
 	return m
 }()
 
+// The indexes of the invariants checked for every receipt after every step, looked up once.
+var (
+	idxHiddenWhileWork   = invIndex[InvHiddenWhileWork]
+	idxDispositionPrompt = invIndex[InvDispositionPrompt]
+	idxRenewalOnTime     = invIndex[InvRenewalOnTime]
+	idxDropAtMargin      = invIndex[InvDropAtMargin]
+)
+
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string

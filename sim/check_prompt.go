@@ -363,7 +363,7 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		}
 		if m.began {
 			if m.renewing > 0 {
-				c.pass(InvDispositionPrompt)
+				c.checks[idxDispositionPrompt]++
 			} else {
 				c.check(InvDispositionPrompt, false, "receipt %s (worker %d): its handler's result came at %s, no renewal is in flight, and no disposition call went out",
 					r, m.worker, Offset(m.beganAt))
@@ -373,12 +373,12 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		if l == nil || (m.began && m.renewing == 0) {
 			continue
 		}
-		inv := InvRenewalOnTime
+		inv, idx := InvRenewalOnTime, idxRenewalOnTime
 		if l.drop {
-			inv = InvDropAtMargin
+			inv, idx = InvDropAtMargin, idxDropAtMargin
 		}
 		if c.now <= l.next+c.hiddenSlack {
-			c.pass(inv)
+			c.checks[idx]++
 		} else {
 			c.check(inv, false, "receipt %s (worker %d): the model says %s at %s (slack %s), still held at %s (attempt %d, local deadline %s)",
 				r, m.worker, l.what(), Offset(l.next), c.hiddenSlack, Offset(c.now), l.attempt, Offset(l.deadline))
