@@ -99,6 +99,13 @@ var (
 	idxDropAtMargin      = invIndex[InvDropAtMargin]
 )
 
+// workingRef is a receipt whose handler runs and its model, c.receipts[r] (held here: the
+// checks after every step visit each one).
+type workingRef struct {
+	r string
+	m *receiptModel
+}
+
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string
@@ -124,7 +131,7 @@ type Checker struct {
 
 	lease    LeaseParams
 	receipts map[string]*receiptModel
-	working  []string // receipts whose handler runs, in start order
+	working  []workingRef // receipts whose handler runs, in start order
 
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap
