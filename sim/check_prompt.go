@@ -129,6 +129,15 @@ func (c *Checker) runnerDue(n *nodeModel) {
 	if !n.up || n.stopping || n.running >= n.p.Capacity {
 		return
 	}
+	// The last target's and kind's answers, kept: jobs share a few of each, and the lookups
+	// below are pure.
+	var (
+		lastTarget, lastKind string
+		tLooked, kLooked     bool
+		from                 time.Duration
+		admits, full         bool
+		kindFree             time.Duration
+	)
 	for _, v := range n.live {
 		if v.State != "waiting" {
 			continue
@@ -141,8 +150,18 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if j == nil || j.cancelled || j.running {
 			continue
 		}
-		from, ok := n.breakers[v.Target].admitFrom(n.p.Probes)
-		if !ok || n.kindFull(j.kind) {
+		if !tLooked || v.Target != lastTarget {
+			from, admits = n.breakers[v.Target].admitFrom(n.p.Probes)
+			lastTarget, tLooked = v.Target, true
+		}
+		if !admits {
+			continue
+		}
+		if !kLooked || j.kind != lastKind {
+			full, kindFree = n.kindFull(j.kind), n.kindFreeSince[j.kind]
+			lastKind, kLooked = j.kind, true
+		}
+		if full {
 			continue
 		}
 		due, inv := v.Due, InvWorkConserving
@@ -155,7 +174,7 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if w.cap > 0 && w.cap < due {
 			due = w.cap
 		}
-		t := max(due, w.since, from, n.freeSince, n.kindFreeSince[j.kind])
+		t := max(due, w.since, from, n.freeSince, kindFree)
 		if t < n.dueBy {
 			n.dueBy, n.dueInv = t, inv
 			n.dueWhy = dueWhy{v, due, w.since, from, n.freeSince}
