@@ -131,7 +131,13 @@ type Checker struct {
 
 	lease    LeaseParams
 	receipts map[string]*receiptModel
+	received int          // Received calls: a change of receipts invalidates openSeen
 	working  []workingRef // receipts whose handler runs, in start order
+	// openSeen is each worker's open receipts at its last CheckWorker with their models (nil:
+	// none filed), valid while received is openAt[worker]: workers' open lists change little
+	// between the steps after which they are checked.
+	openSeen [][]workingRef // by worker id
+	openAt   []int
 
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap

@@ -54,6 +54,7 @@ func (c *Checker) receipt(r string) *receiptModel {
 func (c *Checker) Received(worker int, msg, receipt string, t0 time.Duration) {
 	m := &receiptModel{worker: worker, msg: msg, t0: t0, lease: c.newLease(t0)}
 	c.receipts[receipt] = m
+	c.received++
 	for i := range c.working {
 		if c.working[i].r == receipt {
 			c.working[i].m = m // the model the map holds, as a lookup by receipt finds it

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -365,6 +366,9 @@ func (c *Checker) renewReplied(m *receiptModel, err error) {
 	}
 }
 
+// verifyOpenSeen makes CheckWorker compare each model it kept with a lookup (tests only).
+var verifyOpenSeen atomic.Bool
+
 // CheckWorker checks one worker process after a step: open lists the receipts whose lease has
 // not ended (in receive order), handlers how many handlers hold a concurrency slot, limit the
 // concurrency, active whether the process is up and not stopping; wake and armed are the worker
@@ -372,8 +376,28 @@ func (c *Checker) renewReplied(m *receiptModel, err error) {
 func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, limit int, wake, armed time.Duration) {
 	waiting, earliest := 0, never
 	first := ""
-	for _, r := range open {
-		m := c.receipts[r]
+	for len(c.openSeen) <= worker {
+		c.openSeen, c.openAt = append(c.openSeen, nil), append(c.openAt, 0)
+	}
+	seen := c.openSeen[worker]
+	if c.openAt[worker] != c.received {
+		seen = seen[:0]
+	}
+	for i, r := range open {
+		var m *receiptModel
+		if i < len(seen) && seen[i].r == r {
+			m = seen[i].m // the same receipt, and no Received since: the same model
+			if verifyOpenSeen.Load() && m != c.receipts[r] {
+				panic("sim: CheckWorker's kept model of receipt " + r + " is not the checker's")
+			}
+		} else {
+			m = c.receipts[r]
+			if i < len(seen) {
+				seen[i] = workingRef{r, m}
+			} else {
+				seen = append(seen, workingRef{r, m})
+			}
+		}
 		if m == nil || m.dropped || m.dead || m.dispositions > 0 {
 			continue
 		}
@@ -406,6 +430,7 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 			earliest, first = l.next, r
 		}
 	}
+	c.openSeen[worker], c.openAt[worker] = seen[:min(len(seen), len(open))], c.received
 	if active && waiting > 0 {
 		if handlers >= limit {
 			c.pass(InvHandlerPrompt)
