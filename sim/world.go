@@ -561,7 +561,7 @@ func (w *World) fault(kind string) { w.st.Faults.Add(kind, 1) }
 // workload's long payloads and errors (up to MiBs, every few steps) cost no new copy each.
 func (w *World) repeated(c byte, n int) string {
 	if len(w.runs[c]) < n {
-		w.runs[c] = strings.Repeat(string(c), max(n, 2*len(w.runs[c])))
+		w.runs[c] = strings.Repeat(string(c), n) // lengths repeat: no room kept for growth
 	}
 	return w.runs[c][:n]
 }
