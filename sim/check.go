@@ -91,6 +91,21 @@ var invIndex = func() map[string]int {
 	return m
 }()
 
+// The indexes of the invariants checked for every receipt after every step, looked up once.
+var (
+	idxHiddenWhileWork   = invIndex[InvHiddenWhileWork]
+	idxDispositionPrompt = invIndex[InvDispositionPrompt]
+	idxRenewalOnTime     = invIndex[InvRenewalOnTime]
+	idxDropAtMargin      = invIndex[InvDropAtMargin]
+)
+
+// workingRef is a receipt whose handler runs and its model, c.receipts[r] (held here: the
+// checks after every step visit each one).
+type workingRef struct {
+	r string
+	m *receiptModel
+}
+
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string
@@ -116,7 +131,13 @@ type Checker struct {
 
 	lease    LeaseParams
 	receipts map[string]*receiptModel
-	working  []string // receipts whose handler runs, in start order
+	received int          // Received calls: a change of receipts invalidates openSeen
+	working  []workingRef // receipts whose handler runs, in start order
+	// openSeen is each worker's open receipts at its last CheckWorker with their models (nil:
+	// none filed), valid while received is openAt[worker]: workers' open lists change little
+	// between the steps after which they are checked.
+	openSeen [][]workingRef // by worker id
+	openAt   []int
 
 	hiddenSlack time.Duration // the scheduling families' slack (SetHiddenSlack)
 	overlaps    []overlap

@@ -52,7 +52,14 @@ func (c *Checker) receipt(r string) *receiptModel {
 
 // Received: worker received msg under receipt; t0 is when it sent the receive call.
 func (c *Checker) Received(worker int, msg, receipt string, t0 time.Duration) {
-	c.receipts[receipt] = &receiptModel{worker: worker, msg: msg, t0: t0, lease: c.newLease(t0)}
+	m := &receiptModel{worker: worker, msg: msg, t0: t0, lease: c.newLease(t0)}
+	c.receipts[receipt] = m
+	c.received++
+	for i := range c.working {
+		if c.working[i].r == receipt {
+			c.working[i].m = m // the model the map holds, as a lookup by receipt finds it
+		}
+	}
 }
 
 // HandlerStarted: worker started the handler for receipt's message.
@@ -61,8 +68,8 @@ func (c *Checker) HandlerStarted(receipt string) {
 	if !c.holds(InvLeaseNoCallAfter, !m.dropped) {
 		c.check(InvLeaseNoCallAfter, false, "handler started for dropped receipt %s", receipt)
 	}
-	for _, other := range c.working {
-		o := c.receipts[other]
+	for _, w := range c.working {
+		other, o := w.r, w.m
 		if o.msg == m.msg && !o.dropped {
 			if c.hiddenSlack > 0 {
 				c.overlaps = append(c.overlaps, overlap{first: other, second: receipt, by: c.now + c.hiddenSlack})
@@ -74,7 +81,7 @@ func (c *Checker) HandlerStarted(receipt string) {
 	}
 	c.check(InvNoConcurrent, true, "")
 	m.working, m.started = true, true
-	c.working = append(c.working, receipt)
+	c.working = append(c.working, workingRef{receipt, m})
 }
 
 // HandlerEnded: the handler for receipt stopped (finished, was cancelled, or its worker died).
@@ -84,8 +91,8 @@ func (c *Checker) HandlerEnded(receipt string) {
 		return
 	}
 	m.working = false
-	for i, r := range c.working {
-		if r == receipt {
+	for i, w := range c.working {
+		if w.r == receipt {
 			c.working = append(c.working[:i], c.working[i+1:]...)
 			break
 		}
@@ -176,13 +183,12 @@ func (c *Checker) Dropped(receipt string) { c.receipt(receipt).dropped = true }
 // WorkerCrashed: worker died; its handlers stopped and its receipts can make no more calls.
 func (c *Checker) WorkerCrashed(worker int) {
 	keep := c.working[:0]
-	for _, r := range c.working {
-		m := c.receipts[r]
-		if m.worker == worker {
+	for _, w := range c.working {
+		if m := w.m; m.worker == worker {
 			m.working = false
 			continue
 		}
-		keep = append(keep, r)
+		keep = append(keep, w)
 	}
 	c.working = keep
 	for _, m := range c.receipts { // order does not matter: each is marked alike
@@ -201,8 +207,8 @@ func (c *Checker) WorkerCrashed(worker int) {
 // Under the scheduling families (SetHiddenSlack) a handler may run up to the slack past the
 // instant its message was first seen visible, and a second consumer's overlap must end within it.
 func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
-	for _, r := range c.working {
-		m := c.receipts[r]
+	for _, w := range c.working {
+		r, m := w.r, w.m
 		ok := hidden(m.msg, r)
 		if !ok && c.hiddenSlack > 0 {
 			if !m.visible {
@@ -211,7 +217,7 @@ func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
 			ok = c.now-m.visibleSince <= c.hiddenSlack
 		}
 		if ok { // counted without building the failure's arguments (this runs after every step)
-			c.Pass(InvHiddenWhileWork)
+			c.checks[idxHiddenWhileWork]++
 			continue
 		}
 		c.check(InvHiddenWhileWork, false, "handler of message %s (receipt %s, worker %d) runs while the message is visible at the queue",

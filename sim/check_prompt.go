@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -129,6 +130,15 @@ func (c *Checker) runnerDue(n *nodeModel) {
 	if !n.up || n.stopping || n.running >= n.p.Capacity {
 		return
 	}
+	// The last target's and kind's answers, kept: jobs share a few of each, and the lookups
+	// below are pure.
+	var (
+		lastTarget, lastKind string
+		tLooked, kLooked     bool
+		from                 time.Duration
+		admits, full         bool
+		kindFree             time.Duration
+	)
 	for _, v := range n.live {
 		if v.State != "waiting" {
 			continue
@@ -141,8 +151,18 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if j == nil || j.cancelled || j.running {
 			continue
 		}
-		from, ok := n.breakers[v.Target].admitFrom(n.p.Probes)
-		if !ok || n.kindFull(j.kind) {
+		if !tLooked || v.Target != lastTarget {
+			from, admits = n.breakers[v.Target].admitFrom(n.p.Probes)
+			lastTarget, tLooked = v.Target, true
+		}
+		if !admits {
+			continue
+		}
+		if !kLooked || j.kind != lastKind {
+			full, kindFree = n.kindFull(j.kind), n.kindFreeSince[j.kind]
+			lastKind, kLooked = j.kind, true
+		}
+		if full {
 			continue
 		}
 		due, inv := v.Due, InvWorkConserving
@@ -155,7 +175,7 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if w.cap > 0 && w.cap < due {
 			due = w.cap
 		}
-		t := max(due, w.since, from, n.freeSince, n.kindFreeSince[j.kind])
+		t := max(due, w.since, from, n.freeSince, kindFree)
 		if t < n.dueBy {
 			n.dueBy, n.dueInv = t, inv
 			n.dueWhy = dueWhy{v, due, w.since, from, n.freeSince}
@@ -346,6 +366,9 @@ func (c *Checker) renewReplied(m *receiptModel, err error) {
 	}
 }
 
+// verifyOpenSeen makes CheckWorker compare each model it kept with a lookup (tests only).
+var verifyOpenSeen atomic.Bool
+
 // CheckWorker checks one worker process after a step: open lists the receipts whose lease has
 // not ended (in receive order), handlers how many handlers hold a concurrency slot, limit the
 // concurrency, active whether the process is up and not stopping; wake and armed are the worker
@@ -353,8 +376,28 @@ func (c *Checker) renewReplied(m *receiptModel, err error) {
 func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, limit int, wake, armed time.Duration) {
 	waiting, earliest := 0, never
 	first := ""
-	for _, r := range open {
-		m := c.receipts[r]
+	for len(c.openSeen) <= worker {
+		c.openSeen, c.openAt = append(c.openSeen, nil), append(c.openAt, 0)
+	}
+	seen := c.openSeen[worker]
+	if c.openAt[worker] != c.received {
+		seen = seen[:0]
+	}
+	for i, r := range open {
+		var m *receiptModel
+		if i < len(seen) && seen[i].r == r {
+			m = seen[i].m // the same receipt, and no Received since: the same model
+			if verifyOpenSeen.Load() && m != c.receipts[r] {
+				panic("sim: CheckWorker's kept model of receipt " + r + " is not the checker's")
+			}
+		} else {
+			m = c.receipts[r]
+			if i < len(seen) {
+				seen[i] = workingRef{r, m}
+			} else {
+				seen = append(seen, workingRef{r, m})
+			}
+		}
 		if m == nil || m.dropped || m.dead || m.dispositions > 0 {
 			continue
 		}
@@ -363,7 +406,7 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		}
 		if m.began {
 			if m.renewing > 0 {
-				c.pass(InvDispositionPrompt)
+				c.checks[idxDispositionPrompt]++
 			} else {
 				c.check(InvDispositionPrompt, false, "receipt %s (worker %d): its handler's result came at %s, no renewal is in flight, and no disposition call went out",
 					r, m.worker, Offset(m.beganAt))
@@ -373,12 +416,12 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 		if l == nil || (m.began && m.renewing == 0) {
 			continue
 		}
-		inv := InvRenewalOnTime
+		inv, idx := InvRenewalOnTime, idxRenewalOnTime
 		if l.drop {
-			inv = InvDropAtMargin
+			inv, idx = InvDropAtMargin, idxDropAtMargin
 		}
 		if c.now <= l.next+c.hiddenSlack {
-			c.pass(inv)
+			c.checks[idx]++
 		} else {
 			c.check(inv, false, "receipt %s (worker %d): the model says %s at %s (slack %s), still held at %s (attempt %d, local deadline %s)",
 				r, m.worker, l.what(), Offset(l.next), c.hiddenSlack, Offset(c.now), l.attempt, Offset(l.deadline))
@@ -387,6 +430,7 @@ func (c *Checker) CheckWorker(worker int, active bool, open []string, handlers, 
 			earliest, first = l.next, r
 		}
 	}
+	c.openSeen[worker], c.openAt[worker] = seen[:min(len(seen), len(open))], c.received
 	if active && waiting > 0 {
 		if handlers >= limit {
 			c.pass(InvHandlerPrompt)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
 // Forged schedule records, with the damage family: at a damaged node's crash, when its synced
@@ -478,7 +479,7 @@ func (n *runnerNode) checkForgedCopy(cp *disk.Disk) {
 		return
 	}
 	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the live engine's stream
+	cfg.Rand = lazyrand.New(1) // never draw from the live engine's stream
 	_, err = runner.Replay(cp, journalName, cfg)
 	if !refusal(err, what) {
 		w.chk.Fail(InvCorruptionRefused, "%s: a copy of its journal with %s replayed with %v, want a refusal naming corruption", n.name, what, err)

@@ -101,7 +101,7 @@ func (n *runnerNode) bigPayload(payload string, oversize bool) string {
 	}
 	n.w.fault("big-record")
 	n.w.jfam().big[n.id] = nil // one per node: every later copy, replay and crash of its file pays for it
-	return payload + strings.Repeat("z", 1<<20+r.Intn(bigRecordMax-1<<20-8192))
+	return payload + n.w.repeated('z', 1<<20+r.Intn(bigRecordMax-1<<20-8192))
 }
 
 // checkCompactRefused checks a commit's compaction refused for its snapshot's size: a kept

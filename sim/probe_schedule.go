@@ -191,10 +191,10 @@ func (n *runnerNode) probeSchedules() {
 	bo := badOpts[r.Intn(len(badOpts))]
 	probes := []probe{
 		{ok(runner.NewSchedule{Name: name, Spec: bs.spec}), runner.ErrSchedule, []string{strconv.Quote(bs.spec), bs.says, strconv.Quote(name)}},
-		{ok(runner.NewSchedule{Name: strings.Repeat("n", 201+r.Intn(50)), Spec: "@every 10s"}), runner.ErrSchedule, []string{"a name has"}},
+		{ok(runner.NewSchedule{Name: w.repeated('n', 201+r.Intn(50)), Spec: "@every 10s"}), runner.ErrSchedule, []string{"a name has"}},
 		{ok(runner.NewSchedule{Name: name, Spec: "@every 10s", CatchUp: runner.CatchUp(2 + r.Intn(254))}), runner.ErrSchedule, []string{"catch-up", strconv.Quote(name)}},
 		{ok(runner.NewSchedule{Opts: bo.o}), runner.ErrJob, []string{bo.says, strconv.Quote(name)}},
-		{ok(runner.NewSchedule{Name: name, Spec: "@every 10s" + strings.Repeat(" ", n.cfg.RecordMax)}), runner.ErrTooLarge, []string{"RecordMax"}},
+		{ok(runner.NewSchedule{Name: name, Spec: n.tooLongSpec()}), runner.ErrTooLarge, []string{"RecordMax"}},
 	}
 	if r.Intn(2) == 0 { // an empty target, in place of the options
 		probes[3] = probe{runner.NewSchedule{Name: name, Spec: "@every 10s", Payload: []byte("probe")}, runner.ErrJob, []string{"empty target", strconv.Quote(name)}}
@@ -256,4 +256,13 @@ func (n *runnerNode) probeUnregistered() {
 	}
 	n.pending[t] = pendingCmd{kind: cmdCancel, id: id}
 	w.trace(n.name, "probe: job "+strconv.FormatUint(id, 10)+" of unregistered kind "+retiredKind+" waits unstarted; cancel id="+strconv.FormatUint(id, 10))
+}
+
+// tooLongSpec is a spec of RecordMax bytes and more (the trailing blanks), built once per
+// RecordMax: it may be MiBs long.
+func (n *runnerNode) tooLongSpec() string {
+	if want := len("@every 10s") + n.cfg.RecordMax; len(n.longSpec) != want {
+		n.longSpec = "@every 10s" + n.w.repeated(' ', n.cfg.RecordMax)
+	}
+	return n.longSpec
 }

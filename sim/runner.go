@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
 // The runner side of the world: runner nodes, each a process with its own simulated disk and
@@ -35,7 +36,7 @@ const undecodable = "!"
 
 // decodePayload is the world's codec behind the engine's decode-check port.
 func decodePayload(p []byte) (any, error) {
-	if strings.HasPrefix(string(p), undecodable) {
+	if len(p) > 0 && p[0] == undecodable[0] { // undecodable is one byte; no copy of p to test it
 		return nil, errors.New("simulated undecodable payload")
 	}
 	return string(p), nil
@@ -66,6 +67,8 @@ type runnerNode struct {
 	disk *disk.Disk
 	cfg  runner.Config
 	e    *runner.Engine
+
+	longSpec string // tooLongSpec's, for the RecordMax it was built for
 
 	up      bool
 	gen     int
@@ -134,13 +137,13 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		}
 	}
 	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the live engine's stream
+	cfg.Rand = lazyrand.New(1) // never draw from the live engine's stream
 	snap, err := runner.Replay(cp, journalName, cfg)
 	if err != nil {
 		w.chk.Fail(InvReplayEqualsLive, "%s: replaying a copy of the disk after a commit: %v", n.name, err)
 		return
 	}
-	if d := diffStatesMode(live, jobViews(snap), false); d != "" || len(snap.Jobs) != len(live) {
+	if d := diffStatesMode(live, jobViewsAfter(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit differs from the live state: %s (%d jobs live, %d replayed)",
 			n.name, d, len(live), len(snap.Jobs))
 		return
@@ -224,7 +227,12 @@ func readFile(fsys *disk.Disk, name string) ([]byte, error) {
 	return buf, nil
 }
 
+// writeSynced makes name hold data, durable; fsys may keep data, which the caller must not
+// touch again.
 func writeSynced(fsys *disk.Disk, name string, data []byte) error {
+	if fsys.AdoptSynced(name, data) {
+		return nil // the same calls' effect, on a disk where none of them can fail or draw
+	}
 	f, err := fsys.Create(name)
 	if err != nil {
 		return err
@@ -389,7 +397,7 @@ func (n *runnerNode) start() {
 	if n.gen > 1 {
 		n.traceRecovered(st)
 	}
-	views := jobViews(st)
+	views := jobViewsAfter(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
 	n.noteState(views)
@@ -471,7 +479,7 @@ func (n *runnerNode) finishStop() {
 	w := n.w
 	res, err := n.e.Flush(w.now())
 	if err != nil {
-		w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+		w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
 		w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		n.crash("flushing at stop: " + err.Error())
 		return
@@ -490,7 +498,7 @@ func (n *runnerNode) finishStop() {
 			w.fault("compaction-failed")
 			w.trace(n.name, "compaction at close failed: "+err.Error())
 		} else {
-			w.chk.Compacted(n.id, jobViews(n.e.State()))
+			w.chk.Compacted(n.id, jobViewsAfter(n.views, n.e.State()))
 			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
 			w.trace(n.name, "compacted at close")
 		}
@@ -620,7 +628,7 @@ func (n *runnerNode) produce() {
 		switch u := w.rWork.Float64(); {
 		case u < 0.01:
 			// Over the record limit: Enqueue must refuse it before anything is written.
-			payload += strings.Repeat("x", n.cfg.RecordMax+1)
+			payload += w.repeated('x', n.cfg.RecordMax+1)
 			oversize = true
 		case u < 0.02:
 			// A payload the handler's codec cannot decode: the engine fails the job
@@ -628,7 +636,7 @@ func (n *runnerNode) produce() {
 			payload = undecodable + payload
 		case u < 0.1:
 			// A large record: its frame spans sectors, so a crash can persist it in pieces.
-			payload += strings.Repeat("y", 500+w.rWork.Intn(recordMax-1000))
+			payload += w.repeated('y', 500+w.rWork.Intn(recordMax-1000))
 		}
 		payload = n.bigPayload(payload, oversize) // journal_fam.go
 		var o runner.Opts
@@ -931,7 +939,7 @@ func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
 	}
 	if err != nil {
 		if f.b.Empty() { // Begin failed: what it wrote, if anything, is all there is
-			w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		}
 		w.trace(n.name, "commit failed: "+err.Error())
@@ -1225,7 +1233,7 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 		w.trace(n.name, "done "+tok.String()+" "+ex.what)
 		long := out.Kind == runner.OutcomeFailed && n.longError()
 		if long {
-			out.Err += ": " + strings.Repeat("x", n.cfg.RecordMax) // a handler's error longer than a record
+			out.Err += ": " + w.repeated('x', n.cfg.RecordMax) // a handler's error longer than a record
 		}
 		if err := n.e.AttemptDone(w.now(), tok, out); err != nil {
 			w.trace(n.name, "outcome refused: "+err.Error())
@@ -1356,7 +1364,7 @@ func (n *runnerNode) checkScanRefuses(what string) {
 	}
 	// runner.Replay (read-only: journal.Read) must refuse it as well.
 	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewSource(1)) // never draw from the node's stream
+	cfg.Rand = lazyrand.New(1) // never draw from the node's stream
 	var err2 error
 	n.disk.WithoutReadFaults(func() { _, err2 = runner.Replay(n.disk, journalName, cfg) })
 	if err := err2; !refusal(err, what) {

@@ -182,7 +182,7 @@ func (n *runnerNode) noteFirings(before, after []runner.Schedule, next, upTo uin
 	if split {
 		acked = false
 		defer func() {
-			w.chk.CommitUnacked(n.id, jobViews(n.e.State()))
+			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 			n.crash("between the batch of a period's job and the batch of its schedule's advance (planted defect)")
 		}()

@@ -19,3 +19,21 @@ func TestLiveViewsEqualSnapshotViews(t *testing.T) {
 		}
 	}
 }
+
+// CheckWorker's kept receipt models are the ones a lookup finds, at every check (it panics
+// otherwise: a fault), over the worker-heavy profiles.
+func TestOpenSeenEqualsLookup(t *testing.T) {
+	verifyOpenSeen.Store(true)
+	defer verifyOpenSeen.Store(false)
+	for _, p := range []string{"swarm", "network", "fleet"} {
+		for seed := int64(1); seed <= 40; seed++ {
+			res, err := Run(Options{Seed: seed, Profile: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Fault != "" {
+				t.Fatalf("seed %d %s: %s", seed, p, res.Fault)
+			}
+		}
+	}
+}

@@ -42,6 +42,7 @@ type World struct {
 	tr   *Trace
 	chk  *Checker
 	st   Stats
+	runs [256]string // repeated's strings of one byte, by the byte
 
 	faultsOn              bool
 	liveness              bool
@@ -555,3 +556,12 @@ func (w *World) clearSector(n *runnerNode, off int64) int {
 
 // fault counts one injected fault and traces it.
 func (w *World) fault(kind string) { w.st.Faults.Add(kind, 1) }
+
+// repeated is strings.Repeat(string(c), n) cut from a string of c's kept for the run: the
+// workload's long payloads and errors (up to MiBs, every few steps) cost no new copy each.
+func (w *World) repeated(c byte, n int) string {
+	if len(w.runs[c]) < n {
+		w.runs[c] = strings.Repeat(string(c), n) // lengths repeat: no room kept for growth
+	}
+	return w.runs[c][:n]
+}

@@ -63,7 +63,7 @@ func (d *Disk) Crash() {
 			report = append(report, fmt.Sprintf("%s: bit %d of byte %d flipped", name, bit, off))
 		}
 		ino.base = img
-		ino.data = append([]byte(nil), img...)
+		ino.data = append(ino.data[:0], img...) // the old buffer: nothing else holds it
 		ino.pending = nil
 	}
 	d.live = dir
@@ -86,7 +86,9 @@ func (d *Disk) LastCrash() string {
 // crashImage draws the fate of each unsynced change of ino (rule 3) and returns the contents
 // that persist.
 func (d *Disk) crashImage(name string, ino *inode, report *[]string) []byte {
-	img := append([]byte(nil), ino.base...)
+	// Built over base itself: base is replaced by the image, and no other slice holds its
+	// bytes (pending changes own copies of theirs).
+	img := ino.base
 	// A synced change made the file's size durable, so garbage of an earlier torn write must
 	// not grow the file past its own end.
 	lastSynced := -1

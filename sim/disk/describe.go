@@ -63,13 +63,14 @@ func (d *Disk) checkInvariants() error {
 		if ino == nil {
 			ino = d.durable[name]
 		}
-		img := append([]byte(nil), ino.base...)
+		img := append(d.scratch[:0], ino.base...)
 		for _, c := range ino.pending {
 			if c.synced && c.undecided {
 				return fmt.Errorf("disk: %s: a change both synced and undecided", name)
 			}
 			img = c.apply(img)
 		}
+		d.scratch = img
 		if string(img) != string(ino.data) {
 			return fmt.Errorf("disk: %s: durable contents plus pending changes differ from what reads see", name)
 		}

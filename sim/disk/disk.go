@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
 // SectorSize is the unit a torn write's garbage never crosses.
@@ -83,6 +84,7 @@ type Disk struct {
 	dirUndecided int
 	nextIno      int
 	lastCrash    []string
+	scratch      []byte // checkInvariants' image buffer, reused
 }
 
 type dirKind int
@@ -125,9 +127,9 @@ var _ core.FS = (*Disk)(nil)
 // New returns an empty disk whose random choices all come from seed.
 func New(seed int64) *Disk {
 	return &Disk{
-		rng:     rand.New(rand.NewSource(seed)),
-		rread:   rand.New(rand.NewSource(seed ^ 0x7ead)),
-		rmore:   rand.New(rand.NewSource(seed ^ 0x5407)),
+		rng:     lazyrand.New(seed),
+		rread:   lazyrand.New(seed ^ 0x7ead),
+		rmore:   lazyrand.New(seed ^ 0x5407),
 		live:    map[string]*inode{},
 		durable: map[string]*inode{},
 	}
@@ -491,6 +493,9 @@ func resize(b []byte, size int64) []byte {
 
 // put writes p at off, extending b with zeros up to off if needed.
 func put(b []byte, off int64, p []byte) []byte {
+	if off == int64(len(b)) {
+		return append(b, p...) // an append: no zeros to write first
+	}
 	if end := off + int64(len(p)); end > int64(len(b)) {
 		b = resize(b, end)
 	}
@@ -505,7 +510,14 @@ func (ino *inode) settle() {
 			return
 		}
 	}
-	for _, c := range ino.pending {
+	for i, c := range ino.pending {
+		if i == 0 && len(ino.base) == 0 && !c.truncate && c.off == 0 && !c.at {
+			// The first write of an empty file: its private copy becomes base (nothing else
+			// holds it once pending is dropped), sparing a copy of what may be a 1 MiB
+			// preallocation.
+			ino.base = c.data
+			continue
+		}
 		ino.base = c.apply(ino.base)
 	}
 	ino.pending = nil
@@ -542,4 +554,38 @@ func (d *Disk) SettledLen(name string) int64 {
 		return -1
 	}
 	return int64(len(ino.base))
+}
+
+// AdoptSynced leaves the disk as Create, Write, Sync, Close and SyncDir of name with data
+// would, with one copy of data fewer, and reports true; the disk keeps data, which the caller
+// must not touch again. It does nothing and reports false (the caller makes the calls) on a
+// disk where those calls could fail or draw: faults set, failures queued, a crash point armed.
+func (d *Disk) AdoptSynced(name string, data []byte) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if checkName(OpCreate, name) != nil || d.faults != (faults.Disk{}) || d.crashAt != 0 {
+		return false
+	}
+	for op := range d.failq {
+		if len(d.failq[op]) > 0 || len(d.lateq[op]) > 0 {
+			return false
+		}
+	}
+	d.ops += 4 // create, write, sync, syncdir
+	ino := d.live[name]
+	if ino == nil {
+		d.nextIno++
+		ino = &inode{id: d.nextIno}
+		d.live[name] = ino
+	}
+	// Reads see a copy in the inode's buffer, as a Create over it and a Write leave it.
+	ino.data = append(ino.data[:0], data...)
+	ino.base, ino.pending = data, nil
+	d.durable = make(map[string]*inode, len(d.live))
+	for name, ino := range d.live { // order-free: copying a map
+		d.durable[name] = ino
+	}
+	d.dirLog = nil
+	d.dirUndecided = 0
+	return true
 }

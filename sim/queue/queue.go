@@ -104,6 +104,12 @@ type message struct {
 	deleted    bool
 	dead       bool // moved to the dead-letter queue
 	index      int  // position in the live heap, -1 when not live
+	// checked is the receipt, seq and count checkInvariants last found consistent: the check
+	// is a function of the three alone, and most messages' stay the same between checks.
+	checked struct {
+		receipt    string
+		seq, count int
+	}
 }
 
 // New returns an empty queue. rng may be nil unless cfg.Lapsed is LapsedMixed.

@@ -1,6 +1,9 @@
 package queue
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // isReceiptOf(m, r) agrees with r == receiptOf(m) on issued receipts and on near misses.
 func TestIsReceiptOfEqualsComparingTheBuiltReceipt(t *testing.T) {
@@ -15,6 +18,30 @@ func TestIsReceiptOfEqualsComparingTheBuiltReceipt(t *testing.T) {
 					t.Errorf("seq %d count %d receipt %q: isReceiptOf %v, want %v", seq, count, r, got, want)
 				}
 			}
+		}
+	}
+}
+
+// checkInvariants remembers a consistent receipt, but a change of the receipt, the count or
+// the seq after it is still caught.
+func TestReceiptCheckRemembersOnlyWhatItChecked(t *testing.T) {
+	for _, spoil := range []func(m *message){
+		func(m *message) { m.receipt = m.receipt + "0" },
+		func(m *message) { m.count++ },
+		func(m *message) { m.seq++ },
+	} {
+		q := New(Config{}, nil)
+		now := time.Unix(0, 0)
+		q.Send(now, []byte("x"))
+		if got := q.Receive(now, 1, time.Minute); len(got) != 1 {
+			t.Fatalf("received %d", len(got))
+		}
+		if err := q.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+		spoil(q.msgs[0])
+		if err := q.CheckInvariants(); err == nil {
+			t.Fatal("a spoiled receipt passed")
 		}
 	}
 }

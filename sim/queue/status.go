@@ -178,8 +178,12 @@ func (q *Queue) checkInvariants() error {
 			}
 			continue
 		}
-		if !q.isReceiptOf(m, m.receipt) {
-			errs = append(errs, fmt.Errorf("queue %s: message %s receipt %q, want %q", q.cfg.Name, m.id, m.receipt, q.receiptOf(m)))
+		if c := &m.checked; c.receipt != m.receipt || c.seq != m.seq || c.count != m.count {
+			if !q.isReceiptOf(m, m.receipt) {
+				errs = append(errs, fmt.Errorf("queue %s: message %s receipt %q, want %q", q.cfg.Name, m.id, m.receipt, q.receiptOf(m)))
+			} else {
+				c.receipt, c.seq, c.count = m.receipt, m.seq, m.count
+			}
 		}
 		if m.visibleAt.Before(m.receivedAt) || m.visibleAt.After(m.receivedAt.Add(VisibilityCeiling)) {
 			errs = append(errs, fmt.Errorf("queue %s: message %s visible at %s outside [received %s, +12h]", q.cfg.Name, m.id, q.offset(m.visibleAt), q.offset(m.receivedAt)))

@@ -1,0 +1,62 @@
+package lazyrand
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// The lazy generator draws what an eagerly seeded one draws, through every method a run uses.
+func TestSameDraws(t *testing.T) {
+	for seed := int64(-3); seed < 300; seed++ {
+		a, b := rand.New(rand.NewSource(seed)), New(seed)
+		for i := 0; i < 50; i++ {
+			if x, y := a.Int63(), b.Int63(); x != y {
+				t.Fatalf("seed %d draw %d: Int63 %d != %d", seed, i, x, y)
+			}
+			if x, y := a.Uint64(), b.Uint64(); x != y {
+				t.Fatalf("seed %d: Uint64 %d != %d", seed, x, y)
+			}
+			if x, y := a.Intn(1+i), b.Intn(1+i); x != y {
+				t.Fatalf("seed %d: Intn %d != %d", seed, x, y)
+			}
+			if x, y := a.Float64(), b.Float64(); x != y {
+				t.Fatalf("seed %d: Float64 %v != %v", seed, x, y)
+			}
+			if x, y := a.Int63n(1000+int64(i)), b.Int63n(1000+int64(i)); x != y {
+				t.Fatalf("seed %d: Int63n %d != %d", seed, x, y)
+			}
+			if x, y := a.Perm(5), b.Perm(5); x[0] != y[0] || x[4] != y[4] {
+				t.Fatalf("seed %d: Perm %v != %v", seed, x, y)
+			}
+			if x, y := a.NormFloat64(), b.NormFloat64(); x != y {
+				t.Fatalf("seed %d: NormFloat64", seed)
+			}
+			if x, y := a.ExpFloat64(), b.ExpFloat64(); x != y {
+				t.Fatalf("seed %d: ExpFloat64", seed)
+			}
+		}
+		a.Seed(seed + 7)
+		b.Seed(seed + 7)
+		if x, y := a.Int63(), b.Int63(); x != y {
+			t.Fatalf("seed %d: after Seed %d != %d", seed, x, y)
+		}
+	}
+}
+
+// Draw by draw across the switch to a seeded source, for seeds math/rand treats apart
+// (zero, negative, multiples of 2^31-1, extremes).
+func TestSameUint64(t *testing.T) {
+	seeds := []int64{0, 1, -1, 2, int32max, -int32max, 2 * int32max, 89482311, 1 << 62, -1 << 63, 1<<63 - 1}
+	r := rand.New(rand.NewSource(7))
+	for range 2000 {
+		seeds = append(seeds, r.Int63()-r.Int63())
+	}
+	for _, seed := range seeds {
+		a, b := rand.NewSource(seed).(rand.Source64), New(seed)
+		for i := 0; i < cheapMax+40; i++ {
+			if x, y := a.Uint64(), b.Uint64(); x != y {
+				t.Fatalf("seed %d draw %d: %x != %x", seed, i, x, y)
+			}
+		}
+	}
+}
