@@ -97,7 +97,7 @@ func (s *FS) Create(name string) (core.File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &file{f: f, path: path}, nil
+	return &file{f: f, path: path}, nil // size 0: just truncated
 }
 
 // Open opens an existing file for reading and appending.
@@ -110,7 +110,12 @@ func (s *FS) Open(name string) (core.File, error) {
 	if err != nil {
 		return nil, wrap("open", path, err)
 	}
-	return &file{f: f, path: path}, nil
+	fl := &file{f: f, path: path}
+	if _, err := fl.Size(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return fl, nil
 }
 
 // Rename atomically replaces to with from and fsyncs the directory (rule 2).
@@ -181,21 +186,26 @@ type file struct {
 	f      *os.File
 	path   string
 	closed bool // datasync's raw descriptor access reports a closed file in its own words
+	// size is the file's length as this handle last saw it (at open, after its own writes,
+	// truncates and Size calls): WriteAt's bound, checked without a system call. An fstat
+	// before each overwrite made the fdatasync after it about 50 µs slower on ext4 here,
+	// which is most of what writing over preallocated space saves.
+	size int64
 }
 
 func (f *file) Write(p []byte) (int, error) {
-	if _, err := f.f.Seek(0, io.SeekEnd); err != nil {
+	end, err := f.f.Seek(0, io.SeekEnd)
+	if err != nil {
 		return 0, wrap("write", f.path, err)
 	}
 	n, err := f.f.Write(p)
+	f.size = end + int64(n)
 	return n, wrap("write", f.path, err)
 }
 
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
-	if size, err := f.Size(); err != nil {
-		return 0, err
-	} else if off < 0 || off+int64(len(p)) > size {
-		return 0, wrap("write", f.path, fmt.Errorf("WriteAt of %d bytes at %d beyond the end (%d): %w", len(p), off, size, fs.ErrInvalid))
+	if off < 0 || off+int64(len(p)) > f.size {
+		return 0, wrap("write", f.path, fmt.Errorf("WriteAt of %d bytes at %d beyond the end (%d): %w", len(p), off, f.size, fs.ErrInvalid))
 	}
 	n, err := f.f.WriteAt(p, off)
 	return n, wrap("write", f.path, err)
@@ -215,7 +225,11 @@ func (f *file) Sync() error {
 }
 
 func (f *file) Truncate(size int64) error {
-	return wrap("truncate", f.path, f.f.Truncate(size))
+	if err := f.f.Truncate(size); err != nil {
+		return wrap("truncate", f.path, err)
+	}
+	f.size = size
+	return nil
 }
 
 func (f *file) Size() (int64, error) {
@@ -223,7 +237,8 @@ func (f *file) Size() (int64, error) {
 	if err != nil {
 		return 0, wrap("size", f.path, err)
 	}
-	return fi.Size(), nil
+	f.size = fi.Size()
+	return f.size, nil
 }
 
 func (f *file) Close() error {

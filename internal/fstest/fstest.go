@@ -143,7 +143,7 @@ func testWriteAppendsReadAt(t *testing.T, fsys core.FS) {
 
 // testWriteAtOverwritesInPlace: WriteAt replaces bytes inside the file without changing its
 // size, a later Write still appends at the end, both survive a reopen after Sync, and a
-// WriteAt past the end is refused.
+// WriteAt past the end is refused, also after a reopen and a truncate.
 func testWriteAtOverwritesInPlace(t *testing.T, fsys core.FS) {
 	f := create(t, fsys, "a")
 	write(t, f, "hello world")
@@ -166,6 +166,21 @@ func testWriteAtOverwritesInPlace(t *testing.T, fsys core.FS) {
 	f.Close()
 	if diff := cmp.Diff("HELLO World!", fileOf(t, fsys, "a")); diff != "" {
 		t.Errorf("after reopen (-want +got):\n%s", diff)
+	}
+	// The bound follows the file through a reopen and a truncate.
+	g, err := fsys.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if n, err := g.WriteAt([]byte("!?"), 10); n != 2 || err != nil {
+		t.Fatalf("WriteAt(2 bytes, 10) of a reopened file of 12 = %d, %v", n, err)
+	}
+	if err := g.Truncate(5); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.WriteAt([]byte("xy"), 4); err == nil {
+		t.Errorf("WriteAt(2 bytes, 4) past the end of 5 after a truncate = %d, nil; want an error", n)
 	}
 }
 
