@@ -134,6 +134,26 @@ func (b *outbox) put(d doneMsg) {
 	}
 }
 
+// takeOne returns the first outcome waiting, if any, and leaves the rest (woken for again).
+func (b *outbox) takeOne() (doneMsg, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.msgs) == 0 {
+		return doneMsg{}, false
+	}
+	d := b.msgs[0]
+	n := copy(b.msgs, b.msgs[1:])
+	b.msgs[n] = doneMsg{}
+	b.msgs = b.msgs[:n]
+	if n > 0 {
+		select {
+		case b.ready <- struct{}{}:
+		default:
+		}
+	}
+	return d, true
+}
+
 // take returns the outcomes waiting, in arrival order, and keeps spare (emptied) for the next
 // ones, so that two slices serve in turn.
 func (b *outbox) take(spare []doneMsg) []doneMsg {

@@ -217,6 +217,30 @@ func TestDriverSyncEveryRecordCommitsEachCommand(t *testing.T) {
 	}
 }
 
+// TestDriverSyncEveryRecordCommitsEachOutcome: the baseline gives every outcome its own
+// commit too, however many wait together in the outbox: 16 jobs draining take one commit for
+// their 16 Started records and one per Finished record.
+func TestDriverSyncEveryRecordCommitsEachOutcome(t *testing.T) {
+	cfg := Config{Capacity: 16}
+	cfg.opts.SyncEveryRecord = true
+	r := openOn(t, disk.New(1), cfg, succeedString)
+	defer r.Close()
+	jobs := make([]NewJob[string], 16)
+	for i := range jobs {
+		jobs[i] = NewJob[string]{Target: "t", Payload: "x"}
+	}
+	if _, err := r.EnqueueMany(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	c0 := r.Stats().Commits
+	if err := r.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().Commits - c0; n != 1+16 {
+		t.Errorf("commits while 16 jobs drained with SyncEveryRecord = %d, want 17 (the starts, then one per outcome)", n)
+	}
+}
+
 // drainOne enqueues one job due now and runs Drain in a goroutine; wait waits for Drain and
 // fails the test on its error.
 func drainOne(t *testing.T, r *Kind[string]) (id uint64, wait func()) {
