@@ -392,8 +392,11 @@ func (o *owner) perform(res runner.Result) {
 	for _, c := range res.Cancels {
 		o.running[c.Token](causeOf(c.Why))
 	}
-	for _, s := range res.Starts {
-		o.startAttempt(s)
+	if len(res.Starts) > 0 {
+		now := o.r.clk.Now() // one instant for the batch the sync released
+		for _, s := range res.Starts {
+			o.startAttempt(s, now)
+		}
 	}
 }
 
@@ -413,14 +416,17 @@ func (o *owner) register(e kindEntry) error {
 // startAttempt hands s to a worker goroutine, starting one if every worker is taken; the
 // engine's decode check has already made the payload's value, and starts only jobs of
 // registered kinds.
-func (o *owner) startAttempt(s runner.Attempt) {
+//
+// The attempt's context has no parent: the owner cancels every attempt it ends itself (the
+// engine's cancels, a failure, the close), so no parent's bookkeeping is paid per attempt.
+func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 	k, ok := o.kinds[s.Kind]
 	if !ok {
 		panic(fmt.Sprintf("sluice: the engine started job %d of unregistered kind %q", s.Token.ID, s.Kind))
 	}
-	ctx, cancel := context.WithCancelCause(o.r.base)
+	ctx, cancel := context.WithCancelCause(context.Background())
 	o.running[s.Token] = cancel
-	o.r.cfg.OnAttemptStarted(attemptStarted(s, o.r.clk.Now()))
+	o.r.cfg.OnAttemptStarted(attemptStarted(s, now))
 	if o.work == nil {
 		o.work = make(chan attemptRun, o.r.cfg.Capacity)
 	}
@@ -556,7 +562,9 @@ func (o *owner) finishClose() {
 	}
 	o.answerReadsClosed()
 	o.r.last = statsOf(o.eng.Status(), o.r.syncs.load())
-	o.r.hardStop()
+	for _, cancel := range o.running { // abandoned: the engine cancelled them already
+		cancel(ErrShutdown)
+	}
 	err := o.eng.Close()
 	if ferr := o.closeFS(); err == nil {
 		err = ferr

@@ -37,10 +37,6 @@ type Runner struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// base is the parent of every attempt's context; hardStop cancels it.
-	base     context.Context
-	hardStop context.CancelFunc
-
 	syncs *counter
 	// last is Stats at close (written by the owner before it closes exit).
 	last Stats
@@ -205,20 +201,17 @@ func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*K
 }
 
 func newRunner(op opened, cfg Config, syncs *counter) *Runner {
-	base, hardStop := context.WithCancel(context.Background())
 	r := &Runner{
-		cfg:      cfg,
-		chain:    chain(cfg.Middleware, innerCall),
-		log:      cfg.Logger,
-		clk:      cfg.Clock,
-		cmds:     make(chan command, gatherMax),
-		done:     newOutbox(),
-		quit:     make(chan struct{}),
-		exit:     make(chan struct{}),
-		base:     base,
-		hardStop: hardStop,
-		syncs:    syncs,
-		failC:    make(chan struct{}),
+		cfg:   cfg,
+		chain: chain(cfg.Middleware, innerCall),
+		log:   cfg.Logger,
+		clk:   cfg.Clock,
+		cmds:  make(chan command, gatherMax),
+		done:  newOutbox(),
+		quit:  make(chan struct{}),
+		exit:  make(chan struct{}),
+		syncs: syncs,
+		failC: make(chan struct{}),
 	}
 	o := &owner{r: r, eng: op.eng, closeFS: op.close, quit: r.quit, kinds: map[string]kindEntry{},
 		running: map[runner.Token]context.CancelCauseFunc{}, pending: map[runner.Ticket]command{}}
