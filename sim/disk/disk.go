@@ -430,13 +430,18 @@ func (d *Disk) SyncDir() error {
 		}
 		return err
 	}
+	d.settleDir()
+	return nil
+}
+
+// settleDir makes the live directory durable (a successful SyncDir); the caller holds d.mu.
+func (d *Disk) settleDir() {
 	d.durable = make(map[string]*inode, len(d.live))
 	for name, ino := range d.live { // order-free: copying a map
 		d.durable[name] = ino
 	}
 	d.dirLog = nil
 	d.dirUndecided = 0
-	return nil
 }
 
 // List returns the names in the directory, sorted.
@@ -581,11 +586,6 @@ func (d *Disk) AdoptSynced(name string, data []byte) bool {
 	// Reads see a copy in the inode's buffer, as a Create over it and a Write leave it.
 	ino.data = append(ino.data[:0], data...)
 	ino.base, ino.pending = data, nil
-	d.durable = make(map[string]*inode, len(d.live))
-	for name, ino := range d.live { // order-free: copying a map
-		d.durable[name] = ino
-	}
-	d.dirLog = nil
-	d.dirUndecided = 0
+	d.settleDir()
 	return true
 }
