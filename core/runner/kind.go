@@ -28,6 +28,8 @@ type kind struct {
 	q queue
 	// Invariant: the attempts of this kind in Machine.inflight; ≤ cfg.Limit when it is > 0.
 	inflight int
+	// replayWaiting counts this kind's waiting jobs while replay ends (0 otherwise).
+	replayWaiting int
 }
 
 // kindOf returns the kind named name, adding it (unregistered, in name order) if new.

@@ -1303,15 +1303,21 @@ func (m *Machine) qfix(j *job) {
 }
 
 // endReplay ends a replay: it queues the waiting jobs in id order (a backlog's ids ascend
-// with its dues, so each push appends to its heap's run, sized once when there is one kind),
-// and drops what only replay needed.
+// with its dues, so each push appends to its heap's run, sized once per kind), and drops what
+// only replay needed.
 func (m *Machine) endReplay() {
 	m.replaying, m.names, m.jobSlab, m.payloadSlab, m.histSlab = false, nil, nil, nil, nil
 	if cap(m.order) > len(m.order)+len(m.order)/4 {
 		m.order = slices.Clone(m.order) // the slack of doubling: no more than append leaves
 	}
-	if len(m.kindList) == 1 {
-		m.kindList[0].q.timers.reserve(m.counts[Waiting])
+	for _, j := range m.order {
+		if j.State == Waiting {
+			j.kind.replayWaiting++
+		}
+	}
+	for _, k := range m.kindList {
+		k.q.timers.reserve(k.replayWaiting)
+		k.replayWaiting = 0
 	}
 	for _, j := range m.order {
 		if j.State == Waiting {
