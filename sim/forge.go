@@ -49,11 +49,14 @@ type forgedFrame struct {
 
 // framesBefore lists the frames that lie wholly before end, in order; nil if the image does
 // not parse that far (the forger then leaves the damage to a bit flip).
+// spare reports whether b is all zeros: the journal's preallocated space after its frames.
+func spare(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
+
 func framesBefore(b []byte, end int) []forgedFrame {
 	var fs []forgedFrame
 	for off := fileHdr; off+frameHdr+payloadHdr <= end; {
 		n := int(binary.LittleEndian.Uint32(b[off:]))
-		if n == 0 && !slices.ContainsFunc(b[off:end], func(c byte) bool { return c != 0 }) {
+		if n == 0 && spare(b[off:end]) {
 			return fs // the journal's preallocated zeros
 		}
 		if n < payloadHdr || off+frameHdr+n > end {

@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"slices"
 
 	"github.com/sluicehq/sluice/core/runner"
 )
@@ -41,7 +40,7 @@ func withoutLastFired(b []byte) ([]byte, bool) {
 	if len(fs) == 0 {
 		return nil, false
 	}
-	if end := fs[len(fs)-1].off + frameHdr + fs[len(fs)-1].n; slices.ContainsFunc(b[end:], func(c byte) bool { return c != 0 }) {
+	if end := fs[len(fs)-1].off + frameHdr + fs[len(fs)-1].n; !spare(b[end:]) {
 		return nil, false // anything but the journal's preallocated zeros after its last frame
 	}
 	le := binary.LittleEndian
