@@ -233,13 +233,11 @@ func (o *owner) gather() {
 // outcomes steps every outcome waiting in the outbox; with the internal SyncEveryRecord
 // option only the first, so that each gets a commit of its own (the benchmark's baseline).
 func (o *owner) outcomes() {
+	limit := 0
 	if o.r.cfg.opts.SyncEveryRecord {
-		if d, ok := o.r.done.takeOne(); ok {
-			o.outcome(d)
-		}
-		return
+		limit = 1
 	}
-	msgs := o.r.done.take(o.taken)
+	msgs := o.r.done.take(o.taken, limit)
 	for _, d := range msgs {
 		o.outcome(d)
 	}

@@ -130,33 +130,22 @@ func (b *outbox) put(d doneMsg) {
 	}
 }
 
-// takeOne returns the first outcome waiting, if any, and leaves the rest (woken for again).
-func (b *outbox) takeOne() (doneMsg, bool) {
+// take returns up to limit of the outcomes waiting (all when limit is 0), in arrival order, and
+// keeps spare (emptied) for the next ones, so that two slices serve in turn. Outcomes left
+// behind wake the owner again.
+func (b *outbox) take(spare []doneMsg, limit int) []doneMsg {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.msgs) == 0 {
-		return doneMsg{}, false
-	}
-	d := b.msgs[0]
-	n := copy(b.msgs, b.msgs[1:])
-	b.msgs[n] = doneMsg{}
-	b.msgs = b.msgs[:n]
-	if n > 0 {
-		select {
-		case b.ready <- struct{}{}:
-		default:
-		}
-	}
-	return d, true
-}
-
-// take returns the outcomes waiting, in arrival order, and keeps spare (emptied) for the next
-// ones, so that two slices serve in turn.
-func (b *outbox) take(spare []doneMsg) []doneMsg {
-	b.mu.Lock()
 	msgs := b.msgs
 	b.msgs = spare[:0]
-	b.mu.Unlock()
+	if limit > 0 && len(msgs) > limit {
+		b.msgs = append(b.msgs, msgs[limit:]...)
+		msgs = msgs[:limit]
+		select {
+		case b.ready <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 	return msgs
 }
 
