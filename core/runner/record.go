@@ -561,12 +561,18 @@ func (r *reader) payload() []byte {
 // namesMax bounds the names a reader interns, so the table stays small whatever the journal.
 const namesMax = 4096
 
-// interner holds one string per distinct name, and the last one found (a run of records of
-// one target costs a comparison, not a lookup).
+// interner holds one string per distinct name, and the names last found in a small table
+// indexed by a hash of three bytes: records that cycle over a few targets cost a comparison,
+// not a map lookup (a third of a pending job's decoding before).
 type interner struct {
-	m    map[string]string
-	last string
+	m      map[string]string
+	recent [recentNames]string
 }
+
+const (
+	recentBits  = 6
+	recentNames = 1 << recentBits
+)
 
 // name is str for a target or kind: with names set, one string per distinct name (a replay of
 // a million jobs of one target holds one copy of it, and converts it once).
@@ -594,21 +600,23 @@ func strOf(b []byte) string {
 }
 
 func (in *interner) intern(b []byte) string {
-	switch {
-	case len(b) == 0:
+	n := len(b)
+	if n == 0 {
 		return ""
-	case string(b) == in.last:
-		return in.last
 	}
-	if s, ok := in.m[string(b)]; ok {
-		in.last = s
-		return s
+	h := uint32(b[0]) | uint32(b[n/2])<<8 | uint32(b[n-1])<<16 | uint32(n)<<24
+	slot := &in.recent[h*0x9E3779B1>>(32-recentBits)]
+	if string(b) == *slot {
+		return *slot
 	}
-	s := string(b)
-	if len(in.m) < namesMax {
-		in.m[s] = s
+	s, ok := in.m[string(b)]
+	if !ok {
+		s = string(b)
+		if len(in.m) < namesMax {
+			in.m[s] = s
+		}
 	}
-	in.last = s
+	*slot = s
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -300,6 +301,29 @@ func TestEnqueuedFastPathDecodesAsTheReads(t *testing.T) {
 			}
 		} else if !cmp.Equal(fast, Record{}) {
 			t.Fatalf("declining fast path changed the record: %+v", fast)
+		}
+	})
+}
+
+// The interner returns the name it is given, and one string per distinct name: whatever the
+// order and however the names share slots of its recent table.
+func TestInternerReturnsOneStringPerName(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		names := rapid.SliceOfN(rapid.StringMatching(`[a-c]{0,4}`), 1, 12).Draw(t, "names")
+		in := &interner{m: map[string]string{}}
+		first := map[string]*byte{}
+		for i, k := range rapid.SliceOfN(rapid.IntRange(0, len(names)-1), 1, 200).Draw(t, "order") {
+			got := in.intern([]byte(names[k]))
+			if got != names[k] {
+				t.Fatalf("lookup %d: intern(%q) = %q", i, names[k], got)
+			}
+			if got == "" {
+				continue
+			}
+			if p, ok := first[got]; ok && p != unsafe.StringData(got) {
+				t.Fatalf("lookup %d: a second string for %q", i, got)
+			}
+			first[got] = unsafe.StringData(got)
 		}
 	})
 }
