@@ -1445,12 +1445,8 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 		if !snapshot || tag != TagSnapshot || !first {
 			return fmt.Errorf("runner: replay: %w: snapshot tag %d (snapshot flag %v) at record %d", ErrDecode, tag, snapshot, m.snapshots)
 		}
-		s, err := DecodeSnapshot(data)
-		if err != nil {
+		if err := m.loadSnapshot(data); err != nil {
 			return fmt.Errorf("runner: replay snapshot: %w", err)
-		}
-		if err := m.load(s); err != nil {
-			return fmt.Errorf("runner: replay snapshot: %w: %w", ErrDecode, err)
 		}
 		return nil
 	}
@@ -1468,20 +1464,49 @@ func (m *Machine) Replay(tag uint8, snapshot bool, data []byte) error {
 	return nil
 }
 
-// load installs a snapshot; the unique index is rebuilt from the jobs' keys.
-func (m *Machine) load(s Snapshot) error {
-	m.nextID, m.termSeq = s.NextID, s.TermSeq
-	m.order = slices.Grow(m.order, len(s.Jobs)) // sized once, not grown by doubling
-	if m.replaying && len(s.Jobs) > 0 {
-		m.jobSlab = make([]job, len(s.Jobs)) // one slab for the snapshot's jobs
+// loadSnapshot installs a snapshot's payload, decoding its jobs in place into one slab (not
+// into a []Job copied after), interning their names and cutting their payloads from the
+// replay's slabs. It validates as DecodeSnapshot does before it installs anything.
+func (m *Machine) loadSnapshot(data []byte) error {
+	if m.names == nil {
+		m.names = &interner{m: map[string]string{}}
 	}
+	var s Snapshot
+	var jobs []job
+	at := func(i int) *Job { return &jobs[i].Job }
+	if err := decodeSnapshot(reader{b: data, alias: true, names: m.names}, &s, func(n int) func(int) *Job {
+		jobs = make([]job, n)
+		return at
+	}); err != nil {
+		return err
+	}
+	if err := validateJobs(s.NextID, s.TermSeq, len(jobs), at); err != nil {
+		return err
+	}
+	if err := s.validateRest(); err != nil {
+		return err
+	}
+	if err := m.load(s, jobs); err != nil {
+		return fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return nil
+}
+
+// load installs a snapshot whose jobs are jobs (their Job filled in, s.Jobs unused); the
+// unique index is rebuilt from the jobs' keys.
+func (m *Machine) load(s Snapshot, jobs []job) error {
+	m.nextID, m.termSeq = s.NextID, s.TermSeq
+	m.order = slices.Grow(m.order, len(jobs)) // sized once, not grown by doubling
 	for _, w := range s.Windows {
 		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
 	}
-	for i := range s.Jobs {
-		j := m.newJob(s.Jobs[i].Opts.Kind)
-		j.Job = s.Jobs[i]
-		j.shared = true // the caller's Snapshot holds the same History
+	for i := range jobs {
+		j := &jobs[i]
+		j.kind = m.kindOf(j.Opts.Kind)
+		for k := range j.idx {
+			j.idx[k] = -1
+		}
+		j.Payload = m.keepPayload(j.Payload) // it aliased the record's data
 		if k := uniqueKey(j.Opts); k != "" && !j.State.Terminal() {
 			if id, held := m.unique[k]; held {
 				return fmt.Errorf("jobs %d and %d both hold unique key %q", id, j.ID, j.Opts.Unique)

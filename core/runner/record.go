@@ -275,30 +275,45 @@ type UniqueWindow struct {
 }
 
 func (s *Snapshot) validate() error {
-	bad := func(f string, args ...any) error {
-		return fmt.Errorf("%w: snapshot: "+f, append([]any{ErrDecode}, args...)...)
+	if err := validateJobs(s.NextID, s.TermSeq, len(s.Jobs), func(i int) *Job { return &s.Jobs[i] }); err != nil {
+		return err
 	}
-	if s.NextID < 1 {
-		return bad("next id 0")
+	return s.validateRest()
+}
+
+// validateJobs checks a snapshot's n jobs, job(i) the i-th: ids ascending below nextID, and
+// each job possible on its own. DecodeSnapshot and the machine's load share it.
+func validateJobs(nextID, termSeq uint64, n int, job func(int) *Job) error {
+	if nextID < 1 {
+		return snapshotErr("next id 0")
 	}
 	var prev uint64
-	for i := range s.Jobs {
-		j := &s.Jobs[i]
-		if j.ID <= prev || j.ID >= s.NextID {
-			return bad("job id %d out of order or ≥ next id %d", j.ID, s.NextID)
+	for i := range n {
+		j := job(i)
+		if j.ID <= prev || j.ID >= nextID {
+			return snapshotErr("job id %d out of order or ≥ next id %d", j.ID, nextID)
 		}
-		if why := j.broken(s.TermSeq); why != "" {
-			return bad("%s", why)
+		if why := j.broken(termSeq); why != "" {
+			return snapshotErr("%s", why)
 		}
 		prev = j.ID
 	}
+	return nil
+}
+
+func snapshotErr(f string, args ...any) error {
+	return fmt.Errorf("%w: snapshot: "+f, append([]any{ErrDecode}, args...)...)
+}
+
+// validateRest checks what a snapshot holds besides its jobs.
+func (s *Snapshot) validateRest() error {
 	for i, w := range s.Windows {
 		if w.Unique == "" || w.ID < 1 || w.ID >= s.NextID {
-			return bad("window %+v", w)
+			return snapshotErr("window %+v", w)
 		}
 		if i > 0 {
 			if p := s.Windows[i-1]; p.Kind > w.Kind || (p.Kind == w.Kind && p.Unique >= w.Unique) {
-				return bad("windows out of order at %d", i)
+				return snapshotErr("windows out of order at %d", i)
 			}
 		}
 	}
@@ -354,54 +369,68 @@ func EncodeSnapshot(s Snapshot) []byte {
 // DecodeSnapshot parses a payload written by EncodeSnapshot.
 func DecodeSnapshot(data []byte) (Snapshot, error) {
 	var s Snapshot
-	rd := reader{b: data}
+	err := decodeSnapshot(reader{b: data}, &s, func(n int) func(int) *Job {
+		s.Jobs = make([]Job, n)
+		return func(i int) *Job { return &s.Jobs[i] }
+	})
+	if err != nil {
+		return s, err
+	}
+	return s, s.validate()
+}
+
+// decodeSnapshot reads a snapshot's payload into s, its n jobs into the Jobs that jobs(n)'s
+// function gives by index (so the machine's load decodes them in place); it validates
+// nothing. With rd.alias, payloads are the bytes in place; with rd.names, targets and kinds
+// are interned.
+func decodeSnapshot(rd reader, s *Snapshot, jobs func(n int) func(int) *Job) error {
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
-		return s, formatError("snapshot", v)
+		return formatError("snapshot", v)
 	}
 	s.NextID = rd.u64()
 	s.TermSeq = rd.u64()
 	n := rd.u32()
 	// Each job takes at least 84 bytes: refuse counts the data cannot hold before allocating.
 	if rd.err == nil && uint64(n) > uint64(len(rd.b))/84 {
-		return s, fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
+		return fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
 	}
-	if n > 0 {
-		s.Jobs = make([]Job, n)
-	}
-	for i := range s.Jobs {
-		j := &s.Jobs[i]
-		j.ID = rd.u64()
-		j.State = JobState(rd.u8())
-		j.Reason = Reason(rd.u8())
-		j.Deferred = rd.bool()
-		j.Attempts = int(rd.u32())
-		j.FirstDue = rd.time()
-		j.Due = rd.time()
-		j.TermSeq = rd.u64()
-		j.Target = rd.str()
-		j.Payload = rd.bytes()
-		j.LastErr = rd.str()
-		j.Opts = rd.opts()
-		if n := rd.u8(); n > 0 && rd.err == nil {
-			j.History = make([]AttemptRecord, n)
-			for k := range j.History {
-				h := &j.History[k]
-				h.Attempt = int(rd.u32())
-				h.Start = rd.time()
-				h.Outcome = AttemptOutcome(rd.u8())
-				if h.Outcome != AttemptRunning {
-					h.End = rd.time()
+	if n > 0 && rd.err == nil {
+		job := jobs(int(n))
+		for i := range int(n) {
+			j := job(i)
+			j.ID = rd.u64()
+			j.State = JobState(rd.u8())
+			j.Reason = Reason(rd.u8())
+			j.Deferred = rd.bool()
+			j.Attempts = int(rd.u32())
+			j.FirstDue = rd.time()
+			j.Due = rd.time()
+			j.TermSeq = rd.u64()
+			j.Target = rd.name()
+			j.Payload = rd.payload()
+			j.LastErr = rd.str()
+			j.Opts = rd.opts()
+			if n := rd.u8(); n > 0 && rd.err == nil {
+				j.History = make([]AttemptRecord, n)
+				for k := range j.History {
+					h := &j.History[k]
+					h.Attempt = int(rd.u32())
+					h.Start = rd.time()
+					h.Outcome = AttemptOutcome(rd.u8())
+					if h.Outcome != AttemptRunning {
+						h.End = rd.time()
+					}
+					h.Err = rd.str()
 				}
-				h.Err = rd.str()
 			}
-		}
-		if rd.err != nil {
-			break
+			if rd.err != nil {
+				break
+			}
 		}
 	}
 	// Each window takes at least 24 bytes (two length prefixes, id, until).
 	if nw := rd.u32(); rd.err == nil && uint64(nw) > uint64(len(rd.b))/24 {
-		return s, fmt.Errorf("%w: snapshot claims %d windows in %d bytes", ErrDecode, nw, len(rd.b))
+		return fmt.Errorf("%w: snapshot claims %d windows in %d bytes", ErrDecode, nw, len(rd.b))
 	} else if nw > 0 {
 		s.Windows = make([]UniqueWindow, nw)
 		for i := range s.Windows {
@@ -410,13 +439,7 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 		}
 	}
 	s.Schedules = rd.schedules()
-	if err := rd.done(); err != nil {
-		return s, err
-	}
-	if err := s.validate(); err != nil {
-		return s, err
-	}
-	return s, nil
+	return rd.done()
 }
 
 // norm drops the monotonic reading and location so live times equal replayed ones.

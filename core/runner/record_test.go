@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 )
 
@@ -324,6 +326,50 @@ func TestInternerReturnsOneStringPerName(t *testing.T) {
 				t.Fatalf("lookup %d: a second string for %q", i, got)
 			}
 			first[got] = unsafe.StringData(got)
+		}
+	})
+}
+
+// A machine loads from a snapshot's payload exactly the state DecodeSnapshot reads from it, and
+// refuses what DecodeSnapshot refuses, with the same words; what it loads owns its bytes (the journal reuses the
+// record's buffer after the replay function returns).
+func TestMachineLoadsTheStateDecodeSnapshotReads(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		data := EncodeSnapshot(genSnapshot(t))
+		if p := rapid.IntRange(-1, 2*len(data)-1).Draw(t, "cut or flip"); p >= len(data) {
+			data[p-len(data)] ^= rapid.Byte().Draw(t, "xor")
+		} else if p >= 0 {
+			data = data[:p]
+		}
+		want, decodeErr := DecodeSnapshot(data)
+		cfg, err := Config{Capacity: 4}.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(cfg.machine())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.replaying = rapid.Bool().Draw(t, "replaying")
+		err = m.Replay(TagSnapshot, true, data)
+		switch {
+		case decodeErr != nil:
+			if err == nil || !strings.HasSuffix(err.Error(), decodeErr.Error()) {
+				t.Fatalf("DecodeSnapshot refused (%v), the machine: %v", decodeErr, err)
+			}
+			return
+		case err != nil:
+			// Only what a decoded snapshot cannot show on its own: two jobs on one key.
+			if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "unique key") {
+				t.Fatalf("the machine refused what DecodeSnapshot read: %v", err)
+			}
+			return
+		}
+		clear(data)
+		m.endReplay()
+		got, _ := m.Snapshot(math.MaxInt)
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("loaded state differs (-decoded +loaded):\n%s", diff)
 		}
 	})
 }

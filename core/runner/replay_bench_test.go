@@ -12,7 +12,7 @@ import (
 // target) to an in-memory disk: pending, each job's Enqueued record only (due in a day);
 // finished, each job enqueued, started and succeeded (three records; the live state is
 // the terminal jobs). It returns the disk and the records written.
-func replayJournal(b *testing.B, jobs int, finished bool) (*disk.Disk, int64) {
+func replayJournal(b *testing.B, jobs int, finished, compact bool) (*disk.Disk, int64) {
 	d := disk.New(1)
 	now := epoch
 	e, err := Open(d, journalName, Config{Capacity: 64, CompactBytes: 1 << 40}, now)
@@ -47,6 +47,11 @@ func replayJournal(b *testing.B, jobs int, finished bool) (*disk.Disk, int64) {
 			b.Fatal(err)
 		}
 	}
+	if compact {
+		if err := e.Compact(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	records := e.Status().Records
 	if err := e.Close(); err != nil {
 		b.Fatal(err)
@@ -55,17 +60,22 @@ func replayJournal(b *testing.B, jobs int, finished bool) (*disk.Disk, int64) {
 }
 
 // BenchmarkEngineReplay measures Open on an in-memory disk (no I/O: framing, CRCs, decoding
-// and applying): a journal of 1,000,000 pending jobs, and one of 300,000 jobs that each
-// finished (900,000 records). It reports records per second of process CPU (GC included)
+// and applying): a journal of 1,000,000 pending jobs, one of 300,000 jobs that each
+// finished (900,000 records), and the pending journal compacted into a snapshot (records/s
+// then counts one per job). It reports records per second of process CPU (GC included)
 // and the heap bytes per job the open leaves live.
 func BenchmarkEngineReplay(b *testing.B) {
 	for _, c := range []struct {
 		name     string
 		jobs     int
 		finished bool
-	}{{"pending", 1_000_000, false}, {"finished", 300_000, true}} {
+		compact  bool
+	}{{"pending", 1_000_000, false, false}, {"finished", 300_000, true, false}, {"snapshot", 1_000_000, false, true}} {
 		b.Run(c.name, func(b *testing.B) {
-			d, records := replayJournal(b, c.jobs, c.finished)
+			d, records := replayJournal(b, c.jobs, c.finished, c.compact)
+			if c.compact {
+				records = int64(c.jobs)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			var cpu time.Duration
