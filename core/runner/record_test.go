@@ -2,8 +2,10 @@ package runner
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -151,10 +153,13 @@ func genSnapshot(t *rapid.T) Snapshot {
 	return s
 }
 
-func TestSnapshotRoundTripDecodesWhatEncodeWrote(t *testing.T) {
+func TestSnapshotRoundTripDecodesWhatEncodeWroteInOneBuffer(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genSnapshot(t)
 		data := EncodeSnapshot(s)
+		if len(data) != cap(data) {
+			t.Fatalf("encoded %d bytes into a buffer of %d: the size was not computed exactly", len(data), cap(data))
+		}
 		got, err := DecodeSnapshot(data)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
@@ -372,4 +377,23 @@ func TestMachineLoadsTheStateDecodeSnapshotReads(t *testing.T) {
 			t.Fatalf("loaded state differs (-decoded +loaded):\n%s", diff)
 		}
 	})
+}
+
+// A snapshot refused for a bad byte is refused before the counts after it are believed: a bool
+// byte of 2 used to leave the reader reading on, and a window count of 2^32-1 after it was
+// allocated (out of memory; found by TestMachineLoadsTheStateDecodeSnapshotReads).
+func TestDecodeSnapshotBelievesNoCountAfterABadByte(t *testing.T) {
+	data := EncodeSnapshot(Snapshot{NextID: 2, Jobs: []Job{{ID: 1, State: Waiting}}})
+	data[21+8+2] = 2                                           // the job's deferred flag, after the header and its id, state and reason
+	binary.LittleEndian.PutUint32(data[len(data)-8:], 1<<32-1) // the window count, before the schedule count
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := DecodeSnapshot(data)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "bool byte 2") {
+		t.Fatalf("decode: %v, want the bad bool byte refused", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("decoding %d bytes allocated %d", len(data), grew)
+	}
 }

@@ -82,6 +82,9 @@ func TestSnapshotWithSchedulesRoundTrips(t *testing.T) {
 			s.Schedules = append(s.Schedules, sc)
 		}
 		data := EncodeSnapshot(s)
+		if len(data) != cap(data) {
+			t.Fatalf("encoded %d bytes into a buffer of %d: the size was not computed exactly", len(data), cap(data))
+		}
 		got, err := DecodeSnapshot(data)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
