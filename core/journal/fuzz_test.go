@@ -65,7 +65,8 @@ func TestWriteFuzzSeeds(t *testing.T) {
 
 // FuzzScan: Scan never panics, and its result is either a clean or torn cut at a batch
 // boundary (at most the input's length; the cut prefix rescans clean, replaying the same
-// contiguous records) or a *FormatError naming an offset inside the input.
+// contiguous records; clean: only zeros after it, the spare) or a *FormatError naming an
+// offset inside the input.
 func FuzzScan(f *testing.F) {
 	for _, b := range fuzzSeeds() {
 		f.Add(b)
@@ -103,8 +104,10 @@ func checkScan(b []byte) error {
 		return fmt.Errorf("cut %d, size %d, input %d bytes", tail.Cut, tail.Size, len(b))
 	case tail.Kind == TailEmpty && len(b) != 0:
 		return fmt.Errorf("empty for %d bytes", len(b))
-	case tail.Kind == TailClean && tail.Cut != tail.Size:
-		return fmt.Errorf("clean but cut at %d of %d", tail.Cut, tail.Size)
+	case tail.Kind == TailClean && tail.Cut+tail.Spare != tail.Size:
+		return fmt.Errorf("clean but cut at %d of %d with %d spare", tail.Cut, tail.Size, tail.Spare)
+	case tail.Spare != 0 && (tail.Kind != TailClean || !allZero(b[tail.Cut:])):
+		return fmt.Errorf("%v with %d spare bytes after %d", tail.Kind, tail.Spare, tail.Cut)
 	case tail.Kind == TailTorn && (tail.Cut >= tail.Size || tail.Cut < headerLen || tail.Reason == ""):
 		return fmt.Errorf("torn with cut %d of %d, reason %q", tail.Cut, tail.Size, tail.Reason)
 	case len(got) != tail.Records:
