@@ -22,14 +22,14 @@
 //  4. Open decides before it writes. It reads the file once, in bounded chunks (readChunk,
 //     plus the largest frame), classifying every frame, and hands the caller's function the
 //     records of each complete batch, in LSN order, as soon as the batch's end frame is
-//     valid (from the chunk that holds them, or read again if the batch is longer than a
-//     chunk); after a compaction the first record is the snapshot (Record.Snapshot). Only
+//     valid (from the buffer that holds them, up to holdChunks chunks, or read again if the
+//     batch is longer); after a compaction the first record is the snapshot (Record.Snapshot). Only
 //     whole records of whole batches are ever replayed, never one of a batch whose end frame
 //     is not validated. Damage after a batch may still refuse the file: a refused Open has
 //     replayed the complete batches before the damage (none for a bad header), and the caller
 //     discards what replay built whenever Open fails. Only once the whole file is classified
 //     does it act: cut a torn tail, remove a leftover .compact, clear the clean-close mark.
-//     Memory at open is the caller's state plus a chunk, not the file.
+//     Memory at open is the caller's state plus a few chunks, not the file.
 //  5. Compact (nothing buffered) writes a header and one snapshot frame (LSN = Durable()) to
 //     <name>.compact, syncs and closes it, renames it over the journal, syncs the directory
 //     and continues appending to the new file. Kept: a failure before the rename returns an

@@ -109,9 +109,14 @@ func (e *FormatError) Unwrap() []error {
 	return errs
 }
 
-// readChunk is how much Open and Read read at a time; with the largest frame it bounds the
-// memory a scan uses, whatever the file's size.
+// readChunk is how much Open and Read read at a time; with holdChunks and the largest frame it
+// bounds the memory a scan uses, whatever the file's size.
 const readChunk = 1 << 20
+
+// holdChunks is how many chunks the buffer grows to, at most, to keep a batch not yet complete
+// (so that it is replayed from memory once its end frame is valid); a longer batch is read
+// again for replay.
+const holdChunks = 4
 
 // source is what a scan reads: a whole file in memory (Scan) or a file read in bounded
 // chunks (Open, Read).
@@ -121,7 +126,7 @@ type source interface {
 	// call.
 	at(off int64, n int) ([]byte, error)
 	// hold is at that also keeps the bytes from keep (<= off) buffered when they are and fit
-	// one chunk with the n asked for: the frames of a batch whose end is still to come.
+	// holdChunks chunks with the n asked for: the frames of a batch whose end is still to come.
 	hold(keep, off int64, n int) ([]byte, error)
 	// window returns every byte buffered and the offset of the first, so that a scan walks the
 	// frames in it without a call per frame. It is valid until the next at or hold.
@@ -140,8 +145,9 @@ func (m memSource) hold(_, off int64, n int) ([]byte, error) { return m.at(off, 
 
 func (m memSource) window() ([]byte, int64) { return m, 0 }
 
-// fileSource reads a file through one buffer of readChunk bytes, grown only to hold a frame
-// larger than that (a snapshot) while it is delivered.
+// fileSource reads a file through one buffer of readChunk bytes, grown only to hold a batch
+// not yet complete (up to holdChunks of them) or a frame larger than that (a snapshot) while
+// it is delivered.
 type fileSource struct {
 	f     io.ReaderAt // a core.File
 	n     int64       // the file's size when the scan began
@@ -166,14 +172,20 @@ func (s *fileSource) hold(keep, off int64, n int) ([]byte, error) {
 		chunk = readChunk
 	}
 	start, want, kept := off, int(min(int64(max(n, chunk)), s.n-off)), 0
-	// The kept bytes move to the front of the buffer: read once, and validated as read.
-	if k := s.base + int64(len(s.buf)) - keep; keep < off && keep >= s.base && k > 0 &&
-		off+int64(n)-keep <= int64(chunk) {
-		start, want, kept = keep, int(min(int64(chunk), s.n-keep)), int(k)
+	// The kept bytes move to the front of the buffer: read once, and validated as read. For a
+	// batch longer than a chunk the buffer grows, up to holdChunks of them.
+	if k, need := s.base+int64(len(s.buf))-keep, off+int64(n)-keep; keep < off && keep >= s.base && k > 0 &&
+		need <= int64(holdChunks*chunk) {
+		want = chunk
+		if need > int64(chunk) {
+			want = int(min(need+int64(chunk)/2, int64(holdChunks*chunk)))
+		}
+		want = int(min(int64(want), s.n-keep))
+		start, kept = keep, int(k)
 	}
 	buf := s.buf
 	if cap(buf) < want {
-		buf = make([]byte, want)
+		buf = make([]byte, max(want, min(2*cap(buf), holdChunks*chunk)))
 	}
 	buf = buf[:want]
 	if kept > 0 {
@@ -483,7 +495,7 @@ func (s *scanner) crcOK(off int64, n int, f frameHead) (bool, error) {
 }
 
 // frameAt decodes the frame at off and reports whether it is whole and its CRC matches,
-// keeping the open batch's frames buffered when they fit a chunk.
+// keeping the open batch's frames buffered when they fit holdChunks chunks.
 func (s *scanner) frameAt(off int64) (frameHead, bool, error) {
 	n, f, ok, err := s.head(off, s.good)
 	if !ok || err != nil {
@@ -566,8 +578,8 @@ func (s *scanner) complete(end int64) error {
 }
 
 // deliver hands fn the records of the complete batch [start, end): from the buffer, which
-// holds the bytes just validated, or, for a batch that did not fit one chunk, read again. A
-// refusal by fn is kept (s.refused), not returned: the scan classifies on.
+// holds the bytes just validated, or, for a batch longer than the buffer keeps, read again.
+// A refusal by fn is kept (s.refused), not returned: the scan classifies on.
 func (s *scanner) deliver(start, end int64) error {
 	if s.fn == nil || s.refused != nil {
 		return nil
