@@ -19,12 +19,17 @@
 //     that truncation (a new change, not a retry of the failed fsync), so that the failed
 //     batch's undecided bytes cannot be replayed by a reopen and then vanish in a later crash.
 //     If that cut fails too, the poison also wraps ErrUndecided: reopen only after a restart.
-//  4. Open decides before it writes. It reads the file in bounded chunks (readChunk, plus the
-//     largest frame), classifies every frame, then replays every record of every complete
-//     batch through the caller's function, in LSN order; after a compaction the first record
-//     is the snapshot (Record.Snapshot). Only then does it act: cut a torn tail, remove a
-//     leftover .compact, clear the clean-close mark. Only whole records of whole batches are
-//     ever replayed, and memory at open is the caller's state plus a chunk, not the file.
+//  4. Open decides before it writes. It reads the file once, in bounded chunks (readChunk,
+//     plus the largest frame), classifying every frame, and hands the caller's function the
+//     records of each complete batch, in LSN order, as soon as the batch's end frame is
+//     valid (from the buffer that holds them, up to holdChunks chunks, or read again if the
+//     batch is longer); after a compaction the first record is the snapshot (Record.Snapshot). Only
+//     whole records of whole batches are ever replayed, never one of a batch whose end frame
+//     is not validated. Damage after a batch may still refuse the file: a refused Open has
+//     replayed the complete batches before the damage (none for a bad header), and the caller
+//     discards what replay built whenever Open fails. Only once the whole file is classified
+//     does it act: cut a torn tail, remove a leftover .compact, clear the clean-close mark.
+//     Memory at open is the caller's state plus a few chunks, not the file.
 //  5. Compact (nothing buffered) writes a header and one snapshot frame (LSN = Durable()) to
 //     <name>.compact, syncs and closes it, renames it over the journal, syncs the directory
 //     and continues appending to the new file. Kept: a failure before the rename returns an
@@ -59,12 +64,15 @@
 //     crash while Close wrote it or Open cleared it: it counts as none.
 //  13. Every refusal is a *FormatError wrapping ErrCorrupt, naming the file, the offset and
 //     the LSNs around it, and ending with what the user can do; a record the replay function
-//     refuses (the runner cannot decode it) is one too, wrapping that error as well. A
-//     refusal writes nothing: every file is left byte for byte as it was.
+//     refuses (the runner cannot decode it) is one too, wrapping that error as well. After
+//     such a record nothing more is replayed, but the file is still classified to its end:
+//     if its frames are refused too, Open reports that refusal. A refusal writes nothing:
+//     every file is left byte for byte as it was.
 //  14. Read is Open for inspection: the same classification and replay, and no write at all
 //     (no create, cut, mark clearing, directory sync or .compact removal); it reports a torn
 //     tail instead of cutting it. On a refusal it has replayed the complete batches before
-//     the damage.
+//     the damage, and a record the function refused among them is what it reports (the first
+//     damage it met).
 //  15. Config.JournalMax bounds the file: an Append that would grow it beyond is refused with
 //     ErrFull. Only failing compactions let a journal grow that far.
 //  16. Preallocation: a Write that finds no room extends the file with zeros, PreallocBytes
@@ -77,13 +85,14 @@
 //     lost in a crash) are allowed, nothing else is. A failed batch cuts the spare with it
 //     (rule 3). PreallocBytes < 0: off, every batch appended.
 //
-// Scan exposes the classification over a byte slice; it never panics (FuzzScan), and reading
-// in chunks classifies exactly as reading whole (checkChunked).
+// Scan exposes the classification over a byte slice, replaying only once it is done; it never
+// panics (FuzzScan), and Open's single pass in chunks classifies exactly as Scan and replays
+// what Scan does (refused: the complete batches before the damage) (checkChunked).
 //
 // # Recovery table (recoveryTable in recover.go is the same table as code)
 //
-// Open first reads, classifies and replays (rule 4); the rows below then run in order: a
-// leftover .compact's row, then the journal's own.
+// Open first reads, classifies and replays, in one pass (rule 4); the rows below then run in
+// order: a leftover .compact's row, then the journal's own.
 //
 //	what Open finds                                  what it does
 //	-----------------------------------------------  ------------------------------------------

@@ -106,11 +106,13 @@ type Journal struct {
 }
 
 // Open opens or creates the journal name in fsys, running the recovery table of doc.go, and
-// calls replay (if not nil) for every surviving record in LSN order before it returns.
-// Record.Data is valid only during the call: the file is read in bounded chunks. An error
-// from replay refuses the journal like corruption (a *FormatError wrapping ErrCorrupt and the
-// error); so does every other refusal, and a refusal writes nothing (the caller must discard
-// whatever replay built).
+// calls replay (if not nil) for every surviving record in LSN order before it returns, each
+// batch's records once its end frame is validated. Record.Data is valid only during the call:
+// the file is read in bounded chunks. An error from replay refuses the journal like
+// corruption (a *FormatError wrapping ErrCorrupt and the error); so does every other refusal
+// (reported before replay's if both), and a refusal writes nothing. A refused Open has
+// replayed the complete batches before the damage: the caller must discard whatever replay
+// built when Open fails.
 func Open(fsys core.FS, name string, cfg Config, replay func(Record) error) (*Journal, error) {
 	o := &opener{fs: fsys, name: name, cfg: cfg.withDefaults(), replayFn: replay}
 	if err := o.run(); err != nil {
@@ -123,7 +125,8 @@ func Open(fsys core.FS, name string, cfg Config, replay func(Record) error) (*Jo
 // never creates, truncates or clears a mark, ignores a leftover <name>.compact, and reports a
 // torn tail (Tail.Kind == TailTorn, Tail.Cut) instead of cutting it. A missing or empty file
 // reads as TailEmpty. A journal Open would refuse is refused with the same error, after
-// replay has seen the complete batches before the damage (none for a bad header).
+// replay has seen the complete batches before the damage (none for a bad header); if replay
+// refused one of their records, that is the error (the first damage met).
 func Read(fsys core.FS, name string, cfg Config, replay func(Record) error) (Tail, error) {
 	o := &opener{fs: fsys, name: name, cfg: cfg.withDefaults(), replayFn: replay, readOnly: true}
 	err := o.run()

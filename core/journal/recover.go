@@ -105,15 +105,7 @@ func (o *opener) look() ([]finding, error) {
 		return nil, fmt.Errorf("journal: size of %q: %w", o.name, err)
 	}
 	src := &fileSource{f: f, n: size}
-	o.tail, err = classify(src)
-	if err == nil {
-		err = replayPrefix(src, o.tail, o.replayFn)
-	} else if o.readOnly && !errors.Is(err, ErrBadHeader) {
-		// Inspection shows what a refused journal holds before the damage.
-		if rerr := replayPrefix(src, o.tail, o.replayFn); rerr != nil {
-			err = rerr
-		}
-	}
+	o.tail, err = classify(src, o.replayFn, o.readOnly)
 	var fe *FormatError
 	switch {
 	case errors.As(err, &fe):

@@ -74,16 +74,16 @@ func TestRecoveryTable(t *testing.T) {
 				fb := newFile().batchOf(true, "a").batchOf(true, "b", "c").batchOf(true, "d")
 				return map[string][]byte{"j": zeroRange(fb.bytes(), fb.offs[1], fb.offs[2])}
 			}(),
-			want: outcome{Find: "corrupt", Err: ErrCorrupt.Error(),
+			want: outcome{Find: "corrupt", Records: recs("a"), Err: ErrCorrupt.Error(),
 				Size: int64(len(newFile().batchOf(true, "a").batchOf(true, "b", "c").batchOf(true, "d").b)), Names: []string{"j"}},
 			wantMsg: "(LSN before 1, after 4)"},
 		{name: "corrupt: an LSN gap between valid frames",
 			files:   map[string][]byte{"j": newFile().batchOf(true, "a").frame(3, 2, flagEnd, "c").bytes()},
-			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(newFile().batchOf(true, "a").frame(3, 2, flagEnd, "c").b)), Names: []string{"j"}},
+			want:    outcome{Find: "corrupt", Records: recs("a"), Err: ErrCorrupt.Error(), Size: int64(len(newFile().batchOf(true, "a").frame(3, 2, flagEnd, "c").b)), Names: []string{"j"}},
 			wantMsg: "LSN 3 follows LSN 1"},
 		{name: "corrupt: a batch number out of order",
 			files:   map[string][]byte{"j": newFile().batchOf(true, "a").frame(2, 3, flagEnd, "b").bytes()},
-			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(newFile().batchOf(true, "a").frame(2, 3, flagEnd, "b").b)), Names: []string{"j"}},
+			want:    outcome{Find: "corrupt", Records: recs("a"), Err: ErrCorrupt.Error(), Size: int64(len(newFile().batchOf(true, "a").frame(2, 3, flagEnd, "b").b)), Names: []string{"j"}},
 			wantMsg: "batch 3 where batch 2 was due"},
 		{name: "corrupt: a damaged snapshot",
 			files:   map[string][]byte{"j": flipByte(newSnapshotFile(5, 3, "state").batchOf(true, "x").bytes(), headerLen+frameMin)},
@@ -110,11 +110,11 @@ func TestRecoveryTable(t *testing.T) {
 			want:  outcome{Find: "clean", Records: recs("a b c"), Size: int64(len(two.b)), Names: []string{"j"}}},
 		{name: "closed cleanly, then a bit flip in the last batch: refused, not cut",
 			files:   map[string][]byte{"j": flipByte(markClosed(two.bytes()), len(two.b)-1)},
-			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
+			want:    outcome{Find: "corrupt", Records: recs("a b"), Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
 			wantMsg: fmt.Sprintf("closed cleanly at %d bytes (last LSN 3), but it no longer matches: bad or short frame at offset %d", len(two.b), two.offs[2])},
 		{name: "closed cleanly, then cut at a batch boundary: refused",
 			files:   map[string][]byte{"j": markClosed(two.bytes())[:batch2]},
-			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: batch2, Names: []string{"j"}},
+			want:    outcome{Find: "corrupt", Records: recs("a b"), Err: ErrCorrupt.Error(), Size: batch2, Names: []string{"j"}},
 			wantMsg: fmt.Sprintf("but the file was cut to %d bytes", batch2)},
 		{name: "closed cleanly, then grown by a complete batch: refused",
 			files: map[string][]byte{"j": func() []byte {
@@ -122,7 +122,7 @@ func TestRecoveryTable(t *testing.T) {
 				b := markClosed(fb.bytes())
 				return appendFrame(b, 3, 2, flagEnd, 1, []byte("c"))
 			}()},
-			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
+			want:    outcome{Find: "corrupt", Records: recs("a b c"), Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j"}},
 			wantMsg: "has grown to"},
 		{name: "a torn mark counts as none: the crash rows apply",
 			files: map[string][]byte{"j": func() []byte {

@@ -109,9 +109,14 @@ func (e *FormatError) Unwrap() []error {
 	return errs
 }
 
-// readChunk is how much Open and Read read at a time; with the largest frame it bounds the
-// memory a scan uses, whatever the file's size.
+// readChunk is how much Open and Read read at a time; with holdChunks and the largest frame it
+// bounds the memory a scan uses, whatever the file's size.
 const readChunk = 1 << 20
+
+// holdChunks is how many chunks the buffer grows to, at most, to keep a batch not yet complete
+// (so that it is replayed from memory once its end frame is valid); a longer batch is read
+// again for replay.
+const holdChunks = 4
 
 // source is what a scan reads: a whole file in memory (Scan) or a file read in bounded
 // chunks (Open, Read).
@@ -120,6 +125,12 @@ type source interface {
 	// at returns the n bytes at off, where off+n <= size(). The slice is valid until the next
 	// call.
 	at(off int64, n int) ([]byte, error)
+	// hold is at that also keeps the bytes from keep (<= off) buffered when they are and fit
+	// holdChunks chunks with the n asked for: the frames of a batch whose end is still to come.
+	hold(keep, off int64, n int) ([]byte, error)
+	// window returns every byte buffered and the offset of the first, so that a scan walks the
+	// frames in it without a call per frame. It is valid until the next at or hold.
+	window() ([]byte, int64)
 }
 
 type memSource []byte
@@ -130,8 +141,13 @@ func (m memSource) at(off int64, n int) ([]byte, error) {
 	return m[off : off+int64(n) : off+int64(n)], nil
 }
 
-// fileSource reads a file through one buffer of readChunk bytes, grown only to hold a frame
-// larger than that (a snapshot) while it is delivered.
+func (m memSource) hold(_, off int64, n int) ([]byte, error) { return m.at(off, n) }
+
+func (m memSource) window() ([]byte, int64) { return m, 0 }
+
+// fileSource reads a file through one buffer of readChunk bytes, grown only to hold a batch
+// not yet complete (up to holdChunks of them) or a frame larger than that (a snapshot) while
+// it is delivered.
 type fileSource struct {
 	f     io.ReaderAt // a core.File
 	n     int64       // the file's size when the scan began
@@ -142,7 +158,11 @@ type fileSource struct {
 
 func (s *fileSource) size() int64 { return s.n }
 
-func (s *fileSource) at(off int64, n int) ([]byte, error) {
+func (s *fileSource) window() ([]byte, int64) { return s.buf, s.base }
+
+func (s *fileSource) at(off int64, n int) ([]byte, error) { return s.hold(off, off, n) }
+
+func (s *fileSource) hold(keep, off int64, n int) ([]byte, error) {
 	if off >= s.base && off+int64(n) <= s.base+int64(len(s.buf)) {
 		p := s.buf[off-s.base:]
 		return p[:n:n], nil
@@ -151,21 +171,37 @@ func (s *fileSource) at(off int64, n int) ([]byte, error) {
 	if chunk == 0 {
 		chunk = readChunk
 	}
-	want := int(min(int64(max(n, chunk)), s.n-off))
-	if cap(s.buf) < want {
-		s.buf = make([]byte, want)
+	start, want, kept := off, int(min(int64(max(n, chunk)), s.n-off)), 0
+	// The kept bytes move to the front of the buffer: read once, and validated as read. For a
+	// batch longer than a chunk the buffer grows, up to holdChunks of them.
+	if k, need := s.base+int64(len(s.buf))-keep, off+int64(n)-keep; keep < off && keep >= s.base && k > 0 &&
+		need <= int64(holdChunks*chunk) {
+		want = chunk
+		if need > int64(chunk) {
+			want = int(min(need+int64(chunk)/2, int64(holdChunks*chunk)))
+		}
+		want = int(min(int64(want), s.n-keep))
+		start, kept = keep, int(k)
 	}
-	s.buf = s.buf[:want]
-	got, err := s.f.ReadAt(s.buf, off)
-	if got < want {
-		s.buf = s.buf[:0]
+	buf := s.buf
+	if cap(buf) < want {
+		buf = make([]byte, max(want, min(2*cap(buf), holdChunks*chunk)))
+	}
+	buf = buf[:want]
+	if kept > 0 {
+		copy(buf, s.buf[start-s.base:])
+	}
+	got, err := s.f.ReadAt(buf[kept:], start+int64(kept))
+	if got < want-kept {
+		s.buf = buf[:0]
 		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, fmt.Errorf("reading %d bytes at offset %d (%d read): %w", want, off, got, err)
+		return nil, fmt.Errorf("reading %d bytes at offset %d (%d read): %w", want-kept, start+int64(kept), got, err)
 	}
-	s.base = off
-	return s.buf[:n:n], nil
+	s.buf, s.base = buf, start
+	p := buf[off-start:]
+	return p[:n:n], nil
 }
 
 // Scan classifies the bytes of a whole journal file (header included) and, when they may be
@@ -176,57 +212,65 @@ func (s *fileSource) at(off int64, n int) ([]byte, error) {
 // It returns a *FormatError for a bad header, corruption or a clean-close mark the bytes do
 // not match (rules 6 to 9 and 12 in doc.go), and for fn's first error.
 func Scan(b []byte, fn func(Record) error) (Tail, error) {
-	t, err := classify(memSource(b))
-	if err != nil {
+	t, err := classify(memSource(b), nil, false)
+	if err != nil || fn == nil || t.Records == 0 {
 		return t, err
 	}
-	return t, replayPrefix(memSource(b), t, fn)
+	_, err = replayRange(memSource(b), headerLen, t.Cut, 0, fn)
+	return t, err
 }
 
-// replayPrefix is the second pass of a scan: it delivers the records classify validated, one
-// frame in memory at a time. It trusts classify's CRCs (the journal has one owner, and CRCs
-// are most of a scan's cost) but checks that each frame still fits and follows on, so a file
-// changed between the two reads is refused, never half-replayed.
-func replayPrefix(src source, t Tail, fn func(Record) error) error {
-	if fn == nil || t.Records == 0 {
-		return nil
-	}
-	before := LSN(0)
-	for off := int64(headerLen); off < t.Cut; {
-		h, err := src.at(off, min(frameMin, int(t.Cut-off)))
+// replayRange delivers the records of the complete batches in [from, to), which a scan
+// validated, one frame in memory at a time, and returns the last LSN delivered (before if
+// none). It trusts the scan's CRCs (the journal has one owner, and CRCs are most of a scan's
+// cost) but checks that each frame still fits and follows on, so a file changed between the
+// two reads is refused, never half-replayed.
+func replayRange(src source, from, to int64, before LSN, fn func(Record) error) (LSN, error) {
+	for off := from; off < to; {
+		h, err := src.at(off, min(frameMin, int(to-off)))
 		if err != nil {
-			return err
+			return before, err
 		}
 		n := 0
 		if len(h) == frameMin {
 			n = int(binary.LittleEndian.Uint32(h[0:4]))
 		}
-		if n < payloadHdrLen || int64(n) > t.Cut-off-frameHdrLen ||
+		if n < payloadHdrLen || int64(n) > to-off-frameHdrLen ||
 			(before != 0 && LSN(binary.LittleEndian.Uint64(h[8:16])) != before+1) {
-			return &FormatError{Offset: off, Before: before, Err: ErrCorrupt,
+			return before, &FormatError{Offset: off, Before: before, Err: ErrCorrupt,
 				Reason: "a frame that was valid a moment ago no longer is: the file changed while it was read"}
 		}
 		fb, err := src.at(off, frameHdrLen+n)
 		if err != nil {
-			return err
+			return before, err
 		}
 		f := decodeTrusted(fb, 0)
 		rec := Record{LSN: f.lsn, Tag: f.tag, Snapshot: f.flags&flagSnapshot != 0, Data: f.data}
 		if err := fn(rec); err != nil {
-			return &FormatError{Offset: off, Before: before, After: f.lsn, Err: ErrCorrupt, Cause: err,
-				Reason: fmt.Sprintf("record LSN %d (tag %d, %d bytes) does not replay", f.lsn, f.tag, len(f.data))}
+			return before, refusedRecord(off, before, rec, err)
 		}
 		before = f.lsn
 		off += int64(f.next)
 	}
-	return nil
+	return before, nil
 }
 
-// classify is the first pass of a scan: it validates every frame, finds the cut and checks
-// the clean-close mark, but delivers nothing. On a *FormatError other than a bad header, the
-// Tail still describes the complete batches before the damage (Cut, Records, First, Last),
-// which read-only inspection replays.
-func classify(src source) (Tail, error) {
+// refusedRecord is the refusal of a record the replay function refused.
+func refusedRecord(off int64, before LSN, r Record, err error) error {
+	return &FormatError{Offset: off, Before: before, After: r.LSN, Err: ErrCorrupt, Cause: err,
+		Reason: fmt.Sprintf("record LSN %d (tag %d, %d bytes) does not replay", r.LSN, r.Tag, len(r.Data))}
+}
+
+// classify validates every frame, finds the cut and checks the clean-close mark in one pass
+// and, with fn, delivers the records of each complete batch once its end frame is valid
+// (Open, Read; Scan classifies with none first). On a *FormatError other than a bad header,
+// the Tail still describes the complete batches before the damage (Cut, Records, First,
+// Last), the ones delivered.
+//
+// After fn's first refusal nothing more is delivered but the scan goes on: a refusal of the
+// frames outranks it, unless inspect (Read: fn's is the first damage it met, as a replay of
+// the batches before the damage would find).
+func classify(src source, fn func(Record) error, inspect bool) (Tail, error) {
 	size := src.size()
 	t := Tail{Size: size}
 	if size == 0 {
@@ -242,12 +286,17 @@ func classify(src source) (Tail, error) {
 	}
 	t.Snapshot = h.flags&headerFlagSnapshot != 0
 	t.Marked = h.marked != markNone
-	s := scanner{src: src, size: size, tail: t, good: headerLen}
+	s := scanner{src: src, size: size, tail: t, good: headerLen, fn: fn}
 	t, err = s.run()
-	if err != nil || h.marked != markSet {
-		return t, err
+	if err == nil && h.marked == markSet {
+		t, err = s.checkMark(h.mark)
 	}
-	return s.checkMark(h.mark)
+	if s.refused != nil {
+		if _, frames := err.(*FormatError); err == nil || inspect && frames {
+			err = s.refused
+		}
+	}
+	return t, err
 }
 
 // checkMark holds a cleanly closed file to its mark: exactly that length, that last LSN, and
@@ -287,11 +336,27 @@ type scanner struct {
 	frames int // valid frames seen
 	// openRecords counts the frames of the open batch.
 	openRecords int
+
+	// fn receives the records of each complete batch (nil: none); delivered is the LSN of
+	// the last it took, refused its first refusal, after which it receives nothing.
+	fn        func(Record) error
+	delivered LSN
+	refused   error
+
+	// crcLen and crcHead cache the CRC state after a frame's length field, for the payload
+	// length seen last: in a journal of like records it rarely changes.
+	crcLen  int
+	crcHead uint32
 }
 
 func (s *scanner) run() (Tail, error) {
 	off := int64(headerLen)
 	for {
+		next, err := s.walk(off)
+		if err != nil {
+			return s.tail, err
+		}
+		off = next
 		if off == s.size {
 			if s.tail.Snapshot && s.frames == 0 {
 				return s.tail, s.corrupt(off, 0, "header announces a snapshot but the file has no frame")
@@ -319,6 +384,59 @@ func (s *scanner) run() (Tail, error) {
 	}
 }
 
+// walk takes the frames buffered from off on that follow on plainly (CRC-valid, after the
+// first frame, no flag but the end flag, the next LSN, the due batch) without a call per
+// frame, and returns the offset of the first it leaves to frameAt and accept, which decide
+// every other case (their errors included).
+func (s *scanner) walk(off int64) (int64, error) {
+	b, base := s.src.window()
+	if s.frames == 0 || off < base || off > base+int64(len(b)) {
+		return off, nil
+	}
+	p := int(off - base)
+	for {
+		rest := b[p:]
+		if len(rest) < frameMin {
+			break
+		}
+		n := int(binary.LittleEndian.Uint32(rest))
+		if n < payloadHdrLen || n > len(rest)-frameHdrLen {
+			break
+		}
+		f := rest[:frameHdrLen+n]
+		if n != s.crcLen {
+			s.crcLen, s.crcHead = n, crc32.Update(0, castagnoli, f[:4])
+		}
+		if crc32.Update(s.crcHead, castagnoli, f[frameHdrLen:]) != binary.LittleEndian.Uint32(f[4:8]) {
+			break
+		}
+		lsn := LSN(binary.LittleEndian.Uint64(f[8:16]))
+		batch := binary.LittleEndian.Uint64(f[16:24])
+		flags := f[24]
+		want := s.open
+		if want == 0 {
+			want = s.tail.LastBatch + 1
+		}
+		if flags&^flagEnd != 0 || lsn != s.last+1 || batch != want {
+			break
+		}
+		s.frames++
+		s.last = lsn
+		s.open = batch
+		s.openRecords++
+		p += len(f)
+		if flags&flagEnd != 0 {
+			if err := s.complete(base + int64(p)); err != nil {
+				return base + int64(p), err
+			}
+			if nb, nbase := s.src.window(); nbase != base || len(nb) != len(b) {
+				return base + int64(p), nil // delivery read the batch again
+			}
+		}
+	}
+	return base + int64(p), nil
+}
+
 // frameHead is a frame's fixed fields, and where it ends.
 type frameHead struct {
 	crc   uint32 // the CRC stored in the frame
@@ -328,26 +446,34 @@ type frameHead struct {
 	end   int64
 }
 
-// head reads the fixed fields of a frame at off, without checking anything but that they fit.
-func (s *scanner) head(off int64) (n int, f frameHead, ok bool, err error) {
+// head reads the fixed fields of a frame at off, without checking anything but that they
+// fit; the bytes from keep stay buffered if they can (the open batch's).
+func (s *scanner) head(off, keep int64) (n int, f frameHead, ok bool, err error) {
 	if s.size-off < frameMin {
 		return 0, f, false, nil
 	}
-	b, err := s.src.at(off, frameMin)
+	b, err := s.src.hold(keep, off, frameMin)
 	if err != nil {
 		return 0, f, false, err
 	}
-	n = int(binary.LittleEndian.Uint32(b[0:4]))
+	n, f = parseHead(b, off)
 	if n < payloadHdrLen || int64(n) > s.size-off-frameHdrLen {
 		return 0, f, false, nil
 	}
+	return n, f, true, nil
+}
+
+// parseHead decodes the fixed fields of the frame at off from b, at least frameMin bytes
+// from its start.
+func parseHead(b []byte, off int64) (int, frameHead) {
+	n := int(binary.LittleEndian.Uint32(b[0:4]))
 	return n, frameHead{
 		crc:   binary.LittleEndian.Uint32(b[4:8]),
 		lsn:   LSN(binary.LittleEndian.Uint64(b[8:16])),
 		batch: binary.LittleEndian.Uint64(b[16:24]),
 		flags: b[24],
 		end:   off + frameHdrLen + int64(n),
-	}, true, nil
+	}
 }
 
 // crcOK checks the CRC of the frame of payload length n at off, whose head f is, reading the
@@ -368,9 +494,10 @@ func (s *scanner) crcOK(off int64, n int, f frameHead) (bool, error) {
 	return c == f.crc, nil
 }
 
-// frameAt decodes the frame at off and reports whether it is whole and its CRC matches.
+// frameAt decodes the frame at off and reports whether it is whole and its CRC matches,
+// keeping the open batch's frames buffered when they fit holdChunks chunks.
 func (s *scanner) frameAt(off int64) (frameHead, bool, error) {
-	n, f, ok, err := s.head(off)
+	n, f, ok, err := s.head(off, s.good)
 	if !ok || err != nil {
 		return f, false, err
 	}
@@ -378,11 +505,15 @@ func (s *scanner) frameAt(off int64) (frameHead, bool, error) {
 		ok, err = s.crcOK(off, n, f)
 		return f, ok, err
 	}
-	b, err := s.src.at(off, frameHdrLen+n)
+	b, err := s.src.hold(s.good, off, frameHdrLen+n)
 	if err != nil {
 		return f, false, err
 	}
-	return f, binary.LittleEndian.Uint32(b[4:8]) == frameCRC(b), nil
+	// The fields come from the bytes the CRC covers, read again if the frame left the buffer.
+	if m, g := parseHead(b, off); m == n {
+		return g, g.crc == frameCRC(b), nil
+	}
+	return f, false, nil
 }
 
 // accept checks a CRC-valid frame against the frames before it. A valid frame that does not
@@ -426,14 +557,52 @@ func (s *scanner) accept(off int64, f frameHead) error {
 	s.open = f.batch
 	s.openRecords++
 	if f.flags&flagEnd != 0 {
-		if s.tail.Records == 0 {
-			s.tail.First = LSN(uint64(f.lsn) - uint64(s.openRecords) + 1)
+		return s.complete(f.end)
+	}
+	return nil
+}
+
+// complete ends the open batch, whose end frame (the last valid one) ends at end, and
+// delivers its records.
+func (s *scanner) complete(end int64) error {
+	if s.tail.Records == 0 {
+		s.tail.First = LSN(uint64(s.last) - uint64(s.openRecords) + 1)
+	}
+	s.tail.Records += s.openRecords
+	s.tail.Last = s.last
+	s.tail.LastBatch = s.open
+	start := s.good
+	s.open, s.openRecords = 0, 0
+	s.good = end
+	return s.deliver(start, end)
+}
+
+// deliver hands fn the records of the complete batch [start, end): from the buffer, which
+// holds the bytes just validated, or, for a batch longer than the buffer keeps, read again.
+// A refusal by fn is kept (s.refused), not returned: the scan classifies on.
+func (s *scanner) deliver(start, end int64) error {
+	if s.fn == nil || s.refused != nil {
+		return nil
+	}
+	b, base := s.src.window()
+	if start < base || end > base+int64(len(b)) {
+		last, err := replayRange(s.src, start, end, s.delivered, s.fn)
+		s.delivered = last
+		if fe, ok := err.(*FormatError); ok && fe.Cause != nil {
+			s.refused, err = err, nil
 		}
-		s.tail.Records += s.openRecords
-		s.tail.Last = f.lsn
-		s.tail.LastBatch = f.batch
-		s.open, s.openRecords = 0, 0
-		s.good = f.end
+		return err
+	}
+	for p, q := int(start-base), int(end-base); p < q; {
+		f := b[p : p+frameHdrLen+int(binary.LittleEndian.Uint32(b[p:]))]
+		r := Record{LSN: LSN(binary.LittleEndian.Uint64(f[8:16])), Tag: f[25],
+			Snapshot: f[24]&flagSnapshot != 0, Data: f[frameMin:len(f):len(f)]}
+		if err := s.fn(r); err != nil {
+			s.refused = refusedRecord(base+int64(p), s.delivered, r, err)
+			return nil
+		}
+		s.delivered = r.LSN
+		p += len(f)
 	}
 	return nil
 }
@@ -516,7 +685,7 @@ func (s *scanner) findLater(off int64, torn uint64) (int64, frameHead, bool, err
 	// No more frames than this can fit after off: bounds plausible batch numbers and LSNs.
 	room := uint64((s.size-off)/frameMin) + 1
 	for p := off + 1; p+frameMin <= s.size; p++ {
-		n, f, ok, err := s.head(p)
+		n, f, ok, err := s.head(p, p)
 		if err != nil {
 			return 0, f, false, err
 		}
