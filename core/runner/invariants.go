@@ -81,9 +81,9 @@ func (m *Machine) checkInvariants() error {
 		queued += q.len()
 		listed := m.kinds[k.name] == k && (i == 0 || m.kindList[i-1].name < k.name)
 		if !listed || q.prio.len() != q.age.len() || k.inflight != inflight[k] || k.cfg.Limit > 0 && k.inflight > k.cfg.Limit ||
-			k.inflight > 0 && !m.startable(k) {
-			return fmt.Errorf("runner: kind %q (listed in order and known %v, startable %v): %d due by priority, %d by age; counts %d attempts in flight, holds %d, limit %d",
-				k.name, listed, m.startable(k), q.prio.len(), q.age.len(), k.inflight, inflight[k], k.cfg.Limit)
+			k.inflight > 0 && !m.startable(k) || k.replayWaiting != 0 {
+			return fmt.Errorf("runner: kind %q (listed in order and known %v, startable %v): %d due by priority, %d by age; counts %d attempts in flight, holds %d, limit %d; %d waiting counted for a replay",
+				k.name, listed, m.startable(k), q.prio.len(), q.age.len(), k.inflight, inflight[k], k.cfg.Limit, k.replayWaiting)
 		}
 		for _, h := range []*heap{&q.timers, &q.prio, &q.age} {
 			if at := h.disorder(); at != "" {

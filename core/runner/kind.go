@@ -28,7 +28,8 @@ type kind struct {
 	q queue
 	// Invariant: the attempts of this kind in Machine.inflight; ≤ cfg.Limit when it is > 0.
 	inflight int
-	// replayWaiting counts this kind's waiting jobs while replay ends (0 otherwise).
+	// replayWaiting counts this kind's waiting jobs in replay (Machine.count keeps it), which
+	// builds the queues only at its end; 0 otherwise.
 	replayWaiting int
 }
 

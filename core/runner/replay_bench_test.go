@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/sim/disk"
 )
 
@@ -111,5 +112,79 @@ func BenchmarkEngineReplay(b *testing.B) {
 			b.ReportMetric(float64(b.N)*float64(records)/cpu.Seconds(), "records/cpu-s")
 			b.ReportMetric(float64(b.N)*float64(records)/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// Replay counts each kind's waiting jobs as records change them (the count that sizes the
+// kind's queue at replay's end): after a journal of three kinds' jobs enqueued, started,
+// failed for a retry, succeeded and cancelled, every kind's count is its waiting jobs.
+func TestReplayCountsEveryKindsWaitingJobs(t *testing.T) {
+	d := disk.New(1)
+	cfg := Config{Capacity: 8, CompactBytes: 1 << 40}
+	e, err := Open(d, journalName, cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []NewJob
+	for i := range 30 {
+		jobs = append(jobs, NewJob{Due: epoch, Target: "t", Opts: Opts{Kind: []string{"", "a", "b"}[i%3]}})
+	}
+	if _, _, err := e.EnqueueMany(epoch, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Dispatch(epoch, true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Commit(epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range res.Starts {
+		o := Success()
+		if i%2 == 0 {
+			o = Failure("again", true)
+		}
+		if err := e.AttemptDone(epoch, a.Token, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := uint64(20); id <= 24; id++ {
+		if _, err := e.Cancel(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Commit(epoch); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = cfg.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg.machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.replaying = true
+	if _, err := journal.Read(d, journalName, cfg.journal(), func(r journal.Record) error {
+		return m.Replay(r.Tag, r.Snapshot, r.Data)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, j := range m.order {
+		if j.State == Waiting {
+			want[j.Opts.Kind]++
+		}
+	}
+	if len(want) != 3 || want["a"] == 0 {
+		t.Fatalf("the journal should leave waiting jobs of every kind: %v", want)
+	}
+	for _, k := range m.kindList {
+		if k.replayWaiting != want[k.name] {
+			t.Errorf("kind %q: %d waiting counted, %d waiting", k.name, k.replayWaiting, want[k.name])
+		}
 	}
 }
