@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/bench/extras"
@@ -13,9 +15,9 @@ import (
 
 func one(t extras.Table, err error) ([]extras.Table, error) { return []extras.Table{t}, err }
 
-// runExtras prints the sluice-only figures; a failing step is reported and
-// the others still run.
-func runExtras(ctx context.Context, out io.Writer, scratch string) {
+// runExtras prints the sluice-only figures (those named in only, comma-separated; all if
+// empty); a failing step is reported and the others still run.
+func runExtras(ctx context.Context, out io.Writer, scratch, only string) {
 	steps := []struct {
 		name string
 		run  func() ([]extras.Table, error)
@@ -27,6 +29,9 @@ func runExtras(ctx context.Context, out io.Writer, scratch string) {
 			a, b, err := extras.RunnerRecovery(scratch, []int{10_000, 100_000, 1_000_000})
 			return []extras.Table{a, b}, err
 		}},
+		{"a 1 GiB journal opened", func() ([]extras.Table, error) {
+			return one(extras.OpenGiB(scratch, []int{64, 256, 1024}))
+		}},
 		{"simulator", func() ([]extras.Table, error) {
 			return one(extras.SimSpeed(15*time.Second, runtime.NumCPU()))
 		}},
@@ -37,6 +42,9 @@ func runExtras(ctx context.Context, out io.Writer, scratch string) {
 	for _, s := range steps {
 		if ctx.Err() != nil {
 			return
+		}
+		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
+			continue
 		}
 		t0 := time.Now()
 		ts, err := s.run()

@@ -31,6 +31,7 @@ type config struct {
 	systems   string
 	workloads string
 	extras    bool
+	steps     string // extras steps to run, comma-separated ("" = all)
 	profile   string
 	profRun   string
 	tmp       string
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&c.systems, "systems", "", "comma-separated systems to run (default all)")
 	flag.StringVar(&c.workloads, "workloads", "W1,W2,W3,W4", "comma-separated workloads")
 	flag.BoolVar(&c.extras, "extras", true, "also run the sluice-only figures (recovery, compaction, simulator, lease controller)")
+	flag.StringVar(&c.steps, "extras-steps", "", `comma-separated sluice-only figures to run (default all), by their names as printed ("a 1 GiB journal opened"); with -workloads none, only those`)
 	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the first run matching -profile-run to this file")
 	flag.StringVar(&c.profRun, "profile-run", "W2/sluice-group", "workload/system whose first run -cpuprofile records")
 	flag.StringVar(&c.tmp, "tmpdir", os.TempDir(), "parent of the scratch directory (must be a real disk for durable numbers)")
@@ -187,7 +189,7 @@ func run(c config) error {
 	}
 	if c.extras {
 		fmt.Fprintln(out, "\n## sluice-only figures")
-		runExtras(ctx, out, scratch)
+		runExtras(ctx, out, scratch, c.steps)
 	}
 	fmt.Fprintf(out, "\nload average at the end: %s\n", loadavg())
 	fmt.Fprintf(out, "total wall time %s\n", time.Since(started).Round(time.Second))
