@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -590,9 +592,8 @@ func (c *Checker) NodeCrashed(node int) {
 func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	c.checkUnique(node, jobs, "recovered")
 	n := c.node(node)
-	got := make(map[uint64]JobView, len(jobs))
+	got := indexViews(jobs)
 	for _, v := range jobs {
-		got[v.ID] = v
 		j := c.jobs[jobKey{node, v.ID}]
 		if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d recovered job %d that was never appended: %v",
 			node, v.ID, v) {
@@ -609,11 +610,11 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Slice(keys, func(a, b int) bool { return keys[a].id < keys[b].id })
+	slices.SortFunc(keys, func(a, b jobKey) int { return cmp.Compare(a.id, b.id) })
 	for _, k := range keys {
 		j := c.jobs[k]
 		if j.acked && j.terminal == "" {
-			_, ok := got[k.id]
+			_, ok := got.get(k.id)
 			c.check(InvNoLostAck, ok, "node %d lost acknowledged job %d (target %s) in recovery", node, k.id, j.target)
 		}
 	}
@@ -628,20 +629,13 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	}
 	// Attempts running at the crash come back as interrupted failures at now, through the policy
 	// (unless the recovered job is the one a written-but-unacknowledged commit left).
-	liveByID := make(map[uint64]JobView, len(n.live))
-	for _, v := range n.live {
-		liveByID[v.ID] = v
-	}
-	pendByID := make(map[uint64]JobView, len(n.pending))
-	for _, v := range n.pending {
-		pendByID[v.ID] = v
-	}
+	liveByID, pendByID := indexViews(n.live), indexViews(n.pending)
 	for _, v := range jobs {
-		lv, ok := liveByID[v.ID]
+		lv, ok := liveByID.get(v.ID)
 		if !ok || lv.State != "running" || v.State != "waiting" || v.Attempts != lv.Attempts {
 			continue
 		}
-		if pv, ok := pendByID[v.ID]; ok && pv == v {
+		if pv, ok := pendByID.get(v.ID); ok && pv == v {
 			continue
 		}
 		lo, hi := n.p.waitRange(v.Attempts, nil)
@@ -667,11 +661,11 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	// (its id may be handed out again), as are terminal jobs compaction pruned.
 	for _, k := range keys {
 		j := c.jobs[k]
-		v, ok := got[k.id]
+		v, ok := got.get(k.id)
 		switch {
 		case ok:
 			j.acked = true
-			if lv, inLive := liveByID[k.id]; !inLive || lv != v {
+			if lv, inLive := liveByID.get(k.id); !inLive || lv != v {
 				// The recovered job comes from a written but unacknowledged commit (a retry, a
 				// cancel, an outcome): that is its durable truth now.
 				j.firstDue = v.FirstDue
@@ -697,7 +691,75 @@ func diffStates(want, got []JobView) string { return diffStatesMode(want, got, t
 
 // diffStatesMode compares as diffStates; with interrupted, a job running in want may come
 // back requeued (a recovery after a crash); without, it must be identical (a plain replay).
+// Lists ascending by id (as views are built) are merged; others go through maps.
 func diffStatesMode(want, got []JobView, interrupted bool) string {
+	if !ascendingByID(want) || !ascendingByID(got) {
+		return diffStatesByMap(want, got, interrupted)
+	}
+	i, k := 0, 0
+	for i < len(want) || k < len(got) {
+		var a, b JobView
+		var okA, okB bool
+		switch {
+		case k == len(got) || i < len(want) && want[i].ID < got[k].ID:
+			a, okA = want[i], true
+			i++
+		case i == len(want) || got[k].ID < want[i].ID:
+			b, okB = got[k], true
+			k++
+		default:
+			a, okA, b, okB = want[i], true, got[k], true
+			i, k = i+1, k+1
+		}
+		if d := diffJob(a, okA, b, okB, interrupted); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// viewsByID finds a list's views by id: by binary search when the ids ascend (as views are
+// built), else through a map (a later duplicate id wins, as a map's assignment would).
+type viewsByID struct {
+	v []JobView
+	m map[uint64]JobView
+}
+
+func indexViews(v []JobView) viewsByID {
+	if ascendingByID(v) {
+		return viewsByID{v: v}
+	}
+	m := make(map[uint64]JobView, len(v))
+	for _, j := range v {
+		m[j.ID] = j
+	}
+	return viewsByID{m: m}
+}
+
+func (x viewsByID) get(id uint64) (JobView, bool) {
+	if x.m != nil {
+		j, ok := x.m[id]
+		return j, ok
+	}
+	i, ok := slices.BinarySearchFunc(x.v, id, func(j JobView, id uint64) int { return cmp.Compare(j.ID, id) })
+	if !ok {
+		return JobView{}, false
+	}
+	return x.v[i], true
+}
+
+// ascendingByID says whether v's ids strictly ascend.
+func ascendingByID(v []JobView) bool {
+	for i := 1; i < len(v); i++ {
+		if v[i-1].ID >= v[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// diffStatesByMap is diffStatesMode for lists in any order (a later duplicate id wins).
+func diffStatesByMap(want, got []JobView, interrupted bool) string {
 	w := make(map[uint64]JobView, len(want))
 	for _, v := range want {
 		w[v.ID] = v
@@ -719,21 +781,33 @@ func diffStatesMode(want, got []JobView, interrupted bool) string {
 	for _, id := range ids {
 		a, okA := w[id]
 		b, okB := g[id]
-		switch {
-		case okA && okB && a.State == "running" && interrupted:
-			// Open requeues an interrupted attempt through the policy: waiting or dead, same count.
-			if b.Attempts != a.Attempts || (b.State != "waiting" && b.State != "dead") || b.Target != a.Target || b.Payload != a.Payload {
-				return fmt.Sprintf("job %d live %v, recovered %v (want it requeued or dead after the interrupted attempt)", id, a, b)
-			}
-		case okA && okB:
-			if a != b {
-				return fmt.Sprintf("job %d live %v, recovered %v", id, a, b)
-			}
-		case okA && !Terminal(a.State):
-			return fmt.Sprintf("job %d live %v, missing after recovery", id, a)
-		case okB && !Terminal(b.State):
-			return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
+		if d := diffJob(a, okA, b, okB, interrupted); d != "" {
+			return d
 		}
+	}
+	return ""
+}
+
+// diffJob compares one id's job on each side (ok: present there); "" when they agree.
+func diffJob(a JobView, okA bool, b JobView, okB bool, interrupted bool) string {
+	id := a.ID
+	if !okA {
+		id = b.ID
+	}
+	switch {
+	case okA && okB && a.State == "running" && interrupted:
+		// Open requeues an interrupted attempt through the policy: waiting or dead, same count.
+		if b.Attempts != a.Attempts || (b.State != "waiting" && b.State != "dead") || b.Target != a.Target || b.Payload != a.Payload {
+			return fmt.Sprintf("job %d live %v, recovered %v (want it requeued or dead after the interrupted attempt)", id, a, b)
+		}
+	case okA && okB:
+		if a != b {
+			return fmt.Sprintf("job %d live %v, recovered %v", id, a, b)
+		}
+	case okA && !Terminal(a.State):
+		return fmt.Sprintf("job %d live %v, missing after recovery", id, a)
+	case okB && !Terminal(b.State):
+		return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
 	}
 	return ""
 }

@@ -1,0 +1,56 @@
+package sim
+
+import (
+	"math/rand"
+	"slices"
+	"testing"
+)
+
+// The merge of ascending lists gives diffStatesByMap's answer, and a lookup by binary search a
+// map's, on random pairs of lists (equal, changed, dropped, added, terminal, running).
+func TestDiffStatesMergeAgreesWithMaps(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	states := []string{"waiting", "running", "succeeded", "dead", "cancelled"}
+	list := func() []JobView {
+		var v []JobView
+		for id := uint64(1); id <= 12; id++ {
+			if r.Intn(3) == 0 {
+				continue
+			}
+			v = append(v, JobView{ID: id, State: states[r.Intn(len(states))], Attempts: r.Intn(2), Target: "t1"})
+		}
+		return v
+	}
+	differ := 0
+	for range 5000 {
+		a := list()
+		b := slices.Clone(a)
+		if r.Intn(2) == 0 {
+			b = list()
+		}
+		for _, interrupted := range []bool{false, true} {
+			got, want := diffStatesMode(a, b, interrupted), diffStatesByMap(a, b, interrupted)
+			if got != want {
+				t.Fatalf("merge %q, maps %q for\n%v\n%v", got, want, a, b)
+			}
+			if got != "" {
+				differ++
+			}
+		}
+		x := indexViews(a)
+		m := indexViews(append(slices.Clone(a), JobView{ID: 0})) // not ascending: the map
+		for id := uint64(0); id <= 13; id++ {
+			v, ok := x.get(id)
+			w, wok := m.get(id)
+			if id == 0 {
+				w, wok = JobView{}, false
+			}
+			if v != w || ok != wok {
+				t.Fatalf("get(%d) = %v %v, the map's %v %v", id, v, ok, w, wok)
+			}
+		}
+	}
+	if differ == 0 {
+		t.Fatal("no pair differed: the test compares nothing")
+	}
+}
