@@ -627,8 +627,8 @@ func (n *runnerNode) produce() {
 		oversize := false
 		switch u := w.rWork.Float64(); {
 		case u < 0.01:
-			// Over the record limit: Enqueue must refuse it before anything is written.
-			payload += w.repeated('x', n.cfg.RecordMax+1)
+			// Over the record limit: Enqueue must refuse it before anything is written. Its
+			// bytes are built at the call (oversized), never as a string.
 			oversize = true
 		case u < 0.02:
 			// A payload the handler's codec cannot decode: the engine fails the job
@@ -656,7 +656,11 @@ func (n *runnerNode) produce() {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
 		}
-		if !n.enqueueOpts(due, target, payload, oversize, o) {
+		var raw []byte
+		if oversize {
+			raw = w.oversized(payload, n.cfg.RecordMax+1)
+		}
+		if !n.enqueueRaw(due, target, payload, raw, oversize, o) {
 			return
 		}
 	}
@@ -730,14 +734,26 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 
 // enqueueOpts is enqueue with per-job options.
 func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, oversize bool, o runner.Opts) bool {
+	return n.enqueueRaw(due, target, payload, nil, oversize, o)
+}
+
+// enqueueRaw is enqueueOpts; raw, when not nil, is the payload's bytes (an oversize one, of
+// which payload is only the front) and stands for payload.
+func (n *runnerNode) enqueueRaw(due time.Duration, target, payload string, raw []byte, oversize bool, o runner.Opts) bool {
 	w := n.w
+	size := len(payload)
+	if raw != nil {
+		size = len(raw)
+	} else {
+		raw = []byte(payload)
+	}
 	if !n.up {
 		w.trace(n.name, "enqueue refused: node down")
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
 	at := Epoch.Add(due)
-	if due == w.loop.Now() && len(payload)%2 == 0 {
+	if due == w.loop.Now() && size%2 == 0 {
 		at = time.Time{} // "due now" as a client writes it, for half the payloads
 	}
 	next := n.e.Status().NextID
@@ -745,18 +761,18 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 	var id uint64
 	var err error
 	if o == (runner.Opts{}) {
-		t, id, err = n.e.Enqueue(w.now(), at, target, []byte(payload)) // a client without options
+		t, id, err = n.e.Enqueue(w.now(), at, target, raw) // a client without options
 	} else {
-		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
+		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: raw, Opts: o})
 	}
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
-			w.trace(n.name, "enqueue of "+strconv.Itoa(len(payload))+" bytes refused, as it must: "+err.Error())
+			w.trace(n.name, "enqueue of "+strconv.Itoa(size)+" bytes refused, as it must: "+err.Error())
 			return true
 		}
 		if err == nil {
-			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, len(payload), n.cfg.RecordMax, id)
+			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, size, n.cfg.RecordMax, id)
 			return false
 		}
 	}
