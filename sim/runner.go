@@ -899,14 +899,15 @@ func (n *runnerNode) commit() {
 	if !cut {
 		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 	}
-	n.beforeCommit() // runner_schedule.go
-	f := &flight{cut: cut, before: n.e.Schedules(), next: n.e.Status().NextID, ops: n.disk.Ops()}
+	// The schedules beforeCommit read are the ones Begin starts from: nothing in between
+	// changes the engine.
+	f := &flight{cut: cut, before: n.beforeCommit(), next: n.e.Status().NextID, ops: n.disk.Ops()} // runner_schedule.go
 	b, err := n.e.Begin(w.now())
 	f.b, f.after, f.upTo = b, n.e.Schedules(), n.e.Status().NextID
 	if err == nil && !b.Empty() {
 		// What this batch makes durable, before anything else is stepped: a crash or a failed
 		// sync during the flight may leave it on disk unacknowledged.
-		f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), n.scheduleViews()
+		f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), scheduleViewsOf(f.after) // Begin's, as it left them
 		w.chk.CommitUnacked(n.id, f.views)
 		w.chk.SchedulesUnacked(n.id, f.schedsViewed)
 		n.flight = f
