@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
+	"time"
 )
 
 // The merge of ascending lists gives diffStatesByMap's answer, and a lookup by binary search a
@@ -66,6 +68,23 @@ func TestOversizedIsFrontThenX(t *testing.T) {
 		got := string(w.oversized(c.front, c.n))
 		if want := c.front + w.repeated('x', c.n); got != want {
 			t.Fatalf("call %d: oversized(%q, %d) = %q, want %q", i, c.front, c.n, got, want)
+		}
+	}
+}
+
+// since is t.Sub(Epoch) near Epoch, far from it (saturated), at the zero time and at the fast
+// path's edges.
+func TestSinceIsSubEpoch(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	ts := []time.Time{{}, Epoch, Epoch.Add(-1), Epoch.Add(1), time.Unix(0, 0), time.Unix(1<<62, 0),
+		time.Unix(-1<<62, 999999999), Epoch.Add(time.Duration(math.MaxInt64)), Epoch.Add(time.Duration(math.MinInt64)),
+		time.Unix(epochUnix+9e9-1, 999999999).UTC(), time.Unix(epochUnix-9e9+1, 0).UTC(), time.Unix(epochUnix+9e9, 0).UTC()}
+	for range 2000 {
+		ts = append(ts, Epoch.Add(time.Duration(r.Int63()-r.Int63())), time.Unix(r.Int63n(1<<40)-1<<39, r.Int63n(1e9)))
+	}
+	for _, tm := range ts {
+		if got, want := since(tm), tm.Sub(Epoch); got != want {
+			t.Fatalf("since(%v) = %v, want %v", tm, got, want)
 		}
 	}
 }

@@ -1288,13 +1288,13 @@ func jobViewsAfter(prev []JobView, s runner.Snapshot) []JobView {
 			payload = string(j.Payload)
 		}
 		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: payload}
+			FirstDue: since(j.FirstDue), Due: since(j.Due), Target: j.Target, Payload: payload}
 		if j.Opts.Unique != "" {
 			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
 		}
 		if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
 			// The success's own time, as its Finished record carries it, plus the window.
-			v.WindowUntil = h[len(h)-1].End.Sub(Epoch) + j.Opts.UniqueFor
+			v.WindowUntil = since(h[len(h)-1].End) + j.Opts.UniqueFor
 		}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()

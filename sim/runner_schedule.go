@@ -244,7 +244,7 @@ func scheduleView(s runner.Schedule) ScheduleView {
 		if t.IsZero() {
 			return -1
 		}
-		return t.Sub(Epoch)
+		return since(t)
 	}
 	v := ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
 		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
