@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -136,6 +137,9 @@ type nodeModel struct {
 	// windows are the unique windows durable states showed, by key: a key stays reserved
 	// for its succeeded job until then (durable: a crash cannot undo them).
 	windows map[string]windowFact
+	// byID indexes the checker's jobs of this node by id (c.job): ids are handed out in order
+	// from 1. Invariant: byID[id] == c.jobs[jobKey{node, id}] for every id < len(byID).
+	byID []*jobModel
 
 	// Promptness (check_prompt.go).
 	id        int
@@ -239,6 +243,47 @@ func (c *Checker) node(node int) *nodeModel {
 	return n
 }
 
+// jobIndexMax bounds byID: a larger id (none is handed out in a run) stays in the map alone.
+const jobIndexMax = 1 << 20
+
+// indexJob records j (nil: none) as node n's job id in byID.
+func (n *nodeModel) indexJob(id uint64, j *jobModel) {
+	if id >= uint64(len(n.byID)) {
+		if j == nil || id >= jobIndexMax {
+			return // not indexed: c.job finds it in the map
+		}
+		n.byID = append(n.byID, make([]*jobModel, int(id)+1-len(n.byID))...)
+	}
+	n.byID[id] = j
+}
+
+// job is c.jobs[jobKey{n.id, id}], found through n.byID when it covers id.
+func (c *Checker) job(n *nodeModel, id uint64) *jobModel {
+	var j *jobModel
+	if id < uint64(len(n.byID)) {
+		j = n.byID[id]
+	} else {
+		j = c.jobs[jobKey{n.id, id}]
+	}
+	if verifyJobIndex.Load() && j != c.jobs[jobKey{n.id, id}] {
+		panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, c.jobs[jobKey{n.id, id}]))
+	}
+	return j
+}
+
+// verifyJobIndex makes c.job compare the index with the map, and every change of the index
+// compare the whole of it (tests only).
+var verifyJobIndex atomic.Bool
+
+// verifyIndex panics unless n.byID holds exactly the map's jobs of node n below its length.
+func (c *Checker) verifyIndex(n *nodeModel) {
+	for id, j := range n.byID {
+		if m := c.jobs[jobKey{n.id, uint64(id)}]; j != m {
+			panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, m))
+		}
+	}
+}
+
 // JobAppended: an Enqueue of id was handed to node's runner (it may never become durable).
 // An id whose enqueue was never acknowledged nor recovered may be handed out again.
 func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, payload string) {
@@ -247,8 +292,14 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 		c.check(InvNoPhantom, false, "node %d handed out id %d again (acknowledged for payload %q, now %q)", node, id, j.payload, payload)
 		return
 	}
-	c.jobs[k] = &jobModel{firstDue: due, due: due, target: target, payload: payload, endedAt: -1, retriedAt: -1}
-	if n := c.node(node); n.chains != nil {
+	j := &jobModel{firstDue: due, due: due, target: target, payload: payload, endedAt: -1, retriedAt: -1}
+	c.jobs[k] = j
+	n := c.node(node)
+	n.indexJob(id, j)
+	if verifyJobIndex.Load() {
+		c.verifyIndex(n)
+	}
+	if n.chains != nil {
 		// Appended in the liveness phase (a schedule's period before its removal): its chain
 		// starts at its due.
 		n.chain(id, max(0, due-c.liveFrom))
@@ -464,7 +515,7 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 	n := c.node(node)
 	n.live, n.pending = jobs, nil
 	for _, v := range jobs {
-		j := c.jobs[jobKey{node, v.ID}]
+		j := c.job(n, v.ID)
 		if j == nil {
 			continue
 		}
@@ -594,7 +645,7 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	n := c.node(node)
 	got := indexViews(jobs)
 	for _, v := range jobs {
-		j := c.jobs[jobKey{node, v.ID}]
+		j := c.job(n, v.ID)
 		if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d recovered job %d that was never appended: %v",
 			node, v.ID, v) {
 			return
@@ -681,7 +732,11 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			}
 		case !j.acked || j.terminal != "":
 			delete(c.jobs, k)
+			n.indexJob(k.id, nil)
 		}
+	}
+	if verifyJobIndex.Load() {
+		c.verifyIndex(n)
 	}
 }
 
