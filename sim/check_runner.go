@@ -140,6 +140,8 @@ type nodeModel struct {
 	// byID indexes the checker's jobs of this node by id (c.job): ids are handed out in order
 	// from 1. Invariant: byID[id] == c.jobs[jobKey{node, id}] for every id < len(byID).
 	byID []*jobModel
+	// overflow: a job was appended with an id past jobIndexMax, so byID does not hold them all.
+	overflow bool
 
 	// Promptness (check_prompt.go).
 	id        int
@@ -250,6 +252,7 @@ const jobIndexMax = 1 << 20
 func (n *nodeModel) indexJob(id uint64, j *jobModel) {
 	if id >= uint64(len(n.byID)) {
 		if j == nil || id >= jobIndexMax {
+			n.overflow = n.overflow || j != nil
 			return // not indexed: c.job finds it in the map
 		}
 		n.byID = append(n.byID, make([]*jobModel, int(id)+1-len(n.byID))...)
@@ -282,6 +285,35 @@ func (c *Checker) verifyIndex(n *nodeModel) {
 			panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, m))
 		}
 	}
+	if !n.overflow && !slices.Equal(n.jobKeys(nil), c.jobKeysOf(n.id)) {
+		panic(fmt.Sprintf("sim: node %d: the job index lists %v, the map %v", n.id, n.jobKeys(nil), c.jobKeysOf(n.id)))
+	}
+}
+
+// jobKeys appends the keys of n's jobs to keys, ascending by id, from byID (nil when it does
+// not hold them all).
+func (n *nodeModel) jobKeys(keys []jobKey) []jobKey {
+	if n.overflow {
+		return nil
+	}
+	for id, j := range n.byID {
+		if j != nil {
+			keys = append(keys, jobKey{n.id, uint64(id)})
+		}
+	}
+	return keys
+}
+
+// jobKeysOf is the keys of node's jobs, ascending by id, from the map.
+func (c *Checker) jobKeysOf(node int) []jobKey {
+	var keys []jobKey
+	for k := range c.jobs {
+		if k.node == node {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b jobKey) int { return cmp.Compare(a.id, b.id) })
+	return keys
 }
 
 // JobAppended: an Enqueue of id was handed to node's runner (it may never become durable).
@@ -655,13 +687,12 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 				node, v.ID, v.Target, v.Payload, j.target, j.payload)
 		}
 	}
-	keys := make([]jobKey, 0, len(c.jobs))
-	for k := range c.jobs {
-		if k.node == node {
-			keys = append(keys, k)
-		}
+	var keys []jobKey
+	if n.overflow {
+		keys = c.jobKeysOf(node)
+	} else {
+		keys = n.jobKeys(make([]jobKey, 0, len(n.byID)))
 	}
-	slices.SortFunc(keys, func(a, b jobKey) int { return cmp.Compare(a.id, b.id) })
 	for _, k := range keys {
 		j := c.jobs[k]
 		if j.acked && j.terminal == "" {
