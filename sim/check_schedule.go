@@ -189,10 +189,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 	for _, v := range views {
 		byName[v.Name] = v
 	}
-	byID := map[uint64]JobView{}
-	for _, j := range jobs {
-		byID[j.ID] = j
-	}
+	byID := indexViews(jobs)
 	keys := make([]periodKey, 0, len(sn.periods))
 	for k, f := range sn.periods {
 		if !f.durable {
@@ -209,7 +206,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 		f := sn.periods[k]
 		v, ok := byName[k.name]
 		advanced := ok && v.Last >= k.period
-		j, ok := byID[f.job]
+		j, ok := byID.get(f.job)
 		job := f.job != 0 && ok && j.FirstDue == k.period && j.Payload == f.payload
 		switch {
 		case advanced && f.job != 0 && !job:

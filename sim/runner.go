@@ -574,14 +574,17 @@ func (n *runnerNode) unsettled() string {
 // traceRecovered traces, after a restart, the recovered jobs a reader of the trace follows:
 // those not terminal and the dead (one line each, in core's own rendering).
 func (n *runnerNode) traceRecovered(st runner.Snapshot) {
-	var s runner.Snapshot
+	s := runner.Snapshot{Jobs: make([]runner.Job, 0, len(st.Jobs))}
 	for _, j := range st.Jobs {
 		if !j.State.Terminal() || j.State == runner.Dead {
 			s.Jobs = append(s.Jobs, j)
 		}
 	}
 	s.NextID, s.Windows = st.NextID, st.Windows // the keys a success still reserves
-	for _, line := range strings.Split(strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), "\n") {
+	// Line by line as strings.Split would give them, without its slice.
+	for d, more := strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), true; more; {
+		var line string
+		line, d, more = strings.Cut(d, "\n")
 		n.w.trace(n.name, "recovered "+line)
 	}
 }

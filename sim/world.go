@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math/bits"
@@ -572,7 +573,7 @@ func (w *World) oversized(front string, n int) []byte {
 		b[i] = 'x'
 	}
 	if need := len(front) + n; len(b) < need {
-		b = []byte(w.repeated('x', need))
+		b = bytes.Repeat([]byte{'x'}, need+64) // room for longer fronts to come
 		w.over.buf = b
 	}
 	w.over.front = copy(b, front)
