@@ -105,10 +105,16 @@ type message struct {
 	dead       bool // moved to the dead-letter queue
 	index      int  // position in the live heap, -1 when not live
 	// checked is the receipt, seq and count checkInvariants last found consistent: the check
-	// is a function of the three alone, and most messages' stay the same between checks.
+	// is a function of the three alone, and most messages' stay the same between checks; and
+	// likewise the times it last found within their bounds.
 	checked struct {
 		receipt    string
 		seq, count int
+		// times: the times (and branch) last found within their bounds, when ok.
+		times struct {
+			ok, unreceived          bool
+			sent, received, visible time.Time
+		}
 	}
 }
 

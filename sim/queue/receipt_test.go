@@ -98,3 +98,30 @@ func TestLookupParsesAsAtoiDoes(t *testing.T) {
 		t.Fatal("no candidate was found: the test compares nothing")
 	}
 }
+
+// checkInvariants remembers times it found within their bounds, but a visibility moved out of
+// them after a passing check is still caught, received or not.
+func TestTimesCheckRemembersOnlyWhatItChecked(t *testing.T) {
+	for _, received := range []bool{false, true} {
+		for _, spoil := range []func(m *message){
+			func(m *message) { m.visibleAt = m.visibleAt.Add(VisibilityCeiling + DelayMax + time.Second) },
+			func(m *message) { m.visibleAt = m.sentAt.Add(-time.Second) },
+		} {
+			q := New(Config{}, nil)
+			now := time.Unix(0, 0)
+			q.Send(now, []byte("x"))
+			if received {
+				if got := q.Receive(now, 1, time.Minute); len(got) != 1 {
+					t.Fatalf("received %d", len(got))
+				}
+			}
+			if err := q.CheckInvariants(); err != nil {
+				t.Fatal(err)
+			}
+			spoil(q.msgs[0])
+			if err := q.CheckInvariants(); err == nil {
+				t.Fatalf("received %v: spoiled times passed", received)
+			}
+		}
+	}
+}
