@@ -55,7 +55,7 @@ func (c *Checker) BeginLiveness(handlerMax, restartMax time.Duration, allow map[
 			n.kindWork[k] = time.Duration(r) * handlerMax
 		}
 		for _, v := range n.live {
-			j := c.jobs[jobKey{id, v.ID}]
+			j := c.job(n, v.ID)
 			switch {
 			case j != nil && j.running:
 				n.chain(v.ID, handlerMax)

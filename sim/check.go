@@ -122,6 +122,7 @@ func (v *Violation) Error() string {
 // checked at once against every invariant it concerns. The first violation is kept.
 type Checker struct {
 	now    time.Duration
+	specs  specCache // PeriodFired's parsed cron specs
 	v      *Violation
 	checks []int // per invariant, in Invariants order
 
@@ -156,6 +157,7 @@ func NewChecker() *Checker {
 		nodes:    make(map[int]*nodeModel),
 		jobs:     make(map[jobKey]*jobModel),
 		receipts: make(map[string]*receiptModel),
+		specs:    specCache{},
 	}
 }
 

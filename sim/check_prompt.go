@@ -147,7 +147,7 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if w == nil {
 			continue
 		}
-		j := c.jobs[jobKey{n.id, v.ID}]
+		j := c.job(n, v.ID)
 		if j == nil || j.cancelled || j.running {
 			continue
 		}
@@ -230,7 +230,7 @@ func (c *Checker) RunnerWake(node int, wake, armed time.Duration) {
 	id := uint64(0)
 	for _, v := range n.live {
 		if v.State == "waiting" && v.Due > c.now && v.Due < earliest {
-			if j := c.jobs[jobKey{node, v.ID}]; j != nil && n.kindFull(j.kind) {
+			if j := c.job(n, v.ID); j != nil && n.kindFull(j.kind) {
 				continue // its kind's limit holds it: an attempt's end, not a timer, frees it
 			}
 			earliest, id = v.Due, v.ID

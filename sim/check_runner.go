@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -134,6 +137,11 @@ type nodeModel struct {
 	// windows are the unique windows durable states showed, by key: a key stays reserved
 	// for its succeeded job until then (durable: a crash cannot undo them).
 	windows map[string]windowFact
+	// byID indexes the checker's jobs of this node by id (c.job): ids are handed out in order
+	// from 1. Invariant: byID[id] == c.jobs[jobKey{node, id}] for every id < len(byID).
+	byID []*jobModel
+	// overflow: a job was appended with an id past jobIndexMax, so byID does not hold them all.
+	overflow bool
 
 	// Promptness (check_prompt.go).
 	id        int
@@ -237,6 +245,77 @@ func (c *Checker) node(node int) *nodeModel {
 	return n
 }
 
+// jobIndexMax bounds byID: a larger id (none is handed out in a run) stays in the map alone.
+const jobIndexMax = 1 << 20
+
+// indexJob records j (nil: none) as node n's job id in byID.
+func (n *nodeModel) indexJob(id uint64, j *jobModel) {
+	if id >= uint64(len(n.byID)) {
+		if j == nil || id >= jobIndexMax {
+			n.overflow = n.overflow || j != nil
+			return // not indexed: c.job finds it in the map
+		}
+		n.byID = append(n.byID, make([]*jobModel, int(id)+1-len(n.byID))...)
+	}
+	n.byID[id] = j
+}
+
+// job is c.jobs[jobKey{n.id, id}], found through n.byID when it covers id.
+func (c *Checker) job(n *nodeModel, id uint64) *jobModel {
+	var j *jobModel
+	if id < uint64(len(n.byID)) {
+		j = n.byID[id]
+	} else {
+		j = c.jobs[jobKey{n.id, id}]
+	}
+	if verifyJobIndex.Load() && j != c.jobs[jobKey{n.id, id}] {
+		panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, c.jobs[jobKey{n.id, id}]))
+	}
+	return j
+}
+
+// verifyJobIndex makes c.job compare the index with the map, and every change of the index
+// compare the whole of it (tests only).
+var verifyJobIndex atomic.Bool
+
+// verifyIndex panics unless n.byID holds exactly the map's jobs of node n below its length.
+func (c *Checker) verifyIndex(n *nodeModel) {
+	for id, j := range n.byID {
+		if m := c.jobs[jobKey{n.id, uint64(id)}]; j != m {
+			panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, m))
+		}
+	}
+	if !n.overflow && !slices.Equal(n.jobKeys(nil), c.jobKeysOf(n.id)) {
+		panic(fmt.Sprintf("sim: node %d: the job index lists %v, the map %v", n.id, n.jobKeys(nil), c.jobKeysOf(n.id)))
+	}
+}
+
+// jobKeys appends the keys of n's jobs to keys, ascending by id, from byID (nil when it does
+// not hold them all).
+func (n *nodeModel) jobKeys(keys []jobKey) []jobKey {
+	if n.overflow {
+		return nil
+	}
+	for id, j := range n.byID {
+		if j != nil {
+			keys = append(keys, jobKey{n.id, uint64(id)})
+		}
+	}
+	return keys
+}
+
+// jobKeysOf is the keys of node's jobs, ascending by id, from the map.
+func (c *Checker) jobKeysOf(node int) []jobKey {
+	var keys []jobKey
+	for k := range c.jobs {
+		if k.node == node {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b jobKey) int { return cmp.Compare(a.id, b.id) })
+	return keys
+}
+
 // JobAppended: an Enqueue of id was handed to node's runner (it may never become durable).
 // An id whose enqueue was never acknowledged nor recovered may be handed out again.
 func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, payload string) {
@@ -245,8 +324,14 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 		c.check(InvNoPhantom, false, "node %d handed out id %d again (acknowledged for payload %q, now %q)", node, id, j.payload, payload)
 		return
 	}
-	c.jobs[k] = &jobModel{firstDue: due, due: due, target: target, payload: payload, endedAt: -1, retriedAt: -1}
-	if n := c.node(node); n.chains != nil {
+	j := &jobModel{firstDue: due, due: due, target: target, payload: payload, endedAt: -1, retriedAt: -1}
+	c.jobs[k] = j
+	n := c.node(node)
+	n.indexJob(id, j)
+	if verifyJobIndex.Load() {
+		c.verifyIndex(n)
+	}
+	if n.chains != nil {
 		// Appended in the liveness phase (a schedule's period before its removal): its chain
 		// starts at its due.
 		n.chain(id, max(0, due-c.liveFrom))
@@ -462,7 +547,7 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 	n := c.node(node)
 	n.live, n.pending = jobs, nil
 	for _, v := range jobs {
-		j := c.jobs[jobKey{node, v.ID}]
+		j := c.job(n, v.ID)
 		if j == nil {
 			continue
 		}
@@ -590,10 +675,9 @@ func (c *Checker) NodeCrashed(node int) {
 func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	c.checkUnique(node, jobs, "recovered")
 	n := c.node(node)
-	got := make(map[uint64]JobView, len(jobs))
+	got := indexViews(jobs)
 	for _, v := range jobs {
-		got[v.ID] = v
-		j := c.jobs[jobKey{node, v.ID}]
+		j := c.job(n, v.ID)
 		if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d recovered job %d that was never appended: %v",
 			node, v.ID, v) {
 			return
@@ -603,17 +687,16 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 				node, v.ID, v.Target, v.Payload, j.target, j.payload)
 		}
 	}
-	keys := make([]jobKey, 0, len(c.jobs))
-	for k := range c.jobs {
-		if k.node == node {
-			keys = append(keys, k)
-		}
+	var keys []jobKey
+	if n.overflow {
+		keys = c.jobKeysOf(node)
+	} else {
+		keys = n.jobKeys(make([]jobKey, 0, len(n.byID)))
 	}
-	sort.Slice(keys, func(a, b int) bool { return keys[a].id < keys[b].id })
 	for _, k := range keys {
 		j := c.jobs[k]
 		if j.acked && j.terminal == "" {
-			_, ok := got[k.id]
+			_, ok := got.get(k.id)
 			c.check(InvNoLostAck, ok, "node %d lost acknowledged job %d (target %s) in recovery", node, k.id, j.target)
 		}
 	}
@@ -628,20 +711,13 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	}
 	// Attempts running at the crash come back as interrupted failures at now, through the policy
 	// (unless the recovered job is the one a written-but-unacknowledged commit left).
-	liveByID := make(map[uint64]JobView, len(n.live))
-	for _, v := range n.live {
-		liveByID[v.ID] = v
-	}
-	pendByID := make(map[uint64]JobView, len(n.pending))
-	for _, v := range n.pending {
-		pendByID[v.ID] = v
-	}
+	liveByID, pendByID := indexViews(n.live), indexViews(n.pending)
 	for _, v := range jobs {
-		lv, ok := liveByID[v.ID]
+		lv, ok := liveByID.get(v.ID)
 		if !ok || lv.State != "running" || v.State != "waiting" || v.Attempts != lv.Attempts {
 			continue
 		}
-		if pv, ok := pendByID[v.ID]; ok && pv == v {
+		if pv, ok := pendByID.get(v.ID); ok && pv == v {
 			continue
 		}
 		lo, hi := n.p.waitRange(v.Attempts, nil)
@@ -667,11 +743,11 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	// (its id may be handed out again), as are terminal jobs compaction pruned.
 	for _, k := range keys {
 		j := c.jobs[k]
-		v, ok := got[k.id]
+		v, ok := got.get(k.id)
 		switch {
 		case ok:
 			j.acked = true
-			if lv, inLive := liveByID[k.id]; !inLive || lv != v {
+			if lv, inLive := liveByID.get(k.id); !inLive || lv != v {
 				// The recovered job comes from a written but unacknowledged commit (a retry, a
 				// cancel, an outcome): that is its durable truth now.
 				j.firstDue = v.FirstDue
@@ -687,7 +763,11 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			}
 		case !j.acked || j.terminal != "":
 			delete(c.jobs, k)
+			n.indexJob(k.id, nil)
 		}
+	}
+	if verifyJobIndex.Load() {
+		c.verifyIndex(n)
 	}
 }
 
@@ -697,7 +777,75 @@ func diffStates(want, got []JobView) string { return diffStatesMode(want, got, t
 
 // diffStatesMode compares as diffStates; with interrupted, a job running in want may come
 // back requeued (a recovery after a crash); without, it must be identical (a plain replay).
+// Lists ascending by id (as views are built) are merged; others go through maps.
 func diffStatesMode(want, got []JobView, interrupted bool) string {
+	if !ascendingByID(want) || !ascendingByID(got) {
+		return diffStatesByMap(want, got, interrupted)
+	}
+	i, k := 0, 0
+	for i < len(want) || k < len(got) {
+		var a, b JobView
+		var okA, okB bool
+		switch {
+		case k == len(got) || i < len(want) && want[i].ID < got[k].ID:
+			a, okA = want[i], true
+			i++
+		case i == len(want) || got[k].ID < want[i].ID:
+			b, okB = got[k], true
+			k++
+		default:
+			a, okA, b, okB = want[i], true, got[k], true
+			i, k = i+1, k+1
+		}
+		if d := diffJob(a, okA, b, okB, interrupted); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// viewsByID finds a list's views by id: by binary search when the ids ascend (as views are
+// built), else through a map (a later duplicate id wins, as a map's assignment would).
+type viewsByID struct {
+	v []JobView
+	m map[uint64]JobView
+}
+
+func indexViews(v []JobView) viewsByID {
+	if ascendingByID(v) {
+		return viewsByID{v: v}
+	}
+	m := make(map[uint64]JobView, len(v))
+	for _, j := range v {
+		m[j.ID] = j
+	}
+	return viewsByID{m: m}
+}
+
+func (x viewsByID) get(id uint64) (JobView, bool) {
+	if x.m != nil {
+		j, ok := x.m[id]
+		return j, ok
+	}
+	i, ok := slices.BinarySearchFunc(x.v, id, func(j JobView, id uint64) int { return cmp.Compare(j.ID, id) })
+	if !ok {
+		return JobView{}, false
+	}
+	return x.v[i], true
+}
+
+// ascendingByID says whether v's ids strictly ascend.
+func ascendingByID(v []JobView) bool {
+	for i := 1; i < len(v); i++ {
+		if v[i-1].ID >= v[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// diffStatesByMap is diffStatesMode for lists in any order (a later duplicate id wins).
+func diffStatesByMap(want, got []JobView, interrupted bool) string {
 	w := make(map[uint64]JobView, len(want))
 	for _, v := range want {
 		w[v.ID] = v
@@ -719,21 +867,33 @@ func diffStatesMode(want, got []JobView, interrupted bool) string {
 	for _, id := range ids {
 		a, okA := w[id]
 		b, okB := g[id]
-		switch {
-		case okA && okB && a.State == "running" && interrupted:
-			// Open requeues an interrupted attempt through the policy: waiting or dead, same count.
-			if b.Attempts != a.Attempts || (b.State != "waiting" && b.State != "dead") || b.Target != a.Target || b.Payload != a.Payload {
-				return fmt.Sprintf("job %d live %v, recovered %v (want it requeued or dead after the interrupted attempt)", id, a, b)
-			}
-		case okA && okB:
-			if a != b {
-				return fmt.Sprintf("job %d live %v, recovered %v", id, a, b)
-			}
-		case okA && !Terminal(a.State):
-			return fmt.Sprintf("job %d live %v, missing after recovery", id, a)
-		case okB && !Terminal(b.State):
-			return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
+		if d := diffJob(a, okA, b, okB, interrupted); d != "" {
+			return d
 		}
+	}
+	return ""
+}
+
+// diffJob compares one id's job on each side (ok: present there); "" when they agree.
+func diffJob(a JobView, okA bool, b JobView, okB bool, interrupted bool) string {
+	id := a.ID
+	if !okA {
+		id = b.ID
+	}
+	switch {
+	case okA && okB && a.State == "running" && interrupted:
+		// Open requeues an interrupted attempt through the policy: waiting or dead, same count.
+		if b.Attempts != a.Attempts || (b.State != "waiting" && b.State != "dead") || b.Target != a.Target || b.Payload != a.Payload {
+			return fmt.Sprintf("job %d live %v, recovered %v (want it requeued or dead after the interrupted attempt)", id, a, b)
+		}
+	case okA && okB:
+		if a != b {
+			return fmt.Sprintf("job %d live %v, recovered %v", id, a, b)
+		}
+	case okA && !Terminal(a.State):
+		return fmt.Sprintf("job %d live %v, missing after recovery", id, a)
+	case okB && !Terminal(b.State):
+		return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
 	}
 	return ""
 }

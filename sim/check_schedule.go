@@ -69,6 +69,15 @@ func (c *Checker) schedNode(node int) *schedNode {
 // after (-1: none). Intervals count from the anchor; cron specs are robfig/cron's own
 // definition (5 fields, 6 with seconds, descriptors), in UTC.
 func specNext(spec string, anchor, after time.Duration) time.Duration {
+	return specCache(nil).next(spec, anchor, after)
+}
+
+// specCache holds each cron spec parsed once (nil: it does not parse): a run's schedules use a
+// few specs, and PeriodFired asks at every period. A nil cache parses every time.
+type specCache map[string]cron.Schedule
+
+// next is specNext, parsing through the cache.
+func (sc specCache) next(spec string, anchor, after time.Duration) time.Duration {
 	if rest, ok := strings.CutPrefix(spec, "@every "); ok {
 		d, err := time.ParseDuration(rest)
 		if err != nil || d <= 0 {
@@ -83,9 +92,14 @@ func specNext(spec string, anchor, after time.Duration) time.Duration {
 		}
 		return anchor + k*d
 	}
-	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	s, err := p.Parse(spec)
-	if err != nil {
+	s, ok := sc[spec]
+	if !ok {
+		s = parseCron(spec)
+		if sc != nil {
+			sc[spec] = s
+		}
+	}
+	if s == nil {
 		return -1
 	}
 	t := s.Next(Epoch.Add(after))
@@ -93,6 +107,16 @@ func specNext(spec string, anchor, after time.Duration) time.Duration {
 		return -1
 	}
 	return t.Sub(Epoch)
+}
+
+// parseCron parses a cron spec as the runner's parser does; nil when it does not parse.
+func parseCron(spec string) cron.Schedule {
+	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	s, err := p.Parse(spec)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 // ScheduleSubmitted: node's runner took a set (add or change) of a schedule; v is it now.
@@ -124,12 +148,12 @@ func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
 			node, v.Name, Offset(v.Last), Offset(exp), v)
 		return
 	}
-	want := specNext(v.Spec, v.Anchor, max(v.Last, v.LastAt))
+	want := c.specs.next(v.Spec, v.Anchor, max(v.Last, v.LastAt))
 	if !c.check(InvPeriodOnce, v.Next == want, "node %d: schedule %s handled period %s at %s and moved to %s, want the first period after it, %s (%v)",
 		node, v.Name, Offset(v.Last), Offset(v.LastAt), Offset(v.Next), Offset(want), v) {
 		return
 	}
-	missed := specNext(v.Spec, v.Anchor, v.Last) <= v.LastAt
+	missed := c.specs.next(v.Spec, v.Anchor, v.Last) <= v.LastAt
 	wantJob := !missed || v.CatchUp != "skip"
 	// A period whose job would be a duplicate (its unique key held) is skipped.
 	held := wantJob && v.LastJob == 0 && v.Unique != "" && v.Held
@@ -165,10 +189,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 	for _, v := range views {
 		byName[v.Name] = v
 	}
-	byID := map[uint64]JobView{}
-	for _, j := range jobs {
-		byID[j.ID] = j
-	}
+	byID := indexViews(jobs)
 	keys := make([]periodKey, 0, len(sn.periods))
 	for k, f := range sn.periods {
 		if !f.durable {
@@ -185,7 +206,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 		f := sn.periods[k]
 		v, ok := byName[k.name]
 		advanced := ok && v.Last >= k.period
-		j, ok := byID[f.job]
+		j, ok := byID.get(f.job)
 		job := f.job != 0 && ok && j.FirstDue == k.period && j.Payload == f.payload
 		switch {
 		case advanced && f.job != 0 && !job:

@@ -95,6 +95,7 @@ func TestPeriodOnceFiresOnViolatingHistories(t *testing.T) {
 
 func TestSpecNextOracle(t *testing.T) {
 	s := time.Second
+	sc := specCache{}
 	for _, tc := range []struct {
 		spec          string
 		anchor, after time.Duration
@@ -109,6 +110,11 @@ func TestSpecNextOracle(t *testing.T) {
 	} {
 		if got := specNext(tc.spec, tc.anchor, tc.after); got != tc.want {
 			t.Errorf("specNext(%q, %v, %v) = %v, want %v", tc.spec, tc.anchor, tc.after, got, tc.want)
+		}
+		for range 2 { // the second call finds the spec in the cache
+			if got := sc.next(tc.spec, tc.anchor, tc.after); got != tc.want {
+				t.Errorf("cached next(%q, %v, %v) = %v, want %v", tc.spec, tc.anchor, tc.after, got, tc.want)
+			}
 		}
 	}
 }

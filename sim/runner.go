@@ -574,14 +574,17 @@ func (n *runnerNode) unsettled() string {
 // traceRecovered traces, after a restart, the recovered jobs a reader of the trace follows:
 // those not terminal and the dead (one line each, in core's own rendering).
 func (n *runnerNode) traceRecovered(st runner.Snapshot) {
-	var s runner.Snapshot
+	s := runner.Snapshot{Jobs: make([]runner.Job, 0, len(st.Jobs))}
 	for _, j := range st.Jobs {
 		if !j.State.Terminal() || j.State == runner.Dead {
 			s.Jobs = append(s.Jobs, j)
 		}
 	}
 	s.NextID, s.Windows = st.NextID, st.Windows // the keys a success still reserves
-	for _, line := range strings.Split(strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), "\n") {
+	// Line by line as strings.Split would give them, without its slice.
+	for d, more := strings.TrimSuffix(runner.Describe(s, Epoch), "\n"), true; more; {
+		var line string
+		line, d, more = strings.Cut(d, "\n")
 		n.w.trace(n.name, "recovered "+line)
 	}
 }
@@ -627,8 +630,8 @@ func (n *runnerNode) produce() {
 		oversize := false
 		switch u := w.rWork.Float64(); {
 		case u < 0.01:
-			// Over the record limit: Enqueue must refuse it before anything is written.
-			payload += w.repeated('x', n.cfg.RecordMax+1)
+			// Over the record limit: Enqueue must refuse it before anything is written. Its
+			// bytes are built at the call (oversized), never as a string.
 			oversize = true
 		case u < 0.02:
 			// A payload the handler's codec cannot decode: the engine fails the job
@@ -656,7 +659,11 @@ func (n *runnerNode) produce() {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
 		}
-		if !n.enqueueOpts(due, target, payload, oversize, o) {
+		var raw []byte
+		if oversize {
+			raw = w.oversized(payload, n.cfg.RecordMax+1)
+		}
+		if !n.enqueueRaw(due, target, payload, raw, oversize, o) {
 			return
 		}
 	}
@@ -730,14 +737,26 @@ func (n *runnerNode) enqueue(due time.Duration, target, payload string, oversize
 
 // enqueueOpts is enqueue with per-job options.
 func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, oversize bool, o runner.Opts) bool {
+	return n.enqueueRaw(due, target, payload, nil, oversize, o)
+}
+
+// enqueueRaw is enqueueOpts; raw, when not nil, is the payload's bytes (an oversize one, of
+// which payload is only the front) and stands for payload.
+func (n *runnerNode) enqueueRaw(due time.Duration, target, payload string, raw []byte, oversize bool, o runner.Opts) bool {
 	w := n.w
+	size := len(payload)
+	if raw != nil {
+		size = len(raw)
+	} else {
+		raw = []byte(payload)
+	}
 	if !n.up {
 		w.trace(n.name, "enqueue refused: node down")
 		w.st.Faults.Add("enqueue-refused-down", 1)
 		return true
 	}
 	at := Epoch.Add(due)
-	if due == w.loop.Now() && len(payload)%2 == 0 {
+	if due == w.loop.Now() && size%2 == 0 {
 		at = time.Time{} // "due now" as a client writes it, for half the payloads
 	}
 	next := n.e.Status().NextID
@@ -745,18 +764,18 @@ func (n *runnerNode) enqueueOpts(due time.Duration, target, payload string, over
 	var id uint64
 	var err error
 	if o == (runner.Opts{}) {
-		t, id, err = n.e.Enqueue(w.now(), at, target, []byte(payload)) // a client without options
+		t, id, err = n.e.Enqueue(w.now(), at, target, raw) // a client without options
 	} else {
-		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: []byte(payload), Opts: o})
+		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: raw, Opts: o})
 	}
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
-			w.trace(n.name, "enqueue of "+strconv.Itoa(len(payload))+" bytes refused, as it must: "+err.Error())
+			w.trace(n.name, "enqueue of "+strconv.Itoa(size)+" bytes refused, as it must: "+err.Error())
 			return true
 		}
 		if err == nil {
-			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, len(payload), n.cfg.RecordMax, id)
+			w.chk.Fail(InvRecordLimit, "%s: an enqueue of %d bytes (RecordMax %d) was accepted as job %d", n.name, size, n.cfg.RecordMax, id)
 			return false
 		}
 	}
@@ -883,14 +902,15 @@ func (n *runnerNode) commit() {
 	if !cut {
 		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 	}
-	n.beforeCommit() // runner_schedule.go
-	f := &flight{cut: cut, before: n.e.Schedules(), next: n.e.Status().NextID, ops: n.disk.Ops()}
+	// The schedules beforeCommit read are the ones Begin starts from: nothing in between
+	// changes the engine.
+	f := &flight{cut: cut, before: n.beforeCommit(), next: n.e.Status().NextID, ops: n.disk.Ops()} // runner_schedule.go
 	b, err := n.e.Begin(w.now())
 	f.b, f.after, f.upTo = b, n.e.Schedules(), n.e.Status().NextID
 	if err == nil && !b.Empty() {
 		// What this batch makes durable, before anything else is stepped: a crash or a failed
 		// sync during the flight may leave it on disk unacknowledged.
-		f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), n.scheduleViews()
+		f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), scheduleViewsOf(f.after) // Begin's, as it left them
 		w.chk.CommitUnacked(n.id, f.views)
 		w.chk.SchedulesUnacked(n.id, f.schedsViewed)
 		n.flight = f
@@ -1271,13 +1291,13 @@ func jobViewsAfter(prev []JobView, s runner.Snapshot) []JobView {
 			payload = string(j.Payload)
 		}
 		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-			FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: payload}
+			FirstDue: since(j.FirstDue), Due: since(j.Due), Target: j.Target, Payload: payload}
 		if j.Opts.Unique != "" {
 			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
 		}
 		if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
 			// The success's own time, as its Finished record carries it, plus the window.
-			v.WindowUntil = h[len(h)-1].End.Sub(Epoch) + j.Opts.UniqueFor
+			v.WindowUntil = since(h[len(h)-1].End) + j.Opts.UniqueFor
 		}
 		if j.State == runner.Dead {
 			v.Reason = j.Reason.String()

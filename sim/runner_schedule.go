@@ -92,12 +92,14 @@ func (n *runnerNode) registerSchedules() {
 
 // beforeCommit runs before each commit: it ends the schedules at the liveness phase and notes
 // which due schedules' unique keys a job holds now (a key can only be freed, never taken, by
-// the commit before its periods fire: other schedules' keys differ), for noteFirings.
-func (n *runnerNode) beforeCommit() {
+// the commit before its periods fire: other schedules' keys differ), for noteFirings. It
+// returns the schedules it read.
+func (n *runnerNode) beforeCommit() []runner.Schedule {
 	n.maybeEndSchedules()
 	clear(n.heldKeys)
 	now := n.w.now()
-	for _, s := range n.e.Schedules() {
+	scheds := n.e.Schedules()
+	for _, s := range scheds {
 		if s.Opts.Unique == "" || s.Next.IsZero() || s.Next.After(now) {
 			continue
 		}
@@ -106,6 +108,7 @@ func (n *runnerNode) beforeCommit() {
 		}
 		n.heldKeys[s.Name] = n.keyHeld(s.Opts)
 	}
+	return scheds
 }
 
 // maybeEndSchedules removes every schedule once the liveness phase has begun.
@@ -241,7 +244,7 @@ func scheduleView(s runner.Schedule) ScheduleView {
 		if t.IsZero() {
 			return -1
 		}
-		return t.Sub(Epoch)
+		return since(t)
 	}
 	v := ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
 		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}

@@ -71,7 +71,7 @@ func aliases(a, b []JobView) bool {
 // jobView is j's view, with payload its payload as a string.
 func jobView(j *runner.Job, payload string) JobView {
 	v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-		FirstDue: j.FirstDue.Sub(Epoch), Due: j.Due.Sub(Epoch), Target: j.Target, Payload: payload}
+		FirstDue: since(j.FirstDue), Due: since(j.Due), Target: j.Target, Payload: payload}
 	if j.Opts.Unique != "" {
 		v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
 	}
@@ -86,7 +86,7 @@ func jobView(j *runner.Job, payload string) JobView {
 // record carries it, plus the window (0 without one).
 func windowUntil(j *runner.Job) time.Duration {
 	if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
-		return h[len(h)-1].End.Sub(Epoch) + j.Opts.UniqueFor
+		return since(h[len(h)-1].End) + j.Opts.UniqueFor
 	}
 	return 0
 }
@@ -94,7 +94,7 @@ func windowUntil(j *runner.Job) time.Duration {
 // sameView reports whether v is j's view, field by field, without building one.
 func sameView(v *JobView, j *runner.Job) bool {
 	if v.State != j.State.String() || v.Deferred != j.Deferred || v.Attempts != j.Attempts ||
-		v.FirstDue != j.FirstDue.Sub(Epoch) || v.Due != j.Due.Sub(Epoch) || v.Target != j.Target ||
+		v.FirstDue != since(j.FirstDue) || v.Due != since(j.Due) || v.Target != j.Target ||
 		v.Payload != string(j.Payload) || v.WindowUntil != windowUntil(j) {
 		return false
 	}

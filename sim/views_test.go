@@ -37,3 +37,21 @@ func TestOpenSeenEqualsLookup(t *testing.T) {
 		}
 	}
 }
+
+// The checker's per-node job index finds the job the map holds at every lookup (c.job panics
+// otherwise: a fault), over profiles with crashes, recoveries and compactions.
+func TestJobIndexEqualsMap(t *testing.T) {
+	verifyJobIndex.Store(true)
+	defer verifyJobIndex.Store(false)
+	for _, p := range []string{"swarm", "disk", "calm"} {
+		for seed := int64(1); seed <= 30; seed++ {
+			res, err := Run(Options{Seed: seed, Profile: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Fault != "" {
+				t.Fatalf("seed %d %s: %s", seed, p, res.Fault)
+			}
+		}
+	}
+}

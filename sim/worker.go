@@ -419,7 +419,7 @@ func (p *workerProc) ready() {
 func (p *workerProc) noticeEnded() {
 	keep := p.open[:0]
 	for _, r := range p.open {
-		if _, ok := p.e.Lease(r); ok {
+		if p.e.Leased(r) {
 			keep = append(keep, r)
 			continue
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math/bits"
@@ -43,6 +44,10 @@ type World struct {
 	chk  *Checker
 	st   Stats
 	runs [256]string // repeated's strings of one byte, by the byte
+	over struct {    // oversized's buffer: all 'x' past front bytes
+		buf   []byte
+		front int
+	}
 
 	faultsOn              bool
 	liveness              bool
@@ -325,7 +330,7 @@ func (w *World) afterStep() {
 		if p.up && p.e != nil && !p.pending { // a burst's effects are checked once it is read
 			wake := time.Duration(0)
 			if t := p.e.WakeAt(); !t.IsZero() {
-				wake = t.Sub(Epoch)
+				wake = since(t)
 			}
 			w.chk.CheckWorker(p.id, !p.stopping, p.open, len(p.handlers), w.cfg.Concurrency, wake, p.wakeAt)
 		}
@@ -559,6 +564,22 @@ func (w *World) fault(kind string) { w.st.Faults.Add(kind, 1) }
 
 // repeated is strings.Repeat(string(c), n) cut from a string of c's kept for the run: the
 // workload's long payloads and errors (up to MiBs, every few steps) cost no new copy each.
+// oversized returns front followed by 'x' up to n bytes past front, as front+repeated('x', n)
+// would, in a buffer reused by the next call: for payloads the engine must refuse whole
+// (ErrTooLarge, before anything is written), so none of it is kept past the call.
+func (w *World) oversized(front string, n int) []byte {
+	b := w.over.buf
+	for i := range w.over.front { // 'x' again where the last front was
+		b[i] = 'x'
+	}
+	if need := len(front) + n; len(b) < need {
+		b = bytes.Repeat([]byte{'x'}, need+64) // room for longer fronts to come
+		w.over.buf = b
+	}
+	w.over.front = copy(b, front)
+	return b[:len(front)+n]
+}
+
 func (w *World) repeated(c byte, n int) string {
 	if len(w.runs[c]) < n {
 		w.runs[c] = strings.Repeat(string(c), n) // lengths repeat: no room kept for growth

@@ -954,6 +954,10 @@ func (m *Machine) Lease(receipt string) (Lease, bool) {
 	return l, true
 }
 
+// Knows reports whether the machine still holds receipt, in any phase: Lease's second
+// result, without building the Lease (O(1)).
+func (m *Machine) Knows(receipt string) bool { return m.receipts[receipt] != nil }
+
 // Held reports whether receipt is held: known and without a disposition call sent.
 func (m *Machine) Held(receipt string) bool {
 	r := m.receipts[receipt]

@@ -236,6 +236,9 @@ func (lm *leaseModel) checkHeld(t *rapid.T) {
 		if held != lm.live(k) {
 			t.Fatalf("%s: machine holds %v, model %v", k, held, lm.live(k))
 		}
+		if _, ok := lm.m.Lease(k); ok != lm.m.Knows(k) {
+			t.Fatalf("%s: Lease finds it %v, Knows %v", k, ok, lm.m.Knows(k))
+		}
 		if !held {
 			continue
 		}

@@ -988,3 +988,7 @@ func (s state) String() string {
 
 // Lease exposes the lease machine read-only, for checkers.
 func (e *Machine) Lease(receipt string) (lease.Lease, bool) { return e.lease.Lease(receipt) }
+
+// Leased reports whether the lease machine still holds receipt: Lease's second result, without
+// building the Lease.
+func (e *Machine) Leased(receipt string) bool { return e.lease.Knows(receipt) }

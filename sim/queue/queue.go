@@ -105,10 +105,16 @@ type message struct {
 	dead       bool // moved to the dead-letter queue
 	index      int  // position in the live heap, -1 when not live
 	// checked is the receipt, seq and count checkInvariants last found consistent: the check
-	// is a function of the three alone, and most messages' stay the same between checks.
+	// is a function of the three alone, and most messages' stay the same between checks; and
+	// likewise the times it last found within their bounds.
 	checked struct {
 		receipt    string
 		seq, count int
+		// times: the times (and branch) last found within their bounds, when ok.
+		times struct {
+			ok, unreceived          bool
+			sent, received, visible time.Time
+		}
 	}
 }
 
@@ -224,21 +230,37 @@ func (q *Queue) lookup(receipt string) (m *message, current bool, ok bool) {
 	if !ok {
 		return nil, false, false
 	}
-	seqs, counts, ok := strings.Cut(rest, "/")
-	if !ok {
+	// receipt is Name/seq/count by construction; canonical digits make it the one issued.
+	seq, n := leadingInt(rest)
+	if n == 0 || n == len(rest) || rest[n] != '/' {
 		return nil, false, false
 	}
-	seq, err1 := strconv.Atoi(seqs)
-	count, err2 := strconv.Atoi(counts)
-	if err1 != nil || err2 != nil || seq < 1 || seq > len(q.msgs) || count < 1 {
+	count, k := leadingInt(rest[n+1:])
+	if k == 0 || n+1+k != len(rest) || seq > len(q.msgs) {
 		return nil, false, false
 	}
 	m = q.msgs[seq-1]
-	// receipt is Name/seqs/counts by construction; canonical digits make it the one issued.
-	if count > m.count || !canonical(seqs) || !canonical(counts) {
-		return nil, false, false // a receipt never issued (or not in canonical form)
+	if count > m.count {
+		return nil, false, false // a receipt never issued
 	}
 	return m, count == m.count, true
+}
+
+// leadingInt parses the positive integer s begins with, in canonical form (as strconv.Itoa
+// writes it: no sign, no leading zero), and returns it and its length in bytes; 0, 0 when s
+// does not begin with one or it has more than 18 digits (no receipt names one that large).
+func leadingInt(s string) (v, n int) {
+	if s == "" || s[0] < '1' || s[0] > '9' {
+		return 0, 0
+	}
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		if n == 18 {
+			return 0, 0
+		}
+		v = v*10 + int(s[n]-'0')
+		n++
+	}
+	return v, n
 }
 
 // cutName cuts "name/" off the front of receipt (without building "name/": lookup runs after
