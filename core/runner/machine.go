@@ -707,11 +707,11 @@ func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []
 		return Record{}, nil, fmt.Errorf("%w: kind %q or unique key %q holds a NUL byte", ErrJob, nj.Opts.Kind, nj.Opts.Unique)
 	}
 	r := enqueued(id, now, nj)
-	data := m.encode(r)
-	if len(data) > m.cfg.RecordMax {
-		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, len(data), m.cfg.RecordMax)
+	// Measured before it is encoded: an oversize payload is refused without a copy of it.
+	if n := r.enqueuedLen(); n > m.cfg.RecordMax {
+		return Record{}, nil, fmt.Errorf("%w: enqueue record of %d bytes exceeds RecordMax %d", ErrTooLarge, n, m.cfg.RecordMax)
 	}
-	return r, data, nil
+	return r, m.encode(r), nil
 }
 
 // enqueued is the Enqueued record of nj as job id, enqueued at now (enqueueRecord checks it).

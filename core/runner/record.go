@@ -159,6 +159,12 @@ func (r *Record) sizeMax() int {
 	return 64 + len(r.Target) + len(r.Payload) + len(r.Err) + len(r.Opts.Kind) + len(r.Opts.Unique)
 }
 
+// enqueuedLen is the length of an Enqueued record's payload as appendRecord writes it: version,
+// id, due, target, payload and options (three fixed fields, two strings, the unique window).
+func (r *Record) enqueuedLen() int {
+	return 1 + 8 + 8 + 4 + len(r.Target) + 4 + len(r.Payload) + 4 + 4 + 8 + 4 + len(r.Opts.Kind) + 4 + len(r.Opts.Unique) + 8
+}
+
 // appendRecord appends the payload of r to b (EncodeRecord).
 func appendRecord(b []byte, r Record) []byte {
 	if err := r.validate(); err != nil {

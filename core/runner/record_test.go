@@ -397,3 +397,16 @@ func TestDecodeSnapshotBelievesNoCountAfterABadByte(t *testing.T) {
 		t.Fatalf("decoding %d bytes allocated %d", len(data), grew)
 	}
 }
+
+// An Enqueued record's length is known before it is encoded (the RecordMax check runs first).
+func TestEnqueuedLenIsTheEncodedLength(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := genRecord(t)
+		if r.Tag != TagEnqueued {
+			return
+		}
+		if got, want := r.enqueuedLen(), len(EncodeRecord(r)); got != want {
+			t.Fatalf("enqueuedLen %d, encoded %d bytes", got, want)
+		}
+	})
+}
