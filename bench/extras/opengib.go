@@ -6,21 +6,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/adapters/osfs"
+	"github.com/sluicehq/sluice/bench/harness"
 	"github.com/sluicehq/sluice/core/runner"
 )
-
-// processCPU is this process's user+system CPU time so far (GC workers included).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // timedOpen opens name rounds times (closing each), after a GC so that one open's garbage
 // is not the next one's work, and returns the median wall and CPU time and the heap the
@@ -31,9 +22,9 @@ func timedOpen(fsys *osfs.FS, cfg runner.Config, rounds int, check func(runner.S
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		t0, c0 := time.Now(), processCPU()
+		t0, c0 := time.Now(), harness.CPUTime()
 		e, err := runner.Open(fsys, "jobs.journal", cfg, epoch)
-		walls, cpus = append(walls, time.Since(t0)), append(cpus, processCPU()-c0)
+		walls, cpus = append(walls, time.Since(t0)), append(cpus, harness.CPUTime()-c0)
 		if err != nil {
 			return 0, 0, 0, err
 		}

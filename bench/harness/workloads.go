@@ -56,8 +56,8 @@ func closeInst(inst Instance) error {
 	return inst.Close(ctx)
 }
 
-// cpuTime is this process's user+system CPU time so far.
-func cpuTime() time.Duration {
+// CPUTime is this process's user+system CPU time so far (the GC's workers included).
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -159,13 +159,13 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("open %s: %w", sys.Name(), err)
 	}
 	defer closeInst(inst)
-	c0 := cpuTime()
+	c0 := CPUTime()
 	t0 := time.Now()
 	if err := produce(ctx, inst, pr); err != nil {
 		return nil, fmt.Errorf("enqueue on %s: %w", sys.Name(), err)
 	}
 	t1 := time.Now()
-	c1 := cpuTime()
+	c1 := CPUTime()
 	counter, counts := inst.(Counters)
 	var s1 int64
 	if counts {
@@ -178,7 +178,7 @@ func enqueueThenProcess(ctx context.Context, sys System, dir string, p Params, n
 		return nil, fmt.Errorf("wait for %d jobs on %s (started %d): %w", n, sys.Name(), pr.Starts.Load(), err)
 	}
 	t2 := time.Now()
-	c2 := cpuTime()
+	c2 := CPUTime()
 	var s2 int64
 	if counts {
 		s2 = counter.Syncs()
@@ -258,7 +258,7 @@ func steady(ctx context.Context, sys System, dir string, p Params) (Result, erro
 	// instants start + seq/rate: an open-loop schedule that does not slow down
 	// when the system does (a late producer enqueues at once).
 	interval := time.Second / time.Duration(p.SteadyRate)
-	c0 := cpuTime()
+	c0 := CPUTime()
 	start := time.Now()
 	deadline := start.Add(p.SteadyFor)
 	var wg sync.WaitGroup
@@ -307,7 +307,7 @@ func steady(ctx context.Context, sys System, dir string, p Params) (Result, erro
 		"p50ms":  Percentile(lat, 50).Seconds() * 1000,
 		"p99ms":  Percentile(lat, 99).Seconds() * 1000,
 		"dups":   float64(pr.Duplicates()),
-		"cpu":    (cpuTime() - c0).Seconds() / elapsed.Seconds(),
+		"cpu":    (CPUTime() - c0).Seconds() / elapsed.Seconds(),
 	}
 	syncsPerJob(inst, n, r)
 	return r, nil
