@@ -285,17 +285,23 @@ func (c *Checker) verifyIndex(n *nodeModel) {
 			panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, m))
 		}
 	}
-	if !n.overflow && !slices.Equal(n.jobKeys(nil), c.jobKeysOf(n.id)) {
-		panic(fmt.Sprintf("sim: node %d: the job index lists %v, the map %v", n.id, n.jobKeys(nil), c.jobKeysOf(n.id)))
+	if !n.overflow && !slices.Equal(n.indexedKeys(), c.jobKeysOf(n.id)) {
+		panic(fmt.Sprintf("sim: node %d: the job index lists %v, the map %v", n.id, n.indexedKeys(), c.jobKeysOf(n.id)))
 	}
 }
 
-// jobKeys appends the keys of n's jobs to keys, ascending by id, from byID (nil when it does
-// not hold them all).
-func (n *nodeModel) jobKeys(keys []jobKey) []jobKey {
+// jobKeys is the keys of n's jobs, ascending by id: from byID when it holds them all, else
+// from the map.
+func (c *Checker) jobKeys(n *nodeModel) []jobKey {
 	if n.overflow {
-		return nil
+		return c.jobKeysOf(n.id)
 	}
+	return n.indexedKeys()
+}
+
+// indexedKeys is the keys byID holds, ascending by id.
+func (n *nodeModel) indexedKeys() []jobKey {
+	keys := make([]jobKey, 0, len(n.byID))
 	for id, j := range n.byID {
 		if j != nil {
 			keys = append(keys, jobKey{n.id, uint64(id)})
@@ -687,12 +693,7 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 				node, v.ID, v.Target, v.Payload, j.target, j.payload)
 		}
 	}
-	var keys []jobKey
-	if n.overflow {
-		keys = c.jobKeysOf(node)
-	} else {
-		keys = n.jobKeys(make([]jobKey, 0, len(n.byID)))
-	}
+	keys := c.jobKeys(n)
 	for _, k := range keys {
 		j := c.jobs[k]
 		if j.acked && j.terminal == "" {
