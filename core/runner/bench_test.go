@@ -105,7 +105,7 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 			if held == "windows" {
 				// 10^6 keys reserved after success (their jobs pruned, as after compaction).
 				for i := range live {
-					m.windows[uniqueKey(Opts{Unique: fmt.Sprintf("won-%d", i)})] = window{id: 1, until: epoch.Add(24 * time.Hour)}
+					m.windows[uniqueKey(&Opts{Unique: fmt.Sprintf("won-%d", i)})] = window{id: 1, until: epoch.Add(24 * time.Hour)}
 				}
 			}
 			m.Step(Synced{Through: m.seq})

@@ -611,8 +611,10 @@ func (e *Engine) State() Snapshot {
 // EachJob calls fn with every job, ascending by id, without copying it (O(n), for checkers
 // that compare the whole state after every commit: fn must not modify or keep the job).
 func (e *Engine) EachJob(fn func(*Job)) {
+	var v Job
 	for _, j := range e.m.order {
-		fn(&j.Job)
+		j.view(&v)
+		fn(&v)
 	}
 }
 

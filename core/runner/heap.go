@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -76,8 +77,8 @@ func (q *heap) less(a, b entry) bool {
 }
 
 func byDue(a, b *job) bool {
-	if !a.Due.Equal(b.Due) {
-		return a.Due.Before(b.Due)
+	if a.dueKey != b.dueKey {
+		return a.dueKey < b.dueKey
 	}
 	return a.ID < b.ID
 }
@@ -270,14 +271,13 @@ func (q *queue) holds(j *job) bool {
 		return i >= 0 && i < len(h.h) && h.h[i] == h.entryOf(j)
 	}
 	t, p, a := in(&q.timers), in(&q.prio), in(&q.age)
-	return ((t && !p && !a) || (!t && p && a)) && j.dueKey == j.Due.UnixNano()
+	return (t && !p && !a) || (!t && p && a)
 }
 
 func (q *queue) len() int { return q.timers.len() + q.prio.len() }
 
 // push adds a waiting job (to timers: scheduling promotes it when due).
 func (q *queue) push(j *job) {
-	j.dueKey = j.Due.UnixNano()
 	q.timers.push(j)
 }
 
@@ -292,7 +292,6 @@ func (q *queue) remove(j *job) {
 
 // fix re-keys j after its due changed (a deferral moves it later: back to timers).
 func (q *queue) fix(j *job) {
-	j.dueKey = j.Due.UnixNano()
 	if q.timers.has(j) {
 		q.timers.fix(j)
 		return
@@ -304,7 +303,14 @@ func (q *queue) fix(j *job) {
 
 // promote moves every job due at or before now from timers to the due heaps.
 func (q *queue) promote(now time.Time) {
-	for q.timers.len() > 0 && !q.timers.min().Due.After(now) {
+	if now.Before(timeMin) {
+		return // every due is at or after timeMin
+	}
+	through := int64(math.MaxInt64)
+	if !now.After(timeMax) {
+		through = now.UnixNano()
+	}
+	for q.timers.len() > 0 && q.timers.min().dueKey <= through {
 		j := q.timers.min()
 		q.timers.remove(j)
 		q.prio.push(j)

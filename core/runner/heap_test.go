@@ -31,8 +31,7 @@ func TestHeapMinIsSmallestOfASortedModel(t *testing.T) {
 				} else {
 					due -= int64(rapid.IntRange(0, 5).Draw(t, "earlier"))
 				}
-				j := &job{Job: Job{ID: nextID, Opts: Opts{Priority: rapid.IntRange(-1, 1).Draw(t, "priority")}}, dueKey: due}
-				j.Due = time.Unix(0, due).UTC()
+				j := &job{ID: nextID, Opts: &Opts{Priority: rapid.IntRange(-1, 1).Draw(t, "priority")}, dueKey: due}
 				j.idx = [slots]int32{-1, -1, -1}
 				nextID++
 				q.push(j)
@@ -51,7 +50,6 @@ func TestHeapMinIsSmallestOfASortedModel(t *testing.T) {
 			default: // re-key any
 				j := in[rapid.IntRange(0, len(in)-1).Draw(t, "rekeyed")]
 				j.dueKey += int64(rapid.IntRange(-3, 3).Draw(t, "by"))
-				j.Due = time.Unix(0, j.dueKey).UTC()
 				q.fix(j)
 			}
 			if at := q.disorder(); at != "" {

@@ -40,16 +40,21 @@ func (s JobState) String() string {
 // range, at least one while running; valid options; a bounded history of valid entries. A
 // snapshot's decoder and the machine's invariants share it.
 func (j *Job) broken(termSeq uint64) string {
-	history := len(j.History) <= HistoryMax
-	for _, h := range j.History {
+	return brokenJob(j.ID, j.State, j.Reason, j.TermSeq, termSeq, j.Deferred, j.Attempts, &j.Opts, j.History)
+}
+
+// brokenJob is broken over a job's fields, for Job and the machine's job alike.
+func brokenJob(id uint64, state JobState, why Reason, seq, termSeq uint64, deferred bool, attempts int, o *Opts, hist []AttemptRecord) string {
+	history := len(hist) <= HistoryMax
+	for _, h := range hist {
 		history = history && h.Attempt >= 1 && h.Attempt <= math.MaxUint32 && h.Outcome <= AttemptReleased
 	}
-	opts := j.Opts.validate()
-	if j.State < Waiting || j.State > Cancelled || (j.State == Dead) != (j.Reason != NoReason) || j.Reason > Panic ||
-		j.State.Terminal() != (j.TermSeq != 0) || j.TermSeq > termSeq || j.Deferred && j.State != Waiting ||
-		j.Attempts < 0 || j.Attempts > math.MaxUint32 || (j.State == Running && j.Attempts == 0) || !history || opts != nil {
+	opts := o.validate()
+	if state < Waiting || state > Cancelled || (state == Dead) != (why != NoReason) || why > Panic ||
+		state.Terminal() != (seq != 0) || seq > termSeq || deferred && state != Waiting ||
+		attempts < 0 || attempts > math.MaxUint32 || (state == Running && attempts == 0) || !history || opts != nil {
 		return fmt.Sprintf("job %d: %v (reason %v) with terminal sequence %d (last %d), deferred %v, %d attempts, history %v (valid %v), options: %v",
-			j.ID, j.State, j.Reason, j.TermSeq, termSeq, j.Deferred, j.Attempts, j.History, history, opts)
+			id, state, why, seq, termSeq, deferred, attempts, hist, history, opts)
 	}
 	return ""
 }

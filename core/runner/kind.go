@@ -98,7 +98,7 @@ func (m *Machine) pick(now time.Time) *job {
 			best = p
 		}
 	}
-	if old != nil && m.cfg.AgeMax > 0 && !now.Before(old.Due.Add(m.cfg.AgeMax)) {
+	if old != nil && m.cfg.AgeMax > 0 && !now.Before(old.due().Add(m.cfg.AgeMax)) {
 		return old
 	}
 	return best

@@ -215,20 +215,56 @@ type Transition struct {
 	Start, End time.Time
 }
 
-// job is the machine's job; fields mirror Job.
+// job is the machine's job: Job's fields, smaller. The dues are UnixNano (every due lies in
+// TimeRange and records carry them normalized to UTC, so the public view rebuilds them
+// exactly), and the options are shared and never written: jobs enqueued with equal options
+// point to one copy. What replay builds is mostly jobs, and what the GC marks in them is their
+// pointers: 160 bytes and six pointers, against 264 and nine embedding Job.
 type job struct {
-	Job
+	ID      uint64
+	Target  string
+	Payload []byte
+	Opts    *Opts
+	// History is the last HistoryMax attempts, oldest first; a manual Retry keeps it.
+	History []AttemptRecord
+	LastErr string
+	TermSeq uint64
+	// dueKey is Due.UnixNano(): the heaps compare it, and due() is the time.
+	dueKey      int64
+	firstDueKey int64 // FirstDue.UnixNano(), firstDue() the time
+	Attempts    int
+	kind        *kind // Opts.Kind's state
 	// idx is the position in each of its kind's queue heaps; -1 when not in it. int32 (a
-	// heap of 2^31 jobs would not fit in memory) with the bools after it: 16 bytes less a job.
-	idx [slots]int32
+	// heap of 2^31 jobs would not fit in memory) with the bytes after it.
+	idx      [slots]int32
+	State    JobState
+	Reason   Reason
+	Deferred bool
 	// shared: History's array may have been handed out (Get, List, Snapshot, a loaded
 	// snapshot), so endAttempt copies it before writing; a fresh array is written in place.
 	shared bool
-	pruned bool  // Prune is taking it out of order
-	kind   *kind // Opts.Kind's state
-	// dueKey is Due.UnixNano() (a due lies in TimeRange), set whenever the job enters or is
-	// re-keyed in the queue: the heaps compare it instead of Due.
-	dueKey int64
+	pruned bool // Prune is taking it out of order
+}
+
+func (j *job) broken(termSeq uint64) string {
+	return brokenJob(j.ID, j.State, j.Reason, j.TermSeq, termSeq, j.Deferred, j.Attempts, j.Opts, j.History)
+}
+
+func (j *job) due() time.Time      { return time.Unix(0, j.dueKey).UTC() }
+func (j *job) firstDue() time.Time { return time.Unix(0, j.firstDueKey).UTC() }
+
+// view writes j's public Job into v (the payload and history not copied).
+func (j *job) view(v *Job) {
+	*v = Job{ID: j.ID, Target: j.Target, Payload: j.Payload, State: j.State, Reason: j.Reason,
+		Attempts: j.Attempts, FirstDue: j.firstDue(), Due: j.due(), Deferred: j.Deferred,
+		LastErr: j.LastErr, TermSeq: j.TermSeq, Opts: *j.Opts, History: j.History}
+}
+
+// fromView sets j's fields from v, with opts the shared copy of v.Opts.
+func (j *job) fromView(v *Job, opts *Opts) {
+	j.ID, j.Target, j.Payload, j.State, j.Reason = v.ID, v.Target, v.Payload, v.State, v.Reason
+	j.Attempts, j.firstDueKey, j.dueKey, j.Deferred = v.Attempts, v.FirstDue.UnixNano(), v.Due.UnixNano(), v.Deferred
+	j.LastErr, j.TermSeq, j.Opts, j.History = v.LastErr, v.TermSeq, opts, v.History
 }
 
 // job returns job id, or nil. Ids in order ascend and are unique, so job id is at an index
@@ -416,6 +452,7 @@ type Machine struct {
 	jobSlab     []job
 	payloadSlab []byte
 	histSlab    []AttemptRecord
+	opts        *Opts // the options shareOpts made last
 	// order is every job ascending by id (ids are issued in order: enqueue appends), so
 	// Snapshot neither sorts nor looks each job up, and a job is found by its id (job) with no
 	// map: ids are dense but for pruned jobs.
@@ -533,8 +570,8 @@ func (m *Machine) WakeAt() time.Time {
 	if m.pool.Status().Free == 0 {
 		return w
 	}
-	if e := m.earliest(); e != nil && (w.IsZero() || e.Due.Before(w)) {
-		return e.Due
+	if e := m.earliest(); e != nil && (w.IsZero() || e.due().Before(w)) {
+		return e.due()
 	}
 	return w
 }
@@ -617,7 +654,7 @@ func (m *Machine) enqueue(ev Enqueue) error {
 	if err != nil {
 		return err
 	}
-	if id, dup := m.holder(uniqueKey(nj.Opts)); dup {
+	if id, dup := m.holder(uniqueKey(&nj.Opts)); dup {
 		m.ack(Ack{Ticket: ev.Ticket, ID: id, Duplicate: true})
 		return nil
 	}
@@ -638,7 +675,7 @@ func (m *Machine) ack(a Ack) {
 }
 
 // uniqueKey is the index key of a job's unique key within its kind; "" when it has none.
-func uniqueKey(o Opts) string {
+func uniqueKey(o *Opts) string {
 	if o.Unique == "" {
 		return ""
 	}
@@ -664,7 +701,7 @@ func (m *Machine) enqueueMany(ev EnqueueMany) error {
 		if err != nil {
 			return fmt.Errorf("%w (job %d of %d, counting from 0)", err, i, len(ev.Jobs))
 		}
-		k := uniqueKey(nj.Opts)
+		k := uniqueKey(&nj.Opts)
 		if id, ok := m.holder(k); ok {
 			ids[i], dups[i] = id, true
 			continue
@@ -905,7 +942,7 @@ func (m *Machine) finish(j *job, now time.Time, o Outcome) {
 			r.Next, r.Reason = Dead, Permanent
 			break
 		}
-		due, v := m.policy(j).Next(j.FirstDue, now, j.Attempts, m.cfg.Rand.Uint32(), o.After)
+		due, v := m.policy(j).Next(j.firstDue(), now, j.Attempts, m.cfg.Rand.Uint32(), o.After)
 		switch v {
 		case retry.DeadSpent:
 			r.Next, r.Reason = Dead, Spent
@@ -991,7 +1028,7 @@ func (m *Machine) schedule(now time.Time) {
 		unit := m.pool.Ready().Granted
 		v := retry.Admit(retry.Candidate{
 			UnitFree: unit,
-			Late:     m.policy(j).Late(j.FirstDue, now),
+			Late:     m.policy(j).Late(j.firstDue(), now),
 			Spent:    m.policy(j).Spent(j.Attempts),
 		}, func() bool {
 			b := m.breakers[j.Target]
@@ -1037,7 +1074,7 @@ func (m *Machine) schedule(now time.Time) {
 			} else {
 				a = new(attempt)
 			}
-			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.FirstDue, probe: d.Probe, seq: m.seq, value: v}
+			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.firstDue(), probe: d.Probe, seq: m.seq, value: v}
 			m.inflight[tok] = a
 			j.kind.inflight++
 			m.starting = append(m.starting, a)
@@ -1183,13 +1220,13 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		if r.ID != m.nextID {
 			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
 		}
-		if id, held := m.keyHolder(r.Opts); held {
+		if id, held := m.keyHolder(&r.Opts); held {
 			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
 		}
 		// Filled field by field: a Job literal would be built then copied whole.
 		j = m.newJob(r.Opts.Kind)
 		j.ID, j.Target, j.Payload, j.State = r.ID, r.Target, m.keepPayload(r.Payload), Waiting
-		j.FirstDue, j.Due, j.Opts = r.Due, r.Due, r.Opts
+		j.firstDueKey, j.dueKey, j.Opts = r.Due.UnixNano(), r.Due.UnixNano(), m.shareOpts(&r.Opts)
 		if m.replaying && len(m.order) == cap(m.order) {
 			// Doubled: append grows a large slice by a quarter, so replay would copy the
 			// table (with write barriers, as the GC marks) about five times over.
@@ -1248,7 +1285,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		j.endAttempt(r.Attempt, r.At, attemptOutcome(r.Kind), r.Err)
 		switch r.Next {
 		case Waiting:
-			j.State, j.Due = Waiting, r.Due
+			j.State, j.dueKey = Waiting, r.Due.UnixNano()
 			m.qpush(j)
 		default:
 			m.becomeTerminal(j, r.Next, r.Reason, r.At)
@@ -1266,7 +1303,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		j.Deferred = false
 		m.becomeTerminal(j, Dead, r.Reason, time.Time{})
 	case TagDeferred:
-		j.Due, j.Deferred = r.Due, true
+		j.dueKey, j.Deferred = r.Due.UnixNano(), true
 		m.qfix(j)
 	case TagCancelled:
 		if j.State == Waiting {
@@ -1276,7 +1313,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 		m.becomeTerminal(j, Cancelled, NoReason, time.Time{})
 	case TagRetried:
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
-		j.Attempts, j.FirstDue, j.Due = 0, r.Due, r.Due
+		j.Attempts, j.firstDueKey, j.dueKey = 0, r.Due.UnixNano(), r.Due.UnixNano()
 		m.qpush(j)
 		m.holdKey(j)
 	default:
@@ -1328,7 +1365,7 @@ func (m *Machine) endReplay() {
 
 // keyHolder is the non-terminal job holding o's unique key. No key, no lookup (the index
 // never holds ""): most jobs have none, and apply asks for every record.
-func (m *Machine) keyHolder(o Opts) (uint64, bool) {
+func (m *Machine) keyHolder(o *Opts) (uint64, bool) {
 	if o.Unique == "" {
 		return 0, false
 	}
@@ -1380,9 +1417,9 @@ func (m *Machine) newJob(k string) *job {
 // jobSlabLen of them), and payloads of up to payloadSlabMax bytes share chunks of payloadSlabLen. A slab lives while any of its jobs
 // does, so what replay allocates stays bounded by the state the journal held.
 const (
-	// 248 jobs of 264 bytes fill 64 KiB but 64 bytes: a slab is a large object, rounded up to
+	// 409 jobs of 160 bytes fill 64 KiB but 96 bytes: a slab is a large object, rounded up to
 	// 8 KiB pages (TestJobSlabFillsItsPages holds the two together).
-	jobSlabLen     = 248
+	jobSlabLen     = 409
 	histSlabLen    = 256
 	payloadSlabLen = 64 << 10
 	payloadSlabMax = 1 << 10
@@ -1397,6 +1434,16 @@ func (m *Machine) historySlab() []AttemptRecord {
 	h := m.histSlab[:0:1]
 	m.histSlab = m.histSlab[1:]
 	return h
+}
+
+// shareOpts returns a copy of o for jobs to share and never write: the last one made when it
+// is equal (a journal's jobs mostly repeat their options), else a new one.
+func (m *Machine) shareOpts(o *Opts) *Opts {
+	if m.opts == nil || *m.opts != *o {
+		c := *o
+		m.opts = &c
+	}
+	return m.opts
 }
 
 // keepPayload copies an Enqueued record's payload for its job (nil stays nil).
@@ -1473,14 +1520,15 @@ func (m *Machine) loadSnapshot(data []byte) error {
 	}
 	var s Snapshot
 	var jobs []job
-	at := func(i int) *Job { return &jobs[i].Job }
-	if err := decodeSnapshot(reader{b: data, alias: true, names: m.names}, &s, func(n int) func(int) *Job {
-		jobs = make([]job, n)
-		return at
-	}); err != nil {
+	err := decodeSnapshot(reader{b: data, alias: true, names: m.names}, &s,
+		func(n int) { jobs = make([]job, n) },
+		func(i int, v *Job) { jobs[i].fromView(v, m.shareOpts(&v.Opts)) })
+	if err != nil {
 		return err
 	}
-	if err := validateJobs(s.NextID, s.TermSeq, len(jobs), at); err != nil {
+	if err := validateJobs(s.NextID, s.TermSeq, len(jobs), func(i int) (uint64, string) {
+		return jobs[i].ID, jobs[i].broken(s.TermSeq)
+	}); err != nil {
 		return err
 	}
 	if err := s.validateRest(); err != nil {
@@ -1498,7 +1546,7 @@ func (m *Machine) load(s Snapshot, jobs []job) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
 	m.order = slices.Grow(m.order, len(jobs)) // sized once, not grown by doubling
 	for _, w := range s.Windows {
-		m.windows[uniqueKey(Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
+		m.windows[uniqueKey(&Opts{Kind: w.Kind, Unique: w.Unique})] = window{id: w.ID, until: w.Until}
 	}
 	for i := range jobs {
 		j := &jobs[i]
@@ -1610,7 +1658,8 @@ func (m *Machine) snapshot(retain int, ended time.Time) (Snapshot, []uint64) {
 			d++
 			continue
 		}
-		s.Jobs = append(s.Jobs, j.Job)
+		s.Jobs = s.Jobs[:len(s.Jobs)+1]
+		j.view(&s.Jobs[len(s.Jobs)-1])
 		j.shared = true
 	}
 	if len(m.scheds) > 0 {
@@ -1648,7 +1697,7 @@ func (m *Machine) Prune(ids []uint64) {
 // nothing holds a unit.
 func (m *Machine) IdleThrough(t time.Time) bool {
 	e := m.earliest()
-	return (e == nil || e.Due.After(t)) && m.pool.Status().Used == 0 && len(m.dueSchedules(t)) == 0
+	return (e == nil || e.due().After(t)) && m.pool.Status().Used == 0 && len(m.dueSchedules(t)) == 0
 }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
@@ -1660,7 +1709,8 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 	if j == nil {
 		return Job{}, false
 	}
-	c := j.Job
+	var c Job
+	j.view(&c)
 	c.Payload = append([]byte(nil), j.Payload...)
 	j.shared = true
 	return c, true
@@ -1673,17 +1723,20 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) (jobs []Job, next uint64, more bool) {
 	from, to = max(from, 1), min(to, m.nextID-1)
 	next = from - 1
+	var v Job
 	for id := from; id <= to && len(jobs) < limit && scanMax > 0; id++ {
 		scanMax--
 		next = id
 		j := m.job(id)
-		if j == nil || !match(&j.Job) {
+		if j == nil {
 			continue
 		}
-		c := j.Job
-		c.Payload = append([]byte(nil), j.Payload...)
+		if j.view(&v); !match(&v) {
+			continue
+		}
+		v.Payload = append([]byte(nil), j.Payload...)
 		j.shared = true
-		jobs = append(jobs, c)
+		jobs = append(jobs, v)
 	}
 	return jobs, next, next < to
 }

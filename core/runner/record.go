@@ -281,28 +281,31 @@ type UniqueWindow struct {
 }
 
 func (s *Snapshot) validate() error {
-	if err := validateJobs(s.NextID, s.TermSeq, len(s.Jobs), func(i int) *Job { return &s.Jobs[i] }); err != nil {
+	if err := validateJobs(s.NextID, s.TermSeq, len(s.Jobs), func(i int) (uint64, string) {
+		return s.Jobs[i].ID, s.Jobs[i].broken(s.TermSeq)
+	}); err != nil {
 		return err
 	}
 	return s.validateRest()
 }
 
-// validateJobs checks a snapshot's n jobs, job(i) the i-th: ids ascending below nextID, and
-// each job possible on its own. DecodeSnapshot and the machine's load share it.
-func validateJobs(nextID, termSeq uint64, n int, job func(int) *Job) error {
+// validateJobs checks a snapshot's n jobs, job(i) the i-th's id and what is broken about it
+// (its broken(termSeq)): ids ascending below nextID, and each job possible on its own.
+// DecodeSnapshot and the machine's load share it.
+func validateJobs(nextID, termSeq uint64, n int, job func(int) (uint64, string)) error {
 	if nextID < 1 {
 		return snapshotErr("next id 0")
 	}
 	var prev uint64
 	for i := range n {
-		j := job(i)
-		if j.ID <= prev || j.ID >= nextID {
-			return snapshotErr("job id %d out of order or ≥ next id %d", j.ID, nextID)
+		id, why := job(i)
+		if id <= prev || id >= nextID {
+			return snapshotErr("job id %d out of order or ≥ next id %d", id, nextID)
 		}
-		if why := j.broken(termSeq); why != "" {
+		if why != "" {
 			return snapshotErr("%s", why)
 		}
-		prev = j.ID
+		prev = id
 	}
 	return nil
 }
@@ -399,21 +402,19 @@ func encodedSize(s *Snapshot) int {
 // DecodeSnapshot parses a payload written by EncodeSnapshot.
 func DecodeSnapshot(data []byte) (Snapshot, error) {
 	var s Snapshot
-	err := decodeSnapshot(reader{b: data}, &s, func(n int) func(int) *Job {
-		s.Jobs = make([]Job, n)
-		return func(i int) *Job { return &s.Jobs[i] }
-	})
+	err := decodeSnapshot(reader{b: data}, &s, func(n int) { s.Jobs = make([]Job, n) },
+		func(i int, j *Job) { s.Jobs[i] = *j })
 	if err != nil {
 		return s, err
 	}
 	return s, s.validate()
 }
 
-// decodeSnapshot reads a snapshot's payload into s, its n jobs into the Jobs that jobs(n)'s
-// function gives by index (so the machine's load decodes them in place); it validates
-// nothing. With rd.alias, payloads are the bytes in place; with rd.names, targets and kinds
+// decodeSnapshot reads a snapshot's payload into s: it calls start with the number of jobs,
+// then put with each job by index, decoded into a Job put must copy from (so the machine's
+// load fills its own jobs in place); it validates nothing. With rd.alias, payloads are the bytes in place; with rd.names, targets and kinds
 // are interned.
-func decodeSnapshot(rd reader, s *Snapshot, jobs func(n int) func(int) *Job) error {
+func decodeSnapshot(rd reader, s *Snapshot, start func(n int), put func(int, *Job)) error {
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
 		return formatError("snapshot", v)
 	}
@@ -425,9 +426,10 @@ func decodeSnapshot(rd reader, s *Snapshot, jobs func(n int) func(int) *Job) err
 		return fmt.Errorf("%w: snapshot claims %d jobs in %d bytes", ErrDecode, n, len(rd.b))
 	}
 	if n > 0 && rd.err == nil {
-		job := jobs(int(n))
+		start(int(n))
+		j := new(Job) // one for all: put copies from it
 		for i := range int(n) {
-			j := job(i)
+			*j = Job{}
 			j.ID = rd.u64()
 			j.State = JobState(rd.u8())
 			j.Reason = Reason(rd.u8())
@@ -456,6 +458,7 @@ func decodeSnapshot(rd reader, s *Snapshot, jobs func(n int) func(int) *Job) err
 			if rd.err != nil {
 				break
 			}
+			put(i, j)
 		}
 	}
 	// Each window takes at least 24 bytes (two length prefixes, id, until).

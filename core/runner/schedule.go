@@ -272,7 +272,7 @@ func (m *Machine) fireSchedules(now time.Time) {
 		if missed := !s.next(period).After(now); !missed || s.CatchUp != CatchUpSkip {
 			nj := NewJob{Due: period, Target: s.Target, Payload: s.Payload, Opts: s.Opts}
 			r, data, err := m.enqueueRecord(m.nextID, now, nj)
-			switch held := m.heldAt(uniqueKey(nj.Opts), now); {
+			switch held := m.heldAt(uniqueKey(&nj.Opts), now); {
 			case err != nil:
 				// SetSchedule checked the same job: only a RecordMax lowered since can refuse it.
 				skip = SkipRefused
@@ -334,12 +334,12 @@ func (m *Machine) applyScheduleRecord(r Record) error {
 		}
 		if r.ID != 0 {
 			// The period's job is the Enqueued record right before, in the same batch.
-			if j := m.job(r.ID); j == nil || r.ID != m.nextID-1 || !j.FirstDue.Equal(sr.Period) {
+			if j := m.job(r.ID); j == nil || r.ID != m.nextID-1 || !j.firstDue().Equal(sr.Period) {
 				return fmt.Errorf("schedule %q: period %v names job %d, not the job just enqueued for it", sr.Name, sr.Period, r.ID)
 			}
 			s.Fired++
 		}
-		switch held := m.heldAt(uniqueKey(s.Opts), r.At); {
+		switch held := m.heldAt(uniqueKey(&s.Opts), r.At); {
 		case sr.Skip == SkipMissed && (s.CatchUp != CatchUpSkip || s.next(sr.Period).After(r.At)):
 			return fmt.Errorf("schedule %q: period %v skipped as missed at %v, but it was not (catch-up %v)", sr.Name, sr.Period, r.At, s.CatchUp)
 		case sr.Skip == SkipHeld && !held:
