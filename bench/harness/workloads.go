@@ -58,11 +58,17 @@ func closeInst(inst Instance) error {
 
 // CPUTime is this process's user+system CPU time so far (the GC's workers included).
 func CPUTime() time.Duration {
+	user, sys := CPUTimes()
+	return user + sys
+}
+
+// CPUTimes is the process's user and system CPU time so far (zeros if it cannot be read).
+func CPUTimes() (user, sys time.Duration) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 func syncsPerJob(inst Instance, jobs int, r Result) {

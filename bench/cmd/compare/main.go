@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/extras"
 	"github.com/sluicehq/sluice/bench/harness"
 	"github.com/sluicehq/sluice/bench/systems"
 )
@@ -38,6 +39,13 @@ type config struct {
 }
 
 func main() {
+	if dir := os.Getenv(extras.FreshOpenEnv); dir != "" {
+		if err := extras.FreshOpen(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "compare: fresh open:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c config
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each round runs every workload on every system, in rotated order")
 	flag.IntVar(&c.params.Jobs, "jobs", 5000, "jobs in workload W1")
