@@ -1395,7 +1395,7 @@ func attemptOutcome(k OutcomeKind) AttemptOutcome {
 	return AttemptFailed
 }
 
-// newJob returns a zero job of kind k, in no heap; the caller fills its Job.
+// newJob returns a zero job of kind k, in no heap; the caller fills its fields.
 func (m *Machine) newJob(k string) *job {
 	var nj *job
 	if m.replaying {
@@ -1540,7 +1540,7 @@ func (m *Machine) loadSnapshot(data []byte) error {
 	return nil
 }
 
-// load installs a snapshot whose jobs are jobs (their Job filled in, s.Jobs unused); the
+// load installs a snapshot whose jobs are jobs (filled by fromView, s.Jobs unused); the
 // unique index is rebuilt from the jobs' keys.
 func (m *Machine) load(s Snapshot, jobs []job) error {
 	m.nextID, m.termSeq = s.NextID, s.TermSeq
