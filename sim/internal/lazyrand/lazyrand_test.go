@@ -1,6 +1,7 @@
 package lazyrand
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 )
@@ -40,5 +41,28 @@ func TestSameDraws(t *testing.T) {
 		if x, y := a.Int63(), b.Int63(); x != y {
 			t.Fatalf("seed %d: after Seed %d != %d", seed, x, y)
 		}
+	}
+}
+
+// Seeds at the edges of seeding's reduction mod 2^31-1, each past a full turn of the register.
+func TestEdgeSeeds(t *testing.T) {
+	const m = 1<<31 - 1
+	seeds := []int64{0, 1, -1, m, -m, m - 1, m + 1, 2 * m, 89482311, 1 << 62, -1 << 62,
+		math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
+	for _, seed := range seeds {
+		a, b := rand.NewSource(seed).(rand.Source64), New(seed)
+		for i := 0; i < 3*rngLen; i++ {
+			if x, y := a.Uint64(), b.Uint64(); x != y {
+				t.Fatalf("seed %d draw %d: Uint64 %d != %d", seed, i, x, y)
+			}
+		}
+	}
+}
+
+func BenchmarkFirstDraw(b *testing.B) {
+	seed := int64(0)
+	for b.Loop() {
+		seed++
+		New(seed).Int63()
 	}
 }
