@@ -1,13 +1,15 @@
-// Package lazyrand builds math/rand generators whose source is seeded at its first draw.
-// Seeding a math/rand source costs a few microseconds and 5 KB; a run builds hundreds of
-// streams and draws from few of them. The source is math/rand's own generator, reimplemented
-// here only to seed it faster: it draws the same numbers.
+// Package lazyrand builds math/rand generators that draw what rand.New(rand.NewSource(seed))
+// draws, without paying for the seeding up front. Seeding a math/rand source costs a few
+// microseconds and 5 KB; a run builds hundreds of streams and draws little from most. The
+// source is math/rand's own generator, reimplemented here: its first lazyDraws draws come
+// straight from the seed, and only a stream that draws more builds the register, seeded
+// faster than math/rand seeds it.
 package lazyrand
 
 import "math/rand"
 
 // New returns rand.New(rand.NewSource(seed)), drawing the same numbers, with the seeding
-// deferred to the first draw.
+// deferred.
 func New(seed int64) *rand.Rand { return rand.New(&source{seed: seed}) }
 
 // math/rand's source: an additive lagged Fibonacci generator over a register of rngLen words,
@@ -21,7 +23,9 @@ const (
 
 type source struct {
 	seed int64
-	reg  *register // nil until the first draw
+	reg  *register // nil until lazyDraws draws are made
+	n    int       // draws made while reg is nil
+	x    uint64    // the seed reduced as seeding reduces it; 0: not yet
 }
 
 // register is math/rand's rngSource state, field for field.
@@ -30,18 +34,33 @@ type register struct {
 	vec       [rngLen]int64
 }
 
-func (s *source) get() *register {
-	if s.reg == nil {
-		s.reg = new(register)
-		s.reg.seed(s.seed, cooked)
-	}
-	return s.reg
-}
+// lazyDraws is how many draws a source makes before it builds its register: the j-th draw
+// (j <= rngTap) adds two words of the seeded register that no earlier draw overwrote, and each
+// word is computed alone by jumping the Lehmer sequence ahead. Most streams draw fewer.
+const lazyDraws = rngTap
 
 func (s *source) Int63() int64 { return int64(s.Uint64() & rngMask) }
 
 func (s *source) Uint64() uint64 {
-	r := s.get()
+	if s.reg == nil {
+		if s.n < lazyDraws {
+			if s.x == 0 {
+				s.x = reduce(s.seed)
+			}
+			s.n++
+			// Draw j reads feed word rngLen-rngTap-j and tap word rngLen-j (both untouched).
+			return uint64(word(s.x, rngLen-rngTap-s.n) + word(s.x, rngLen-s.n))
+		}
+		s.reg = new(register)
+		s.reg.seed(s.seed, cooked)
+		for i := 0; i < s.n; i++ { // the draws made lazily, again
+			s.reg.step()
+		}
+	}
+	return s.reg.step()
+}
+
+func (r *register) step() uint64 {
 	r.tap--
 	if r.tap < 0 {
 		r.tap += rngLen
@@ -56,8 +75,38 @@ func (s *source) Uint64() uint64 {
 }
 
 func (s *source) Seed(seed int64) {
-	s.seed, s.reg = seed, nil
+	*s = source{seed: seed}
 }
+
+// reduce is seed as seeding reduces it: into [1, 2^31-2].
+func reduce(seed int64) uint64 {
+	seed %= int32max
+	if seed < 0 {
+		seed += int32max
+	}
+	if seed == 0 {
+		seed = 89482311
+	}
+	return uint64(seed)
+}
+
+// word is vec[i] of the register seeded from x (reduced): Lehmer steps 21+3i, 22+3i and
+// 23+3i of x, xored with the table.
+func word(x uint64, i int) int64 {
+	k := 21 + 3*i
+	return int64(mulMod(x, lehmerPow[k]))<<40 ^ int64(mulMod(x, lehmerPow[k+1]))<<20 ^
+		int64(mulMod(x, lehmerPow[k+2])) ^ cooked[i]
+}
+
+// lehmerPow[k] is A^k mod 2^31-1: the Lehmer sequence jumped k steps ahead.
+var lehmerPow = func() *[24 + 3*rngLen]uint64 {
+	t := new([24 + 3*rngLen]uint64)
+	t[0] = 1
+	for k := 1; k < len(t); k++ {
+		t[k] = mulMod(t[k-1], lehmerA)
+	}
+	return t
+}()
 
 // seed is math/rand's rngSource.Seed against table. Its Lehmer sequence x[k+1] = A*x[k] mod
 // 2^31-1 is computed as three interleaved sequences stepping by A^3, each by a multiply and a
@@ -66,14 +115,7 @@ func (s *source) Seed(seed int64) {
 func (r *register) seed(seed int64, table *[rngLen]int64) {
 	r.tap = 0
 	r.feed = rngLen - rngTap
-	seed %= int32max
-	if seed < 0 {
-		seed += int32max
-	}
-	if seed == 0 {
-		seed = 89482311
-	}
-	x := uint64(seed)
+	x := reduce(seed)
 	for i := 0; i < 20; i++ { // seeding skips 20 steps
 		x = mulMod(x, lehmerA)
 	}

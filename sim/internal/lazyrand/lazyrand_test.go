@@ -66,3 +66,22 @@ func BenchmarkFirstDraw(b *testing.B) {
 		New(seed).Int63()
 	}
 }
+
+// Seed restarts a source wherever it is: before, at and after the draw that builds the register.
+func TestSeedMidway(t *testing.T) {
+	for _, k := range []int{0, 1, lazyDraws - 1, lazyDraws, lazyDraws + 1, rngLen, 2 * rngLen} {
+		a, b := rand.NewSource(5).(rand.Source64), New(5)
+		for i := 0; i < k; i++ {
+			if x, y := a.Uint64(), b.Uint64(); x != y {
+				t.Fatalf("after %d draws: %d != %d", i, x, y)
+			}
+		}
+		a.Seed(int64(k) + 11)
+		b.Seed(int64(k) + 11)
+		for i := 0; i < rngLen+3; i++ {
+			if x, y := a.Uint64(), b.Uint64(); x != y {
+				t.Fatalf("reseeded after %d draws, draw %d: %d != %d", k, i, x, y)
+			}
+		}
+	}
+}
