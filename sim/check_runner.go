@@ -184,7 +184,11 @@ type breakerModel struct {
 // checkUnique: at most one non-terminal job per unique key in a durable state (jobs come in
 // id order, so the first violation reported is always the same).
 func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
-	holder := map[string]uint64{}
+	if c.holder == nil {
+		c.holder = map[string]uint64{}
+	}
+	holder := c.holder
+	clear(holder)
 	n := c.node(node)
 	for _, v := range jobs {
 		if v.WindowUntil > 0 && v.WindowUntil > n.windows[v.Unique].until {
