@@ -122,7 +122,8 @@ func (v *Violation) Error() string {
 // checked at once against every invariant it concerns. The first violation is kept.
 type Checker struct {
 	now    time.Duration
-	specs  specCache // PeriodFired's parsed cron specs
+	specs  specCache         // PeriodFired's parsed cron specs
+	holder map[string]uint64 // checkUnique's, emptied on each call (it runs after every commit)
 	v      *Violation
 	checks []int // per invariant, in Invariants order
 

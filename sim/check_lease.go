@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/sim/queue"
+)
 
 // LeaseParams is what the lease invariants need of the worker configuration.
 type LeaseParams struct {
@@ -25,6 +29,9 @@ type receiptModel struct {
 	started      bool          // its handler started
 	beganAt      time.Duration // when its disposition began
 	lease        *leaseModel   // the checker's own account of its lease timing (check_prompt.go)
+	// ref is the receipt resolved at the queue, once (refOK), for CheckHidden's caller.
+	ref   queue.Ref
+	refOK bool
 }
 
 // overlap is a second consumer that started on a message while the first still ran, excused
@@ -198,18 +205,19 @@ func (c *Checker) WorkerCrashed(worker int) {
 	}
 }
 
-// CheckHidden checks hidden-while-working for every running handler: hidden(msg, receipt)
-// reports whether the queue still hides msg under receipt at now. No receipt is exempted for
+// CheckHidden checks hidden-while-working for every running handler: hidden(m, receipt)
+// reports whether the queue still hides m's message under receipt at now (m is the receipt's
+// model, where hidden may keep what it resolved). No receipt is exempted for
 // latency: the local deadline (sent-at + requested) is never later than the queue's (applied
 // at arrival + requested), and the worker cancels the handler at the local deadline, so the
 // promise holds under any latency, spikes beyond the margin included.
 //
 // Under the scheduling families (SetHiddenSlack) a handler may run up to the slack past the
 // instant its message was first seen visible, and a second consumer's overlap must end within it.
-func (c *Checker) CheckHidden(hidden func(msg, receipt string) bool) {
+func (c *Checker) CheckHidden(hidden func(m *receiptModel, receipt string) bool) {
 	for _, w := range c.working {
 		r, m := w.r, w.m
-		ok := hidden(m.msg, r)
+		ok := hidden(m, r)
 		if !ok && c.hiddenSlack > 0 {
 			if !m.visible {
 				m.visible, m.visibleSince = true, c.now

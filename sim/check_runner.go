@@ -184,7 +184,11 @@ type breakerModel struct {
 // checkUnique: at most one non-terminal job per unique key in a durable state (jobs come in
 // id order, so the first violation reported is always the same).
 func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
-	holder := map[string]uint64{}
+	if c.holder == nil {
+		c.holder = map[string]uint64{}
+	}
+	holder := c.holder
+	clear(holder)
 	n := c.node(node)
 	for _, v := range jobs {
 		if v.WindowUntil > 0 && v.WindowUntil > n.windows[v.Unique].until {
@@ -808,8 +812,9 @@ func diffStatesMode(want, got []JobView, interrupted bool) string {
 // viewsByID finds a list's views by id: by binary search when the ids ascend (as views are
 // built), else through a map (a later duplicate id wins, as a map's assignment would).
 type viewsByID struct {
-	v []JobView
-	m map[uint64]JobView
+	v    []JobView
+	m    map[uint64]JobView
+	next int // v's index after the last one found: callers mostly ask in ascending order
 }
 
 func indexViews(v []JobView) viewsByID {
@@ -823,16 +828,30 @@ func indexViews(v []JobView) viewsByID {
 	return viewsByID{m: m}
 }
 
-func (x viewsByID) get(id uint64) (JobView, bool) {
+func (x *viewsByID) get(id uint64) (JobView, bool) {
 	if x.m != nil {
 		j, ok := x.m[id]
 		return j, ok
 	}
-	i, ok := slices.BinarySearchFunc(x.v, id, func(j JobView, id uint64) int { return cmp.Compare(j.ID, id) })
-	if !ok {
+	v := x.v
+	if i := x.next; i < len(v) && v[i].ID == id {
+		x.next = i + 1
+		return v[i], true
+	}
+	lo, hi := 0, len(v) // the first index whose id is not below id
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); v[m].ID < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	x.next = lo
+	if lo == len(v) || v[lo].ID != id {
 		return JobView{}, false
 	}
-	return x.v[i], true
+	x.next = lo + 1
+	return v[lo], true
 }
 
 // ascendingByID says whether v's ids strictly ascend.

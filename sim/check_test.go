@@ -276,7 +276,7 @@ func TestInvariantFires(t *testing.T) {
 			c.Received(1, "m1", "r1", 0)
 			c.HandlerStarted("r1")
 			c.SetTime(sec(31))
-			c.CheckHidden(func(msg, receipt string) bool { return false })
+			c.CheckHidden(func(*receiptModel, string) bool { return false })
 		}},
 		{InvHiddenWhileWork + "/until-end", func(c *Checker) {
 			c.Received(1, "m1", "r1", 0)
@@ -455,7 +455,7 @@ func TestInvariantsHoldOnValidHistory(t *testing.T) {
 	c.SetTime(sec(14)) // received at 6 s with 24 s left: a third of it later
 	c.RenewSent("r1", sec(30))
 	c.RenewReplied("r1", nil)
-	c.CheckHidden(func(msg, receipt string) bool { return true })
+	c.CheckHidden(func(*receiptModel, string) bool { return true })
 	c.HandlerEnded("r1")
 	c.DispositionBegan("r1")
 	c.DispositionSent("r1", "delete")

@@ -9,7 +9,8 @@ import (
 )
 
 // The merge of ascending lists gives diffStatesByMap's answer, and a lookup by binary search a
-// map's, on random pairs of lists (equal, changed, dropped, added, terminal, running).
+// map's (asked in ascending and in random order), on random pairs of lists (equal, changed,
+// dropped, added, terminal, running).
 func TestDiffStatesMergeAgreesWithMaps(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	states := []string{"waiting", "running", "succeeded", "dead", "cancelled"}
@@ -41,7 +42,12 @@ func TestDiffStatesMergeAgreesWithMaps(t *testing.T) {
 		}
 		x := indexViews(a)
 		m := indexViews(append(slices.Clone(a), JobView{ID: 0})) // not ascending: the map
-		for id := uint64(0); id <= 13; id++ {
+		// Ascending (the remembered next index answers), then in any order (a search does).
+		ids := []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+		for range 20 {
+			ids = append(ids, uint64(r.Intn(14)))
+		}
+		for _, id := range ids {
 			v, ok := x.get(id)
 			w, wok := m.get(id)
 			if id == 0 {

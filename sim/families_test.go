@@ -100,9 +100,9 @@ func TestHiddenWhileWorkingAllowsOnlyTheSlack(t *testing.T) {
 		k.Received(1, "q-1", "q/1/1", 0)
 		k.HandlerStarted("q/1/1")
 		k.SetTime(10 * time.Second)
-		k.CheckHidden(func(msg, receipt string) bool { return false }) // first seen visible
+		k.CheckHidden(func(*receiptModel, string) bool { return false }) // first seen visible
 		k.SetTime(10*time.Second + c.ran)
-		k.CheckHidden(func(msg, receipt string) bool { return false })
+		k.CheckHidden(func(*receiptModel, string) bool { return false })
 		if v := k.Violation(); (v != nil) != c.fires || v != nil && v.Invariant != InvHiddenWhileWork {
 			t.Errorf("slack %v, visible for %v: violation %v, want fired=%t", c.slack, c.ran, v, c.fires)
 		}

@@ -323,7 +323,14 @@ func (w *World) runLoop() {
 func (w *World) afterStep() {
 	if w.queue != nil && len(w.chk.working) > 0 {
 		now := w.now()
-		w.chk.CheckHidden(func(msg, receipt string) bool { return w.queue.HiddenAt(now, receipt) })
+		w.chk.CheckHidden(func(m *receiptModel, receipt string) bool {
+			if !m.refOK { // resolved once: this runs after every step for every handler
+				if m.ref, m.refOK = w.queue.Resolve(receipt); !m.refOK {
+					return w.queue.HiddenAt(now, receipt)
+				}
+			}
+			return w.queue.HiddenAtRef(now, m.ref)
+		})
 	}
 	w.chk.CheckPrompt()
 	for _, p := range w.workers {

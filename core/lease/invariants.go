@@ -16,7 +16,11 @@ func (m *Machine) checkInvariants() error {
 			fail("heap[%d] %q records index %d, ordered %v, current %v", i, r.key, r.idx, ordered, m.receipts[r.key] == r)
 		}
 	}
-	inCall := map[*receipt]CallID{}
+	if m.inCall == nil {
+		m.inCall = map[*receipt]CallID{}
+	}
+	inCall := m.inCall // emptied and reused: the simulator checks after every step
+	clear(inCall)
 	entries := 0
 	for id, c := range m.calls {
 		live := 0

@@ -385,6 +385,8 @@ type Machine struct {
 	abandon  []CallID
 
 	stats Status
+
+	inCall map[*receipt]CallID // checkInvariants' scratch
 }
 
 // New returns a machine for cfg, or an error wrapping ErrConfig naming the field at fault.

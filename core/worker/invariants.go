@@ -23,7 +23,11 @@ func (e *Machine) checkInvariants() error {
 			fail("%s %s, its lease held %v", r, d.state, held)
 		}
 	}
-	queued := map[string]bool{}
+	if e.queued == nil {
+		e.queued = map[string]bool{}
+	}
+	queued := e.queued // emptied and reused: the simulator checks after every step
+	clear(queued)
 	entries := 0
 	for _, r := range e.queue {
 		if d := e.deliveries[r]; d != nil && d.state == waiting {

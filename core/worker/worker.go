@@ -413,6 +413,8 @@ type Machine struct {
 
 	out   Ready
 	stats Status
+
+	queued map[string]bool // checkInvariants' scratch
 }
 
 // leaseCall is a lease call in flight: which reply event it expects and how many entries.

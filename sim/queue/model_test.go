@@ -162,6 +162,7 @@ func TestQueueMatchesPlainModel(t *testing.T) {
 		q := New(Config{Name: "q", Lapsed: lapsed, StaleDelete: stale, DeadLetter: dlq, MaxReceiveCount: maxRecv}, nil)
 		now := Epoch
 		var receipts []string
+		refs := map[string]Ref{} // each receipt resolved when received, asked again at every check
 		pick := func(t *rapid.T) string {
 			if len(receipts) == 0 || rapid.IntRange(0, 9).Draw(t, "garbage") == 0 {
 				return rapid.SampledFrom([]string{"junk", "q/1/1", "q/7/2", "dlq/1/5"}).Draw(t, "badReceipt")
@@ -187,6 +188,11 @@ func TestQueueMatchesPlainModel(t *testing.T) {
 				}
 				for _, m := range got {
 					receipts = append(receipts, m.Receipt)
+					ref, ok := q.Resolve(m.Receipt)
+					if !ok {
+						t.Fatalf("Resolve(%s) of a receipt just issued failed", m.Receipt)
+					}
+					refs[m.Receipt] = ref
 				}
 			},
 			"receiveDeadLetter": func(t *rapid.T) {
@@ -225,6 +231,16 @@ func TestQueueMatchesPlainModel(t *testing.T) {
 				}
 				if err := q.checkInvariants(); err != nil {
 					t.Fatal(err)
+				}
+				for _, r := range receipts {
+					if got, want := q.HiddenAtRef(now, refs[r]), q.HiddenAt(now, r); got != want {
+						t.Fatalf("HiddenAtRef of %s = %v, HiddenAt %v", r, got, want)
+					}
+				}
+				for _, r := range []string{"junk", "dlq/1/5", "q/01/1", "q/1/999999"} { // never issued
+					if _, ok := q.Resolve(r); ok {
+						t.Fatalf("Resolve(%s) succeeded", r)
+					}
 				}
 				if dlq != nil {
 					if diff := cmp.Diff(dm.states(now), queueStates(dlq, now)); diff != "" {

@@ -226,24 +226,30 @@ func (q *Queue) receiptOf(m *message) string {
 
 // lookup resolves a receipt to its message and whether it is the current one.
 func (q *Queue) lookup(receipt string) (m *message, current bool, ok bool) {
+	m, count, ok := q.resolve(receipt)
+	return m, ok && count == m.count, ok
+}
+
+// resolve returns the message a receipt names and the receive count it names, if it was issued.
+func (q *Queue) resolve(receipt string) (m *message, count int, ok bool) {
 	rest, ok := cutName(receipt, q.cfg.Name)
 	if !ok {
-		return nil, false, false
+		return nil, 0, false
 	}
 	// receipt is Name/seq/count by construction; canonical digits make it the one issued.
 	seq, n := leadingInt(rest)
 	if n == 0 || n == len(rest) || rest[n] != '/' {
-		return nil, false, false
+		return nil, 0, false
 	}
 	count, k := leadingInt(rest[n+1:])
 	if k == 0 || n+1+k != len(rest) || seq > len(q.msgs) {
-		return nil, false, false
+		return nil, 0, false
 	}
 	m = q.msgs[seq-1]
 	if count > m.count {
-		return nil, false, false // a receipt never issued
+		return nil, 0, false // a receipt never issued
 	}
-	return m, count == m.count, true
+	return m, count, true
 }
 
 // leadingInt parses the positive integer s begins with, in canonical form (as strconv.Itoa

@@ -104,6 +104,27 @@ func (q *Queue) HiddenAt(now time.Time, receipt string) bool {
 	return ok && current && q.stateOf(m, now) == InFlight
 }
 
+// Ref is a receipt resolved once to the message it names, for a checker that asks HiddenAt
+// about the same receipt after every step: HiddenAtRef(now, ref) is HiddenAt(now, receipt).
+// It stays valid for the queue's life (messages are never forgotten; a receipt names one
+// message and one receive count).
+type Ref struct {
+	m     *message
+	count int
+}
+
+// Resolve returns receipt's Ref, or false when it names no message issued yet (ask HiddenAt
+// then: one may be sent or received under it later).
+func (q *Queue) Resolve(receipt string) (Ref, bool) {
+	m, count, ok := q.resolve(receipt)
+	return Ref{m: m, count: count}, ok
+}
+
+// HiddenAtRef is HiddenAt for the receipt ref was resolved from.
+func (q *Queue) HiddenAtRef(now time.Time, ref Ref) bool {
+	return ref.count == ref.m.count && q.stateOf(ref.m, now) == InFlight
+}
+
 func (q *Queue) stateOf(m *message, now time.Time) State {
 	switch {
 	case m.deleted:
