@@ -102,6 +102,31 @@ func freshOpens(dir string, rounds, jobs int) (cpu, sys time.Duration, err error
 	return m.cpu, m.sys, nil
 }
 
+// openTimes are what opens measures of one journal file.
+type openTimes struct {
+	wall, cpu       time.Duration // medians of the opens in this process
+	live            uint64        // the heap the last of them left live
+	fresh, freshSys time.Duration // median CPU of the opens in fresh processes, and its system part
+}
+
+// opens times three opens of dir's journal in this process (timedOpen), then three in fresh
+// processes (freshOpens); each must find jobs waiting jobs.
+func opens(fsys *osfs.FS, dir string, cfg runner.Config, jobs int) (openTimes, error) {
+	var o openTimes
+	check := func(st runner.Status) error {
+		if st.Waiting != jobs {
+			return fmt.Errorf("opened %d waiting jobs, want %d", st.Waiting, jobs)
+		}
+		return nil
+	}
+	var err error
+	if o.wall, o.cpu, o.live, err = timedOpen(fsys, cfg, 3, check); err != nil {
+		return o, err
+	}
+	o.fresh, o.freshSys, err = freshOpens(dir, 3, jobs)
+	return o, err
+}
+
 // openCfg is the configuration OpenGiB writes and opens with: SnapshotMax is raised so that
 // the live state compacts.
 func openCfg() runner.Config {
@@ -137,17 +162,7 @@ func OpenGiB(scratch string, payloads []int) (Table, error) {
 		if err != nil {
 			return t, err
 		}
-		check := func(st runner.Status) error {
-			if st.Waiting != jobs {
-				return fmt.Errorf("opened %d waiting jobs, want %d", st.Waiting, jobs)
-			}
-			return nil
-		}
-		wall, cpu, live, err := timedOpen(fsys, cfg, 3, check)
-		if err != nil {
-			return t, err
-		}
-		fcpu, fsys1, err := freshOpens(dir, 3, jobs)
+		journal, err := opens(fsys, dir, cfg, jobs)
 		if err != nil {
 			return t, err
 		}
@@ -165,21 +180,18 @@ func OpenGiB(scratch string, payloads []int) (Table, error) {
 		if err != nil {
 			return t, err
 		}
-		swall, scpu, _, err := timedOpen(fsys, cfg, 3, check)
-		if err != nil {
-			return t, err
-		}
-		sfcpu, sfsys, err := freshOpens(dir, 3, jobs)
+		snapshot, err := opens(fsys, dir, cfg, jobs)
 		if err != nil {
 			return t, err
 		}
 		t.Rows = append(t.Rows, Row{
 			fmt.Sprint(size), fmt.Sprint(jobs), fmt.Sprintf("%.0f", float64(file)/(1<<20)),
-			fmt.Sprintf("%.3f", wall.Seconds()), fmt.Sprintf("%.3f", cpu.Seconds()), fmt.Sprintf("%.0f", float64(jobs)/cpu.Seconds()),
-			fmt.Sprintf("%.3f (%.3f)", fcpu.Seconds(), fsys1.Seconds()),
-			fmt.Sprintf("%.0f", float64(live)/(1<<20)), fmt.Sprintf("%.0f", float64(snap)/(1<<20)),
-			fmt.Sprintf("%.3f", swall.Seconds()), fmt.Sprintf("%.3f", scpu.Seconds()),
-			fmt.Sprintf("%.3f (%.3f)", sfcpu.Seconds(), sfsys.Seconds()),
+			fmt.Sprintf("%.3f", journal.wall.Seconds()), fmt.Sprintf("%.3f", journal.cpu.Seconds()),
+			fmt.Sprintf("%.0f", float64(jobs)/journal.cpu.Seconds()),
+			fmt.Sprintf("%.3f (%.3f)", journal.fresh.Seconds(), journal.freshSys.Seconds()),
+			fmt.Sprintf("%.0f", float64(journal.live)/(1<<20)), fmt.Sprintf("%.0f", float64(snap)/(1<<20)),
+			fmt.Sprintf("%.3f", snapshot.wall.Seconds()), fmt.Sprintf("%.3f", snapshot.cpu.Seconds()),
+			fmt.Sprintf("%.3f (%.3f)", snapshot.fresh.Seconds(), snapshot.freshSys.Seconds()),
 		})
 		fsys.Close()
 		os.RemoveAll(dir)
