@@ -570,8 +570,10 @@ func (m *Machine) WakeAt() time.Time {
 	if m.pool.Status().Free == 0 {
 		return w
 	}
-	if e := m.earliest(); e != nil && (w.IsZero() || e.due().Before(w)) {
-		return e.due()
+	if e := m.earliest(); e != nil {
+		if d := e.due(); w.IsZero() || d.Before(w) {
+			return d
+		}
 	}
 	return w
 }
