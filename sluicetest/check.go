@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,6 +36,7 @@ type options struct {
 	timelineDir   string
 	noDeterminism bool
 	name          string
+	pkg           string // the calling test's import path, for the replay command
 }
 
 // Seeds sweeps seeds 1 to n.
@@ -67,6 +69,7 @@ type Failure struct {
 	Shrunk   *Violation // the same seed with the knobs lowered as far as it still fails
 	Timeline string     // the shrunk run's timeline file ("" if it could not be written)
 	test     string     // the test's name, for the replay command ("" from Find)
+	pkg      string     // the test's package, for the replay command ("" from Find)
 }
 
 func (f *Failure) String() string {
@@ -78,7 +81,11 @@ func (f *Failure) String() string {
 	if test == "" {
 		test = "<test>"
 	}
-	fmt.Fprintf(&b, "  replay:    %s='%s' go test -run '%s' <package>\n", SeedEnv, f.Shrunk.Token(), test)
+	pkg := f.pkg
+	if pkg == "" {
+		pkg = "."
+	}
+	fmt.Fprintf(&b, "  replay:    %s='%s' go test -run '%s' %s\n", SeedEnv, f.Shrunk.Token(), test, pkg)
 	if f.Timeline != "" {
 		fmt.Fprintf(&b, "  timeline:  %s\n", f.Timeline)
 	}
@@ -126,7 +133,7 @@ func Check[A any](t *testing.T, sc Scenario[A], opts ...Option) {
 func checkSweep(t *testing.T, sw sweep, opts []Option) {
 	t.Helper()
 	o := buildOptions(opts)
-	o.name = t.Name()
+	o.name, o.pkg = t.Name(), callerPackage()
 	specs, err := o.specs()
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +149,7 @@ func checkSweep(t *testing.T, sw sweep, opts []Option) {
 	for _, sp := range specs {
 		var f *Failure
 		t.Run(sp.label, func(t *testing.T) {
+			t.Helper() // the report points at the user's Check call, not here
 			f = runOne(sw, sp, &o)
 			if f != nil {
 				t.Fatal(f.String())
@@ -335,7 +343,7 @@ func runOne(sw sweep, sp runSpec, o *options) *Failure {
 	}
 	f := &Failure{Found: res.violation, Shrunk: shrink(sw, res.violation)}
 	if o.name != "find" {
-		f.test = "^" + regexp.QuoteMeta(o.name) + "$"
+		f.test, f.pkg = "^"+regexp.QuoteMeta(o.name)+"$", o.pkg
 	}
 	f.Timeline = writeTimeline(o, f.Shrunk)
 	if o.corpus != "" {
@@ -447,4 +455,35 @@ func determinism(sw sweep, sp runSpec) error {
 		"the handler or the workload is not deterministic: read time with sluicetest.Now(ctx), not time.Now; draw randomness from the workload's *rand.Rand; "+
 		"do not let map order reach a Service call; do not start goroutines that outlive the handler or call Services beside it",
 		sp.seed, i+1, line(a.timeline), line(b.timeline))
+}
+
+// callerPackage is the import path of the first caller outside sluicetest and testing: the
+// package of the user's test, which the replay command names ("" if none is found).
+func callerPackage() string {
+	_, self, _, _ := runtime.Caller(0)
+	selfDir := filepath.Dir(self)
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		ours := filepath.Dir(f.File) == selfDir && !strings.HasSuffix(f.File, "_test.go")
+		if f.Function != "" && !ours && !strings.HasPrefix(f.Function, "testing.") && !strings.HasPrefix(f.Function, "runtime.") {
+			return packageOf(f.Function)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+// packageOf is the import path of a function's full name ("example.com/app/hooks.TestX.func1"
+// is "example.com/app/hooks"); an external test package's "_test" is dropped, since go test
+// takes the package's path.
+func packageOf(fn string) string {
+	slash := strings.LastIndex(fn, "/")
+	dot := strings.Index(fn[slash+1:], ".")
+	if dot < 0 {
+		return ""
+	}
+	return strings.TrimSuffix(fn[:slash+1+dot], "_test")
 }
