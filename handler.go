@@ -60,10 +60,11 @@ type Outcome struct {
 func Succeeded() Outcome { return Outcome{Kind: KindSucceeded} }
 
 // Failed reports a failed attempt. A retryable failure is retried per the Policy and counts
-// against the target's breaker; a non-retryable one makes the job dead at once.
+// against the target's breaker; a non-retryable one makes the job dead at once. A nil err is
+// recorded as a failure saying so, never as a success.
 func Failed(err error, retryable bool) Outcome {
 	if err == nil {
-		panic("sluice: Failed called with a nil error")
+		err = errNilFailure
 	}
 	return Outcome{Kind: KindFailed, Err: err, Retryable: retryable}
 }

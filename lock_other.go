@@ -2,9 +2,17 @@
 
 package sluice
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"runtime"
+)
 
-// lockDir is a no-op where flock is unavailable: the caller must not open a directory twice.
-func lockDir(path string) (*os.File, error) { return nil, nil }
+// errNoLock: without flock, two runners could open one directory and interleave their
+// journals, so a runner refuses to open rather than run unguarded. Inspect, which takes no
+// lock, still works.
+var errNoLock = fmt.Errorf("sluice: cannot lock a runner's directory on %s (no flock): run the runner on a unix system; sluice.Inspect works here", runtime.GOOS)
+
+func lockDir(path string) (*os.File, error) { return nil, errNoLock }
 
 func unlockDir(f *os.File) error { return nil }
