@@ -305,11 +305,13 @@ type CancelHandler struct {
 }
 
 // Ready holds the effects produced since the last call to Ready, and forgets them as it
-// hands them out. Perform Cancel first, then AbandonReceive, the calls (Changes, Deletes,
-// Receive) and Start in any order, then re-arm one timer for WakeAt (zero: none). An effect
-// counts as done once handed out: the machine then waits for its reply event (ReceiveDone,
-// CallDone, HandlerDone), which every call and handler must produce exactly once. Call Ready
-// after a Step, or after a burst of Steps for events already waiting, before time moves on.
+// hands them out. The order (Perform follows it): Cancel first, so a dropped handler's
+// context ends before anything else is sent; then AbandonReceive and AbandonCalls, so calls
+// nobody waits for stop; then the calls Changes, Deletes and Receive; Start last; then
+// re-arm one timer for WakeAt (zero: none; Node.Advance reports it). An effect counts as
+// done once handed out: the machine then waits for its reply event (ReceiveDone, CallDone,
+// HandlerDone), which every call and handler must produce exactly once. Call Ready after a
+// Step, or after a burst of Steps for events already waiting, before time moves on.
 //
 // AbandonCalls names lease calls in flight about receipts no longer held (all dropped): the
 // driver cancels their contexts and nothing waits for them (a CallDone may still follow and
