@@ -426,18 +426,33 @@ type leaseCall struct {
 	abandoned bool // no receipt of it is held: nothing waits for its reply
 }
 
+// Validate reports what New would refuse in c, without logging.
+func (c Config) Validate() error {
+	_, _, err := c.check()
+	return err
+}
+
+// check defaults and validates c, and builds its lease machine.
+func (c Config) check() (Config, *lease.Machine, error) {
+	if err := c.validateSet(); err != nil {
+		return c, nil, err
+	}
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return c, nil, err
+	}
+	lm, err := lease.New(c.Lease)
+	if err != nil {
+		return c, nil, fmt.Errorf("%w: Lease: %w", ErrConfig, err)
+	}
+	return c, lm, nil
+}
+
 // New returns a machine for cfg, or an error wrapping ErrConfig naming the field at fault.
 func New(cfg Config) (*Machine, error) {
-	if err := cfg.validateSet(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	lm, err := lease.New(cfg.Lease)
+	cfg, lm, err := cfg.check()
 	if err != nil {
-		return nil, fmt.Errorf("%w: Lease: %w", ErrConfig, err)
+		return nil, err
 	}
 	if b := cfg.budget(); b != cfg.Budget {
 		cfg.Logger.Info("worker: Budget raised above the redrive policy's maxReceiveCount, so the queue dead-letters before the worker retires",
