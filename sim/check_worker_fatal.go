@@ -2,7 +2,6 @@ package sim
 
 import (
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -80,7 +79,7 @@ func (p *workerProc) checkExit(err error) {
 	case p.fatalErr != nil && err != p.fatalErr:
 		w.chk.Fail(InvFatalEndsRun, "%s: Run ended with %v after the fatal receive error %v, want that error", p.name, err, p.fatalErr)
 	case p.fatalErr == nil && err != nil:
-		w.chk.Fail(InvFatalEndsRun, "%s: Run ended with %v, which no receive returned while it ran (incarnation %s)", p.name, err, strconv.Itoa(p.gen))
+		w.chk.Fail(InvFatalEndsRun, "%s: Run ended with %v, which no receive returned while it ran", p.name, err)
 	default:
 		w.chk.Pass(InvFatalEndsRun)
 	}
