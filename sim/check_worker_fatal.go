@@ -16,14 +16,6 @@ func init() {
 		"a fatal receive error (access denied) ends the worker's Run within its grace periods, and Run returns that error; no Run ends with an error no receive returned"})
 }
 
-// Deliberate defects of the worker's executor for the fatal-receive family, beyond the
-// world's list (numbered apart from it so the two lists merge without clashing).
-const (
-	// mutFatalAsRetry: a fatal receive error reaches the Node as a retryable one, as if the
-	// machine retried it instead of ending Run.
-	mutFatalAsRetry mutation = 200 + iota
-)
-
 // revokeFamily draws the fatal-receive family from its own stream (so a seed where it is off
 // runs as before): in one seed in four whose network faults are on, one worker's
 // permission is revoked once at a drawn moment of the safety phase; its next receive is

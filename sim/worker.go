@@ -28,6 +28,17 @@ const (
 	ceiling = queue.VisibilityCeiling
 )
 
+// Deliberate defects of the worker's executor, beyond the world's list (numbered apart from it
+// so the two lists merge without clashing).
+const (
+	// mutFatalAsRetry: a fatal receive error reaches the Node as a retryable one, as if the
+	// machine retried it instead of ending Run.
+	mutFatalAsRetry mutation = 200 + iota
+	// mutLateRenewal: each renewal leaves 50 ms after the Node hands it out, so one may leave
+	// after its receipt's disposition began.
+	mutLateRenewal
+)
+
 func (w *World) setupQueue() {
 	c := w.cfg
 	if c.Workers == 0 {
@@ -528,8 +539,18 @@ func (p *workerProc) CancelHandler(c worker.CancelHandler) {
 	}))
 }
 
-// ChangeVisibility sends a renewal or release call, telling the checker what it names.
+// ChangeVisibility sends a renewal or release call (mutLateRenewal: renewals 50 ms late).
 func (p *workerProc) ChangeVisibility(c lease.ChangeVisibility) {
+	w := p.w
+	if w.mutation == mutLateRenewal && c.Purpose == lease.Renewal {
+		w.loop.After(50*time.Millisecond, p.alive(func() { p.sendChange(c) })) // a deliberately broken driver
+		return
+	}
+	p.sendChange(c)
+}
+
+// sendChange tells the checker what c names as it leaves, and sends it.
+func (p *workerProc) sendChange(c lease.ChangeVisibility) {
 	w := p.w
 	for _, e := range c.Entries {
 		if c.Purpose == lease.Renewal {
