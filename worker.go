@@ -17,22 +17,22 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/workerkit"
 )
 
 // Worker receives messages from a queue Transport, runs a handler per message while its lease
-// controller keeps the message hidden, and disposes of each. It drives core/worker's machine
+// controller keeps the message hidden, and disposes of each. It executes core/worker's Node
 // from one goroutine (Run); transport calls and handlers run on their own goroutines and come
 // back to it as events stamped with the clock. Every decision (when to receive, what to
-// release, when to give up on a long poll or on a handler) is the machine's: Run only
-// performs the effects.
+// release, when to give up on a long poll or on a handler, when Run ends) is the Node's: Run
+// only performs the effects.
 type Worker struct {
-	t     core.Transport
-	cfg   WorkerConfig
-	h     WorkerHandler
-	chain CallHandler // WorkerConfig.Middleware around h; nil without middleware
-	log   *slog.Logger
-	clk   clock.Clock
-	m     *worker.Machine
+	t   core.Transport
+	cfg WorkerConfig
+	kit workerkit.Kit
+	log *slog.Logger
+	clk clock.Clock
+	n   *worker.Node
 
 	events  chan worker.Event
 	stopped chan struct{} // closed when Run returns: late handlers drop their event
@@ -97,6 +97,24 @@ type WorkerStats struct {
 // eventsMax bounds the events waiting for the loop; senders block beyond it.
 const eventsMax = 1024
 
+func init() {
+	workerkit.Build = func(cfg, handler any) (workerkit.Kit, error) {
+		c, ok := cfg.(WorkerConfig)
+		h, ok2 := handler.(WorkerHandler)
+		if !ok || !ok2 {
+			panic(fmt.Sprintf("sluice: workerkit.Build(%T, %T), want a WorkerConfig and a WorkerHandler", cfg, handler))
+		}
+		_, kit, err := newKit(c, h)
+		if err != nil {
+			return kit, err
+		}
+		if err := kit.Config.Validate(); err != nil {
+			return kit, configErr(err)
+		}
+		return kit, nil
+	}
+}
+
 // NewWorker returns a worker over t. It does nothing until Run.
 func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, error) {
 	if t == nil {
@@ -105,15 +123,43 @@ func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, e
 	if handler == nil {
 		panic("sluice: NewWorker with a nil handler")
 	}
-	cfg, err := cfg.withDefaults()
+	cfg, kit, err := newKit(cfg, handler)
 	if err != nil {
 		return nil, err
+	}
+	n, err := worker.NewNode(kit.Config)
+	if err != nil {
+		return nil, configErr(err)
+	}
+	return &Worker{t: t, cfg: cfg, kit: kit, log: cfg.Logger, clk: cfg.Clock, n: n,
+		events: make(chan worker.Event, eventsMax), stopped: make(chan struct{})}, nil
+}
+
+// configErr names the WorkerConfig field of the machine's refusal.
+func configErr(err error) error {
+	var ce *worker.ConfigError
+	if errors.As(err, &ce) {
+		field := ce.Field
+		if field == "RedriveMaxReceives" {
+			field = "RedriveMax"
+		}
+		return fieldErr("WorkerConfig."+field, ce.Value, ce.Rule)
+	}
+	return fmt.Errorf("sluice: new worker: %w", err)
+}
+
+// newKit fills cfg's defaults and makes the worker's executor-independent parts. The machine
+// validates Kit.Config (configErr names the field it refuses).
+func newKit(cfg WorkerConfig, handler WorkerHandler) (WorkerConfig, workerkit.Kit, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return cfg, workerkit.Kit{}, err
 	}
 	var decode func(core.Message) error
 	if cfg.Decode != nil {
 		decode = func(m core.Message) error { return cfg.Decode(messageOf(m)) }
 	}
-	m, err := worker.New(worker.Config{
+	mc := worker.Config{
 		Window:             cfg.Window,
 		Ceiling:            cfg.Ceiling,
 		Wait:               cfg.Wait,
@@ -128,20 +174,21 @@ func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, e
 		StopMargin:         cfg.StopMargin,
 		Lease:              lease.Config{Logger: cfg.Logger},
 		Logger:             cfg.Logger,
-	})
-	if err != nil {
-		var ce *worker.ConfigError
-		if errors.As(err, &ce) {
-			field := ce.Field
-			if field == "RedriveMaxReceives" {
-				field = "RedriveMax"
-			}
-			return nil, fieldErr("WorkerConfig."+field, ce.Value, ce.Rule)
-		}
-		return nil, fmt.Errorf("sluice: new worker: %w", err)
 	}
-	return &Worker{t: t, cfg: cfg, h: handler, chain: chain(cfg.Middleware, innerCall), log: cfg.Logger, clk: cfg.Clock, m: m,
-		events: make(chan worker.Event, eventsMax), stopped: make(chan struct{})}, nil
+	h := &workerHandle{h: handler, chain: chain(cfg.Middleware, innerCall)}
+	return cfg, workerkit.Kit{
+		Config: mc,
+		Handle: h.run,
+		Cause:  dropCause,
+		Observe: func(rd worker.Ready) {
+			reportLeaseEffects(&cfg, rd.Changes, rd.Deletes, rd.Cancel)
+		},
+		Received: func(msgs []core.Message) {
+			for _, m := range msgs {
+				cfg.OnReceived(MessageReceived{ID: m.ID, Receipt: m.Receipt, ReceiveCount: m.ReceiveCount})
+			}
+		},
+	}, nil
 }
 
 func messageOf(m core.Message) Message {
@@ -193,6 +240,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	return l.run(ctx)
 }
 
+// workerLoop executes the worker's Node: it performs each Ready's effects on goroutines that
+// report back as events stamped with the clock, and arms one timer for the Node's Wake.
 type workerLoop struct {
 	w          *Worker
 	timer      *clock.Timer
@@ -212,32 +261,22 @@ func (l *workerLoop) run(ctx context.Context) error {
 	}
 	done := ctx.Done()
 	for {
-		l.perform(w.m.Ready())
-		st := w.m.Status()
-		w.publish(st)
-		if st.Done {
-			if st.Err != nil {
-				return w.fatal(st.Err)
+		rd := w.n.Ready()
+		w.kit.Observe(rd)
+		rd.Perform(l)
+		next := w.n.Advance()
+		w.publish(w.n.Status())
+		if next.Exit {
+			if next.Err != nil {
+				return w.fatal(next.Err)
 			}
 			return nil
 		}
-		setTimer(l.timer, w.clk.Now(), w.m.WakeAt())
+		setTimer(l.timer, w.clk.Now(), next.Wake)
 		var err error
 		select {
 		case ev := <-w.events:
-			err = l.step(ev)
-			// A burst: let finishing handlers report, then take what is already waiting, so
-			// their dispositions share batch calls.
-			runtime.Gosched()
-			for i := 0; err == nil && i < eventsMax; i++ {
-				select {
-				case ev := <-w.events:
-					err = l.step(ev)
-					continue
-				default:
-				}
-				break
-			}
+			err = l.burst(ev)
 		case <-l.timer.C:
 			err = l.step(worker.Tick{Now: w.clk.Now()})
 		case <-done:
@@ -245,11 +284,28 @@ func (l *workerLoop) run(ctx context.Context) error {
 			err = l.step(worker.Shutdown{Now: w.clk.Now()})
 		}
 		if err != nil {
-			// Misuse of the machine is a driver bug: stop everything.
+			// Misuse of the Node is a driver bug: stop everything.
 			l.cancelAll()
 			return fmt.Errorf("sluice: worker: %w", err)
 		}
 	}
+}
+
+// burst steps ev, then lets finishing handlers report and takes what is already waiting, so
+// their dispositions share batch calls.
+func (l *workerLoop) burst(ev worker.Event) error {
+	err := l.step(ev)
+	runtime.Gosched()
+	for i := 0; err == nil && i < eventsMax; i++ {
+		select {
+		case ev := <-l.w.events:
+			err = l.step(ev)
+			continue
+		default:
+		}
+		break
+	}
+	return err
 }
 
 // fatal is Run's error for a fatal receive error: it names the queue and the code.
@@ -275,14 +331,13 @@ func (l *workerLoop) cancelAll() {
 	}
 }
 
+// step releases what the event's call or handler held, then steps the Node.
 func (l *workerLoop) step(ev worker.Event) error {
 	switch ev := ev.(type) {
 	case worker.ReceiveDone:
 		l.recvCancel()
 		l.recvCancel = nil
-		for _, m := range ev.Messages {
-			l.w.cfg.OnReceived(MessageReceived{ID: m.ID, Receipt: m.Receipt, ReceiveCount: m.ReceiveCount})
-		}
+		l.w.kit.Received(ev.Messages)
 	case worker.HandlerDone:
 		l.handlers[ev.Receipt](nil)
 		delete(l.handlers, ev.Receipt)
@@ -293,73 +348,79 @@ func (l *workerLoop) step(ev worker.Event) error {
 		}
 	}
 	l.w.heartbeat.Store(l.w.clk.Now().UnixNano())
-	return l.w.m.Step(ev)
+	return l.w.n.Step(ev)
 }
 
-// causes maps why a lease was dropped to the cause a handler's context reports.
-var causes = map[lease.DropReason]error{
-	lease.DropShutdown: ErrShutdown,
-	lease.DropGone:     ErrMessageGone,
+// dropCause maps why a lease was dropped to the cause a handler's context reports. The machine
+// logged why the lease ended; the grace period's end is no loss.
+func dropCause(r lease.DropReason) error {
+	switch r {
+	case lease.DropShutdown:
+		return ErrShutdown
+	case lease.DropGone:
+		return ErrMessageGone
+	}
+	return fmt.Errorf("%w (%s)", ErrLeaseLost, r)
 }
 
-// perform carries out the effects: cancels first, then calls and handler starts, each on its
-// own goroutine that reports back with the time it finished.
-func (l *workerLoop) perform(rd worker.Ready) {
+// The worker.Executor methods: each effect on its own goroutine, reporting back with the
+// time it finished.
+
+func (l *workerLoop) CancelHandler(c worker.CancelHandler) {
+	l.handlers[c.Receipt](l.w.kit.Cause(c.Reason))
+}
+
+func (l *workerLoop) AbandonReceive(worker.CallID) { l.recvCancel() }
+
+// AbandonCall cancels a lease call every receipt of which was dropped: nobody waits for it.
+func (l *workerLoop) AbandonCall(id lease.CallID) {
+	if cancel := l.leaseCalls[id]; cancel != nil {
+		cancel()
+		delete(l.leaseCalls, id)
+	}
+}
+
+// ChangeVisibility and Delete run under a context ending at the call's deadline: no call
+// about a receipt outlives its lease (Transport adapters make no retries of their own past it).
+func (l *workerLoop) ChangeVisibility(c lease.ChangeVisibility) {
 	w := l.w
-	reportLeaseEffects(&w.cfg, rd.Changes, rd.Deletes, rd.Cancel)
-	for _, c := range rd.Cancel {
-		cause, ok := causes[c.Reason]
-		if !ok {
-			cause = fmt.Errorf("%w (%s)", ErrLeaseLost, c.Reason)
-		}
-		// The machine logged why the lease ended; the grace period's end is no loss.
-		l.handlers[c.Receipt](cause)
-	}
-	if rd.AbandonReceive != 0 {
-		l.recvCancel()
-	}
-	for _, id := range rd.AbandonCalls {
-		// Every receipt it names was dropped: nobody waits for it.
-		if cancel := l.leaseCalls[id]; cancel != nil {
-			cancel()
-			delete(l.leaseCalls, id)
-		}
-	}
-	// Each lease call's context ends at the machine's deadline: no call about a receipt
-	// outlives its lease (Transport adapters make no retries of their own past it).
-	for _, c := range rd.Changes {
-		ctx, cancel := w.clk.WithDeadline(l.calls, c.Deadline)
-		l.leaseCalls[c.Call] = cancel
-		go func() {
-			entries, err := w.t.ChangeVisibilityBatch(ctx, c.Entries)
-			w.send(worker.CallDone{Call: c.Call, Now: w.clk.Now(), Entries: entries, Err: err})
-		}()
-	}
-	for _, d := range rd.Deletes {
-		ctx, cancel := w.clk.WithDeadline(l.calls, d.Deadline)
-		l.leaseCalls[d.Call] = cancel
-		go func() {
-			entries, err := w.t.DeleteBatch(ctx, d.Receipts)
-			w.send(worker.CallDone{Call: d.Call, Now: w.clk.Now(), Entries: entries, Err: err})
-		}()
-	}
-	if r := rd.Receive; r != nil {
-		ctx, cancel := context.WithCancel(l.calls)
-		l.recvCancel = cancel
-		go func() {
-			msgs, err := w.t.Receive(ctx, r.Max, r.Wait, r.Visibility)
-			w.send(worker.ReceiveDone{Call: r.Call, Now: w.clk.Now(), Messages: msgs, Err: err})
-		}()
-	}
-	for _, s := range rd.Start {
-		// Not derived from Run's ctx: running handlers outlive it by the grace period.
-		ctx, cancel := context.WithCancelCause(context.Background())
-		l.handlers[s.Receipt] = cancel
-		go func() {
-			res := w.runHandler(ctx, messageOf(s.Message))
-			w.send(worker.HandlerDone{Receipt: s.Receipt, Now: w.clk.Now(), Result: res})
-		}()
-	}
+	ctx, cancel := w.clk.WithDeadline(l.calls, c.Deadline)
+	l.leaseCalls[c.Call] = cancel
+	go func() {
+		entries, err := w.t.ChangeVisibilityBatch(ctx, c.Entries)
+		w.send(worker.CallDone{Call: c.Call, Now: w.clk.Now(), Entries: entries, Err: err})
+	}()
+}
+
+func (l *workerLoop) Delete(d lease.Delete) {
+	w := l.w
+	ctx, cancel := w.clk.WithDeadline(l.calls, d.Deadline)
+	l.leaseCalls[d.Call] = cancel
+	go func() {
+		entries, err := w.t.DeleteBatch(ctx, d.Receipts)
+		w.send(worker.CallDone{Call: d.Call, Now: w.clk.Now(), Entries: entries, Err: err})
+	}()
+}
+
+func (l *workerLoop) Receive(r worker.Receive) {
+	w := l.w
+	ctx, cancel := context.WithCancel(l.calls)
+	l.recvCancel = cancel
+	go func() {
+		msgs, err := w.t.Receive(ctx, r.Max, r.Wait, r.Visibility)
+		w.send(worker.ReceiveDone{Call: r.Call, Now: w.clk.Now(), Messages: msgs, Err: err})
+	}()
+}
+
+func (l *workerLoop) StartHandler(s worker.StartHandler) {
+	w := l.w
+	// Not derived from Run's ctx: running handlers outlive it by the grace period.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.handlers[s.Receipt] = cancel
+	go func() {
+		res := w.kit.Handle(ctx, s.Message)
+		w.send(worker.HandlerDone{Receipt: s.Receipt, Now: w.clk.Now(), Result: res})
+	}()
 }
 
 // send hands an event to the loop, or drops it once Run has returned (a handler abandoned
@@ -382,15 +443,21 @@ func (w *Worker) publish(st worker.Status) {
 		DispositionRetries: st.Lease.DisposeRetries, DispositionsFailed: st.Lease.DisposeFailed, LostWaiting: st.Lease.WaitLost}
 }
 
-// runHandler calls the handler through the middleware, if any, and maps its Result to the
-// machine's.
-func (w *Worker) runHandler(ctx context.Context, msg Message) worker.Result {
-	if w.chain == nil {
-		return machineResult(callWorkerHandler(ctx, w.h, msg))
+// workerHandle is a WorkerHandler with its middleware, as the machine calls it.
+type workerHandle struct {
+	h     WorkerHandler
+	chain CallHandler // WorkerConfig.Middleware around h; nil without middleware
+}
+
+// run calls the handler through the middleware, if any, and maps its Result to the machine's.
+func (wh *workerHandle) run(ctx context.Context, m core.Message) worker.Result {
+	msg := messageOf(m)
+	if wh.chain == nil {
+		return machineResult(callWorkerHandler(ctx, wh.h, msg))
 	}
 	call := messageCall(msg)
-	call.inner = func(ctx context.Context) Verdict { return verdictOfResult(callWorkerHandler(ctx, w.h, msg)) }
-	return machineResult(resultOfVerdict(callChain(ctx, w.chain, call)))
+	call.inner = func(ctx context.Context) Verdict { return verdictOfResult(callWorkerHandler(ctx, wh.h, msg)) }
+	return machineResult(resultOfVerdict(callChain(ctx, wh.chain, call)))
 }
 
 // callWorkerHandler calls h; a panic is a permanent failure carrying a *PanicError.

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/lease"
+	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -613,4 +616,51 @@ func TestWorkerSuccessBehindAStalledRenewalIsDeleted(t *testing.T) {
 		}
 		settle()
 	})
+}
+
+// The Kit sluicetest builds is NewWorker's: config refusals name the WorkerConfig field,
+// results map through the table, panics and invalid results are permanent failures, the
+// middleware wraps the handler, and a drop's reason becomes the context's cause.
+func TestWorkerKitIsNewWorkers(t *testing.T) {
+	if _, err := workerkit.Build(WorkerConfig{RedriveMax: -1}, WorkerHandler(func(context.Context, Message) Result { return Ack() })); err == nil ||
+		!strings.Contains(err.Error(), "WorkerConfig.RedriveMax") {
+		t.Fatalf("Build with RedriveMax -1: %v, want a refusal naming WorkerConfig.RedriveMax", err)
+	}
+	after := 3 * time.Second
+	for _, tc := range []struct {
+		name string
+		h    WorkerHandler
+		mw   []Middleware
+		want worker.Outcome
+	}{
+		{"ack", func(context.Context, Message) Result { return Ack() }, nil, worker.Success},
+		{"retry-after", func(context.Context, Message) Result { return RetryAfter(errors.New("busy"), after) }, nil, worker.Retryable},
+		{"reject", func(context.Context, Message) Result { return Reject(errors.New("bad")) }, nil, worker.Permanent},
+		{"dead-letter", func(context.Context, Message) Result { return DeadLetter(errors.New("bad")) }, nil, worker.Terminal},
+		{"panic", func(context.Context, Message) Result { panic("boom") }, nil, worker.Permanent},
+		{"invalid", func(context.Context, Message) Result { return Result{} }, nil, worker.Permanent},
+		{"middleware", func(context.Context, Message) Result { return Ack() }, []Middleware{func(next CallHandler) CallHandler {
+			return func(ctx context.Context, c Call) Verdict {
+				next(ctx, c)
+				return Verdict{Kind: VerdictRetry, Err: errors.New("middleware says retry")}
+			}
+		}}, worker.Retryable},
+	} {
+		kit, err := workerkit.Build(WorkerConfig{Middleware: tc.mw}, tc.h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kit.Handle(context.Background(), core.Message{ID: "m1", Receipt: "r1", ReceiveCount: 1}); got.Outcome != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	kit, err := workerkit.Build(WorkerConfig{}, WorkerHandler(func(context.Context, Message) Result { return Ack() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for reason, want := range map[lease.DropReason]error{lease.DropShutdown: ErrShutdown, lease.DropGone: ErrMessageGone, lease.DropMargin: ErrLeaseLost} {
+		if got := kit.Cause(reason); !errors.Is(got, want) {
+			t.Errorf("Cause(%v) = %v, want %v", reason, got, want)
+		}
+	}
 }

@@ -18,14 +18,25 @@ import (
 )
 
 // The queue side of the world: one simulated SQS queue (with a dead-letter queue when the
-// configuration redrives), producers, and worker processes. Each worker process holds a
-// worker.Machine (the same code as production: receive loop, lease, dispositions, and every
-// shutdown decision) and performs its effects exactly as the production driver does; only
-// the durations, outcomes and faults are drawn here. Calls cross a simulated network: latency each way, and faults
-// that fail a call before it takes effect or after (the caller cannot tell which).
+// configuration redrives), producers, and worker processes. Each worker process executes a
+// worker.Node (the same host as production: receive loop, lease, dispositions, every
+// shutdown decision and the exit) and performs its effects; only the durations, outcomes and
+// faults are drawn here. Calls cross a simulated network: latency each way, and faults that
+// fail a call before it takes effect or after (the caller cannot tell which).
 
 const (
 	ceiling = queue.VisibilityCeiling
+)
+
+// Deliberate defects of the worker's executor, beyond the world's list (numbered apart from it
+// so the two lists merge without clashing).
+const (
+	// mutFatalAsRetry: a fatal receive error reaches the Node as a retryable one, as if the
+	// machine retried it instead of ending Run.
+	mutFatalAsRetry mutation = 200 + iota
+	// mutLateRenewal: each renewal leaves 50 ms after the Node hands it out, so one may leave
+	// after its receipt's disposition began.
+	mutLateRenewal
 )
 
 func (w *World) setupQueue() {
@@ -56,6 +67,9 @@ func (w *World) setupQueue() {
 	for i := 1; i <= c.Workers; i++ {
 		p := &workerProc{w: w, id: i, name: "worker/" + strconv.Itoa(i), bursts: bursts}
 		w.workers = append(w.workers, p)
+	}
+	w.revokeFamily()
+	for _, p := range w.workers {
 		p.start()
 	}
 	w.msgs.start(w)
@@ -124,23 +138,23 @@ func (m *msgProducer) unsettled(w *World) string {
 	return strconv.Itoa(st.Visible+st.InFlight) + " messages live: " + strings.Join(ids, " ")
 }
 
-// workerProc is one worker process driving a worker.Machine (the production machine: receive
-// loop, budget, poison, dispositions, shutdown; the lease machine inside it). gen counts
-// incarnations: replies and timers of an earlier incarnation (before a crash) find gen changed
-// and do nothing.
+// workerProc is one worker process executing a worker.Node (the production host: receive
+// loop, budget, poison, dispositions, shutdown, the exit; the lease machine inside it). gen
+// counts incarnations: replies and timers of an earlier incarnation (before a crash) find gen
+// changed and do nothing.
 type workerProc struct {
 	w    *World
 	id   int
 	name string
 	up   bool
 	gen  int
-	e    *worker.Machine
+	e    *worker.Node
 
 	stopping bool
 	asked    bool // an operator's stop was stepped (stopping is set by a fatal error too)
 	// bursts: replies and handler results arriving at one instant are stepped together before
-	// Ready is read, as the production loop does with the events already waiting (drawn per
-	// seed from the "worker-burst" stream); pending: a burst is open, its Ready not read yet.
+	// Ready is read, like the events already waiting in production (drawn per seed from the
+	// "worker-burst" stream); pending: a burst is open, its Ready not read yet.
 	bursts, pending bool
 	recv            *longPoll // the receive call in flight, if any
 	handlers        map[string]*msgHandler
@@ -150,6 +164,12 @@ type workerProc struct {
 	rProbe          *rand.Rand          // the misuse family's draws (probe_worker.go)
 	// recvStamp is the stamp of the receive whose reply is being stepped (for the probes).
 	recvStamp time.Time
+	// revokeAt: from then on (once, in the safety phase) the queue answers this process's
+	// next receive AccessDenied, as if its permission were revoked (0: never).
+	revokeAt time.Duration
+	// fatalErr is the fatal receive error delivered to this incarnation while it was not
+	// stopping: its Run must end, returning it (InvFatalEndsRun).
+	fatalErr error
 }
 
 type msgHandler struct {
@@ -200,11 +220,12 @@ func (p *workerProc) start() {
 	if p.gen == 1 {
 		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
 	}
-	e, err := worker.New(p.zeroWorkerDefaults(p.config()))
+	e, err := worker.NewNode(p.zeroWorkerDefaults(p.config()))
 	if err != nil {
-		w.chk.Fail(InvMachine, "%s: worker.New: %v", p.name, err)
+		w.chk.Fail(InvMachine, "%s: worker.NewNode: %v", p.name, err)
 		return
 	}
+	p.fatalErr = nil
 	p.e = e
 	p.handlers = make(map[string]*msgHandler)
 	p.recv = nil
@@ -327,9 +348,12 @@ func (p *workerProc) shutdown() {
 
 func (p *workerProc) calm() {}
 
-// step feeds ev to the machine and performs its effects.
+// step feeds ev to the Node and, unless a burst is open, performs its Ready.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
+	if p.e.Exited() {
+		return // mutIgnoreFatal keeps a process up after its Run ended: nothing steps it
+	}
 	if w.mutation == mutNone || w.mutation == mutProbeTakes {
 		p.maybeProbe(ev)
 	}
@@ -339,19 +363,19 @@ func (p *workerProc) step(ev worker.Event) {
 		reply = p.bursts
 	}
 	if !reply && p.pending {
-		// A timer or a stop: the production loop reads Ready before it selects one.
+		// A timer or a stop: a burst already open is read before it.
 		p.flush()
-		if !p.up {
+		if !p.up || p.e.Exited() {
 			return
 		}
 	}
 	if err := p.e.Step(ev); err != nil {
-		w.chk.Fail(InvMachine, "%s: worker machine refused %T: %v", p.name, ev, err)
+		w.chk.Fail(InvMachine, "%s: worker node refused %T: %v", p.name, ev, err)
 		return
 	}
 	if reply {
-		// The production loop steps every event already waiting before it reads Ready: the
-		// replies and handler results of this instant join one burst, read at its end.
+		// Replies and handler results of this instant join one burst, whose Ready is read
+		// once at its end, so their dispositions share batch calls.
 		if !p.pending {
 			p.pending = true
 			gen := p.gen
@@ -372,10 +396,14 @@ func (p *workerProc) flush() {
 	p.ready()
 }
 
-// ready performs the machine's effects and checks what follows a step (or a burst of them).
+// ready performs the Node's Ready (in its order: Ready.Perform calls the executor methods
+// below), advances it, and checks what follows: the exit, or the timer.
 func (p *workerProc) ready() {
 	w := p.w
-	p.perform(p.e.Ready())
+	rd := p.e.Ready()
+	p.traceReady(rd)
+	rd.Perform(p)
+	next := p.e.Advance()
 	if !p.up {
 		return
 	}
@@ -385,33 +413,55 @@ func (p *workerProc) ready() {
 	} else {
 		w.chk.Pass(InvMachine)
 	}
-	fatal := p.e.Err() // Err and Done, not Status: it copies the lease counters' maps
-	if fatal != nil && !p.stopping {
-		// A fatal receive error ends Run (the production driver returns it): the process must
-		// stop by itself, within the grace periods and the calls they leave in flight.
-		p.stopping = true
-		w.trace(p.name, "FATAL "+fatal.Error())
-		w.st.Crashes.Add("worker-fatal", 1)
-		gen, bound := p.gen, 2*w.cfg.Grace+2*w.cfg.Visibility+time.Minute
-		w.loop.After(bound, func() {
-			if p.up && p.gen == gen {
-				w.chk.Fail(InvMachine, "%s: Run did not end %v after a fatal receive error", p.name, bound)
-			}
-		})
+	if next.Exit {
+		p.exit(next.Err)
+		return
 	}
-	if p.stopping && p.up && p.e.Done() && (fatal == nil || w.mutation != mutIgnoreFatal) {
-		st := p.e.Status()
-		// The machine's counters as core renders them (handlers-abandoned: those that ignore
-		// their cancellation).
-		w.trace(p.name, "stopped: "+strings.TrimSuffix(worker.DescribeStatus(st), "\n"))
-		p.up = false
-		w.chk.WorkerCrashed(p.id)
-		if w.fleet != nil {
-			w.fleet.stopped(p)
+	p.arm(next.Wake)
+}
+
+// exit ends the process when its Run returned: after a stop, or with the fatal receive error
+// the world delivered (InvFatalEndsRun).
+func (p *workerProc) exit(err error) {
+	w := p.w
+	p.checkExit(err)
+	if err != nil && w.mutation == mutIgnoreFatal {
+		return // a deliberately broken driver: the process stays up after Run returned
+	}
+	// The machine's counters as core renders them (handlers-abandoned: those that ignore
+	// their cancellation).
+	w.trace(p.name, "stopped: "+strings.TrimSuffix(worker.DescribeStatus(p.e.Status()), "\n"))
+	p.up = false
+	w.chk.WorkerCrashed(p.id)
+	if w.fleet != nil {
+		w.fleet.stopped(p)
+	}
+	p.account()
+	p.scheduleRestart()
+}
+
+// arm sets the process's timer for the Node's Wake (zero: none). An earlier timer still
+// pending stays: its Tick finds nothing due and costs nothing.
+func (p *workerProc) arm(wake time.Time) {
+	w := p.w
+	if wake.IsZero() {
+		return
+	}
+	at := wake.Sub(Epoch)
+	if w.mutation == mutLateTick {
+		at += time.Second // a deliberately broken driver: its timer fires a second late
+	}
+	if p.wakeAt != 0 && at >= p.wakeAt && p.wakeAt >= w.loop.Now() {
+		return
+	}
+	p.wakeAt = at
+	w.loop.At(at, p.alive(func() {
+		if p.wakeAt == at {
+			p.wakeAt = 0
 		}
-		p.account()
-		p.scheduleRestart()
-	}
+		w.trace(p.name, "tick")
+		p.step(worker.Tick{Now: w.now()})
+	}))
 }
 
 // noticeEnded reports to the checker every lease that ended without a disposition call (a
@@ -437,126 +487,122 @@ func (p *workerProc) closeOpen(receipt string) {
 	}
 }
 
-// perform carries out rd in the production driver's order (worker.go's perform): cancels,
-// the abandoned receive, calls, the new receive, handler starts; then the timer.
-func (p *workerProc) perform(rd worker.Ready) {
-	w := p.w
-	// The effects as core renders them, one trace line each (handler starts are traced as
-	// "handle" lines, with their drawn duration and outcome, by startHandler).
-	if len(rd.Cancel)+len(rd.Changes)+len(rd.Deletes)+len(rd.Start) > 0 || rd.AbandonReceive != 0 || rd.Receive != nil {
-		// Line by line as strings.Split would give them, without its slice (every step).
-		for s, more := strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), true; more; {
-			var line string
-			line, s, more = strings.Cut(s, "\n")
-			if !strings.HasPrefix(line, "start ") {
-				w.trace(p.name, line)
-			}
-		}
+// traceReady writes rd's effects as core renders them, one trace line each (handler starts
+// are traced as "handle" lines, with their drawn duration and outcome, by StartHandler).
+func (p *workerProc) traceReady(rd worker.Ready) {
+	if rd.Empty() {
+		return
 	}
-	for _, c := range rd.Cancel {
-		w.chk.Dropped(c.Receipt)
-		p.closeOpen(c.Receipt)
-		if h := p.handlers[c.Receipt]; h != nil && h.running && w.mutation != mutKeepDropped {
-			if c.Reason != lease.DropGone {
-				// The queue said nothing yet: it must still hide the message for the margin,
-				// less what the scheduling families may have made this cancel late by. A
-				// timer late by more than the whole margin cannot keep it (hidden-while-working
-				// still bounds the overlap by that slack).
-				if keep := lease.StopMarginFor(w.cfg.Visibility) - w.chk.hiddenSlack; keep > 0 {
-					w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(keep-time.Nanosecond), c.Receipt))
-				}
-			}
-			h.running, h.cancelled = false, true
-			w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
-			w.chk.HandlerEnded(c.Receipt)
-			// A cancelled handler returns promptly, or (a fault) ignores its cancellation and
-			// returns only when its work is done, perhaps long after the grace periods; its
-			// result is ignored either way.
-			back := drawBetween(w.rExec, 0, 50*time.Millisecond)
-			if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.LongHandler) {
-				back = max(back, h.end-w.loop.Now())
-				w.fault("handler-ignores-cancel")
-				w.trace(p.name, "handler "+c.Receipt+" ignores its cancellation until "+Offset(w.loop.Now()+back))
-			}
-			w.loop.After(back, p.alive(func() {
-				delete(p.handlers, h.receipt)
-				p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: worker.Result{Outcome: worker.Success}})
-			}))
-		}
-	}
-	if rd.AbandonReceive != 0 {
-		p.abandonReceive(rd.AbandonReceive)
-	}
-	for _, id := range rd.AbandonCalls {
-		p.abandonCall(id)
-	}
-	for _, c := range rd.Changes {
-		op := "renew"
-		if c.Purpose == lease.Disposal {
-			op = "release"
-		}
-		for _, e := range c.Entries {
-			if c.Purpose == lease.Renewal {
-				w.chk.RenewSent(e.Receipt, e.Timeout)
-				w.st.Renewals.Add("sent", 1)
-			} else {
-				w.chk.DispositionSent(e.Receipt, op)
-				p.closeOpen(e.Receipt)
-			}
-		}
-		p.changeCall(c)
-	}
-	for _, d := range rd.Deletes {
-		send := func() {
-			for _, r := range d.Receipts {
-				w.dups.fate(r, fateSent)
-				w.chk.DispositionSent(r, "delete")
-				p.closeOpen(r)
-			}
-			p.deleteCall(d)
-		}
-		if w.mutation == mutLateDelete {
-			w.loop.After(time.Millisecond, p.alive(send)) // a deliberately broken driver
-			continue
-		}
-		send()
-	}
-	if rd.Receive != nil {
-		p.receive(*rd.Receive)
-	}
-	for _, s := range rd.Start {
-		if w.mutation == mutLateHandler {
-			m := s.Message
-			w.loop.After(time.Millisecond, p.alive(func() { p.startHandler(m) })) // a deliberately broken driver
-			continue
-		}
-		p.startHandler(s.Message)
-	}
-	if wake := p.e.WakeAt(); !wake.IsZero() {
-		at := wake.Sub(Epoch)
-		if w.mutation == mutLateTick {
-			at += time.Second // a deliberately broken driver: its timer fires a second late
-		}
-		if p.wakeAt == 0 || at < p.wakeAt || p.wakeAt < w.loop.Now() {
-			p.wakeAt = at
-			w.loop.At(at, p.alive(func() {
-				if p.wakeAt == at {
-					p.wakeAt = 0
-				}
-				w.trace(p.name, "tick")
-				p.step(worker.Tick{Now: w.now()})
-			}))
+	// Line by line as strings.Split would give them, without its slice (every step).
+	for s, more := strings.TrimSuffix(worker.Describe(rd, time.Time{}, Epoch), "\n"), true; more; {
+		var line string
+		line, s, more = strings.Cut(s, "\n")
+		if !strings.HasPrefix(line, "start ") {
+			p.w.trace(p.name, line)
 		}
 	}
 }
 
-// receive sends the machine's receive call across the network to the queue.
-func (p *workerProc) receive(r worker.Receive) {
+// The worker.Executor methods: each performs one effect in the world.
+
+// CancelHandler cancels a running handler: it returns promptly, or (a fault) only when its
+// work is done; its result is ignored either way.
+func (p *workerProc) CancelHandler(c worker.CancelHandler) {
+	w := p.w
+	w.chk.Dropped(c.Receipt)
+	p.closeOpen(c.Receipt)
+	h := p.handlers[c.Receipt]
+	if h == nil || !h.running || w.mutation == mutKeepDropped {
+		return
+	}
+	if c.Reason != lease.DropGone {
+		// The queue said nothing yet: it must still hide the message for the margin, less
+		// what the scheduling families may have made this cancel late by. A timer late by
+		// more than the whole margin cannot keep it (hidden-while-working still bounds the
+		// overlap by that slack).
+		if keep := lease.StopMarginFor(w.cfg.Visibility) - w.chk.hiddenSlack; keep > 0 {
+			w.chk.StopMarginKept(c.Receipt, c.Reason.String(), w.queue.HiddenAt(w.now().Add(keep-time.Nanosecond), c.Receipt))
+		}
+	}
+	h.running, h.cancelled = false, true
+	w.chk.CheckHiddenUntilEnd(c.Receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), c.Receipt))
+	w.chk.HandlerEnded(c.Receipt)
+	back := drawBetween(w.rExec, 0, 50*time.Millisecond)
+	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.LongHandler) {
+		back = max(back, h.end-w.loop.Now())
+		w.fault("handler-ignores-cancel")
+		w.trace(p.name, "handler "+c.Receipt+" ignores its cancellation until "+Offset(w.loop.Now()+back))
+	}
+	w.loop.After(back, p.alive(func() {
+		delete(p.handlers, h.receipt)
+		p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: worker.Result{Outcome: worker.Success}})
+	}))
+}
+
+// ChangeVisibility sends a renewal or release call (mutLateRenewal: renewals 50 ms late).
+func (p *workerProc) ChangeVisibility(c lease.ChangeVisibility) {
+	w := p.w
+	if w.mutation == mutLateRenewal && c.Purpose == lease.Renewal {
+		w.loop.After(50*time.Millisecond, p.alive(func() { p.sendChange(c) })) // a deliberately broken driver
+		return
+	}
+	p.sendChange(c)
+}
+
+// sendChange tells the checker what c names as it leaves, and sends it.
+func (p *workerProc) sendChange(c lease.ChangeVisibility) {
+	w := p.w
+	for _, e := range c.Entries {
+		if c.Purpose == lease.Renewal {
+			w.chk.RenewSent(e.Receipt, e.Timeout)
+			w.st.Renewals.Add("sent", 1)
+		} else {
+			w.chk.DispositionSent(e.Receipt, "release")
+			p.closeOpen(e.Receipt)
+		}
+	}
+	p.changeCall(c)
+}
+
+// Delete sends a delete call (mutLateDelete: a millisecond late).
+func (p *workerProc) Delete(d lease.Delete) {
+	w := p.w
+	send := func() {
+		for _, r := range d.Receipts {
+			w.dups.fate(r, fateSent)
+			w.chk.DispositionSent(r, "delete")
+			p.closeOpen(r)
+		}
+		p.deleteCall(d)
+	}
+	if w.mutation == mutLateDelete {
+		w.loop.After(time.Millisecond, p.alive(send)) // a deliberately broken driver
+		return
+	}
+	send()
+}
+
+// StartHandler starts a handler (mutLateHandler: a millisecond late).
+func (p *workerProc) StartHandler(s worker.StartHandler) {
+	w := p.w
+	if w.mutation == mutLateHandler {
+		m := s.Message
+		w.loop.After(time.Millisecond, p.alive(func() { p.startHandler(m) })) // a deliberately broken driver
+		return
+	}
+	p.startHandler(s.Message)
+}
+
+// Receive sends the Node's receive call across the network to the queue.
+func (p *workerProc) Receive(r worker.Receive) {
 	w := p.w
 	lo, _ := w.cfg.Faults.Transport.Latency(w.rNet)
 	call := faults.CallOK
 	if w.faultsOn {
 		call = w.cfg.Faults.Transport.Draw(w.rNet, false)
+	}
+	if p.revoked() {
+		call = faults.CallFatal
 	}
 	lp := &longPoll{p: p, gen: p.gen, t0: r.Stamp.Sub(Epoch), r: r, call: call, breach: p.breach(true)}
 	p.recv = lp
@@ -583,11 +629,10 @@ type longPoll struct {
 	listed bool
 }
 
-// abandonReceive performs Ready.AbandonReceive as the production driver does, by cancelling
-// the call's context: a poll still waiting at the queue ends at once with the context's
-// error (it took no message); a reply already on its way back wins the race and arrives as
-// usual, and the machine releases what it carries.
-func (p *workerProc) abandonReceive(call worker.CallID) {
+// AbandonReceive cancels the receive call's context: a poll still waiting at the queue ends
+// at once with the context's error (it took no message); a reply already on its way back
+// wins the race and arrives as usual, and the machine releases what it carries.
+func (p *workerProc) AbandonReceive(call worker.CallID) {
 	w := p.w
 	lp := p.recv
 	if lp == nil || lp.r.Call != call {
@@ -694,7 +739,7 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 	w := p.w
 	if err != nil {
 		w.trace(p.name, "receive failed: "+err.Error())
-		p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Err: err})
+		p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Err: p.fatalReceived(err)})
 		return
 	}
 	if len(msgs) == 0 {
@@ -838,10 +883,9 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 // the queue when the request arrives (unless the drawn fate stops it first), and reply runs
 // back at the process, if it is still the same incarnation, with what it was told.
 //
-// The call runs under a context ending at deadline, as the production driver's does: a
-// request that has not reached the queue by then is never performed, and a reply not back
-// by then is replaced by the context's error at the deadline. Abandoning it (abandonCall)
-// ends its context at once.
+// The call runs under a context ending at deadline: a request that has not reached the queue
+// by then is never performed, and a reply not back by then is replaced by the context's
+// error at the deadline. Abandoning it (AbandonCall) ends its context at once.
 func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipts []string, perform func() []error, reply func(entries []error, whole error)) {
 	w := p.w
 	n := len(receipts)
@@ -971,9 +1015,9 @@ type simCall struct {
 	end     func(error)
 }
 
-// abandonCall performs Ready.AbandonCalls as the production driver does: the call's context
-// is cancelled, so it ends at once unless its reply already went back.
-func (p *workerProc) abandonCall(id lease.CallID) {
+// AbandonCall cancels the call's context, so it ends at once unless its reply already went
+// back.
+func (p *workerProc) AbandonCall(id lease.CallID) {
 	if c := p.calls[uint64(id)]; c != nil {
 		p.w.trace(p.name, "abandon call="+strconv.FormatUint(uint64(id), 10))
 		p.w.loop.After(0, func() { c.end(context.Canceled) })

@@ -185,8 +185,8 @@ func TestMutationKeepDroppedIsCaught(t *testing.T) {
 // the error) is caught by the bound on the shutdown that error starts.
 func TestMutationIgnoreFatalIsCaught(t *testing.T) {
 	v := runMutated(t, "network", mutIgnoreFatal, 200)
-	if v == nil || v.Invariant != InvMachine || !strings.Contains(v.Detail, "fatal receive") {
-		t.Fatalf("violation %v, want %s about a fatal receive", v, InvMachine)
+	if v == nil || v.Invariant != InvFatalEndsRun || !strings.Contains(v.Detail, "fatal receive") {
+		t.Fatalf("violation %v, want %s about a fatal receive", v, InvFatalEndsRun)
 	}
 }
 

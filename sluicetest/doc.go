@@ -30,9 +30,10 @@
 //     continues until every job settles (or StepsMax), then the invariants run with
 //     View.Final true.
 //
-// CheckWorker and FindWorker do the same for a queue worker's handler: core/worker's engine
-// driven as the production driver drives it against sim/queue over a network with latency,
-// failed calls and lease-losing delays, with worker crashes and graceful shutdowns.
+// CheckWorker and FindWorker do the same for a queue worker's handler: core/worker's Node, the
+// host the production Worker runs, with the handler called as NewWorker calls it (middleware,
+// hooks), against sim/queue over a network with latency, failed calls and lease-losing
+// delays, with worker crashes and graceful shutdowns.
 //
 // Plain helpers need no simulation: RunJob runs one attempt of a handler with FakeJob, WithNow
 // fixes what Now reads, Recorder records what code enqueues (RequireEnqueued compares it), and

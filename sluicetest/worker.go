@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"slices"
 	"strconv"
@@ -14,17 +15,18 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
-// The simulated worker: core/worker's engine (with its lease machine) driven as the production
-// driver drives it, against sim/queue over a faulty network, with the user's WorkerHandler.
-// Kept in this one file: it follows the worker engine's surface (Step, Ready, Status).
+// The simulated worker: an executor of core/worker's Node (the host production's Worker runs,
+// with its lease machine) against sim/queue over a faulty network, with the user's
+// WorkerHandler called through NewWorker's own code (internal/workerkit).
 
 // networkStorm is the transport fault model of a seed whose DiskFaults knob is on (for the
 // worker that knob means network faults): calls failing before or after taking effect,
@@ -174,35 +176,29 @@ func (sc *WorkerScenario) sweep() sweep {
 			if sc.Setup == nil {
 				return errors.New("sluicetest: WorkerScenario.Setup is nil: it must build the handler")
 			}
-			ec, err := sc.engineConfig(nil)
-			if err != nil {
-				return err
-			}
-			if _, err := worker.New(ec); err != nil {
-				return fmt.Errorf("sluicetest: invalid WorkerScenario.Config: %w", err)
-			}
-			return nil
+			_, err := sc.kit(func(context.Context, sluice.Message) sluice.Result { return sluice.Ack() }, nil)
+			return err
 		},
 	}
 }
 
-// engineConfig maps the user's WorkerConfig onto the machine's, which defaults it as in production.
-func (sc *WorkerScenario) engineConfig(r *rand.Rand) (worker.Config, error) {
-	c := sc.Config // zero fields take core/worker's defaults, as in NewWorker
-	pol := retry.Policy(c.Policy).WithDefaults()
-	if err := pol.Validate(); err != nil {
-		return worker.Config{}, fmt.Errorf("sluicetest: WorkerConfig.Policy: %w", err)
+// kit builds the worker's executor-independent parts with NewWorker's own code
+// (internal/workerkit): the machine's configuration from WorkerConfig, the handler call with
+// its middleware and panic capture, the causes of cancellation, the hooks. r replaces the
+// jitter's seed; logs are discarded unless WorkerConfig.Logger is set.
+func (sc *WorkerScenario) kit(h sluice.WorkerHandler, r *rand.Rand) (workerkit.Kit, error) {
+	kit, err := workerkit.Build(sc.Config, h)
+	if err != nil {
+		return kit, fmt.Errorf("sluicetest: invalid WorkerScenario.Config: %w", err)
 	}
-	var decode func(core.Message) error
-	if c.Decode != nil {
-		decode = func(m core.Message) error {
-			return c.Decode(sluice.Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount})
-		}
+	kit.Config.Rand = r
+	if sc.Config.Logger == nil {
+		kit.Config.Logger, kit.Config.Lease.Logger = discard, discard
 	}
-	return worker.Config{Window: c.Window, Ceiling: c.Ceiling, Wait: c.Wait,
-		Concurrency: c.Concurrency, Prefetch: c.Prefetch, Budget: c.Budget, RedriveMaxReceives: c.RedriveMax,
-		Retry: pol, Rand: r, Decode: decode, Grace: c.Grace}, nil
+	return kit, nil
 }
+
+var discard = slog.New(slog.DiscardHandler)
 
 // wworld is one worker run.
 type wworld struct {
@@ -216,15 +212,17 @@ type wworld struct {
 	rFault  *rand.Rand
 	rJitter *rand.Rand
 	handler sluice.WorkerHandler
+	kit     workerkit.Kit
 
-	eng        *worker.Machine // nil while the process is down
+	eng        *worker.Node // nil while the process is down
 	gen        int
 	stopping   bool
-	abandonAt  time.Time
 	recv       *recvCall // the receive call of this process in flight, nil when none
 	restarting bool
 	running    map[string]*attempt // receipt -> handler
 	receiptOf  map[*attempt]string
+	results    map[*attempt]*worker.Result // what each handler returned (written before it yields)
+	calls      map[lease.CallID]*leaseCall // this process's lease calls in flight
 	acked      map[string]bool
 	wakeAt     time.Time
 
@@ -246,7 +244,8 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 	w := &wworld{sched: newSched(seed), sc: sc, k: k, seed: seed,
 		q:    queue.New(qcfg, nil),
 		rNet: sim.Stream(seed, "network"), rFault: sim.Stream(seed, "faults"), rJitter: sim.Stream(seed, "jitter"),
-		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, acked: map[string]bool{}}
+		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, results: map[*attempt]*worker.Result{},
+		acked: map[string]bool{}}
 	w.svcFault = k.ServiceFaults
 	w.net = networkCalm
 	if k.DiskFaults {
@@ -438,19 +437,20 @@ func (w *wworld) handle(ev *event) {
 }
 
 func (w *wworld) open() {
-	ecfg, err := w.sc.engineConfig(rand.New(rand.NewSource(w.rJitter.Int63())))
+	kit, err := w.sc.kit(w.handler, rand.New(rand.NewSource(w.rJitter.Int63())))
 	if err != nil {
 		w.fail("config", err)
 		return
 	}
-	eng, err := worker.New(ecfg)
+	eng, err := worker.NewNode(kit.Config)
 	if err != nil {
 		w.fail("config", fmt.Errorf("sluicetest: worker config: %w", err))
 		return
 	}
-	w.eng = eng
+	w.kit, w.eng = kit, eng
 	w.gen++
-	w.stopping, w.recv, w.abandonAt, w.wakeAt = false, nil, time.Time{}, time.Time{}
+	w.stopping, w.recv, w.wakeAt = false, nil, time.Time{}
+	w.calls = map[lease.CallID]*leaseCall{}
 	w.logf("open   worker process starts")
 	w.step(worker.Tick{Now: w.now})
 }
@@ -465,6 +465,7 @@ func (w *wworld) exit() {
 	}
 	w.running = map[string]*attempt{}
 	w.receiptOf = map[*attempt]string{}
+	w.results = map[*attempt]*worker.Result{}
 	w.eng = nil
 	w.gen++
 	w.scheduleRestart()
@@ -506,117 +507,138 @@ func (w *wworld) step(ev worker.Event) {
 	}
 }
 
-// drive is the production loop's body: Ready, perform, the shutdown's receive abandonment and
-// end, the wake timer.
+// drive reads the Node's Ready, performs it (Ready.Perform calls the executor methods
+// below), and does what Advance says: the process exits, or its one timer is re-armed.
 func (w *wworld) drive() {
-	for range 16 {
-		if w.eng == nil || w.violation != nil || w.aborted != nil {
-			return
-		}
-		rd := w.eng.Ready()
-		w.perform(rd)
-		if w.eng == nil || w.aborted != nil {
-			return
-		}
-		if st := w.eng.Status(); st.Done {
-			if st.HandlersAbandoned > 0 {
-				w.logf("stop   handlers ignored their cancelled context; the process exits")
-			} else {
-				w.logf("stop   worker done; the process exits")
-			}
-			w.exit()
-			return
-		}
-		wake := w.eng.WakeAt()
-		if !wake.IsZero() && !wake.Equal(w.wakeAt) {
-			w.wakeAt = wake
-			at := wake
-			if min := w.now.Add(time.Millisecond); at.Before(min) {
-				at = min
-			}
-			w.push(&event{at: at, kind: evWake, op: w.gen})
-		}
+	rd := w.eng.Ready()
+	w.kit.Observe(rd)
+	rd.Perform(w)
+	next := w.eng.Advance()
+	if w.eng == nil || w.aborted != nil {
 		return
 	}
-}
-
-// perform carries out the effects in the production driver's order: cancels, calls, starts.
-func (w *wworld) perform(rd worker.Ready) {
-	for _, c := range rd.Cancel {
-		a := w.running[c.Receipt]
-		if a == nil || a.finished.Load() {
-			continue
+	if next.Exit {
+		switch {
+		case next.Err != nil:
+			w.logf("stop   a fatal receive error ended Run (%v); the process exits", next.Err)
+		case w.eng.Status().HandlersAbandoned > 0:
+			w.logf("stop   handlers ignored their cancelled context; the process exits")
+		default:
+			w.logf("stop   worker done; the process exits")
 		}
-		w.logf("cancel %v (%s)", a.tok, c.Reason)
-		a.userCancelled = true
-		a.cancel(context.Canceled)
-		w.interrupt(a, context.Canceled)
-		if w.aborted != nil {
-			return
-		}
+		w.exit()
+		return
 	}
-	for _, c := range rd.Changes {
-		entries := c.Entries
-		w.transportCall("change-visibility", describeChanges(entries), func(now time.Time) []error {
-			return w.q.ChangeVisibilityBatch(now, entries)
-		}, func(errs []error, err error) {
-			w.step(worker.CallDone{Call: c.Call, Now: w.now, Entries: errs, Err: err})
-		})
-	}
-	for _, d := range rd.Deletes {
-		receipts := d.Receipts
-		w.transportCall("delete", strings.Join(receipts, " "), func(now time.Time) []error {
-			return w.q.DeleteBatch(now, receipts)
-		}, func(errs []error, err error) {
-			w.step(worker.CallDone{Call: d.Call, Now: w.now, Entries: errs, Err: err})
-		})
-	}
-	if rd.AbandonReceive != 0 {
-		w.abandonReceive(rd.AbandonReceive)
-	}
-	if r := rd.Receive; r != nil {
-		w.receive(*r)
-	}
-	for _, s := range rd.Start {
-		w.start(s)
-		if w.aborted != nil {
-			return
-		}
+	if wake := next.Wake; !wake.IsZero() && !wake.Equal(w.wakeAt) {
+		w.wakeAt = wake
+		w.push(&event{at: later(wake, w.now.Add(time.Millisecond)), kind: evWake, op: w.gen})
 	}
 }
 
-// transportCall sends a batch call over the network: it takes effect at the queue after one
-// leg's latency (unless the network fails it first) and its reply arrives after another, to
-// this process only.
-func (w *wworld) transportCall(op, what string, apply func(now time.Time) []error, reply func([]error, error)) {
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
+
+// The worker.Executor methods: each effect in the simulated world. A step they cause comes
+// later, as an event.
+
+// CancelHandler cancels the handler's context with the cause production gives it.
+func (w *wworld) CancelHandler(c worker.CancelHandler) {
+	a := w.running[c.Receipt]
+	if a == nil || a.finished.Load() || w.aborted != nil {
+		return
+	}
+	w.logf("cancel %v (%s)", a.tok, c.Reason)
+	a.userCancelled = true
+	a.cancel(w.kit.Cause(c.Reason))
+	w.interrupt(a, context.Canceled)
+}
+
+func (w *wworld) ChangeVisibility(c lease.ChangeVisibility) {
+	entries := c.Entries
+	w.leaseCall(c.Call, c.Deadline, "change-visibility", describeChanges(entries), func(now time.Time) []error {
+		return w.q.ChangeVisibilityBatch(now, entries)
+	})
+}
+
+func (w *wworld) Delete(d lease.Delete) {
+	receipts := d.Receipts
+	w.leaseCall(d.Call, d.Deadline, "delete", strings.Join(receipts, " "), func(now time.Time) []error {
+		return w.q.DeleteBatch(now, receipts)
+	})
+}
+
+// AbandonCall ends the call's context at once, unless its reply already came back.
+func (w *wworld) AbandonCall(id lease.CallID) {
+	if c := w.calls[id]; c != nil {
+		w.logf("queue  abandon call %d", id)
+		c.end(context.Canceled)
+	}
+}
+
+// leaseCall is a lease call in flight, under a context that ends at its deadline.
+type leaseCall struct {
+	settled bool
+	end     func(err error) // its context ended: the reply is that error
+}
+
+// leaseCall sends a batch call over the network under a context ending at deadline: it takes
+// effect at the queue after one leg's latency (unless the network fails it first, or its
+// context ended before it got there) and its reply arrives after another, to this process
+// only; a reply not back by the deadline is the context's error, then.
+func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string, apply func(now time.Time) []error) {
 	gen := w.gen
 	fate := w.net.Draw(w.rNet, true)
 	out, _ := w.net.Latency(w.rNet)
 	back, _ := w.net.Latency(w.rNet)
-	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: func() {
-		w.logf("queue  %s %s: %s", op, what, fate)
-		var (
-			errs []error
-			err  error
-		)
-		switch fate {
-		case faults.CallOK:
-			errs = apply(w.now)
-		case faults.CallFailAfter:
-			apply(w.now)
-			err = &core.TransportError{Class: core.Retryable, Op: op, Err: errors.New("reply lost")}
-		case faults.CallFatal:
-			err = &core.TransportError{Class: core.Fatal, Op: op, Err: errors.New("access denied")}
-		default:
-			err = &core.TransportError{Class: core.Retryable, Op: op, Err: fmt.Errorf("%s", fate)}
+	c := &leaseCall{}
+	w.calls[id] = c
+	reply := func(errs []error, err error) {
+		if c.settled {
+			return
 		}
-		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
-			if w.eng == nil || w.gen != gen {
-				return
-			}
-			reply(errs, err)
+		c.settled = true
+		if w.eng == nil || w.gen != gen {
+			return
+		}
+		delete(w.calls, id)
+		w.step(worker.CallDone{Call: id, Now: w.now, Entries: errs, Err: err})
+	}
+	c.end = func(err error) {
+		w.push(&event{at: w.now, kind: evFunc, fn: func() {
+			reply(nil, &core.TransportError{Class: core.Retryable, Op: op, Err: err})
 		}})
+	}
+	w.push(&event{at: later(deadline, w.now), kind: evFunc, fn: func() {
+		if !c.settled {
+			c.end(context.DeadlineExceeded)
+		}
 	}})
+	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: func() {
+		if c.settled {
+			return // its context ended before it reached the queue
+		}
+		w.logf("queue  %s %s: %s", op, what, fate)
+		errs, err := w.callFate(fate, op, apply)
+		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() { reply(errs, err) }})
+	}})
+}
+
+// callFate applies a call at the queue as its drawn fate says.
+func (w *wworld) callFate(fate faults.Call, op string, apply func(now time.Time) []error) ([]error, error) {
+	switch fate {
+	case faults.CallOK:
+		return apply(w.now), nil
+	case faults.CallFailAfter:
+		apply(w.now)
+		return nil, &core.TransportError{Class: core.Retryable, Op: op, Err: errors.New("reply lost")}
+	case faults.CallFatal:
+		return nil, &core.TransportError{Class: core.Fatal, Op: op, Err: errors.New("access denied")}
+	}
+	return nil, &core.TransportError{Class: core.Retryable, Op: op, Err: fmt.Errorf("%s", fate)}
 }
 
 func describeChanges(es []core.VisibilityChange) string {
@@ -635,8 +657,8 @@ type recvCall struct {
 	dead      bool // its process crashed
 }
 
-// receive is a long poll: at the queue it looks for visible messages until Wait has passed.
-func (w *wworld) receive(r worker.Receive) {
+// Receive is a long poll: at the queue it looks for visible messages until Wait has passed.
+func (w *wworld) Receive(r worker.Receive) {
 	gen := w.gen
 	rc := &recvCall{call: r.Call}
 	w.recv = rc
@@ -685,17 +707,17 @@ func (w *wworld) receive(r worker.Receive) {
 			if len(msgs) > 0 || err != nil {
 				w.logf("recv   %d messages, err %v", len(msgs), err)
 			}
+			w.kit.Received(msgs)
 			w.step(worker.ReceiveDone{Call: r.Call, Now: w.now, Messages: msgs, Err: err})
 		}})
 	}
 	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: poll})
 }
 
-// abandonReceive performs Ready.AbandonReceive as the production driver does, by cancelling
-// the call's context: a poll still waiting at the queue ends at once with the context's error
-// (it took nothing); a reply already on its way back arrives as usual, and the machine releases
-// what it carries.
-func (w *wworld) abandonReceive(call worker.CallID) {
+// AbandonReceive cancels the call's context: a poll still waiting at the queue ends at once
+// with the context's error (it took nothing); a reply already on its way back arrives as
+// usual, and the machine releases what it carries.
+func (w *wworld) AbandonReceive(call worker.CallID) {
 	rc := w.recv
 	if rc == nil || rc.call != call {
 		w.fail("sluice worker engine", fmt.Errorf("abandon of receive %d, which is not in flight", call))
@@ -716,21 +738,25 @@ func (w *wworld) abandonReceive(call worker.CallID) {
 	}})
 }
 
-// start runs the handler for s on its own goroutine until it parks or returns.
-func (w *wworld) start(s worker.StartHandler) {
+// StartHandler runs the handler for s on its own goroutine until it parks or returns.
+func (w *wworld) StartHandler(s worker.StartHandler) {
+	if w.aborted != nil {
+		return
+	}
 	seq, _ := strconv.ParseUint(s.Message.ID[strings.LastIndexByte(s.Message.ID, '-')+1:], 10, 64)
 	a := &attempt{w: w.sched, tok: runner.Token{ID: seq, Attempt: s.Message.ReceiveCount}, gen: w.gen, resume: make(chan reply)}
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, a))
 	a.cancel = cancel
 	w.running[s.Receipt] = a
 	w.receiptOf[a] = s.Receipt
-	msg := sluice.Message{ID: s.Message.ID, Body: s.Message.Body, ReceiveCount: s.Message.ReceiveCount}
+	res := new(worker.Result)
+	w.results[a] = res
 	w.logf("start  %s delivery %d", s.Message.ID, s.Message.ReceiveCount)
-	h := w.handler
+	handle, msg := w.kit.Handle, s.Message
 	go func() {
-		var out sluice.Outcome
-		defer func() { w.yield <- yieldMsg{att: a, done: true, out: out} }()
-		out = workerOutcome(callWorkerHandler(ctx, h, msg))
+		// The result is written before the yield that hands it over.
+		defer func() { w.yield <- yieldMsg{att: a, done: true} }()
+		*res = handle(ctx, msg)
 	}()
 	w.await(a)
 }
@@ -740,74 +766,14 @@ func (w *wworld) outcome(a *attempt) {
 	if a.dead || a.gen != w.gen || !ok || w.eng == nil {
 		return
 	}
+	res := *w.results[a]
 	delete(w.running, rc)
 	delete(w.receiptOf, a)
+	delete(w.results, a)
 	a.cancel(nil)
-	res := resultOf(a.out)
 	w.logf("end    message %d delivery %d: %s", a.tok.ID, a.tok.Attempt, res.Outcome)
 	if res.Outcome == worker.Success && !a.userCancelled {
 		w.acked[fmt.Sprintf("q-%d", a.tok.ID)] = true
 	}
 	w.step(worker.HandlerDone{Receipt: rc, Now: w.now, Result: res})
-}
-
-// The attempt machinery carries a sluice.Outcome; a worker Result rides in it.
-func workerOutcome(r sluice.Result) sluice.Outcome {
-	switch r.Kind {
-	case sluice.ResultAck:
-		return sluice.Succeeded()
-	case sluice.ResultRetry:
-		err := r.Err
-		if err == nil {
-			err = errors.New("retry")
-		}
-		o := sluice.Failed(err, true)
-		o.After = r.After
-		return o
-	case sluice.ResultTerminal:
-		err := r.Err
-		if err == nil {
-			err = errors.New("terminal")
-		}
-		return sluice.Outcome{Kind: sluice.KindPanicked, Err: &terminalErr{err}}
-	}
-	err := r.Err
-	if err == nil {
-		err = errors.New("rejected")
-	}
-	return sluice.Failed(err, false)
-}
-
-type terminalErr struct{ error }
-
-func resultOf(o sluice.Outcome) worker.Result {
-	switch o.Kind {
-	case sluice.KindSucceeded:
-		return worker.Result{Outcome: worker.Success}
-	case sluice.KindFailed:
-		if o.Retryable {
-			return worker.Result{Outcome: worker.Retryable, Err: o.Err, After: o.After}
-		}
-		return worker.Result{Outcome: worker.Permanent, Err: o.Err}
-	}
-	var te *terminalErr
-	if errors.As(o.Err, &te) {
-		return worker.Result{Outcome: worker.Terminal, Err: te.error}
-	}
-	return worker.Result{Outcome: worker.Permanent, Err: o.Err}
-}
-
-// callWorkerHandler runs h as the production worker does: a panic is a permanent failure.
-func callWorkerHandler(ctx context.Context, h sluice.WorkerHandler, msg sluice.Message) (r sluice.Result) {
-	defer func() {
-		if v := recover(); v != nil {
-			r = sluice.Reject(&sluice.PanicError{Value: v})
-		}
-	}()
-	r = h(ctx, msg)
-	switch r.Kind {
-	case sluice.ResultAck, sluice.ResultRetry, sluice.ResultPermanent, sluice.ResultTerminal:
-		return r
-	}
-	return sluice.Reject(errors.New("sluice: handler returned an invalid Result"))
 }

@@ -3,9 +3,10 @@
 // disposition. Machine has the machine surface of package core (New, Step, Ready, WakeAt,
 // Status): every transport call (receive, change visibility, delete), every handler start or
 // cancel and every shutdown decision leaves as an effect in Ready, and every reply comes back
-// as an event stamped with the time it arrived (Now), so it never blocks and the simulator
-// drives it from its event loop exactly as the production driver (package sluice) does with
-// goroutines: the drivers decide nothing.
+// as an event stamped with the time it arrived (Now), so it never blocks. Node hosts the
+// Machine with the protocol its executors follow (Step, Ready, Perform in a written order,
+// Advance, which says when to wake and when Run ends): package sluice's goroutines, the
+// simulator's event loop and sluicetest execute the same Node and decide nothing.
 //
 // Rules:
 //

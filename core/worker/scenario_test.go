@@ -45,7 +45,8 @@ func TestScenarios(t *testing.T) {
 }
 
 type harness struct {
-	e     *Machine
+	n     *Node
+	e     *Machine // n's machine
 	logs  bytes.Buffer
 	calls map[lease.CallID][]string
 }
@@ -79,7 +80,28 @@ func classErr(t *testing.T, c string) error {
 	return nil
 }
 
-func (h *harness) out(rd Ready) string {
+// ready reads the Node's Ready, performs nothing (the commands play the replies) and renders
+// it with what Advance says follows: the wake, or the exit.
+func (h *harness) ready() string {
+	if h.n.Exited() {
+		return ""
+	}
+	rd := h.n.Ready()
+	next := h.n.Advance()
+	if next.Exit {
+		return h.out(rd, time.Time{}, describeExit(next))
+	}
+	return h.out(rd, next.Wake, "")
+}
+
+func describeExit(next Next) string {
+	if next.Err != nil {
+		return "exit err=" + strconv.Quote(next.Err.Error()) + "\n"
+	}
+	return "exit\n"
+}
+
+func (h *harness) out(rd Ready, wake time.Time, exit string) string {
 	for _, c := range rd.Changes {
 		for _, e := range c.Entries {
 			h.calls[c.Call] = append(h.calls[c.Call], e.Receipt)
@@ -88,14 +110,14 @@ func (h *harness) out(rd Ready) string {
 	for _, d := range rd.Deletes {
 		h.calls[d.Call] = d.Receipts
 	}
-	return scenariotest.Output(Describe(rd, h.e.WakeAt(), epoch), &h.logs, h.e.checkInvariants())
+	return scenariotest.Output(Describe(rd, wake, epoch)+exit, &h.logs, h.n.CheckInvariants())
 }
 
 func (h *harness) step(ev Event) string {
-	if err := h.e.Step(ev); err != nil {
-		return "error: " + err.Error() + "\n" + h.out(h.e.Ready())
+	if err := h.n.Step(ev); err != nil {
+		return "error: " + err.Error() + "\n" + h.ready()
 	}
-	return h.out(h.e.Ready())
+	return h.ready()
 }
 
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
@@ -129,11 +151,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 				return nil
 			}
 		}
-		e, err := New(cfg)
+		n, err := NewNode(cfg)
 		if err != nil {
 			return "error: " + err.Error() + "\n"
 		}
-		h.e, h.calls = e, map[lease.CallID][]string{}
+		h.n, h.e, h.calls = n, n.m, map[lease.CallID][]string{}
 		return "ok\n"
 	case "tick":
 		return h.step(Tick{Now: secs(t, arg(t, d, "at", ""))})
@@ -188,11 +210,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			if o != Success {
 				r.Err = errors.New("handler says " + o.String())
 			}
-			if err := h.e.Step(HandlerDone{Receipt: a.Key, Now: at, Result: r}); err != nil {
+			if err := h.n.Step(HandlerDone{Receipt: a.Key, Now: at, Result: r}); err != nil {
 				errs += "error: " + err.Error() + "\n"
 			}
 		}
-		return errs + h.out(h.e.Ready())
+		return errs + h.ready()
 	case "reply":
 		id := lease.CallID(intArg(t, d, "call"))
 		ev := CallDone{Call: id, Now: secs(t, arg(t, d, "at", ""))}

@@ -305,11 +305,13 @@ type CancelHandler struct {
 }
 
 // Ready holds the effects produced since the last call to Ready, and forgets them as it
-// hands them out. Perform Cancel first, then AbandonReceive, the calls (Changes, Deletes,
-// Receive) and Start in any order, then re-arm one timer for WakeAt (zero: none). An effect
-// counts as done once handed out: the machine then waits for its reply event (ReceiveDone,
-// CallDone, HandlerDone), which every call and handler must produce exactly once. Call Ready
-// after a Step, or after a burst of Steps for events already waiting, before time moves on.
+// hands them out. The order (Perform follows it): Cancel first, so a dropped handler's
+// context ends before anything else is sent; then AbandonReceive and AbandonCalls, so calls
+// nobody waits for stop; then the calls Changes, Deletes and Receive; Start last; then
+// re-arm one timer for WakeAt (zero: none; Node.Advance reports it). An effect counts as
+// done once handed out: the machine then waits for its reply event (ReceiveDone, CallDone,
+// HandlerDone), which every call and handler must produce exactly once. Call Ready after a
+// Step, or after a burst of Steps for events already waiting, before time moves on.
 //
 // AbandonCalls names lease calls in flight about receipts no longer held (all dropped): the
 // driver cancels their contexts and nothing waits for them (a CallDone may still follow and
@@ -424,18 +426,33 @@ type leaseCall struct {
 	abandoned bool // no receipt of it is held: nothing waits for its reply
 }
 
+// Validate reports what New would refuse in c, without logging.
+func (c Config) Validate() error {
+	_, _, err := c.check()
+	return err
+}
+
+// check defaults and validates c, and builds its lease machine.
+func (c Config) check() (Config, *lease.Machine, error) {
+	if err := c.validateSet(); err != nil {
+		return c, nil, err
+	}
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return c, nil, err
+	}
+	lm, err := lease.New(c.Lease)
+	if err != nil {
+		return c, nil, fmt.Errorf("%w: Lease: %w", ErrConfig, err)
+	}
+	return c, lm, nil
+}
+
 // New returns a machine for cfg, or an error wrapping ErrConfig naming the field at fault.
 func New(cfg Config) (*Machine, error) {
-	if err := cfg.validateSet(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	lm, err := lease.New(cfg.Lease)
+	cfg, lm, err := cfg.check()
 	if err != nil {
-		return nil, fmt.Errorf("%w: Lease: %w", ErrConfig, err)
+		return nil, err
 	}
 	if b := cfg.budget(); b != cfg.Budget {
 		cfg.Logger.Info("worker: Budget raised above the redrive policy's maxReceiveCount, so the queue dead-letters before the worker retires",
