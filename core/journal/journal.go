@@ -98,7 +98,8 @@ type Journal struct {
 	// space, PreallocBytes at a time), which Open takes for no batch at all.
 	// Invariant: alloc >= size + flying.bytes.
 	alloc int64
-	// grown counts the bytes written since open or the last compaction. Invariant: grown <= size.
+	// grown is the bytes of the batches after the last snapshot (or the header), read from
+	// the file at open, so that restarts do not reset it. Invariant: grown <= size - headerLen.
 	grown int64
 	// poison is the first write, sync or compaction failure; once set, every call fails.
 	poison error
@@ -192,6 +193,7 @@ func newJournal(o *opener, f core.File) *Journal {
 		batch:   o.tail.LastBatch + 1,
 		size:    o.tail.Cut,
 		alloc:   o.tail.Cut + o.tail.Spare,
+		grown:   o.tail.Cut - o.tail.Base,
 	}
 }
 
@@ -384,7 +386,10 @@ func (j *Journal) Durable() LSN { return j.durable }
 // longer by its preallocated spare.
 func (j *Journal) Size() int64 { return j.size }
 
-// GrownBytes returns the bytes written since open or the last compaction.
+// GrownBytes returns the bytes of the batches after the last snapshot (or after the header
+// when the file has none): what a compaction would take out, wherever the batches were
+// written. It is read from the file at open, so a journal reopened often still reaches a
+// compaction threshold.
 func (j *Journal) GrownBytes() int64 { return j.grown }
 
 // Compact replaces the journal with a file holding one snapshot record (LSN = Durable()) that

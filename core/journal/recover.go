@@ -148,7 +148,7 @@ func (o *opener) create() error {
 		return fmt.Errorf("journal: opening %q after creating it: %w", o.name, err)
 	}
 	o.f = f
-	o.tail = Tail{Kind: TailClean, Size: headerLen, Cut: headerLen}
+	o.tail = Tail{Kind: TailClean, Size: headerLen, Cut: headerLen, Base: headerLen}
 	o.j = newJournal(o, f)
 	return nil
 }

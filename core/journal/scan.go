@@ -54,6 +54,10 @@ type Tail struct {
 	First, Last LSN
 	// LastBatch is the number of the last complete batch (0 when none).
 	LastBatch uint64
+	// Base is where the journal's growth starts: the end of the snapshot frame in a file
+	// written by Compact, else the end of the header. Cut - Base is what the batches after
+	// the last snapshot take (Journal.GrownBytes at open).
+	Base int64
 	// Snapshot reports that the file was written by Compact and starts with a snapshot.
 	Snapshot bool
 	// Closed reports a clean-close mark that the file matches: it was closed cleanly.
@@ -276,6 +280,7 @@ func classify(src source, fn func(Record) error, inspect bool) (Tail, error) {
 	if size == 0 {
 		return t, nil
 	}
+	t.Base = headerLen
 	hb, err := src.at(0, int(min(size, headerLen)))
 	if err != nil {
 		return t, err
@@ -567,6 +572,9 @@ func (s *scanner) accept(off int64, f frameHead) error {
 func (s *scanner) complete(end int64) error {
 	if s.tail.Records == 0 {
 		s.tail.First = LSN(uint64(s.last) - uint64(s.openRecords) + 1)
+		if s.tail.Snapshot {
+			s.tail.Base = end
+		}
 	}
 	s.tail.Records += s.openRecords
 	s.tail.Last = s.last
