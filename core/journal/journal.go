@@ -123,7 +123,8 @@ func Open(fsys core.FS, name string, cfg Config, replay func(Record) error) (*Jo
 }
 
 // Read replays the journal name in fsys like Open, for inspection, and writes nothing: it
-// never creates, truncates or clears a mark, ignores a leftover <name>.compact, and reports a
+// never creates, truncates or clears a mark, ignores a leftover <name>.compact beside the
+// journal (a lone one that may hold jobs it refuses as Open does), and reports a
 // torn tail (Tail.Kind == TailTorn, Tail.Cut) instead of cutting it. A missing or empty file
 // reads as TailEmpty. A journal Open would refuse is refused with the same error, after
 // replay has seen the complete batches before the damage (none for a bad header); if replay
