@@ -51,8 +51,12 @@ func verify(o options, stdout io.Writer) (int, error) {
 	if _, err := os.Stat(path + ".compact"); err == nil {
 		// Read refused a .compact that may hold jobs without a journal: this one is beside
 		// the journal, or the few bytes of a create cut short.
+		holds := "the journal holds every job"
+		if tail.Kind == journal.TailEmpty {
+			holds = "it holds no record: a create cut short"
+		}
 		fmt.Fprintf(stdout, "note     %s.compact is left from a compaction or a create that a crash interrupted before its rename: "+
-			"the next Open removes it (the journal holds every job)\n", path)
+			"the next Open removes it (%s)\n", path, holds)
 	}
 	if tail.Kind == journal.TailEmpty {
 		fmt.Fprintln(stdout, "empty    no journal yet: the directory holds no jobs")

@@ -70,13 +70,15 @@ func powerSweep(t *testing.T, dir string, scripts int64, plant func(core.FS) cor
 	var st sweepStats
 	for seed := range scripts {
 		s := genScript(seed)
-		full := powerFS(t, dir, plant)
-		if m := runScript(full, s); m.err != nil {
+		full, done := powerFS(t, dir, plant)
+		m := runScript(full, s)
+		total := full.Ops()
+		done()
+		if m.err != nil {
 			return st, fmt.Errorf("%v: run without a cut: %w", s, m.err)
 		}
-		total := full.Ops()
 		for k := 1; k <= total; k++ {
-			f := powerFS(t, dir, plant)
+			f, done := powerFS(t, dir, plant)
 			f.CutAfter(k)
 			m := runScript(f, s)
 			if !errors.Is(m.err, faultfs.ErrPowerCut) {
@@ -86,6 +88,7 @@ func powerSweep(t *testing.T, dir string, scripts int64, plant func(core.FS) cor
 				t.Fatal(err)
 			}
 			r, err := checkRecovery(f, s, m)
+			done()
 			if err != nil {
 				return st, fmt.Errorf("%v: power cut at op %d of %d (cut seed %d): %w\ncut: %s",
 					s, k, total, seed*1_000_003+int64(k), err, f.LastCut())
@@ -125,8 +128,8 @@ func noSyncFile(f core.File, err error) (core.File, error) {
 }
 
 // powerFS empties dir and returns osfs on it (under plant, if not nil) wrapped in faultfs,
-// observed.
-func powerFS(t *testing.T, dir string, plant func(core.FS) core.FS) *faultfs.FS {
+// observed, and what closes them (a long sweep would run out of descriptors otherwise).
+func powerFS(t *testing.T, dir string, plant func(core.FS) core.FS) (*faultfs.FS, func()) {
 	t.Helper()
 	var f *faultfs.FS
 	o, err := osfs.NewWith(dir, osfs.Options{Synced: func(in core.File) {
@@ -137,7 +140,6 @@ func powerFS(t *testing.T, dir string, plant func(core.FS) core.FS) *faultfs.FS 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { o.Close() })
 	names, err := o.List()
 	if err != nil {
 		t.Fatal(err)
@@ -154,5 +156,9 @@ func powerFS(t *testing.T, dir string, plant func(core.FS) core.FS) *faultfs.FS 
 	if f, err = faultfs.Wrap(inner, faultfs.Options{Observed: true}); err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return f, func() {
+		// Files a run left open (a journal it abandoned at the cut) close with the cut.
+		f.Exit()
+		o.Close()
+	}
 }

@@ -146,11 +146,7 @@ func (f *FS) adopt() error {
 func (f *FS) PowerCut(rng *rand.Rand) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, fl := range f.open {
-		_ = fl.in.Close() // nothing written through it after the cut may count
-	}
-	f.open = nil
-	f.gen++
+	f.closeAll()
 	f.cut, f.cutAt = false, 0
 	var report strings.Builder
 	k := rng.Intn(len(f.st.log) + 1)
@@ -170,6 +166,22 @@ func (f *FS) PowerCut(rng *rand.Rand) error {
 	}
 	f.st.syncDir()
 	return nil
+}
+
+// Exit closes every File still open, as the exit of the process that held them would (they
+// fail with ErrPowerCut afterwards); what is on disk stays as it is.
+func (f *FS) Exit() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeAll()
+}
+
+func (f *FS) closeAll() {
+	for _, fl := range f.open {
+		_ = fl.in.Close() // nothing written through it afterwards may count
+	}
+	f.open = nil
+	f.gen++
 }
 
 // afterCut draws what the disk kept of n: its durable contents and each pending change's
