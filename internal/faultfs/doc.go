@@ -32,11 +32,14 @@
 //     sector-aligned piece kept or lost); a truncate applied or not. A later write can so
 //     persist while an earlier one does not. Synced data is never touched.
 //  4. After PowerCut, every File opened before fails with ErrPowerCut, everything on disk is
-//     durable, and the FS takes calls again, as after a restart.
+//     durable, and the FS takes calls again, as after a restart. Exit closes the Files the
+//     same way and leaves the disk as it is (a process that ended).
 //  5. Errors (Inject). A Rule fails operations by kind and file name: the n-th match, or each
 //     with a probability drawn from the rule's own seeded stream. A failure comes before the
 //     operation takes effect, or, with Rule.After, after it (a Create, Rename or Remove that
 //     happened, a write that landed, a Sync whose result is unknown: not counted durable).
+//     A failed Sync leaves its changes pending, and a later Sync that succeeds makes them
+//     durable: the writes a kernel drops after a failed fsync are sim/disk's to model.
 //  6. Determinism: every random draw comes from the *rand.Rand handed in (PowerCut) or the
 //     rule's seed; files are visited in sorted name order, never in map order.
 //
