@@ -18,7 +18,8 @@ import (
 
 // A randomized workload on the real disk: the runner over adapters/osfs wrapped in faultfs
 // (observed: osfs is held to the syncs it really made), enqueues one by one and in batches,
-// unique keys, cancels, closes, compactions small enough to happen often, and a power cut at a
+// unique keys, cancels, attempts (DrainDue of the jobs due now), closes, compactions small
+// enough to happen often, and a power cut at a
 // random disk operation of any of them, or of an open. After each cut faultfs rewrites the
 // real files to what the disk may have kept; the reopened runner must hold every
 // acknowledged job (cancelled if its cancel was acknowledged), never reuse an id, and open
@@ -31,7 +32,7 @@ func TestPowerCutsLoseNoAcknowledgedJob(t *testing.T) {
 		rounds = n
 	}
 	start := time.Now()
-	var cuts, jobs, compactions int
+	var cuts, jobs, compactions, succeeded int
 	for round := range rounds {
 		w := newPowerWorld(t, int64(round))
 		for life := 0; life < 6; life++ {
@@ -41,11 +42,12 @@ func TestPowerCutsLoseNoAcknowledgedJob(t *testing.T) {
 		cuts += w.cuts
 		jobs += len(w.acked)
 		compactions += w.compactions
+		succeeded += w.succeeded
 	}
-	t.Logf("%d rounds: %d power cuts, %d acknowledged jobs (each checked after every later open), %d compactions, in %v",
-		rounds, cuts, jobs, compactions, time.Since(start).Round(time.Millisecond))
-	if cuts == 0 || compactions == 0 {
-		t.Errorf("%d cuts, %d compactions: the workload missed what it is for", cuts, compactions)
+	t.Logf("%d rounds: %d power cuts, %d acknowledged jobs (each checked after every later open, %d succeeded at the end), %d compactions, in %v",
+		rounds, cuts, jobs, succeeded, compactions, time.Since(start).Round(time.Millisecond))
+	if cuts == 0 || compactions == 0 || succeeded == 0 {
+		t.Errorf("%d cuts, %d compactions, %d jobs run: the workload missed what it is for", cuts, compactions, succeeded)
 	}
 }
 
@@ -56,9 +58,9 @@ type powerWorld struct {
 	fs    *faultfs.FS
 	acked map[uint64]string // id: payload
 	// cancelled are the acknowledged cancels, tried every cancel sent.
-	cancelled, tried  map[uint64]bool
-	lastID            uint64
-	cuts, compactions int
+	cancelled, tried             map[uint64]bool
+	lastID                       uint64
+	cuts, compactions, succeeded int
 }
 
 func newPowerWorld(t *testing.T, seed int64) *powerWorld {
@@ -113,6 +115,7 @@ func (w *powerWorld) final(t *testing.T) {
 	}
 	defer r.Close()
 	w.check(t, r)
+	w.succeeded += r.Stats().Succeeded
 }
 
 // check holds a freshly opened runner to everything acknowledged.
@@ -137,7 +140,18 @@ func (w *powerWorld) burst(r *Kind[string]) error {
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour)
 	for range 40 {
-		switch p := w.rng.Intn(10); {
+		due := due
+		if w.rng.Intn(3) == 0 {
+			due = time.Time{} // now: a DrainDue runs it
+		}
+		switch p := w.rng.Intn(11); {
+		case p == 10:
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := r.DrainDue(dctx)
+			cancel()
+			if err != nil {
+				return err
+			}
 		case p < 5:
 			payload := fmt.Sprintf("s%d/%d", w.seed, w.rng.Int())
 			var opts []JobOption
@@ -176,7 +190,11 @@ func (w *powerWorld) burst(r *Kind[string]) error {
 				continue
 			}
 			w.tried[id] = true // a cancel cut before its ack may still have reached the disk
-			if err := r.Cancel(ctx, id); err != nil {
+			err := r.Cancel(ctx, id)
+			if errors.Is(err, ErrTerminal) {
+				continue // it ran and succeeded first
+			}
+			if err != nil {
 				return err
 			}
 			w.cancelled[id] = true
