@@ -54,8 +54,8 @@ type Config struct {
 	// Policy is the retry policy; Circuit the breaker every target gets.
 	Policy  Policy
 	Circuit Circuit
-	// CompactBytes: compact when the journal has grown by more than this since open or the
-	// last compaction.
+	// CompactBytes: compact when the journal holds more than this beyond its last snapshot
+	// (or its start), counted from the file itself, so restarts do not put it off.
 	CompactBytes int64
 	// CompactOnClose writes a snapshot at Close (a small journal for the next Open).
 	CompactOnClose bool

@@ -200,7 +200,7 @@ type Inspection struct {
 // directory to look at it never changes what happens to its jobs: attempts a crash
 // interrupted are reported in Interrupted, not recorded.
 func Inspect(dir string) (Inspection, error) {
-	if _, err := os.Stat(filepath.Join(dir, journalName)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, journalName)); errors.Is(err, os.ErrNotExist) && !exists(filepath.Join(dir, journalName+".compact")) {
 		if _, derr := os.Stat(dir); derr != nil {
 			return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, derr)
 		}
@@ -213,6 +213,9 @@ func Inspect(dir string) (Inspection, error) {
 	defer fsys.Close()
 	return inspectFS(fsys)
 }
+
+// exists reports whether path names a file (a .compact without its journal is refused, not empty).
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // inspectFS is Inspect on any core.FS.
 func inspectFS(fsys core.FS) (Inspection, error) {

@@ -126,8 +126,11 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 }
 
 // EnqueueMany adds jobs of this kind in one journal batch (one fsync for all) and returns
-// their ids, in order, once the batch is durable. A job whose unique key is held (or taken by
-// an earlier job of the batch) is a duplicate: its id is the holder's. Every job is checked
+// their ids, in order, once the batch is durable. Each job's options act as on Enqueue. A job
+// whose unique key is held (or taken by an earlier job of the batch) is a duplicate: its id is
+// the holder's, its WasDuplicate flag is set, and with FailOnDuplicate the call returns the
+// ids with an error wrapping ErrDuplicate that names each such job (the others are enqueued
+// all the same). Every job is checked
 // first, as Enqueue checks one: the first refusal refuses the whole batch, names the job's
 // index, and writes nothing. If ctx ends first, EnqueueMany returns ctx.Err() and the jobs
 // may or may not exist.
@@ -139,6 +142,7 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 		return k.enqueueQueue(ctx, jobs)
 	}
 	njs := make([]runner.NewJob, len(jobs))
+	sets := make([]jobSettings, len(jobs))
 	for i, j := range jobs {
 		b, err := k.codec.Encode(j.Payload)
 		if err != nil {
@@ -150,8 +154,9 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 		}
 		s.o.Kind = k.name
 		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: s.o}
+		sets[i] = s
 	}
-	return k.Runner.enqueueMany(ctx, njs)
+	return k.Runner.enqueueMany(ctx, njs, sets)
 }
 
 // Get returns a copy of the job with the given id, its payload decoded, or ErrNotFound (also

@@ -99,10 +99,12 @@ func WithUniqueWindow(d time.Duration) JobOption {
 	}
 }
 
-// WasDuplicate sets *dup to whether the Enqueue was a duplicate (see WithUnique).
+// WasDuplicate sets *dup to whether the job was a duplicate (see WithUnique), through
+// Enqueue or EnqueueMany.
 func WasDuplicate(dup *bool) JobOption { return func(s *jobSettings) { s.dupOut = dup } }
 
-// FailOnDuplicate makes a duplicate Enqueue return ErrDuplicate (with the holder's id).
+// FailOnDuplicate makes a duplicate Enqueue return ErrDuplicate (with the holder's id), and
+// an EnqueueMany with such a job return its ids with ErrDuplicate naming it.
 func FailOnDuplicate() JobOption { return func(s *jobSettings) { s.dupFail = true } }
 
 // NewJob is one job of EnqueueMany: Enqueue's arguments.

@@ -381,7 +381,7 @@ func (o *owner) perform(res runner.Result) {
 	for _, a := range res.Acks {
 		c := o.pending[a.Ticket]
 		delete(o.pending, a.Ticket)
-		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate}
+		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate, dups: a.Duplicates}
 	}
 	reportTransitions(&o.r.cfg, res.Transitions)
 	for _, s := range res.Settled {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,7 @@ type reply struct {
 	id    uint64
 	ids   []uint64 // cmdEnqueueMany
 	dup   bool     // cmdEnqueue: a duplicate of a job holding its unique key
+	dups  []bool   // cmdEnqueueMany: dup, per job
 	page  Page[[]byte]
 	err   error
 	job   JobInfo[[]byte]
@@ -219,22 +221,58 @@ func (r *Runner) enqueue(ctx context.Context, kind string, due time.Time, target
 	if err != nil {
 		return 0, err
 	}
-	if s.dupOut != nil {
-		*s.dupOut = rep.dup
+	if rep.err != nil {
+		return rep.id, rep.err
 	}
-	if rep.dup && s.dupFail && rep.err == nil {
-		return rep.id, fmt.Errorf("%w: job %d holds unique key %q", ErrDuplicate, rep.id, s.o.Unique)
+	if failed := s.duplicate(rep.id, rep.dup); failed != "" {
+		return rep.id, fmt.Errorf("%w: %s", ErrDuplicate, failed)
 	}
-	return rep.id, rep.err
+	return rep.id, nil
 }
 
-// enqueueMany submits jobs whose payloads the kind's handle encoded.
-func (r *Runner) enqueueMany(ctx context.Context, njs []runner.NewJob) ([]uint64, error) {
+// duplicate honours WasDuplicate and FailOnDuplicate for a job answered with id, dup: it
+// sets the caller's flag and, under FailOnDuplicate, returns what to report ("" otherwise).
+func (s jobSettings) duplicate(id uint64, dup bool) string {
+	if s.dupOut != nil {
+		*s.dupOut = dup
+	}
+	if !dup || !s.dupFail {
+		return ""
+	}
+	return fmt.Sprintf("job %d holds unique key %q", id, s.o.Unique)
+}
+
+// dupReportMax bounds how many duplicates an EnqueueMany error names.
+const dupReportMax = 5
+
+// enqueueMany submits jobs whose payloads the kind's handle encoded; sets[i] are job i's
+// options, whose WasDuplicate and FailOnDuplicate it honours as enqueue does for one job.
+// The other jobs of the batch are enqueued either way.
+func (r *Runner) enqueueMany(ctx context.Context, njs []runner.NewJob, sets []jobSettings) ([]uint64, error) {
 	rep, err := r.call(ctx, command{kind: cmdEnqueueMany, jobs: njs})
 	if err != nil {
 		return nil, err
 	}
-	return rep.ids, rep.err
+	if rep.err != nil {
+		return rep.ids, rep.err
+	}
+	var failed []string
+	n := 0
+	for i, s := range sets {
+		if f := s.duplicate(rep.ids[i], i < len(rep.dups) && rep.dups[i]); f != "" {
+			if n++; n <= dupReportMax {
+				failed = append(failed, fmt.Sprintf("job %d of %d: %s", i, len(sets), f))
+			}
+		}
+	}
+	if n == 0 {
+		return rep.ids, nil
+	}
+	if n > dupReportMax {
+		failed = append(failed, fmt.Sprintf("and %d more", n-dupReportMax))
+	}
+	return rep.ids, fmt.Errorf("%w: %s (the batch's other jobs were enqueued; the ids returned include the holders')",
+		ErrDuplicate, strings.Join(failed, "; "))
 }
 
 // Get returns a copy of the job with the given id, of any kind, its payload as journaled

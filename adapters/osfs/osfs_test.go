@@ -74,3 +74,53 @@ func TestErrorsNamePathAndKeepSentinels(t *testing.T) {
 		t.Errorf("Create(a/b): %v; want fs.ErrInvalid naming the name", err)
 	}
 }
+
+// Options.Synced hears of every fsync and fdatasync that osfs makes, and of nothing else.
+func TestSyncedReportsEachSystemCall(t *testing.T) {
+	var files, dirs int
+	var last core.File
+	s, err := NewWith(t.TempDir(), Options{Synced: func(f core.File) {
+		if f == nil {
+			dirs++
+			return
+		}
+		files++
+		last = f
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f, err := s.Create("a") // one directory fsync
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if files != 0 || dirs != 1 {
+		t.Fatalf("after Create and Write: %d file syncs, %d directory syncs reported; want 0 and 1", files, dirs)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if files != 1 || last != f {
+		t.Fatalf("after Sync: %d file syncs reported (of %v), want 1 of the synced file", files, last)
+	}
+	if err := s.Rename("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncDir(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("b"); err != nil {
+		t.Fatal(err)
+	}
+	if dirs != 4 {
+		t.Fatalf("%d directory syncs reported, want 4 (create, rename, SyncDir, remove)", dirs)
+	}
+	f.Close()
+	if err := f.Sync(); err == nil || files != 1 {
+		t.Fatalf("Sync of a closed file: %v, %d reports; want an error and no report", err, files)
+	}
+}

@@ -17,7 +17,8 @@ const journalName = "jobs.journal"
 
 // verify scans the journal twice: frame by frame (journal.Read over a file system that cannot
 // write), then record by record (sluice.Inspect, which replays every record as the runner
-// does). Damage is a refusal of either; a torn tail is not (the next Open cuts it).
+// does). Damage is a refusal of either, and so is a .compact without its journal; a torn tail
+// is not: the next Open cuts it, which verify says only once the records replay too.
 func verify(o options, stdout io.Writer) (int, error) {
 	if fi, err := os.Stat(o.dir); err != nil || !fi.IsDir() {
 		if err == nil {
@@ -27,13 +28,14 @@ func verify(o options, stdout io.Writer) (int, error) {
 	}
 	path := filepath.Join(o.dir, journalName)
 	fmt.Fprintf(stdout, "journal  %s\n", path)
-	if _, err := os.Stat(path + ".compact"); err == nil {
-		fmt.Fprintf(stdout, "note     %s.compact is left from a compaction a crash interrupted before its rename: the next Open removes it (the journal holds every job)\n", path)
-	}
 	if held, err := lockHeld(o.dir); err == nil && held {
 		fmt.Fprintln(stdout, "note     a running runner holds the directory: this scan sees the journal as of its last sync")
 	}
 	tail, err := journal.Read(roFS{o.dir}, journalName, journal.Config{}, nil)
+	if errors.Is(err, journal.ErrLoneCompact) {
+		fmt.Fprintf(stdout, "refused  %v\n", err)
+		return exitFinding, fmt.Errorf("verify: %s.compact has no journal beside it; the runner's Open refuses the directory", path)
+	}
 	var fe *journal.FormatError
 	if errors.As(err, &fe) {
 		fmt.Fprintf(stdout, "damage   at offset %d of %s (LSN before %d, after %d): %s\n", fe.Offset, path, fe.Before, fe.After, fe.Reason)
@@ -46,11 +48,45 @@ func verify(o options, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitFinding, fmt.Errorf("verify: reading %s: %w", path, err)
 	}
+	if _, err := os.Stat(path + ".compact"); err == nil {
+		// Read refused a .compact that may hold jobs without a journal: this one is beside
+		// the journal, or the few bytes of a create cut short.
+		holds := "the journal holds every job"
+		if tail.Kind == journal.TailEmpty {
+			holds = "it holds no record: a create cut short"
+		}
+		fmt.Fprintf(stdout, "note     %s.compact is left from a compaction or a create that a crash interrupted before its rename: "+
+			"the next Open removes it (%s)\n", path, holds)
+	}
 	if tail.Kind == journal.TailEmpty {
 		fmt.Fprintln(stdout, "empty    no journal yet: the directory holds no jobs")
 		fmt.Fprintln(stdout, "ok")
 		return exitOK, nil
 	}
+	printTail(stdout, tail)
+	in, err := sluice.Inspect(o.dir)
+	if err != nil {
+		fmt.Fprintf(stdout, "records  %v\n", err)
+		fmt.Fprintln(stdout, "what to do: nothing was changed; the runner's Open refuses this journal (the frames are sound, a record is not)")
+		if errors.As(err, &fe) {
+			return exitFinding, fmt.Errorf("verify: a record of %s at offset %d does not replay", path, fe.Offset)
+		}
+		return exitFinding, fmt.Errorf("verify: %s does not replay: %w", path, err)
+	}
+	if tail.Kind == journal.TailTorn {
+		fmt.Fprintf(stdout, "cut      the %d bytes after offset %d were never acknowledged: the next Open cuts them\n", tail.Dropped(), tail.Cut)
+	}
+	fmt.Fprintf(stdout, "records  every record replays: %d jobs, last id %d", len(in.Jobs), in.LastID)
+	if len(in.Interrupted) > 0 {
+		fmt.Fprintf(stdout, ", %d interrupted (the next Open records each as a failed attempt)", len(in.Interrupted))
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "ok")
+	return exitOK, nil
+}
+
+// printTail reports what the frame scan found: size, snapshot, batches, close and tail.
+func printTail(stdout io.Writer, tail journal.Tail) {
 	fmt.Fprintf(stdout, "size     %d bytes\n", tail.Size)
 	snap := "no (written from the start)"
 	if tail.Snapshot {
@@ -66,29 +102,15 @@ func verify(o options, stdout io.Writer) (int, error) {
 	default:
 		fmt.Fprintln(stdout, "close    no clean-close mark: the runner crashed, or is running")
 	}
-	if tail.Kind == journal.TailTorn {
-		fmt.Fprintf(stdout, "tail     torn: %s; the %d bytes after offset %d are an unfinished batch a crash left, not damage: the next Open cuts them (they were never acknowledged)\n",
+	switch {
+	case tail.Kind == journal.TailTorn:
+		fmt.Fprintf(stdout, "tail     torn: %s; the %d bytes after offset %d are an unfinished batch a crash left, not damage\n",
 			tail.Reason, tail.Dropped(), tail.Cut)
-	} else if tail.Spare > 0 {
+	case tail.Spare > 0:
 		fmt.Fprintf(stdout, "tail     clean: complete batches to offset %d, then %d bytes of zeros the journal preallocated for its next batches\n", tail.Cut, tail.Spare)
-	} else {
+	default:
 		fmt.Fprintln(stdout, "tail     clean: complete batches to the end")
 	}
-	in, err := sluice.Inspect(o.dir)
-	if err != nil {
-		fmt.Fprintf(stdout, "records  %v\n", err)
-		if errors.As(err, &fe) {
-			return exitFinding, fmt.Errorf("verify: a record of %s at offset %d does not replay", path, fe.Offset)
-		}
-		return exitFinding, fmt.Errorf("verify: %s does not replay: %w", path, err)
-	}
-	fmt.Fprintf(stdout, "records  every record replays: %d jobs, last id %d", len(in.Jobs), in.LastID)
-	if len(in.Interrupted) > 0 {
-		fmt.Fprintf(stdout, ", %d interrupted (the next Open records each as a failed attempt)", len(in.Interrupted))
-	}
-	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "ok")
-	return exitOK, nil
 }
 
 // roFS is a core.FS that can only read: every write is refused, so verify cannot change a byte.

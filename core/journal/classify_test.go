@@ -71,7 +71,7 @@ func TestDamageInLastBatchIsTornElsewhereCorrupt(t *testing.T) {
 		}
 		if lastBatch {
 			want := Tail{Kind: TailTorn, Size: int64(len(b)), Cut: int64(start), Records: batchStart[batch],
-				LastBatch: uint64(batch), Reason: tail.Reason}
+				LastBatch: uint64(batch), Reason: tail.Reason, Base: headerLen}
 			if isZero(b[start:]) {
 				// The whole last batch zeroed reads as preallocated space (rule 16): clean.
 				want.Kind, want.Spare, want.Reason = TailClean, int64(len(b)-start), ""

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 )
@@ -107,9 +108,16 @@ type model struct {
 	err         error // the error that stopped the run
 }
 
+// crashFS is a file system that counts its mutating operations and can crash: sim/disk, or
+// internal/faultfs over the real disk.
+type crashFS interface {
+	core.FS
+	Ops() int
+}
+
 // runScript runs s until its first error. Any journal error stops it: under CrashAfter every
 // mutating operation fails from the crash point on.
-func runScript(d *disk.Disk, s script) *model {
+func runScript(d crashFS, s script) *model {
 	m := &model{bounds: []LSN{0}}
 	j, err := Open(d, "j", s.cfg(), nil)
 	if err != nil {
@@ -189,7 +197,7 @@ func (r *recovered) replay(seed int64) func(Record) error {
 }
 
 // checkRecovery reopens d after a crash and checks the model's promises.
-func checkRecovery(d *disk.Disk, s script, m *model) (recovered, error) {
+func checkRecovery(d crashFS, s script, m *model) (recovered, error) {
 	// Inspection first: it must write nothing and replay what Open then replays.
 	var inspected recovered
 	ops := d.Ops()

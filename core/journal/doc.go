@@ -62,8 +62,10 @@
 //     otherwise (a flipped bit anywhere, a file cut short or grown). It clears the mark with
 //     a write and a sync before it appends anything. A mark whose CRC fails was torn by a
 //     crash while Close wrote it or Open cleared it: it counts as none.
-//  13. Every refusal is a *FormatError wrapping ErrCorrupt, naming the file, the offset and
-//     the LSNs around it, and ending with what the user can do; a record the replay function
+//  13. Every refusal of a journal's bytes is a *FormatError wrapping ErrCorrupt, naming the
+//     file and one place: the offset, the LSN of the valid frame that ends there and of the
+//     frame at it (for a bad frame, of the later frame that proves it corrupt, whose offset
+//     the reason gives), and ending with what the user can do; a record the replay function
 //     refuses (the runner cannot decode it) is one too, wrapping that error as well. After
 //     such a record nothing more is replayed, but the file is still classified to its end:
 //     if its frames are refused too, Open reports that refusal. A refusal writes nothing:
@@ -84,6 +86,10 @@
 //     Close cuts the spare before it writes the mark; zeros past a mark's length (that cut
 //     lost in a crash) are allowed, nothing else is. A failed batch cuts the spare with it
 //     (rule 3). PreallocBytes < 0: off, every batch appended.
+//  17. A <name>.compact without a journal beside it (or beside an empty one) is only ever the
+//     leftover of a create cut short: a header at most, torn within a sector. Anything
+//     more may hold jobs (a journal an operator moved): Open and Read refuse it with
+//     ErrLoneCompact, naming both files and what the .compact holds, and change nothing.
 //
 // Scan exposes the classification over a byte slice, replaying only once it is done; it never
 // panics (FuzzScan), and Open's single pass in chunks classifies exactly as Scan and replays
@@ -96,8 +102,12 @@
 //
 //	what Open finds                                  what it does
 //	-----------------------------------------------  ------------------------------------------
-//	a leftover <name>.compact                        the rename did not happen: remove it, sync
-//	                                                 the directory, then the journal's row
+//	a leftover <name>.compact beside the journal,    the rename did not happen: remove it, sync
+//	or alone holding no record in at most 512 bytes  the directory, then the journal's row
+//	(a create cut short)
+//	a <name>.compact that may hold records, and no   refuse, changing nothing: ErrLoneCompact
+//	journal (or an empty one) beside it              (and ErrCorrupt), saying what the .compact
+//	                                                 holds and what to do
 //	no journal, or an empty file                     create it (rule 10)
 //	a valid header, complete batches to the end      replay; keep the zeros; clear the mark
 //	or to zeros running to the end (with a clean-    (write, sync) if there is one; sync the
@@ -148,6 +158,7 @@
 // # Invariants (Journal.checkInvariants)
 //
 //   - next LSN == Durable() + Buffered() + 1; nothing is buffered iff the write buffer is empty;
-//   - Size() is the header plus complete, synced batches; GrownBytes() <= Size(); the file is
+//   - Size() is the header plus complete, synced batches; GrownBytes() <= Size() minus the
+//     header (it is the batches after the last snapshot, as the file holds them); the file is
 //     at least Size() plus the batch in flight (the rest: zeros).
 package journal

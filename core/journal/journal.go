@@ -98,7 +98,8 @@ type Journal struct {
 	// space, PreallocBytes at a time), which Open takes for no batch at all.
 	// Invariant: alloc >= size + flying.bytes.
 	alloc int64
-	// grown counts the bytes written since open or the last compaction. Invariant: grown <= size.
+	// grown is the bytes of the batches after the last snapshot (or the header), read from
+	// the file at open, so that restarts do not reset it. Invariant: grown <= size - headerLen.
 	grown int64
 	// poison is the first write, sync or compaction failure; once set, every call fails.
 	poison error
@@ -122,7 +123,8 @@ func Open(fsys core.FS, name string, cfg Config, replay func(Record) error) (*Jo
 }
 
 // Read replays the journal name in fsys like Open, for inspection, and writes nothing: it
-// never creates, truncates or clears a mark, ignores a leftover <name>.compact, and reports a
+// never creates, truncates or clears a mark, ignores a leftover <name>.compact beside the
+// journal (a lone one that may hold jobs it refuses as Open does), and reports a
 // torn tail (Tail.Kind == TailTorn, Tail.Cut) instead of cutting it. A missing or empty file
 // reads as TailEmpty. A journal Open would refuse is refused with the same error, after
 // replay has seen the complete batches before the damage (none for a bad header); if replay
@@ -192,6 +194,7 @@ func newJournal(o *opener, f core.File) *Journal {
 		batch:   o.tail.LastBatch + 1,
 		size:    o.tail.Cut,
 		alloc:   o.tail.Cut + o.tail.Spare,
+		grown:   o.tail.Cut - o.tail.Base,
 	}
 }
 
@@ -384,7 +387,10 @@ func (j *Journal) Durable() LSN { return j.durable }
 // longer by its preallocated spare.
 func (j *Journal) Size() int64 { return j.size }
 
-// GrownBytes returns the bytes written since open or the last compaction.
+// GrownBytes returns the bytes of the batches after the last snapshot (or after the header
+// when the file has none): what a compaction would take out, wherever the batches were
+// written. It is read from the file at open, so a journal reopened often still reaches a
+// compaction threshold.
 func (j *Journal) GrownBytes() int64 { return j.grown }
 
 // Compact replaces the journal with a file holding one snapshot record (LSN = Durable()) that

@@ -19,6 +19,7 @@ const (
 	findTorn
 	findCorrupt
 	findBadHeader
+	findLoneCompact
 )
 
 // rule is one row of the recovery table (the same table is in doc.go).
@@ -36,7 +37,7 @@ type rule struct {
 // runner, which sees them in the replayed records.
 var recoveryTable = [...]rule{
 	findLeftoverCompact: {findLeftoverCompact, "leftover-compact",
-		"a leftover <name>.compact",
+		"a leftover <name>.compact beside the journal, or alone holding no record (at most a sector: a create cut short)",
 		"the rename did not happen: remove it, sync the directory, then the journal's own row",
 		(*opener).removeCompact},
 	findNoJournal: {findNoJournal, "no-journal",
@@ -59,7 +60,21 @@ var recoveryTable = [...]rule{
 		"a bad header (or another format version) in a non-empty file",
 		"refuse, changing nothing",
 		(*opener).refuse},
+	findLoneCompact: {findLoneCompact, "lone-compact",
+		"a <name>.compact that may hold records, and no journal (or an empty one) beside it",
+		"refuse, changing nothing: an error (ErrLoneCompact) saying what the .compact holds and what to do",
+		(*opener).refuse},
 }
+
+// ErrLoneCompact: <name>.compact may hold records and there is no journal beside it. A
+// compaction never leaves that (it renames the file over the journal); an operator moving
+// files can. Open refuses rather than delete the jobs it may hold. It wraps ErrCorrupt too.
+var ErrLoneCompact = errors.New("journal: a compaction file without its journal")
+
+// leftoverMax is the most a create cut short can leave in <name>.compact: its header, torn
+// with garbage up to the end of a sector. A lone .compact no longer than this holding no
+// record is that leftover.
+const leftoverMax = 512
 
 // opener carries one Open or Read through the recovery table.
 type opener struct {
@@ -68,6 +83,8 @@ type opener struct {
 	cfg      Config
 	replayFn func(Record) error
 	readOnly bool
+	// noJournal: the leftover .compact being removed is a create's, with no journal beside it.
+	noJournal bool
 
 	f    core.File // the journal, open while classifying
 	tail Tail
@@ -82,19 +99,30 @@ func (o *opener) compactName() string { return o.name + compactSuffix }
 // leftover .compact.
 func (o *opener) look() ([]finding, error) {
 	var rows []finding
-	if !o.readOnly {
-		if _, err := o.fs.Stat(o.compactName()); err == nil {
-			rows = append(rows, findLeftoverCompact)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("journal: stat %q: %w", o.compactName(), err)
-		}
+	compact, err := o.fs.Stat(o.compactName())
+	hasCompact := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("journal: stat %q: %w", o.compactName(), err)
 	}
 	size, err := o.fs.Stat(o.name)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && size == 0) {
+		if hasCompact {
+			lone, err := o.loneCompact(compact, err == nil)
+			if err != nil || lone {
+				return []finding{findLoneCompact}, err
+			}
+			if !o.readOnly {
+				o.noJournal = true
+				rows = append(rows, findLeftoverCompact)
+			}
+		}
 		return append(rows, findNoJournal), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("journal: stat %q: %w", o.name, err)
+	}
+	if hasCompact && !o.readOnly {
+		rows = append(rows, findLeftoverCompact)
 	}
 	f, err := o.fs.Open(o.name)
 	if err != nil {
@@ -123,12 +151,51 @@ func (o *opener) look() ([]finding, error) {
 	return append(rows, findClean), nil
 }
 
+// loneCompact decides a <name>.compact of size bytes found without a journal (or beside an
+// empty one): the leftover of a create cut short (false), or a file that may hold jobs (true,
+// with the refusal in o.ferr).
+func (o *opener) loneCompact(size int64, empty bool) (bool, error) {
+	f, err := o.fs.Open(o.compactName())
+	if err != nil {
+		return false, fmt.Errorf("journal: open %q: %w", o.compactName(), err)
+	}
+	defer f.Close() // read only
+	t, cerr := classify(&fileSource{f: f, n: size}, nil, false)
+	if t.Records == 0 && size <= leftoverMax {
+		return false, nil
+	}
+	holds := fmt.Sprintf("%d records (LSN %d-%d)", t.Records, t.First, t.Last)
+	switch {
+	case t.Records == 0:
+		holds = "no record a scan can read"
+	case t.Snapshot:
+		holds = fmt.Sprintf("a snapshot standing for LSN 1-%d and %d records after it", t.First, t.Records-1)
+	}
+	if cerr != nil {
+		holds += fmt.Sprintf(", then damage (%v)", cerr)
+	}
+	journal := "no " + fmt.Sprintf("%q", o.name)
+	if empty {
+		journal = fmt.Sprintf("an empty %q", o.name)
+	}
+	o.ferr = fmt.Errorf("%w (%w): found %q (%d bytes, holding %s) and %s beside it; a compaction never "+
+		"leaves this, so the journal was probably moved or deleted. Nothing was changed. If %q is the "+
+		"journal, rename it to %q; to start with an empty journal, move it out of the directory (its jobs "+
+		"are then lost)", ErrLoneCompact, ErrCorrupt, o.compactName(), size, holds, journal, o.compactName(), o.name)
+	return true, nil
+}
+
 func (o *opener) removeCompact() error {
 	if err := o.fs.Remove(o.compactName()); err != nil {
 		return fmt.Errorf("journal: removing leftover %q: %w", o.compactName(), err)
 	}
 	if err := o.fs.SyncDir(); err != nil {
 		return fmt.Errorf("journal: syncing the directory after removing %q: %w", o.compactName(), err)
+	}
+	if o.noJournal {
+		o.cfg.Logger.Warn("journal: removed the leftover of creating the journal (a header at most); creating it",
+			"file", o.compactName())
+		return nil
 	}
 	o.cfg.Logger.Warn("journal: removed leftover compaction file; replaying the old journal",
 		"file", o.compactName())
@@ -148,7 +215,7 @@ func (o *opener) create() error {
 		return fmt.Errorf("journal: opening %q after creating it: %w", o.name, err)
 	}
 	o.f = f
-	o.tail = Tail{Kind: TailClean, Size: headerLen, Cut: headerLen}
+	o.tail = Tail{Kind: TailClean, Size: headerLen, Cut: headerLen, Base: headerLen}
 	o.j = newJournal(o, f)
 	return nil
 }

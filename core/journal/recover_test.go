@@ -100,7 +100,26 @@ func TestRecoveryTable(t *testing.T) {
 			wantLog: "removed leftover compaction file"},
 		{name: "leftover compact without a journal: removed, then created",
 			files: map[string][]byte{"j.compact": {1, 2, 3}},
-			want:  outcome{Find: "leftover-compact+no-journal", Size: headerLen, Names: []string{"j"}}, wantLog: "removed leftover"},
+			want:  outcome{Find: "leftover-compact+no-journal", Size: headerLen, Names: []string{"j"}}, wantLog: "removed the leftover of creating"},
+		{name: "the header of a create cut short, alone: removed, then created",
+			files: map[string][]byte{"j.compact": newFile().bytes()},
+			want:  outcome{Find: "leftover-compact+no-journal", Size: headerLen, Names: []string{"j"}}, wantLog: "removed the leftover of creating"},
+		{name: "a lone compact holding a snapshot: refused, kept",
+			files:   map[string][]byte{"j.compact": newSnapshotFile(3, 3, "state").batchOf(true, "x").bytes()},
+			want:    outcome{Find: "lone-compact", Err: ErrLoneCompact.Error(), Names: []string{"j.compact"}},
+			wantMsg: `a snapshot standing for LSN 1-3 and 1 records after it) and no "j" beside it`},
+		{name: "a journal moved to .compact: refused, kept",
+			files:   map[string][]byte{"j.compact": two.bytes()},
+			want:    outcome{Find: "lone-compact", Err: ErrLoneCompact.Error(), Names: []string{"j.compact"}},
+			wantMsg: `holding 3 records (LSN 1-3)) and no "j" beside it`},
+		{name: "a lone compact beside an empty journal: refused, both kept",
+			files:   map[string][]byte{"j": {}, "j.compact": two.bytes()},
+			want:    outcome{Find: "lone-compact", Err: ErrLoneCompact.Error(), Names: []string{"j", "j.compact"}},
+			wantMsg: `and an empty "j" beside it`},
+		{name: "a lone compact of more than a sector that reads as nothing: refused, kept",
+			files:   map[string][]byte{"j.compact": make([]byte, 600)},
+			want:    outcome{Find: "lone-compact", Err: ErrLoneCompact.Error(), Names: []string{"j.compact"}},
+			wantMsg: `holding no record a scan can read, then damage`},
 		{name: "leftover compact beside a corrupt journal: both left as they are",
 			files:   map[string][]byte{"j": flipByte(two.bytes(), two.offs[0]+frameMin), "j.compact": {1, 2, 3}},
 			want:    outcome{Find: "corrupt", Err: ErrCorrupt.Error(), Size: int64(len(two.b)), Names: []string{"j", "j.compact"}},
@@ -190,7 +209,15 @@ func TestRecoveryTable(t *testing.T) {
 				got.Find += find.String()
 			}
 			j, err := Open(d, "j", Config{Logger: log}, replayer(&got.Records))
-			if err != nil {
+			if errors.Is(err, ErrLoneCompact) {
+				got.Err = ErrLoneCompact.Error()
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `rename it to "j"`) {
+					t.Errorf("refusal %q does not wrap ErrCorrupt or does not say what to do", err)
+				}
+				if !strings.Contains(err.Error(), tt.wantMsg) {
+					t.Errorf("error %q does not contain %q", err, tt.wantMsg)
+				}
+			} else if err != nil {
 				var fe *FormatError
 				if !errors.As(err, &fe) {
 					t.Fatalf("Open: %v is not a *FormatError", err)
@@ -202,16 +229,22 @@ func TestRecoveryTable(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.wantMsg) {
 					t.Errorf("error %q does not contain %q", err, tt.wantMsg)
 				}
+			} else {
+				check(t, j)
+				if tt.wantMsg != "" {
+					t.Errorf("Open succeeded, want an error containing %q", tt.wantMsg)
+				}
+			}
+			if err != nil {
 				// Nothing is truncated or removed on a refusal.
 				for name, b := range before {
 					if diff := cmp.Diff(b, readFile(t, d, name)); diff != "" {
 						t.Errorf("%s changed by a refused Open (-before +after):\n%s", name, diff)
 					}
 				}
-			} else {
-				check(t, j)
-				if tt.wantMsg != "" {
-					t.Errorf("Open succeeded, want an error containing %q", tt.wantMsg)
+				// Read refuses what Open refuses, with the same error.
+				if _, rerr := Read(d, "j", Config{}, replayer(new([]rec))); rerr == nil || rerr.Error() != err.Error() {
+					t.Errorf("Read: %v; want Open's refusal %v", rerr, err)
 				}
 			}
 			got.Size, _ = d.Stat("j")

@@ -54,6 +54,10 @@ type Tail struct {
 	First, Last LSN
 	// LastBatch is the number of the last complete batch (0 when none).
 	LastBatch uint64
+	// Base is where the journal's growth starts: the end of the snapshot frame in a file
+	// written by Compact, else the end of the header. Cut - Base is what the batches after
+	// the last snapshot take (Journal.GrownBytes at open).
+	Base int64
 	// Snapshot reports that the file was written by Compact and starts with a snapshot.
 	Snapshot bool
 	// Closed reports a clean-close mark that the file matches: it was closed cleanly.
@@ -73,8 +77,10 @@ func (t Tail) Dropped() int64 { return t.Size - t.Cut - t.Spare }
 type FormatError struct {
 	File   string // set by Open and Read; "" from Scan
 	Offset int64  // where the bad header, bad frame or refused record starts
-	// Before is the LSN of the last valid frame before Offset, After the LSN of the valid
-	// frame after it that proves corruption, or of the refused record (0: none).
+	// Before is the LSN of the last valid frame that ends at or before Offset. After is the
+	// LSN of the frame at Offset (a frame that does not follow on, the refused record, the
+	// first past a clean-close mark's length), or, for a bad frame, of the valid frame of a
+	// later batch that proves it corrupt, whose offset the Reason names (0: none).
 	Before, After LSN
 	Reason        string
 	Err           error // ErrBadHeader or ErrCorrupt
@@ -276,6 +282,7 @@ func classify(src source, fn func(Record) error, inspect bool) (Tail, error) {
 	if size == 0 {
 		return t, nil
 	}
+	t.Base = headerLen
 	hb, err := src.at(0, int(min(size, headerLen)))
 	if err != nil {
 		return t, err
@@ -286,7 +293,10 @@ func classify(src source, fn func(Record) error, inspect bool) (Tail, error) {
 	}
 	t.Snapshot = h.flags&headerFlagSnapshot != 0
 	t.Marked = h.marked != markNone
-	s := scanner{src: src, size: size, tail: t, good: headerLen, fn: fn}
+	s := scanner{src: src, size: size, tail: t, good: headerLen, fn: fn, markEnd: headerLen}
+	if h.marked == markSet {
+		s.markAt = h.mark.size
+	}
 	t, err = s.run()
 	if err == nil && h.marked == markSet {
 		t, err = s.checkMark(h.mark)
@@ -300,21 +310,31 @@ func classify(src source, fn func(Record) error, inspect bool) (Tail, error) {
 }
 
 // checkMark holds a cleanly closed file to its mark: exactly that length, that last LSN, and
-// every frame valid (a torn tail, which a crash explains, cannot follow a clean close).
+// every frame valid (a torn tail, which a crash explains, cannot follow a clean close). Each
+// refusal names one place: its offset, the LSN of the frame that ends there and of the one
+// that starts there (0: none).
 func (s *scanner) checkMark(m mark) (Tail, error) {
 	t := s.tail
 	closed := fmt.Sprintf("the journal was closed cleanly at %d bytes (last LSN %d), but ", m.size, m.last)
 	switch {
 	case t.Kind == TailTorn:
-		return t, s.corruptAt(t.Cut, 0, closed+"it no longer matches: "+t.Reason)
+		after := LSN(0)
+		if s.frames > 0 && s.last > t.Last {
+			after = t.Last + 1 // the first frame of the batch without its end
+		}
+		return t, s.refuseAt(t.Cut, t.Last, after, closed+"it no longer matches: "+t.Reason)
 	// Zeros past the mark's length are preallocated space that Close cut before it wrote the
 	// mark, the cut not yet on disk at a crash; any other byte there is refused.
 	case t.Cut < m.size:
-		return t, s.corruptAt(t.Cut, 0, closed+fmt.Sprintf("the file was cut to %d bytes", t.Cut))
+		return t, s.refuseAt(t.Cut, t.Last, 0, closed+fmt.Sprintf("the file was cut to %d bytes", t.Cut))
+	case t.Cut > m.size && s.markEnd == m.size:
+		return t, s.refuseAt(m.size, s.markLast, s.markLast+1, closed+fmt.Sprintf(
+			"the file has grown to %d bytes: LSN %d to %d follow the mark's length", t.Cut, s.markLast+1, t.Last))
 	case t.Cut > m.size:
-		return t, s.corruptAt(m.size, 0, closed+fmt.Sprintf("the file has grown to %d bytes", t.Cut))
+		return t, s.refuseAt(s.markEnd, s.markLast, s.markLast+1, closed+fmt.Sprintf(
+			"no batch ends at that length (the last before it ends here) and the file has grown to %d bytes", t.Cut))
 	case t.Last != m.last:
-		return t, s.corruptAt(t.Size, 0, closed+fmt.Sprintf("its last LSN is %d", t.Last))
+		return t, s.refuseAt(t.Cut, t.Last, 0, closed+fmt.Sprintf("its last LSN is %d", t.Last))
 	}
 	s.tail.Closed = true
 	return s.tail, nil
@@ -342,6 +362,12 @@ type scanner struct {
 	fn        func(Record) error
 	delivered LSN
 	refused   error
+
+	// markAt is the length a clean-close mark records (0: none); markEnd is the end of the
+	// last complete batch at or before it and markLast that batch's last LSN (the header's
+	// end and 0 when none), so a refusal names the place the mark points to.
+	markAt, markEnd int64
+	markLast        LSN
 
 	// crcLen and crcHead cache the CRC state after a frame's length field, for the payload
 	// length seen last: in a journal of like records it rarely changes.
@@ -567,9 +593,15 @@ func (s *scanner) accept(off int64, f frameHead) error {
 func (s *scanner) complete(end int64) error {
 	if s.tail.Records == 0 {
 		s.tail.First = LSN(uint64(s.last) - uint64(s.openRecords) + 1)
+		if s.tail.Snapshot {
+			s.tail.Base = end
+		}
 	}
 	s.tail.Records += s.openRecords
 	s.tail.Last = s.last
+	if end <= s.markAt {
+		s.markEnd, s.markLast = end, s.last
+	}
 	s.tail.LastBatch = s.open
 	start := s.good
 	s.open, s.openRecords = 0, 0
@@ -717,6 +749,11 @@ func (s *scanner) corruptAt(off int64, after LSN, reason string) error {
 	if s.frames > 0 {
 		before = s.last
 	}
+	return s.refuseAt(off, before, after, reason)
+}
+
+// refuseAt is the refusal at off, between the frames of LSN before and after (0: none).
+func (s *scanner) refuseAt(off int64, before, after LSN, reason string) error {
 	return &FormatError{Offset: off, Before: before, After: after, Reason: reason, Err: ErrCorrupt}
 }
 

@@ -1,6 +1,7 @@
-// Package fstest is the contract suite of the core.FS port: the behaviour adapters/osfs and
-// sim/disk share. Durability after a crash is not covered here (only the simulated disk can
-// crash); sim/disk tests it.
+// Package fstest is the contract suite of the core.FS port: the behaviour adapters/osfs,
+// sim/disk and internal/faultfs share. Durability after a crash is not covered here: sim/disk
+// tests its own, and internal/faultfs cuts power under osfs on the real disk (the journal's
+// and the runner's power-cut tests).
 //
 // Rules checked, each a subtest of Run:
 //
