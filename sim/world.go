@@ -25,7 +25,7 @@ type Options struct {
 	Safety  time.Duration // safety phase length; 0: SafetyDefault
 	Steps   int           // events max; 0: StepsMaxDefault
 	Trace   io.Writer     // when set, every trace line is written to it
-	// Shrunk is a shrink token (shrink.go): overrides of the seed's drawn configuration that
+	// Shrunk is a shrink token (token.go): overrides of the seed's drawn configuration that
 	// replay a shrunk run byte for byte.
 	Shrunk string
 	// Perturb allocates the world's heap, maps and buffers with other capacities, for the
