@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"math/rand"
 	"sort"
 	"strconv"
 	"strings"
@@ -147,9 +146,6 @@ type workerProc struct {
 	open            []string // receipts received whose lease has not ended yet (for drop detection)
 	wakeAt          time.Duration
 	calls           map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
-	rProbe          *rand.Rand          // the misuse family's draws (probe_worker.go)
-	// recvStamp is the stamp of the receive whose reply is being stepped (for the probes).
-	recvStamp time.Time
 }
 
 type msgHandler struct {
@@ -330,9 +326,6 @@ func (p *workerProc) calm() {}
 // step feeds ev to the machine and performs its effects.
 func (p *workerProc) step(ev worker.Event) {
 	w := p.w
-	if w.mutation == mutNone || w.mutation == mutProbeTakes {
-		p.maybeProbe(ev)
-	}
 	reply := false
 	switch ev.(type) {
 	case worker.ReceiveDone, worker.CallDone, worker.HandlerDone:
@@ -710,7 +703,6 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 		}
 		w.trace(p.name, b.String())
 	}
-	p.recvStamp = r.Stamp
 	p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Messages: msgs})
 }
 
