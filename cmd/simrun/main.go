@@ -368,11 +368,11 @@ type job struct {
 	perturb bool
 }
 
-func sweep(o options, stdout, stderr io.Writer) int {
-	n := o.hi - o.lo + 1
+// runSeeds runs o's seeds (twice each with --check-determinism) on o.parallel workers and
+// sends each outcome as it comes; the channel closes when every run is done.
+func runSeeds(o options, base sim.Options) <-chan outcome {
 	jobs := make(chan job)
 	results := make(chan outcome)
-	base := sim.Options{Profile: o.profile, Safety: o.duration, Steps: o.steps}
 	var wg sync.WaitGroup
 	for i := 0; i < o.parallel; i++ {
 		wg.Add(1)
@@ -399,6 +399,13 @@ func sweep(o options, stdout, stderr io.Writer) int {
 		wg.Wait()
 		close(results)
 	}()
+	return results
+}
+
+func sweep(o options, stdout, stderr io.Writer) int {
+	n := o.hi - o.lo + 1
+	base := sim.Options{Profile: o.profile, Safety: o.duration, Steps: o.steps}
+	results := runSeeds(o, base)
 
 	tty := isTerminal(stdout)
 	start := time.Now()
