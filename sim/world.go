@@ -76,8 +76,7 @@ type World struct {
 	queueCalls int
 	nodes      []*runnerNode
 	msgs       msgProducer
-	fleet      *fleet            // the fleet family (fleet.go)
-	views      map[int]*viewBufs // each node's job-view buffers (views.go)
+	fleet      *fleet // the fleet family (fleet.go)
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
