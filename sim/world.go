@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math/bits"
 	"math/rand"
 	"runtime/debug"
 	"sort"
@@ -497,24 +496,7 @@ func (w *World) damage(n *runnerNode) {
 // forgeFrame rewrites one synced frame before end so that its CRC still matches (forge.go),
 // bit by bit through the disk's FlipBit. It reports whether it did.
 func (w *World) forgeFrame(n *runnerNode, end, last int64) bool {
-	b, err := readAll(n.disk, journalName)
-	if err != nil || int64(len(b)) < end {
-		return false
-	}
-	forged := append([]byte(nil), b...)
-	what := forge(w.rForge, forged, int(end))
-	if what == "" {
-		return false
-	}
-	for i := range forged {
-		for d := forged[i] ^ b[i]; d != 0; d &= d - 1 {
-			n.disk.FlipBit(journalName, int64(i), uint(bits.TrailingZeros8(d)))
-		}
-	}
-	n.flipped = fmt.Sprintf("%s (synced; %d later bytes of complete batches)", what, last-end)
-	w.fault("forged-frame")
-	w.trace(n.name, "FORGE "+n.flipped)
-	return true
+	return w.forgeOnDisk(n, end, last, "forged-frame", func(b []byte, end int) string { return forge(w.rForge, b, end) })
 }
 
 // damaged reports whether node id's synced data is damaged at its crashes: every node under the
