@@ -75,7 +75,8 @@ type World struct {
 	queueCalls int
 	nodes      []*runnerNode
 	msgs       msgProducer
-	fleet      *fleet // the fleet family (fleet.go)
+	fleet      *fleet            // the fleet family (fleet.go)
+	views      map[int]*viewBufs // each node's job-view buffers (views.go)
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
