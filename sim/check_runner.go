@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync/atomic"
 	"time"
 )
 
@@ -272,26 +271,7 @@ func (c *Checker) job(n *nodeModel, id uint64) *jobModel {
 	} else {
 		j = c.jobs[jobKey{n.id, id}]
 	}
-	if verifyJobIndex.Load() && j != c.jobs[jobKey{n.id, id}] {
-		panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, c.jobs[jobKey{n.id, id}]))
-	}
 	return j
-}
-
-// verifyJobIndex makes c.job compare the index with the map, and every change of the index
-// compare the whole of it (tests only).
-var verifyJobIndex atomic.Bool
-
-// verifyIndex panics unless n.byID holds exactly the map's jobs of node n below its length.
-func (c *Checker) verifyIndex(n *nodeModel) {
-	for id, j := range n.byID {
-		if m := c.jobs[jobKey{n.id, uint64(id)}]; j != m {
-			panic(fmt.Sprintf("sim: node %d: the job index holds %p for id %d, the map %p", n.id, j, id, m))
-		}
-	}
-	if !n.overflow && !slices.Equal(n.indexedKeys(), c.jobKeysOf(n.id)) {
-		panic(fmt.Sprintf("sim: node %d: the job index lists %v, the map %v", n.id, n.indexedKeys(), c.jobKeysOf(n.id)))
-	}
 }
 
 // jobKeys is the keys of n's jobs, ascending by id: from byID when it holds them all, else
@@ -338,9 +318,6 @@ func (c *Checker) JobAppended(node int, id uint64, due time.Duration, target, pa
 	c.jobs[k] = j
 	n := c.node(node)
 	n.indexJob(id, j)
-	if verifyJobIndex.Load() {
-		c.verifyIndex(n)
-	}
 	if n.chains != nil {
 		// Appended in the liveness phase (a schedule's period before its removal): its chain
 		// starts at its due.
@@ -770,9 +747,6 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			delete(c.jobs, k)
 			n.indexJob(k.id, nil)
 		}
-	}
-	if verifyJobIndex.Load() {
-		c.verifyIndex(n)
 	}
 }
 

@@ -105,10 +105,45 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	if err := fs.PickJournal(Stream(seed, "swarm-journal")); err != nil {
 		return Config{}, err
 	}
+	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}
+	c.drawRunner(r)
+	c.drawQueue(r)
+	// The job options' probabilities come from their own stream, so adding them left every
+	// other draw of the swarm stream as it was.
+	jr := Stream(seed, "job-options")
+	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
+	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
+	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
+	if jr.Intn(8) == 0 {
+		// The retry policy's documented backoff (which the nodes may then write as zero).
+		p := retry.DefaultPolicy()
+		c.Base, c.Cap = p.Base, p.Cap
+	}
+	c.Schedules = 3
+	// The kinds' limits come from their own stream too.
+	kr := Stream(seed, "kind-limits")
+	c.KindLimits = [3]int{kr.Intn(3), kr.Intn(2), 0}
+	// The fleet family (swarm: one seed in four with workers) is drawn from its own stream
+	// too, so a seed whose family is off runs exactly as before.
+	fleetOn := profile == "fleet" || profile == "swarm" && c.Workers > 0 && Stream(seed, "fleet").Intn(4) == 0
+
+	c.pinProfile(r)
+	if fleetOn {
+		// The runner side's policy and breaker draws configure the job layer; the worker's
+		// budget and redrive are the job layer's own (fleet.go).
+		c.Fleet = true
+		c.PPoison, c.MaxReceive = 0, 0
+		c.Workers = max(c.Workers, 2)
+		c.Budget = 3*c.Attempts + 5 // the liveness bound's deliveries per message
+		c.MsgCap = max(c.MsgCap, c.Cap+c.Cooldown)
+	}
+	return c, c.Validate()
+}
+
+// drawRunner draws the runner side's engine and workload from r.
+func (c *Config) drawRunner(r *rand.Rand) {
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Millisecond }
 	s := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Second }
-	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}
-
 	c.Nodes = 1 + r.Intn(2)
 	c.Capacity = 1 + r.Intn(8)
 	c.Attempts = 1 + r.Intn(6)
@@ -134,7 +169,13 @@ func NewConfig(seed int64, profile string) (Config, error) {
 	c.PPanic = r.Float64() * 0.05
 	c.PRetryAfter = r.Float64() * 0.3
 	c.PCrashHandle = r.Float64() * 0.01
+}
 
+// drawQueue draws the queue side's workers, workload and engine, the journal's retention and
+// sync delay, and the heavy workload shape from r.
+func (c *Config) drawQueue(r *rand.Rand) {
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Millisecond }
+	s := func(lo, hi int) time.Duration { return time.Duration(lo+r.Intn(hi-lo+1)) * time.Second }
 	c.Workers = 1 + r.Intn(3)
 	c.Visibility = s(3, 60)
 	c.ReceiveMax = 1 + r.Intn(10)
@@ -175,26 +216,11 @@ func NewConfig(seed int64, profile string) (Config, error) {
 		c.MsgEvery /= 10
 		c.Heavy = true
 	}
-	// The job options' probabilities come from their own stream, so adding them left every
-	// other draw of the swarm stream as it was.
-	jr := Stream(seed, "job-options")
-	c.PPriority = []float64{0, 0.3, 0.9}[jr.Intn(3)]
-	c.PBatch = []float64{0, 0.2, 0.6}[jr.Intn(3)]
-	c.PUnique = []float64{0, 0.3, 0.8}[jr.Intn(3)]
-	if jr.Intn(8) == 0 {
-		// The retry policy's documented backoff (which the nodes may then write as zero).
-		p := retry.DefaultPolicy()
-		c.Base, c.Cap = p.Base, p.Cap
-	}
-	c.Schedules = 3
-	// The kinds' limits come from their own stream too.
-	kr := Stream(seed, "kind-limits")
-	c.KindLimits = [3]int{kr.Intn(3), kr.Intn(2), 0}
-	// The fleet family (swarm: one seed in four with workers) is drawn from its own stream
-	// too, so a seed whose family is off runs exactly as before.
-	fleetOn := profile == "fleet" || profile == "swarm" && c.Workers > 0 && Stream(seed, "fleet").Intn(4) == 0
+}
 
-	switch profile {
+// pinProfile pins what the profile fixes (its compaction draw comes from r).
+func (c *Config) pinProfile(r *rand.Rand) {
+	switch c.Profile {
 	case "calm":
 		c.PCrashHandle = 0
 	case "disk":
@@ -209,20 +235,10 @@ func NewConfig(seed int64, profile string) (Config, error) {
 		c.Workers = 0
 		c.PCrashHandle = 0
 	case "swarm":
-		if !fs.Process.On() {
+		if !c.Faults.Process.On() {
 			c.PCrashHandle = 0
 		}
 	}
-	if fleetOn {
-		// The runner side's policy and breaker draws configure the job layer; the worker's
-		// budget and redrive are the job layer's own (fleet.go).
-		c.Fleet = true
-		c.PPoison, c.MaxReceive = 0, 0
-		c.Workers = max(c.Workers, 2)
-		c.Budget = 3*c.Attempts + 5 // the liveness bound's deliveries per message
-		c.MsgCap = max(c.MsgCap, c.Cap+c.Cooldown)
-	}
-	return c, c.Validate()
 }
 
 // Validate reports a configuration the world cannot run.

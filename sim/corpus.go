@@ -28,7 +28,7 @@ type CorpusEntry struct {
 	Profile  string
 	Safety   time.Duration
 	Steps    int
-	Shrunk   string // a shrink token (shrink.go)
+	Shrunk   string // a shrink token (token.go)
 	Note     string
 	Expected string // the lines after ----
 }

@@ -33,9 +33,9 @@
 //     journal's frames) is rendered by core's Describe functions, not by the world.
 //  8. A run's verdict is ok, violation, incomplete (stopped at the steps max) or fault (a panic
 //     inside the simulator, caught by Run with its stack): Run never panics on a seed.
-//  9. Everything that explains a run is derived from its trace by running the seed again:
-//     Explain (the focused report), WriteTimeline (the HTML page), Shrink (a search over shrink
-//     tokens, each a replayable override of the drawn configuration).
+//  9. Everything that explains a run is derived from its trace by running the seed again, in
+//     sim/explain: Explain (the focused report), WriteTimeline (the HTML page), Shrink (a
+//     search over shrink tokens, each a replayable override of the drawn configuration).
 //
 // Invariants of the world itself: simulated time never decreases (Loop); a process's events
 // from before a crash never act after it (each process counts incarnations); nothing is

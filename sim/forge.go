@@ -238,3 +238,27 @@ func (w *World) forgeMark(n *runnerNode) bool {
 	w.trace(n.name, "FORGE "+n.flipped)
 	return true
 }
+
+// forgeOnDisk runs forger over a copy of node n's journal (frames wholly before end), flips on
+// the disk every bit the forger changed, and counts and traces it as fault. It reports
+// whether the forger found something to forge.
+func (w *World) forgeOnDisk(n *runnerNode, end, last int64, fault string, forger func(b []byte, end int) string) bool {
+	b, err := readAll(n.disk, journalName)
+	if err != nil || int64(len(b)) < end {
+		return false
+	}
+	forged := append([]byte(nil), b...)
+	what := forger(forged, int(end))
+	if what == "" {
+		return false
+	}
+	for i := range forged {
+		for d := forged[i] ^ b[i]; d != 0; d &= d - 1 {
+			n.disk.FlipBit(journalName, int64(i), uint(bits.TrailingZeros8(d)))
+		}
+	}
+	n.flipped = fmt.Sprintf("%s (synced; %d later bytes of complete batches)", what, last-end)
+	w.fault(fault)
+	w.trace(n.name, "FORGE "+n.flipped)
+	return true
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math/bits"
 	"math/rand"
 	"slices"
 	"strconv"
@@ -112,24 +111,7 @@ func (w *World) forgeScheduleFrame(n *runnerNode, end, last int64) bool {
 	if r.Intn(2) == 0 {
 		return false
 	}
-	b, err := readAll(n.disk, journalName)
-	if err != nil || int64(len(b)) < end {
-		return false
-	}
-	forged := append([]byte(nil), b...)
-	what := forgeSchedule(r, forged, int(end))
-	if what == "" {
-		return false
-	}
-	for i := range forged {
-		for d := forged[i] ^ b[i]; d != 0; d &= d - 1 {
-			n.disk.FlipBit(journalName, int64(i), uint(bits.TrailingZeros8(d)))
-		}
-	}
-	n.flipped = fmt.Sprintf("%s (synced; %d later bytes of complete batches)", what, last-end)
-	w.fault("forged-schedule")
-	w.trace(n.name, "FORGE "+n.flipped)
-	return true
+	return w.forgeOnDisk(n, end, last, "forged-schedule", func(b []byte, end int) string { return forgeSchedule(r, b, end) })
 }
 
 // forgeSchedule rewrites one schedule record or snapshot of image b (frames wholly before end)

@@ -272,83 +272,110 @@ func (n *runnerNode) probeRecords(r *rand.Rand, st runner.Snapshot) {
 
 // forgeRecords lists the forgeries the state st allows.
 func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecord {
-	rec := func(what string, rc runner.Record) forgedRecord {
-		return forgedRecord{what: what, tag: rc.Tag, data: runner.EncodeRecord(rc)}
-	}
-	// damaged rewrites the bytes at off of an encoded record.
-	damaged := func(what string, rc runner.Record, off int, b ...byte) forgedRecord {
-		f := rec(what, rc)
-		copy(f.data[off:], b)
-		return f
-	}
-	// snap forges a snapshot of st, its state edited by state and its bytes by edit (each may
-	// be nil); built only when drawn.
-	snapOf := func(what string, state func(*runner.Snapshot), first bool, edit func([]byte) []byte) forgedRecord {
-		return forgedRecord{what: what, tag: runner.TagSnapshot, snap: true, first: first, lazy: func() []byte {
-			s := st
-			if state != nil {
-				s = cloneSnapshot(st)
-				state(&s)
-			}
-			data := runner.EncodeSnapshot(s)
-			if edit != nil {
-				data = edit(data)
-			}
-			return data
-		}}
-	}
-	snap := func(what string, first bool, edit func([]byte) []byte) forgedRecord {
-		return snapOf(what, nil, first, edit)
-	}
-	next := st.NextID
-	older := snap("a snapshot in an older format", true, func(b []byte) []byte { b[0] = recordVersion - 1; return b })
+	f := &forger{st: st, now: now}
+	fs := f.damagedRecords(r)
+	fs = append(fs, f.damagedSnapshots()...)
+	return append(fs, f.outOfOrder(r)...)
+}
+
+// forger builds forged records of a state st at now.
+type forger struct {
+	st  runner.Snapshot
+	now time.Time
+}
+
+func (f *forger) rec(what string, rc runner.Record) forgedRecord {
+	return forgedRecord{what: what, tag: rc.Tag, data: runner.EncodeRecord(rc)}
+}
+
+// damaged rewrites the bytes at off of an encoded record.
+func (f *forger) damaged(what string, rc runner.Record, off int, b ...byte) forgedRecord {
+	fr := f.rec(what, rc)
+	copy(fr.data[off:], b)
+	return fr
+}
+
+// snapOf forges a snapshot of st, its state edited by state and its bytes by edit (each may
+// be nil); built only when drawn.
+func (f *forger) snapOf(what string, state func(*runner.Snapshot), first bool, edit func([]byte) []byte) forgedRecord {
+	st := f.st
+	return forgedRecord{what: what, tag: runner.TagSnapshot, snap: true, first: first, lazy: func() []byte {
+		s := st
+		if state != nil {
+			s = cloneSnapshot(st)
+			state(&s)
+		}
+		data := runner.EncodeSnapshot(s)
+		if edit != nil {
+			data = edit(data)
+		}
+		return data
+	}}
+}
+
+func (f *forger) snap(what string, first bool, edit func([]byte) []byte) forgedRecord {
+	return f.snapOf(what, nil, first, edit)
+}
+
+// damagedRecords are records and snapshots with a field or byte no writer leaves.
+func (f *forger) damagedRecords(r *rand.Rand) []forgedRecord {
+	now := f.now
+	next := f.st.NextID
+	older := f.snap("a snapshot in an older format", true, func(b []byte) []byte { b[0] = recordVersion - 1; return b })
 	older.sentinel = runner.ErrFormat
 	fs := []forgedRecord{
-		rec("an enqueue of an id after the next", runner.Record{Tag: runner.TagEnqueued, ID: next + 1 + uint64(r.Intn(4)), Due: now, Target: "t1"}),
-		rec("a cancel of a job that does not exist", runner.Record{Tag: runner.TagCancelled, ID: next + uint64(r.Intn(4))}),
-		damaged("a start of attempt 0", runner.Record{Tag: runner.TagStarted, ID: max(1, next-1), Attempt: 1, At: now}, 9, 0, 0, 0, 0),
-		damaged("a release of attempt 0", runner.Record{Tag: runner.TagReleased, ID: max(1, next-1), Attempt: 1, At: now}, 9, 0, 0, 0, 0),
-		damaged("an expiry for a permanent failure", runner.Record{Tag: runner.TagExpired, ID: max(1, next-1), Reason: runner.Late}, 9, byte(runner.Permanent)),
-		damaged("a finish of attempt 0", runner.Record{Tag: runner.TagFinished, ID: max(1, next-1), Attempt: 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}, 9, 0, 0, 0, 0),
-		damaged("a retryable success", runner.Record{Tag: runner.TagFinished, ID: max(1, next-1), Attempt: 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}, 14, 1),
-		damaged("an enqueue with a priority out of range", runner.Record{Tag: runner.TagEnqueued, ID: next, Due: now, Target: "t1", Payload: []byte("p")},
+		f.rec("an enqueue of an id after the next", runner.Record{Tag: runner.TagEnqueued, ID: next + 1 + uint64(r.Intn(4)), Due: now, Target: "t1"}),
+		f.rec("a cancel of a job that does not exist", runner.Record{Tag: runner.TagCancelled, ID: next + uint64(r.Intn(4))}),
+		f.damaged("a start of attempt 0", runner.Record{Tag: runner.TagStarted, ID: max(1, next-1), Attempt: 1, At: now}, 9, 0, 0, 0, 0),
+		f.damaged("a release of attempt 0", runner.Record{Tag: runner.TagReleased, ID: max(1, next-1), Attempt: 1, At: now}, 9, 0, 0, 0, 0),
+		f.damaged("an expiry for a permanent failure", runner.Record{Tag: runner.TagExpired, ID: max(1, next-1), Reason: runner.Late}, 9, byte(runner.Permanent)),
+		f.damaged("a finish of attempt 0", runner.Record{Tag: runner.TagFinished, ID: max(1, next-1), Attempt: 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}, 9, 0, 0, 0, 0),
+		f.damaged("a retryable success", runner.Record{Tag: runner.TagFinished, ID: max(1, next-1), Attempt: 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}, 14, 1),
+		f.damaged("an enqueue with a priority out of range", runner.Record{Tag: runner.TagEnqueued, ID: next, Due: now, Target: "t1", Payload: []byte("p")},
 			1+8+8+4+2+4+1, 0xff, 0xff, 0, 0),
-		snap("a second snapshot", false, nil),
+		f.snap("a second snapshot", false, nil),
 		older,
-		snap("a snapshot with next id 0", true, func(b []byte) []byte { clear(b[1:9]); return b }),
-		snap("a snapshot with trailing bytes", true, func(b []byte) []byte { return append(b, 0) }),
-		snap("a snapshot claiming more jobs than it holds", true, func(b []byte) []byte {
+		f.snap("a snapshot with next id 0", true, func(b []byte) []byte { clear(b[1:9]); return b }),
+		f.snap("a snapshot with trailing bytes", true, func(b []byte) []byte { return append(b, 0) }),
+		f.snap("a snapshot claiming more jobs than it holds", true, func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[17:], binary.LittleEndian.Uint32(b[17:])+1<<20)
 			return b
 		}),
 	}
-	newer := snap("a snapshot in a newer format", true, func(b []byte) []byte { b[0] = recordVersion + 1; return b })
+	newer := f.snap("a snapshot in a newer format", true, func(b []byte) []byte { b[0] = recordVersion + 1; return b })
 	newer.sentinel = runner.ErrFormat
-	newerRec := damaged("a record in a newer format", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)}, 0, recordVersion+1)
+	newerRec := f.damaged("a record in a newer format", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)}, 0, recordVersion+1)
 	newerRec.sentinel = runner.ErrFormat
-	noTag := rec("a record with tag 0", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)})
+	noTag := f.rec("a record with tag 0", runner.Record{Tag: runner.TagCancelled, ID: max(1, next-1)})
 	noTag.tag = 0
 	fs = append(fs, newer, newerRec, noTag, forgedRecord{what: "an empty snapshot", tag: runner.TagSnapshot, snap: true, first: true})
+	return fs
+}
+
+// damagedSnapshots are snapshots of the jobs and unique windows st holds, damaged.
+func (f *forger) damagedSnapshots() []forgedRecord {
+	st, now, next := f.st, f.now, f.st.NextID
+	var fs []forgedRecord
 	if len(st.Jobs) > 0 {
 		fs = append(fs,
-			snap("a snapshot whose jobs lie past its next id", true, func(b []byte) []byte {
+			f.snap("a snapshot whose jobs lie past its next id", true, func(b []byte) []byte {
 				binary.LittleEndian.PutUint64(b[1:], 1)
 				return b
 			}),
 			// The first job starts at byte 21: id u64, state u8, reason u8, deferred bool.
-			snap("a snapshot whose first job is dead for no reason", true, func(b []byte) []byte {
+			f.snap("a snapshot whose first job is dead for no reason", true, func(b []byte) []byte {
 				b[29], b[30] = byte(runner.Dead), byte(runner.NoReason)
 				return b
 			}),
-			snap("a snapshot whose first job's deferred byte is 7", true, func(b []byte) []byte { b[31] = 7; return b }),
+			f.snap("a snapshot whose first job's deferred byte is 7", true, func(b []byte) []byte { b[31] = 7; return b }),
 			// Each job takes at least 84 bytes; the world's take more, so this cuts one short.
-			snap("a snapshot cut inside its jobs", true, func(b []byte) []byte { return b[:min(len(b)-1, 21+84*len(st.Jobs))] }))
+			f.snap("a snapshot cut inside its jobs", true, func(b []byte) []byte { return b[:min(len(b)-1, 21+84*len(st.Jobs))] }))
 	}
 	if next >= 2 {
 		// Windows follow the jobs, then the schedules' count: a state without either ends in
 		// two zero counts, which the forger replaces with windows of its own.
 		windows := func(what string, count uint32, us ...runner.UniqueWindow) forgedRecord {
-			return snapOf(what, func(s *runner.Snapshot) { s.Windows, s.Schedules = nil, nil }, true, func(b []byte) []byte {
+			return f.snapOf(what, func(s *runner.Snapshot) { s.Windows, s.Schedules = nil, nil }, true, func(b []byte) []byte {
 				b = binary.LittleEndian.AppendUint32(b[:len(b)-8], count)
 				for _, u := range us {
 					b = binary.LittleEndian.AppendUint32(b, uint32(len(u.Kind)))
@@ -367,6 +394,13 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 			windows("unique windows out of order", 2, runner.UniqueWindow{Unique: "b", ID: 1, Until: until}, runner.UniqueWindow{Unique: "a", ID: 1, Until: until}),
 			windows("a snapshot claiming more windows than it holds", 1<<30))
 	}
+	return fs
+}
+
+// outOfOrder are records a job's state forbids and unique keys held twice.
+func (f *forger) outOfOrder(r *rand.Rand) []forgedRecord {
+	st, now, next := f.st, f.now, f.st.NextID
+	var fs []forgedRecord
 	var open []runner.Job
 	for _, j := range st.Jobs {
 		if !j.State.Terminal() {
@@ -378,24 +412,24 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 		switch j.State {
 		case runner.Waiting:
 			fs = append(fs,
-				rec(fmt.Sprintf("a start of job %d's attempt %d after %d", j.ID, j.Attempts+2, j.Attempts),
+				f.rec(fmt.Sprintf("a start of job %d's attempt %d after %d", j.ID, j.Attempts+2, j.Attempts),
 					runner.Record{Tag: runner.TagStarted, ID: j.ID, Attempt: j.Attempts + 2, At: now}),
-				rec(fmt.Sprintf("a finish of waiting job %d", j.ID),
+				f.rec(fmt.Sprintf("a finish of waiting job %d", j.ID),
 					runner.Record{Tag: runner.TagFinished, ID: j.ID, Attempt: j.Attempts + 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}))
 		case runner.Running:
 			fs = append(fs,
-				rec(fmt.Sprintf("a finish of job %d's attempt %d while %d runs", j.ID, j.Attempts+1, j.Attempts),
+				f.rec(fmt.Sprintf("a finish of job %d's attempt %d while %d runs", j.ID, j.Attempts+1, j.Attempts),
 					runner.Record{Tag: runner.TagFinished, ID: j.ID, Attempt: j.Attempts + 1, Kind: runner.OutcomeSucceeded, Next: runner.Succeeded, At: now}),
-				rec(fmt.Sprintf("a release of job %d's attempt %d while %d runs", j.ID, j.Attempts+1, j.Attempts),
+				f.rec(fmt.Sprintf("a release of job %d's attempt %d while %d runs", j.ID, j.Attempts+1, j.Attempts),
 					runner.Record{Tag: runner.TagReleased, ID: j.ID, Attempt: j.Attempts + 1, At: now}))
 		default:
-			fs = append(fs, rec(fmt.Sprintf("a deferral of %v job %d", j.State, j.ID),
+			fs = append(fs, f.rec(fmt.Sprintf("a deferral of %v job %d", j.State, j.ID),
 				runner.Record{Tag: runner.TagDeferred, ID: j.ID, Due: now}))
 		}
 	}
 	for _, j := range open {
 		if j.Opts.Unique != "" {
-			fs = append(fs, rec(fmt.Sprintf("an enqueue with job %d's unique key %q", j.ID, j.Opts.Unique),
+			fs = append(fs, f.rec(fmt.Sprintf("an enqueue with job %d's unique key %q", j.ID, j.Opts.Unique),
 				runner.Record{Tag: runner.TagEnqueued, ID: next, Due: now, Target: "t1", Opts: runner.Opts{Kind: j.Opts.Kind, Unique: j.Opts.Unique}}))
 			break
 		}
@@ -406,8 +440,8 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 		}
 		// A retry of a dead job whose key an open job took meanwhile.
 		o := open[r.Intn(len(open))]
-		f := rec(fmt.Sprintf("a retry of dead job %d whose unique key job %d holds", d.ID, o.ID), runner.Record{Tag: runner.TagRetried, ID: d.ID, Due: now})
-		f.base = func() runner.Snapshot {
+		fr := f.rec(fmt.Sprintf("a retry of dead job %d whose unique key job %d holds", d.ID, o.ID), runner.Record{Tag: runner.TagRetried, ID: d.ID, Due: now})
+		fr.base = func() runner.Snapshot {
 			s := cloneSnapshot(st)
 			for i := range s.Jobs {
 				if id := s.Jobs[i].ID; id == d.ID || id == o.ID {
@@ -416,14 +450,14 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 			}
 			return s
 		}
-		fs = append(fs, f)
+		fs = append(fs, fr)
 		break
 	}
 	if len(open) >= 2 {
 		// Two open jobs holding one key, or one holding a key in another's window.
 		a, b := open[r.Intn(len(open))], open[r.Intn(len(open))]
 		if a.ID != b.ID {
-			fs = append(fs, snapOf(fmt.Sprintf("a snapshot where jobs %d and %d hold one unique key", a.ID, b.ID), func(s *runner.Snapshot) {
+			fs = append(fs, f.snapOf(fmt.Sprintf("a snapshot where jobs %d and %d hold one unique key", a.ID, b.ID), func(s *runner.Snapshot) {
 				for i := range s.Jobs {
 					if id := s.Jobs[i].ID; id == a.ID || id == b.ID {
 						s.Jobs[i].Opts.Kind, s.Jobs[i].Opts.Unique = a.Opts.Kind, "forged"
@@ -431,7 +465,7 @@ func forgeRecords(r *rand.Rand, st runner.Snapshot, now time.Time) []forgedRecor
 				}
 			}, true, nil))
 		}
-		fs = append(fs, snapOf(fmt.Sprintf("a snapshot where job %d holds a key in job %d's window", a.ID, b.ID), func(s *runner.Snapshot) {
+		fs = append(fs, f.snapOf(fmt.Sprintf("a snapshot where job %d holds a key in job %d's window", a.ID, b.ID), func(s *runner.Snapshot) {
 			for i := range s.Jobs {
 				if s.Jobs[i].ID == a.ID {
 					s.Jobs[i].Opts.Unique = "forged"

@@ -7,6 +7,55 @@ import (
 	"strings"
 )
 
+// Focus is one entity's last events, as sim/explain's Explain finds them in a rerun.
+type Focus struct {
+	Entity string
+	Lines  []string
+}
+
+// Machine names the machine (or the layer) whose promise a violation broke.
+func Machine(v *Violation) string {
+	switch v.Invariant {
+	case InvNoLostAck, InvReplayEqualsLive, InvNoPhantom, InvCorruptionRefused, InvRecoveryOpens, InvRecordLimit:
+		return "the runner's journal and recovery (core/runner engine over core/journal)"
+	case InvSingleRun, InvCapacity, InvAttemptsMax, InvNoStartAfterLate, InvNoStartBeforeDue, InvNoRestartTerminal, InvStopSpendsNothing:
+		return "the runner machine (core/runner)"
+	case InvBackoff:
+		return "the retry policy as the runner machine applies it (core/retry, core/runner)"
+	case InvBreakerRespected:
+		return "the target's circuit breaker (core/breaker, via core/runner)"
+	case InvLeaseNoRenewAfter, InvLeaseNoCallAfter, InvLeaseRequestExact, InvLeaseNoOverlap:
+		return "the lease controller (core/lease, inside core/worker)"
+	case InvCallWithinLease:
+		return "the lease controller (core/lease, inside core/worker)"
+	case InvHiddenWhileWork, InvNoConcurrent, InvSingleDisposition, InvStopMargin:
+		return "the worker engine and its lease controller (core/worker, core/lease)"
+	case InvMachine:
+		switch {
+		case strings.Contains(v.Detail, ": disk:"):
+			return "the simulated disk's own invariants (sim/disk)"
+		case strings.Contains(v.Detail, ": runner:"):
+			return "the runner engine's own checkInvariants (core/runner)"
+		case strings.Contains(v.Detail, "worker"):
+			return "the worker engine's own checkInvariants (core/worker, core/lease)"
+		}
+		return "a machine's own checkInvariants (see the detail)"
+	case InvConfigRefused:
+		return "configuration validation (the machines' New and the runner engine's Open)"
+	case InvWorkConserving, InvRetryOnTime, InvDeferredOnTime:
+		return "the runner machine's scheduling and its driver's wake-ups (core/runner, sim/runner.go)"
+	case InvHandlerPrompt, InvDispositionPrompt:
+		return "the worker engine and its driver (core/worker, sim/worker.go)"
+	case InvRenewalOnTime, InvDropAtMargin:
+		return "the lease controller's timing and its driver's wake-ups (core/lease, sim/worker.go)"
+	case InvWakeAtNotLate:
+		return "a machine's WakeAt or the timer its driver armed (see the detail)"
+	case InvLiveness:
+		return "the whole world: something did not settle once faults were off"
+	}
+	return "unknown"
+}
+
 // Repro is the command that reproduces the run.
 func (r *Result) Repro() string {
 	s := "go run ./cmd/simrun --seed " + strconv.FormatInt(r.Config.Seed, 10) + " --profile " + r.Config.Profile

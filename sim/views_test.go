@@ -1,43 +1,76 @@
 package sim
 
 import (
-	"sync/atomic"
+	"math/rand"
+	"slices"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/disk"
 )
 
-// sweepVerifying runs seeds 1..seeds of each profile with verify set, failing on any fault (a
-// verifying cache or index panics when it disagrees with the full computation: a fault).
-func sweepVerifying(t *testing.T, verify *atomic.Bool, profiles []string, seeds int64) {
-	t.Helper()
-	verify.Store(true)
-	defer verify.Store(false)
-	for _, p := range profiles {
-		for seed := int64(1); seed <= seeds; seed++ {
-			res, err := Run(Options{Seed: seed, Profile: p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Fault != "" {
-				t.Fatalf("seed %d %s: %s", seed, p, res.Fault)
-			}
-		}
+// TestLiveViewsEqualStateViews: over enqueues (some with unique keys), cancels, successes,
+// failures, breaker deferrals and retries of an engine, liveViews after every commit equals the views of the
+// full state, and the views it returned the commit before (which the checker holds) are
+// left intact by the buffer it now writes.
+func TestLiveViewsEqualStateViews(t *testing.T) {
+	cfg := runner.Config{Policy: retry.Policy{Attempts: 3, Base: time.Second, Cap: 4 * time.Second},
+		Circuit:  breaker.Circuit{Threshold: 1, Window: 10 * time.Second, Cooldown: time.Second, Probes: 1},
+		Capacity: 3, Rand: rand.New(rand.NewSource(1))}
+	now := Epoch
+	e, err := runner.Open(disk.New(1), journalName, cfg, now)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// The views built from the engine's jobs, reusing unchanged views and two buffers per node,
-// equal the views of a full snapshot after every commit (liveViews panics otherwise: a fault).
-func TestLiveViewsEqualSnapshotViews(t *testing.T) {
-	sweepVerifying(t, &verifyViews, []string{"swarm", "disk", "calm"}, 15)
-}
-
-// CheckWorker's kept receipt models are the ones a lookup finds, at every check (it panics
-// otherwise: a fault), over the worker-heavy profiles.
-func TestOpenSeenEqualsLookup(t *testing.T) {
-	sweepVerifying(t, &verifyOpenSeen, []string{"swarm", "network", "fleet"}, 40)
-}
-
-// The checker's per-node job index finds the job the map holds at every lookup (c.job panics
-// otherwise: a fault), over profiles with crashes, recoveries and compactions.
-func TestJobIndexEqualsMap(t *testing.T) {
-	sweepVerifying(t, &verifyJobIndex, []string{"swarm", "disk", "calm"}, 30)
+	if err := e.Dispatch(now, true); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(2))
+	w := &World{}
+	var prev, held []JobView
+	var running []runner.Attempt
+	for step := range 400 {
+		now = now.Add(time.Duration(r.Intn(1500)) * time.Millisecond)
+		switch k := r.Intn(10); {
+		case k < 4:
+			opts := runner.Opts{}
+			if r.Intn(3) == 0 {
+				opts.Unique, opts.UniqueFor = "u"+strconv.Itoa(r.Intn(5)), time.Duration(r.Intn(3))*time.Second
+			}
+			e.EnqueueJob(now, runner.NewJob{Due: now, Target: "t" + strconv.Itoa(r.Intn(2)), Payload: []byte("p" + strconv.Itoa(r.Intn(4))), Opts: opts})
+		case k < 5 && e.Status().NextID > 1:
+			e.Cancel(1 + uint64(r.Int63n(int64(e.Status().NextID-1))))
+		case k < 8 && len(running) > 0:
+			i := r.Intn(len(running))
+			out := runner.Success()
+			if r.Intn(2) == 0 { // a failure opens the breaker: its waiting jobs are deferred, again and again
+				out = runner.Failure("boom", r.Intn(2) == 0)
+			}
+			e.AttemptDone(now, running[i].Token, out)
+			running = slices.Delete(running, i, i+1)
+		}
+		res, err := e.Commit(now)
+		if err != nil {
+			t.Fatalf("step %d: commit: %v", step, err)
+		}
+		running = append(running, res.Starts...)
+		got := w.liveViews(1, prev, e)
+		if diff := cmp.Diff(jobViews(e.State()), got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("step %d: live views differ from the state's (-want +got):\n%s", step, diff)
+		}
+		if diff := cmp.Diff(held, prev, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("step %d: building the views overwrote the previous commit's (-was +now):\n%s", step, diff)
+		}
+		prev, held = got, slices.Clone(got)
+	}
+	if st := e.Status(); st.NextID < 100 {
+		t.Fatalf("only %d jobs in 400 steps", st.NextID-1)
+	}
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"math/rand"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,9 +160,6 @@ type workerProc struct {
 	open            []string // receipts received whose lease has not ended yet (for drop detection)
 	wakeAt          time.Duration
 	calls           map[uint64]*simCall // lease calls in flight, by CallID (this incarnation's)
-	rProbe          *rand.Rand          // the misuse family's draws (probe_worker.go)
-	// recvStamp is the stamp of the receive whose reply is being stepped (for the probes).
-	recvStamp time.Time
 	// revokeAt: from then on (once, in the safety phase) the queue answers this process's
 	// next receive AccessDenied, as if its permission were revoked (0: never).
 	revokeAt time.Duration
@@ -353,9 +349,6 @@ func (p *workerProc) step(ev worker.Event) {
 	w := p.w
 	if p.e.Exited() {
 		return // mutIgnoreFatal keeps a process up after its Run ended: nothing steps it
-	}
-	if w.mutation == mutNone || w.mutation == mutProbeTakes {
-		p.maybeProbe(ev)
 	}
 	reply := false
 	switch ev.(type) {
@@ -755,7 +748,6 @@ func (p *workerProc) received(t0 time.Duration, r worker.Receive, msgs []core.Me
 		}
 		w.trace(p.name, b.String())
 	}
-	p.recvStamp = r.Stamp
 	p.step(worker.ReceiveDone{Call: r.Call, Now: w.now(), Messages: msgs})
 }
 

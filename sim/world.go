@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math/bits"
 	"math/rand"
 	"runtime/debug"
 	"sort"
@@ -25,7 +24,7 @@ type Options struct {
 	Safety  time.Duration // safety phase length; 0: SafetyDefault
 	Steps   int           // events max; 0: StepsMaxDefault
 	Trace   io.Writer     // when set, every trace line is written to it
-	// Shrunk is a shrink token (shrink.go): overrides of the seed's drawn configuration that
+	// Shrunk is a shrink token (token.go): overrides of the seed's drawn configuration that
 	// replay a shrunk run byte for byte.
 	Shrunk string
 	// Perturb allocates the world's heap, maps and buffers with other capacities, for the
@@ -498,24 +497,7 @@ func (w *World) damage(n *runnerNode) {
 // forgeFrame rewrites one synced frame before end so that its CRC still matches (forge.go),
 // bit by bit through the disk's FlipBit. It reports whether it did.
 func (w *World) forgeFrame(n *runnerNode, end, last int64) bool {
-	b, err := readAll(n.disk, journalName)
-	if err != nil || int64(len(b)) < end {
-		return false
-	}
-	forged := append([]byte(nil), b...)
-	what := forge(w.rForge, forged, int(end))
-	if what == "" {
-		return false
-	}
-	for i := range forged {
-		for d := forged[i] ^ b[i]; d != 0; d &= d - 1 {
-			n.disk.FlipBit(journalName, int64(i), uint(bits.TrailingZeros8(d)))
-		}
-	}
-	n.flipped = fmt.Sprintf("%s (synced; %d later bytes of complete batches)", what, last-end)
-	w.fault("forged-frame")
-	w.trace(n.name, "FORGE "+n.flipped)
-	return true
+	return w.forgeOnDisk(n, end, last, "forged-frame", func(b []byte, end int) string { return forge(w.rForge, b, end) })
 }
 
 // damaged reports whether node id's synced data is damaged at its crashes: every node under the

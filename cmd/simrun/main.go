@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/explain"
 	"github.com/sluicehq/sluice/sim/faults"
 )
 
@@ -265,7 +266,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
 		return exitUsage
 	}
-	if err := sim.Explain(res); err != nil {
+	if err := explain.Explain(res); err != nil {
 		fmt.Fprintf(stderr, "simrun: explaining the violation: %v\n", err)
 	}
 	if err := res.Report(stdout); err != nil {
@@ -300,7 +301,7 @@ func writeTimeline(path string, opt sim.Options) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sim.WriteTimeline(f, opt); err != nil {
+	if _, err := explain.WriteTimeline(f, opt); err != nil {
 		f.Close()
 		return err
 	}
@@ -309,7 +310,7 @@ func writeTimeline(path string, opt sim.Options) error {
 
 func shrink(opt sim.Options, stdout, stderr io.Writer) int {
 	start := time.Now()
-	s, err := sim.Shrink(opt)
+	s, err := explain.Shrink(opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: --shrink: %v\n", err)
 		return exitUsage
@@ -367,11 +368,11 @@ type job struct {
 	perturb bool
 }
 
-func sweep(o options, stdout, stderr io.Writer) int {
-	n := o.hi - o.lo + 1
+// runSeeds runs o's seeds (twice each with --check-determinism) on o.parallel workers and
+// sends each outcome as it comes; the channel closes when every run is done.
+func runSeeds(o options, base sim.Options) <-chan outcome {
 	jobs := make(chan job)
 	results := make(chan outcome)
-	base := sim.Options{Profile: o.profile, Safety: o.duration, Steps: o.steps}
 	var wg sync.WaitGroup
 	for i := 0; i < o.parallel; i++ {
 		wg.Add(1)
@@ -398,6 +399,13 @@ func sweep(o options, stdout, stderr io.Writer) int {
 		wg.Wait()
 		close(results)
 	}()
+	return results
+}
+
+func sweep(o options, stdout, stderr io.Writer) int {
+	n := o.hi - o.lo + 1
+	base := sim.Options{Profile: o.profile, Safety: o.duration, Steps: o.steps}
+	results := runSeeds(o, base)
 
 	tty := isTerminal(stdout)
 	start := time.Now()

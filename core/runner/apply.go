@@ -111,27 +111,7 @@ func (m *Machine) count(k *kind, s JobState, deferred bool, n int) {
 // j is job r.ID (nil: none), which the caller has looked up.
 func (m *Machine) applyRecord(r *Record, j *job) error {
 	if r.Tag == TagEnqueued {
-		if r.ID != m.nextID {
-			return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
-		}
-		if id, held := m.keyHolder(&r.Opts); held {
-			return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
-		}
-		// Filled field by field: a Job literal would be built then copied whole.
-		j = m.newJob(r.Opts.Kind)
-		j.ID, j.Target, j.Payload, j.State = r.ID, r.Target, m.keepPayload(r.Payload), Waiting
-		j.firstDueKey, j.dueKey, j.Opts = r.Due.UnixNano(), r.Due.UnixNano(), m.shareOpts(&r.Opts)
-		if m.replaying && len(m.order) == cap(m.order) {
-			// Doubled: append grows a large slice by a quarter, so replay would copy the
-			// table (with write barriers, as the GC marks) about five times over.
-			m.order = slices.Grow(m.order, max(len(m.order), 1024))
-		}
-		m.order = append(m.order, j)
-		m.nextID++
-		m.qpush(j)
-		m.holdKey(j)
-		m.maybeWarn(j.kind)
-		return nil
+		return m.applyEnqueue(r)
 	}
 	if j == nil {
 		return fmt.Errorf("tag %d for unknown job %d", r.Tag, r.ID)
@@ -155,6 +135,36 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 			return fmt.Errorf("retry of job %d with unique key %q held by job %d", r.ID, j.Opts.Unique, id)
 		}
 	}
+	return m.applyTransition(r, j)
+}
+
+// applyEnqueue files the job r enqueues; it changes nothing on error.
+func (m *Machine) applyEnqueue(r *Record) error {
+	if r.ID != m.nextID {
+		return fmt.Errorf("enqueue of id %d, next id is %d", r.ID, m.nextID)
+	}
+	if id, held := m.keyHolder(&r.Opts); held {
+		return fmt.Errorf("enqueue of id %d with unique key %q held by job %d", r.ID, r.Opts.Unique, id)
+	}
+	// Filled field by field: a Job literal would be built then copied whole.
+	j := m.newJob(r.Opts.Kind)
+	j.ID, j.Target, j.Payload, j.State = r.ID, r.Target, m.keepPayload(r.Payload), Waiting
+	j.firstDueKey, j.dueKey, j.Opts = r.Due.UnixNano(), r.Due.UnixNano(), m.shareOpts(&r.Opts)
+	if m.replaying && len(m.order) == cap(m.order) {
+		// Doubled: append grows a large slice by a quarter, so replay would copy the
+		// table (with write barriers, as the GC marks) about five times over.
+		m.order = slices.Grow(m.order, max(len(m.order), 1024))
+	}
+	m.order = append(m.order, j)
+	m.nextID++
+	m.qpush(j)
+	m.holdKey(j)
+	m.maybeWarn(j.kind)
+	return nil
+}
+
+// applyTransition applies r to job j, whose state r's tag allows; it changes nothing on error.
+func (m *Machine) applyTransition(r *Record, j *job) error {
 	switch r.Tag {
 	case TagStarted:
 		if r.Attempt != j.Attempts+1 {

@@ -18,14 +18,29 @@ func (m *Machine) checkInvariants() error {
 	if err := m.checkSchedules(); err != nil {
 		return err
 	}
+	waiting, err := m.checkJobs()
+	if err != nil {
+		return err
+	}
+	if err := m.checkKinds(waiting); err != nil {
+		return err
+	}
+	if err := m.checkInflight(); err != nil {
+		return err
+	}
+	return m.checkBreakers()
+}
+
+// checkJobs checks every filed job against its kind, its policy, the unique index and the
+// kept counts, and returns how many wait.
+func (m *Machine) checkJobs() (waiting int, err error) {
 	// order holds every filed job once, ascending by id, each found by its id and none
 	// pruned. Checked without sorting: the simulator runs this after every commit.
 	for i, j := range m.order {
 		if (i > 0 && m.order[i-1].ID >= j.ID) || m.job(j.ID) != j || j.pruned {
-			return fmt.Errorf("runner: order holds job %d at %d, out of id order, not found by its id, or pruned", j.ID, i)
+			return 0, fmt.Errorf("runner: order holds job %d at %d, out of id order, not found by its id, or pruned", j.ID, i)
 		}
 	}
-	waiting := 0
 	var counts [Cancelled + 1]int
 	deferred, held, indexed := 0, 0, 0
 	// The kind last looked up: jobs share a few kinds, and this runs after every commit.
@@ -44,7 +59,7 @@ func (m *Machine) checkInvariants() error {
 		running := j.State != Running || j.Attempts <= m.policy(j).Attempts && (unit || m.replaying)
 		filed, queued := j.kind == lastKind, j.kind.q.holds(j)
 		if j.broken(m.termSeq) != "" || j.ID != id || id >= m.nextID || !running || !filed || (j.State == Waiting) != queued {
-			return fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed, under its kind %q %v, queued %v at %v: %s",
+			return 0, fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed, under its kind %q %v, queued %v at %v: %s",
 				j.ID, id, m.nextID, unit, m.policy(j).Attempts, j.Opts.Kind, filed, queued, j.idx, j.broken(m.termSeq))
 		}
 		if j.State == Waiting {
@@ -63,11 +78,17 @@ func (m *Machine) checkInvariants() error {
 		}
 	}
 	if held != len(m.unique) || indexed != held {
-		return fmt.Errorf("runner: unique index has %d keys, %d non-terminal jobs hold one, %d of them indexed", len(m.unique), held, indexed)
+		return 0, fmt.Errorf("runner: unique index has %d keys, %d non-terminal jobs hold one, %d of them indexed", len(m.unique), held, indexed)
 	}
 	if counts != m.counts || deferred != m.deferred {
-		return fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
+		return 0, fmt.Errorf("runner: counts %v deferred %d, kept %v deferred %d", counts, deferred, m.counts, m.deferred)
 	}
+	return waiting, nil
+}
+
+// checkKinds checks each kind's listing, queues, heaps and attempts in flight, and that its
+// queues hold the waiting jobs.
+func (m *Machine) checkKinds(waiting int) error {
 	queued := 0
 	inflight := map[*kind]int{}
 	for _, a := range m.inflight {
@@ -94,6 +115,12 @@ func (m *Machine) checkInvariants() error {
 	if waiting != queued {
 		return fmt.Errorf("runner: %d waiting jobs, %d queued", waiting, queued)
 	}
+	return nil
+}
+
+// checkInflight checks the unique windows, the attempts in flight and what waits for a
+// record to be synced.
+func (m *Machine) checkInflight() error {
 	for k, w := range m.windows {
 		if _, held := m.unique[k]; held || w.id >= m.nextID {
 			return fmt.Errorf("runner: unique window of job %d for a key also held (%v) or a job not issued", w.id, held)
@@ -125,6 +152,11 @@ func (m *Machine) checkInvariants() error {
 	if least <= m.synced {
 		return fmt.Errorf("runner: %d attempts and %d acks wait for records from %d, synced %d", len(m.starting), len(m.acking), least, m.synced)
 	}
+	return nil
+}
+
+// checkBreakers checks every target's breaker, in target order.
+func (m *Machine) checkBreakers() error {
 	targets := make([]string, 0, len(m.breakers))
 	for t := range m.breakers {
 		targets = append(targets, t)

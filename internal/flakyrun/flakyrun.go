@@ -313,73 +313,92 @@ func check(rep *Report, rc *recorder, log []faultproxy.Record) {
 	for _, m := range rc.overlap {
 		rep.Problems = append(rep.Problems, "two handler runs of message "+m+" overlapped")
 	}
-	type handout struct {
-		receipt string
-		at      time.Time // the queue answered the receive
+	q := queueViewOf(log)
+	msgsDeleted := map[string]bool{}
+	for rc := range q.deleted {
+		msgsDeleted[q.msgOf[rc]] = true
 	}
-	byMsg := map[string][]handout{}         // in receive-count order
-	receiptOf := map[string]string{}        // msg/count -> receipt
-	msgOf := map[string]string{}            // receipt -> msg
-	deleted := map[string]time.Time{}       // receipt -> first delete the queue answered OK
-	deleteSent := map[string]bool{}         // receipt -> some delete entered the proxy
-	deleteReached := map[string]time.Time{} // receipt -> first delete the queue saw
+	rep.Deleted = len(msgsDeleted)
 	for _, r := range log {
-		for _, d := range r.Deliveries {
-			byMsg[d.MessageID] = append(byMsg[d.MessageID], handout{d.Receipt, r.Answered})
-			receiptOf[d.MessageID+"/"+strconv.Itoa(d.ReceiveCount)] = d.Receipt
-			msgOf[d.Receipt] = d.MessageID
-		}
-	}
-	for _, hs := range byMsg {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].at.Before(hs[j].at) })
-	}
-	next := func(receipt string) (time.Time, bool) { // when the message was handed out again
-		hs := byMsg[msgOf[receipt]]
-		for i, h := range hs {
-			if h.receipt == receipt && i+1 < len(hs) {
-				return hs[i+1].at, true
+		isDelete := r.Op == "DeleteMessageBatch" || r.Op == "DeleteMessage"
+		for _, rc := range r.Receipts {
+			if again, ok := q.next(rc); ok && r.Sent.After(again) {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s naming receipt of %s sent %v after the queue handed the message out again",
+					r.Op, q.msgOf[rc], r.Sent.Sub(again).Round(time.Millisecond)))
+			}
+			if t, ok := q.deleted[rc]; ok && !isDelete && r.Sent.After(t) {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s naming receipt of %s sent after the queue deleted it", r.Op, q.msgOf[rc]))
 			}
 		}
-		return time.Time{}, false
+	}
+	q.duplicates(rep, rc)
+}
+
+type handout struct {
+	receipt string
+	at      time.Time // the queue answered the receive
+}
+
+// queueView is what the proxy's log says the queue did with each message and receipt.
+type queueView struct {
+	byMsg         map[string][]handout // in receive-count order
+	receiptOf     map[string]string    // msg/count -> receipt
+	msgOf         map[string]string    // receipt -> msg
+	deleted       map[string]time.Time // receipt -> first delete the queue answered OK
+	deleteSent    map[string]bool      // receipt -> some delete entered the proxy
+	deleteReached map[string]time.Time // receipt -> first delete the queue saw
+}
+
+func queueViewOf(log []faultproxy.Record) *queueView {
+	q := &queueView{byMsg: map[string][]handout{}, receiptOf: map[string]string{}, msgOf: map[string]string{},
+		deleted: map[string]time.Time{}, deleteSent: map[string]bool{}, deleteReached: map[string]time.Time{}}
+	for _, r := range log {
+		for _, d := range r.Deliveries {
+			q.byMsg[d.MessageID] = append(q.byMsg[d.MessageID], handout{d.Receipt, r.Answered})
+			q.receiptOf[d.MessageID+"/"+strconv.Itoa(d.ReceiveCount)] = d.Receipt
+			q.msgOf[d.Receipt] = d.MessageID
+		}
+	}
+	for _, hs := range q.byMsg {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].at.Before(hs[j].at) })
 	}
 	for _, r := range log {
 		if r.Op != "DeleteMessageBatch" && r.Op != "DeleteMessage" {
 			continue
 		}
 		for _, rc := range r.Receipts {
-			deleteSent[rc] = true
+			q.deleteSent[rc] = true
 			if !r.Answered.IsZero() {
-				if t, ok := deleteReached[rc]; !ok || r.Answered.Before(t) {
-					deleteReached[rc] = r.Answered
+				if t, ok := q.deleteReached[rc]; !ok || r.Answered.Before(t) {
+					q.deleteReached[rc] = r.Answered
 				}
 				if r.Status == 200 && !slices.Contains(r.Failed, rc) {
-					if t, ok := deleted[rc]; !ok || r.Answered.Before(t) {
-						deleted[rc] = r.Answered
+					if t, ok := q.deleted[rc]; !ok || r.Answered.Before(t) {
+						q.deleted[rc] = r.Answered
 					}
 				}
 			}
 		}
 	}
-	msgsDeleted := map[string]bool{}
-	for rc := range deleted {
-		msgsDeleted[msgOf[rc]] = true
-	}
-	rep.Deleted = len(msgsDeleted)
-	for _, r := range log {
-		isDelete := r.Op == "DeleteMessageBatch" || r.Op == "DeleteMessage"
-		for _, rc := range r.Receipts {
-			if again, ok := next(rc); ok && r.Sent.After(again) {
-				rep.Problems = append(rep.Problems, fmt.Sprintf("%s naming receipt of %s sent %v after the queue handed the message out again",
-					r.Op, msgOf[rc], r.Sent.Sub(again).Round(time.Millisecond)))
-			}
-			if t, ok := deleted[rc]; ok && !isDelete && r.Sent.After(t) {
-				rep.Problems = append(rep.Problems, fmt.Sprintf("%s naming receipt of %s sent after the queue deleted it", r.Op, msgOf[rc]))
-			}
+	return q
+}
+
+// next is when the queue handed receipt's message out again.
+func (q *queueView) next(receipt string) (time.Time, bool) {
+	hs := q.byMsg[q.msgOf[receipt]]
+	for i, h := range hs {
+		if h.receipt == receipt && i+1 < len(hs) {
+			return hs[i+1].at, true
 		}
 	}
-	// Duplicates: successful runs after the first, by the fate of the earlier one's delete.
+	return time.Time{}, false
+}
+
+// duplicates counts the successful runs after a message's first, by the fate of the earlier
+// one's delete.
+func (q *queueView) duplicates(rep *Report, rec *recorder) {
 	succ := map[string][]run{}
-	for _, r := range rc.runs {
+	for _, r := range rec.runs {
 		rep.Runs++
 		if r.success {
 			rep.SuccessRuns++
@@ -389,21 +408,21 @@ func check(rep *Report, rc *recorder, log []faultproxy.Record) {
 	for _, rs := range succ {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].start.Before(rs[j].start) })
 		for _, prev := range rs[:len(rs)-1] {
-			rc := receiptOf[prev.msg+"/"+strconv.Itoa(prev.count)]
-			again, _ := next(rc)
+			rc := q.receiptOf[prev.msg+"/"+strconv.Itoa(prev.count)]
+			again, _ := q.next(rc)
 			cause := "other"
-			switch t, reached := deleteReached[rc]; {
+			switch t, reached := q.deleteReached[rc]; {
 			case rc == "":
 				cause = "unknown-receipt"
-			case !deleteSent[rc]:
+			case !q.deleteSent[rc]:
 				cause = "lease-lost-before-delete"
 			case !reached:
 				cause = "delete-never-reached-queue"
-			case !again.IsZero() && t.After(again), !deleted[rc].IsZero() && !again.IsZero():
+			case !again.IsZero() && t.After(again), !q.deleted[rc].IsZero() && !again.IsZero():
 				// The network held the delete until the window had lapsed at the queue,
 				// which handed the message out again, or answered success and did nothing.
 				cause = "delete-delayed-past-lease"
-			case deleted[rc].IsZero():
+			case q.deleted[rc].IsZero():
 				cause = "delete-refused-by-queue"
 			}
 			rep.Duplicates[cause]++

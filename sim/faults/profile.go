@@ -46,121 +46,35 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 	// Draw everything first, in a fixed order; profiles then select from the draws. Every
 	// fault kind and every family switch has an index of its own (draws), so no two kinds are
 	// correlated.
-	var d [draws]float64
+	var d drawn
 	for i := range d {
 		d[i] = r.Float64()
 	}
-	on := func(i int, p float64) bool { return d[i] < p }
-	scale := func(i int, lo, hi float64) float64 { return lo + d[i]*(hi-lo) }
-
 	base := Set{Profile: profile}
 	base.Transport.LatencyMin = 2 * time.Millisecond
-	base.Transport.LatencyMax = time.Duration(scale(dLatency, 20, 200)) * time.Millisecond
+	base.Transport.LatencyMax = time.Duration(d.scale(dLatency, 20, 200)) * time.Millisecond
 	base.Transport.SpikeMin = 5 * time.Second
 	base.Transport.SpikeMax = 40 * time.Second
 	base.Process.RestartMin = 100 * time.Millisecond
-	base.Process.RestartMax = time.Duration(scale(dRestart, 1, 20)) * time.Second
+	base.Process.RestartMax = time.Duration(d.scale(dRestart, 1, 20)) * time.Second
 	base.Timing.LongFactor = 3
 	base.Timing.BurstSize = 5 + int(d[dBurstSize]*40)
-
-	diskSet := func(s *Set) {
-		s.Disk.WriteErr = scale(dWrite, 0, 0.01)
-		s.Disk.SyncErr = scale(dSync, 0, 0.01)
-		s.Disk.RenameErr = scale(dRename, 0, 0.05)
-		s.Disk.SyncDirErr = scale(dSyncDir, 0, 0.01)
-		s.Disk.DirPersist = scale(dDirPersist, 0, 0.5)
-		s.Disk.CreateErr = scale(dCreate, 0, 0.01)
-		s.Disk.RemoveErr = scale(dRemove, 0, 0.01)
-		s.Disk.TruncateErr = scale(dTruncate, 0, 0.01)
-		s.Process.NodeCrash = scale(dNodeCrash, 0.002, 0.02)
-		s.Process.CommitCrash = scale(dCommitCrash, 0.005, 0.05)
-	}
-	netSet := func(s *Set) {
-		s.Transport.FailBefore = scale(dFailBefore, 0, 0.05)
-		s.Transport.FailAfter = scale(dFailAfter, 0, 0.05)
-		s.Transport.Throttle = scale(dThrottle, 0, 0.03)
-		s.Transport.ServerError = scale(dServerError, 0, 0.02)
-		s.Transport.Stale = scale(dStale, 0, 0.005)
-		s.Transport.Fatal = scale(dFatal, 0, 0.002)
-		s.Transport.Spike = scale(dSpike, 0, 0.01)
-		s.Process.WorkerCrash = scale(dWorkerCrash, 0.001, 0.01)
-	}
-	timeSet := func(s *Set) {
-		s.Timing.LongHandler = scale(dLongHandler, 0, 0.2)
-		s.Timing.Burst = scale(dBurst, 0, 0.1)
-		if on(dMarathonOn, 0.3) {
-			s.Timing.Marathon = scale(dMarathon, 0, 0.01)
-		}
-	}
-	// Production's timing: late timers, bunched arrivals, reordering (the world's scheduler
-	// applies them to every event it schedules in the future during the safety phase).
-	schedSet := func(s *Set) {
-		if on(dLateOn, 0.5) {
-			s.Timing.Late = scale(dLate, 0.01, 0.2)
-			s.Timing.LateMax = time.Duration(scale(dLateMax, 1, 1500)) * time.Millisecond
-		}
-		if on(dBunchOn, 0.5) {
-			s.Timing.Bunch = time.Duration(scale(dBunch, 1, 250)) * time.Millisecond
-		}
-		if on(dReorderOn, 0.5) {
-			s.Timing.Reorder = scale(dReorder, 0.05, 0.5)
-		}
-	}
 
 	switch profile {
 	case "calm":
 	case "disk":
-		diskSet(&base)
+		d.diskSet(&base)
 	case "network", "fleet":
-		netSet(&base)
-		timeSet(&base)
+		d.netSet(&base)
+		d.timeSet(&base)
 	case "bitflip":
 		// The world flips one bit at each crash itself, strictly before the last complete
 		// batch (so a later batch proves the damage); Disk.BitFlip would also hit the last
 		// batch, which no journal can tell from a torn write.
-		base.Process.NodeCrash = scale(dNodeCrash, 0.005, 0.02)
+		base.Process.NodeCrash = d.scale(dNodeCrash, 0.005, 0.02)
 		base.ExpectRefusal = true
 	case "swarm":
-		// Each family is on with its own draw, then each kind within it with its own too.
-		if on(dDiskOn, 0.5) {
-			diskSet(&base)
-			for _, k := range []struct {
-				p *float64
-				i int
-			}{{&base.Disk.WriteErr, dWriteOn}, {&base.Disk.SyncErr, dSyncOn}, {&base.Disk.RenameErr, dRenameOn},
-				{&base.Disk.SyncDirErr, dSyncDirOn}, {&base.Disk.DirPersist, dDirPersistOn}, {&base.Disk.CreateErr, dCreateOn},
-				{&base.Disk.RemoveErr, dRemoveOn}, {&base.Disk.TruncateErr, dTruncateOn}} {
-				zeroSome(k.p, d[k.i] < 0.5)
-			}
-		}
-		if on(dNetOn, 0.5) {
-			netSet(&base)
-			zeroSome(&base.Transport.FailAfter, d[dFailAfterOn] < 0.3)
-			zeroSome(&base.Transport.Spike, d[dSpikeOn] < 0.5)
-		}
-		if on(dTimeOn, 0.5) {
-			timeSet(&base)
-		}
-		if on(dSchedOn, 0.5) {
-			schedSet(&base)
-		}
-		if on(dCrashOn, 0.3) && base.Process.NodeCrash == 0 {
-			base.Process.NodeCrash = scale(dNodeCrash, 0.001, 0.01)
-		}
-		if on(dCrashPointOn, 0.3) {
-			base.Process.CrashPoint = scale(dCrashPoint, 0.01, 0.1)
-		}
-		if on(dDamageOn, 0.2) {
-			// Damage to synced data: at each crash a bit flips before the last complete batch,
-			// and every later open must refuse the journal with a clear error.
-			base.ExpectRefusal = true
-			base.LostSector = scale(dLostSector, 0, 1)
-			base.Process.NodeCrash = max(base.Process.NodeCrash, scale(dNodeCrash, 0.005, 0.02))
-		}
-		if on(dStorm, 0.25) {
-			// A storm: every rate that is on, tripled.
-			base.storm(3)
-		}
+		d.swarm(&base)
 	default:
 		return Set{}, fmt.Errorf("%w: %q", ErrUnknownProfile, profile)
 	}
@@ -168,6 +82,102 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		return Set{}, err
 	}
 	return base, nil
+}
+
+// drawn is Pick's draws, one per index.
+type drawn [draws]float64
+
+func (d *drawn) on(i int, p float64) bool            { return d[i] < p }
+func (d *drawn) scale(i int, lo, hi float64) float64 { return lo + d[i]*(hi-lo) }
+
+func (d *drawn) diskSet(s *Set) {
+	s.Disk.WriteErr = d.scale(dWrite, 0, 0.01)
+	s.Disk.SyncErr = d.scale(dSync, 0, 0.01)
+	s.Disk.RenameErr = d.scale(dRename, 0, 0.05)
+	s.Disk.SyncDirErr = d.scale(dSyncDir, 0, 0.01)
+	s.Disk.DirPersist = d.scale(dDirPersist, 0, 0.5)
+	s.Disk.CreateErr = d.scale(dCreate, 0, 0.01)
+	s.Disk.RemoveErr = d.scale(dRemove, 0, 0.01)
+	s.Disk.TruncateErr = d.scale(dTruncate, 0, 0.01)
+	s.Process.NodeCrash = d.scale(dNodeCrash, 0.002, 0.02)
+	s.Process.CommitCrash = d.scale(dCommitCrash, 0.005, 0.05)
+}
+
+func (d *drawn) netSet(s *Set) {
+	s.Transport.FailBefore = d.scale(dFailBefore, 0, 0.05)
+	s.Transport.FailAfter = d.scale(dFailAfter, 0, 0.05)
+	s.Transport.Throttle = d.scale(dThrottle, 0, 0.03)
+	s.Transport.ServerError = d.scale(dServerError, 0, 0.02)
+	s.Transport.Stale = d.scale(dStale, 0, 0.005)
+	s.Transport.Fatal = d.scale(dFatal, 0, 0.002)
+	s.Transport.Spike = d.scale(dSpike, 0, 0.01)
+	s.Process.WorkerCrash = d.scale(dWorkerCrash, 0.001, 0.01)
+}
+
+func (d *drawn) timeSet(s *Set) {
+	s.Timing.LongHandler = d.scale(dLongHandler, 0, 0.2)
+	s.Timing.Burst = d.scale(dBurst, 0, 0.1)
+	if d.on(dMarathonOn, 0.3) {
+		s.Timing.Marathon = d.scale(dMarathon, 0, 0.01)
+	}
+}
+
+// Production's timing: late timers, bunched arrivals, reordering (the world's scheduler
+// applies them to every event it schedules in the future during the safety phase).
+func (d *drawn) schedSet(s *Set) {
+	if d.on(dLateOn, 0.5) {
+		s.Timing.Late = d.scale(dLate, 0.01, 0.2)
+		s.Timing.LateMax = time.Duration(d.scale(dLateMax, 1, 1500)) * time.Millisecond
+	}
+	if d.on(dBunchOn, 0.5) {
+		s.Timing.Bunch = time.Duration(d.scale(dBunch, 1, 250)) * time.Millisecond
+	}
+	if d.on(dReorderOn, 0.5) {
+		s.Timing.Reorder = d.scale(dReorder, 0.05, 0.5)
+	}
+}
+
+// swarm turns each family on with its own draw, then each kind within it with its own too.
+func (d *drawn) swarm(s *Set) {
+	if d.on(dDiskOn, 0.5) {
+		d.diskSet(s)
+		for _, k := range []struct {
+			p *float64
+			i int
+		}{{&s.Disk.WriteErr, dWriteOn}, {&s.Disk.SyncErr, dSyncOn}, {&s.Disk.RenameErr, dRenameOn},
+			{&s.Disk.SyncDirErr, dSyncDirOn}, {&s.Disk.DirPersist, dDirPersistOn}, {&s.Disk.CreateErr, dCreateOn},
+			{&s.Disk.RemoveErr, dRemoveOn}, {&s.Disk.TruncateErr, dTruncateOn}} {
+			zeroSome(k.p, d[k.i] < 0.5)
+		}
+	}
+	if d.on(dNetOn, 0.5) {
+		d.netSet(s)
+		zeroSome(&s.Transport.FailAfter, d[dFailAfterOn] < 0.3)
+		zeroSome(&s.Transport.Spike, d[dSpikeOn] < 0.5)
+	}
+	if d.on(dTimeOn, 0.5) {
+		d.timeSet(s)
+	}
+	if d.on(dSchedOn, 0.5) {
+		d.schedSet(s)
+	}
+	if d.on(dCrashOn, 0.3) && s.Process.NodeCrash == 0 {
+		s.Process.NodeCrash = d.scale(dNodeCrash, 0.001, 0.01)
+	}
+	if d.on(dCrashPointOn, 0.3) {
+		s.Process.CrashPoint = d.scale(dCrashPoint, 0.01, 0.1)
+	}
+	if d.on(dDamageOn, 0.2) {
+		// Damage to synced data: at each crash a bit flips before the last complete batch,
+		// and every later open must refuse the journal with a clear error.
+		s.ExpectRefusal = true
+		s.LostSector = d.scale(dLostSector, 0, 1)
+		s.Process.NodeCrash = max(s.Process.NodeCrash, d.scale(dNodeCrash, 0.005, 0.02))
+	}
+	if d.on(dStorm, 0.25) {
+		// A storm: every rate that is on, tripled.
+		s.storm(3)
+	}
 }
 
 // PickMore draws the families added after Pick's, from their own stream r (the run's

@@ -1,10 +1,12 @@
-package sim
+package explain
 
 import (
 	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/sim"
 )
 
 // A focused report shows, beside the last events of the whole world, the last events of each
@@ -14,55 +16,6 @@ import (
 
 // focusLinesMax is how many lines each entity shows.
 const focusLinesMax = 12
-
-// Focus is one entity's last events.
-type Focus struct {
-	Entity string
-	Lines  []string
-}
-
-// Machine names the machine (or the layer) whose promise a violation broke.
-func Machine(v *Violation) string {
-	switch v.Invariant {
-	case InvNoLostAck, InvReplayEqualsLive, InvNoPhantom, InvCorruptionRefused, InvRecoveryOpens, InvRecordLimit:
-		return "the runner's journal and recovery (core/runner engine over core/journal)"
-	case InvSingleRun, InvCapacity, InvAttemptsMax, InvNoStartAfterLate, InvNoStartBeforeDue, InvNoRestartTerminal, InvStopSpendsNothing:
-		return "the runner machine (core/runner)"
-	case InvBackoff:
-		return "the retry policy as the runner machine applies it (core/retry, core/runner)"
-	case InvBreakerRespected:
-		return "the target's circuit breaker (core/breaker, via core/runner)"
-	case InvLeaseNoRenewAfter, InvLeaseNoCallAfter, InvLeaseRequestExact, InvLeaseNoOverlap:
-		return "the lease controller (core/lease, inside core/worker)"
-	case InvCallWithinLease:
-		return "the lease controller (core/lease, inside core/worker)"
-	case InvHiddenWhileWork, InvNoConcurrent, InvSingleDisposition, InvStopMargin:
-		return "the worker engine and its lease controller (core/worker, core/lease)"
-	case InvMachine:
-		switch {
-		case strings.Contains(v.Detail, ": disk:"):
-			return "the simulated disk's own invariants (sim/disk)"
-		case strings.Contains(v.Detail, ": runner:"):
-			return "the runner engine's own checkInvariants (core/runner)"
-		case strings.Contains(v.Detail, "worker"):
-			return "the worker engine's own checkInvariants (core/worker, core/lease)"
-		}
-		return "a machine's own checkInvariants (see the detail)"
-	case InvConfigRefused:
-		return "configuration validation (the machines' New and the runner engine's Open)"
-	case InvWorkConserving, InvRetryOnTime, InvDeferredOnTime:
-		return "the runner machine's scheduling and its driver's wake-ups (core/runner, sim/runner.go)"
-	case InvHandlerPrompt, InvDispositionPrompt:
-		return "the worker engine and its driver (core/worker, sim/worker.go)"
-	case InvRenewalOnTime, InvDropAtMargin:
-		return "the lease controller's timing and its driver's wake-ups (core/lease, sim/worker.go)"
-	case InvWakeAtNotLate:
-		return "a machine's WakeAt or the timer its driver armed (see the detail)"
-	case InvLiveness:
-		return "the whole world: something did not settle once faults were off"
-	}
-	return "unknown"
-}
 
 var (
 	reNode    = regexp.MustCompile(`\bnode[ /](\d+)`)
@@ -93,7 +46,7 @@ type entity struct {
 }
 
 // entities lists what a violation's detail names, in a fixed order.
-func entities(v *Violation) []entity {
+func entities(v *sim.Violation) []entity {
 	d := v.Detail
 	var out []entity
 	node := ""
@@ -137,22 +90,22 @@ func entities(v *Violation) []entity {
 
 // Explain runs res's seed again with the trace captured and fills res.Focus with the last
 // events of each entity its violation names. It does nothing for a run without a violation.
-func Explain(res *Result) error {
+func Explain(res *sim.Result) error {
 	if res.Violation == nil {
 		return nil
 	}
 	var buf bytes.Buffer
 	o := res.Options
 	o.Trace = &buf
-	if _, err := Run(o); err != nil {
+	if _, err := sim.Run(o); err != nil {
 		return err
 	}
 	res.Focus = focusOf(res.Violation, strings.Split(strings.TrimRight(buf.String(), "\n"), "\n"))
 	return nil
 }
 
-func focusOf(v *Violation, lines []string) []Focus {
-	var out []Focus
+func focusOf(v *sim.Violation, lines []string) []sim.Focus {
+	var out []sim.Focus
 	for _, e := range entities(v) {
 		var got []string
 		for _, l := range lines {
@@ -165,7 +118,7 @@ func focusOf(v *Violation, lines []string) []Focus {
 			got = got[len(got)-focusLinesMax:]
 		}
 		if len(got) > 0 {
-			out = append(out, Focus{Entity: e.name, Lines: got})
+			out = append(out, sim.Focus{Entity: e.name, Lines: got})
 		}
 	}
 	return out

@@ -2,25 +2,20 @@ package sim
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Shrinking (simrun --seed N --shrink) searches, deterministically, for a smaller run that
-// breaks the same invariant. A run is the seed's drawn configuration plus a token of
-// overrides: fault kinds turned off, and counts and durations lowered. The token is
-// "key=value" pairs in a fixed key order, joined by commas, for example
+// A shrink token overrides a seed's drawn configuration: fault kinds turned off or boosted,
+// and counts and durations lowered. It is "key=value" pairs in a fixed key order, joined by
+// commas, for example
 //
 //	off=late.write,boost=node-crash*16,nodes=1,workers=0,jobs=3,safety-ms=41000
 //
 // and `simrun --seed N --profile P --shrunk TOKEN` (or a corpus line `run seed=N profile=P
-// shrunk=TOKEN`) replays that run byte for byte. The search is delta debugging over the
-// token: first every fault kind that is on is offered for removal (all, then halves, then one
-// by one) and each kind left is offered at a higher rate (so it strikes sooner), then each
-// count tries a ladder of lower values and the safety phase is cut to just past the violation;
-// a candidate is kept when it breaks the same invariant in no more events.
+// shrunk=TOKEN`) replays that run byte for byte. The search that writes tokens is
+// sim/explain's Shrink.
 
 // faultKnobs are the fault kinds a token can turn off, by name, in a fixed order.
 var faultKnobs = []struct {
@@ -214,10 +209,11 @@ func ApplyToken(c Config, s string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	return t.apply(c)
+	return t.Apply(c)
 }
 
-func (t Token) apply(c Config) (Config, error) {
+// Apply applies the token's overrides to c and validates the result.
+func (t Token) Apply(c Config) (Config, error) {
 	for _, k := range faultKnobs {
 		if t.Off[k.name] {
 			*k.p(&c) = 0
@@ -246,7 +242,8 @@ func (t Token) apply(c Config) (Config, error) {
 	return c, c.Validate()
 }
 
-func (t Token) clone() Token {
+// Clone returns a deep copy of t.
+func (t Token) Clone() Token {
 	u := Token{Off: make(map[string]bool, len(t.Off)), Counts: make(map[string]int64, len(t.Counts)),
 		Boost: make(map[string]int64, len(t.Boost)), Damage: t.Damage, Bunch: t.Bunch}
 	for k, v := range t.Boost {
@@ -261,241 +258,41 @@ func (t Token) clone() Token {
 	return u
 }
 
-// Shrunk is the outcome of a shrink.
-type Shrunk struct {
-	Before, After *Result
-	Token         string
-	Runs          int // simulator runs the search made
+// CountKnob is a count or duration a token can lower: its name, the lowest value it can take
+// (durations in milliseconds), the side of the world it configures ("runner", "queue" or ""
+// for both) and its value in a configuration.
+type CountKnob struct {
+	Name string
+	Lo   int64
+	Side string
+	Get  func(c *Config) int64
 }
 
-// shrinkRunsMax bounds the search; shrinkRoundsMax the passes over faults and counts, each
-// of which may open a cut the previous pass could not make.
-const (
-	shrinkRunsMax   = 600
-	shrinkRoundsMax = 6
-)
-
-// Shrink searches for a smaller run than o's that breaks the same invariant. It returns an
-// error when o's run does not break one.
-func Shrink(o Options) (*Shrunk, error) {
-	o.Trace = nil
-	before, err := Run(o)
-	if err != nil {
-		return nil, err
+// CountKnobs lists the counts a token can lower, in the token's fixed order.
+func CountKnobs() []CountKnob {
+	out := make([]CountKnob, len(countKnobs))
+	for i, k := range countKnobs {
+		out[i] = CountKnob{Name: k.name, Lo: k.lo, Side: countSide[k.name], Get: k.get}
 	}
-	if before.Violation == nil {
-		return nil, fmt.Errorf("sim: seed %d (profile %s) breaks no invariant: nothing to shrink", o.Seed, before.Config.Profile)
-	}
-	inv := before.Violation.Invariant
-	base, err := ParseToken(o.Shrunk)
-	if err != nil {
-		return nil, err
-	}
-	s := &shrinker{o: o, inv: inv, best: before, tok: base, runs: 1}
-	s.drawn, err = NewConfig(o.Seed, before.Config.Profile)
-	if err != nil {
-		return nil, err
-	}
-	for round := 0; round < shrinkRoundsMax; round++ {
-		progress := s.faults()
-		progress = s.counts() || progress
-		if !progress {
-			break
-		}
-	}
-	s.simplify()
-	return &Shrunk{Before: before, After: s.best, Token: s.tok.String(), Runs: s.runs}, nil
-}
-
-type shrinker struct {
-	o     Options
-	inv   string
-	drawn Config
-	best  *Result
-	tok   Token
-	runs  int
-}
-
-// try runs t and keeps it when it breaks the same invariant in no more events.
-func (s *shrinker) try(t Token) bool {
-	if s.runs >= shrinkRunsMax {
-		return false
-	}
-	o := s.o
-	o.Shrunk = t.String()
-	if _, err := t.apply(s.drawn); err != nil {
-		return false
-	}
-	s.runs++
-	r, err := Run(o)
-	if err != nil || r.Violation == nil || r.Violation.Invariant != s.inv || r.Fault != "" || r.Steps > s.best.Steps {
-		return false
-	}
-	s.best, s.tok = r, t
-	return true
-}
-
-// faults offers the fault kinds still on for removal: all, then halves, then one by one.
-func (s *shrinker) faults() bool {
-	c, _ := s.tok.apply(s.drawn)
-	var on []string
-	for _, k := range faultKnobs {
-		if *k.p(&c) != 0 {
-			on = append(on, k.name)
-		}
-	}
-	progress := false
-	if c.Faults.ExpectRefusal {
-		t := s.tok.clone()
-		t.Damage = true
-		progress = s.try(t) || progress
-	}
-	if c.Faults.Timing.Bunch > 0 {
-		t := s.tok.clone()
-		t.Bunch = true
-		progress = s.try(t) || progress
-	}
-	// ddmin over the list: try removing chunks of decreasing size.
-	for n := len(on); n >= 1 && len(on) > 0; n /= 2 {
-		for i := 0; i < len(on); {
-			j := min(i+n, len(on))
-			t := s.tok.clone()
-			for _, name := range on[i:j] {
-				t.Off[name] = true
-			}
-			if s.try(t) {
-				progress = true
-				on = append(on[:i:i], on[j:]...)
-				continue
-			}
-			i = j
-		}
-	}
-	// The kinds left are needed: offer each sooner (its probability multiplied), so the run
-	// reaches the failure in fewer events. Every draw is made whatever the probability, so a
-	// boost moves no other draw.
-	for _, name := range on {
-		for _, f := range []int64{2, 4, 16, 64, 256} {
-			if f <= s.tok.Boost[name] {
-				continue
-			}
-			t := s.tok.clone()
-			t.Boost[name] = f
-			// Not monotone either: a factor that loses the failure does not rule out a larger one.
-			progress = s.try(t) || progress
-		}
-	}
-	return progress
-}
-
-// counts lowers each count. A run is not monotone in its counts (one job fewer shifts every
-// later draw of the workload), so rather than bisect, each count tries a fixed ladder of lower
-// values (the lowest few, then fractions of the current one) and keeps the one that fails in
-// the fewest events.
-func (s *shrinker) counts() bool {
-	progress := false
-	for _, k := range countKnobs {
-		c, _ := s.tok.apply(s.drawn)
-		if side := countSide[k.name]; side == "runner" && c.Nodes == 0 || side == "queue" && c.Workers == 0 {
-			continue // the side is gone: its counts change nothing
-		}
-		cur := k.get(&c)
-		if k.name == "safety-ms" && s.best.Violation != nil {
-			// Nothing after the violation matters: start just past it.
-			if past := (s.best.Violation.At + time.Second).Milliseconds(); past < cur {
-				t := s.tok.clone()
-				t.Counts[k.name] = past
-				if s.try(t) {
-					progress, cur = true, past
-				}
-			}
-		}
-		for _, v := range ladder(k.lo, cur) {
-			t := s.tok.clone()
-			t.Counts[k.name] = v
-			progress = s.try(t) || progress
-		}
-	}
-	return progress
-}
-
-// simplify drops every count override and boost the shrunk run does not need (the run without
-// it fails the same way in no more events), so the token names only what matters.
-func (s *shrinker) simplify() {
-	for _, k := range countKnobs {
-		if _, ok := s.tok.Counts[k.name]; ok {
-			t := s.tok.clone()
-			delete(t.Counts, k.name)
-			s.try(t)
-		}
-	}
-	for _, k := range faultKnobs {
-		if _, ok := s.tok.Boost[k.name]; ok {
-			t := s.tok.clone()
-			delete(t.Boost, k.name)
-			s.try(t)
-		}
-	}
-}
-
-// ladder lists the values below cur a count tries, ascending and without repeats: lo..lo+3,
-// then cur/16, cur/8, cur/4, cur/2, 3cur/4 and cur-1.
-func ladder(lo, cur int64) []int64 {
-	var out []int64
-	add := func(v int64) {
-		if v < lo || v >= cur {
-			return
-		}
-		for _, u := range out {
-			if u == v {
-				return
-			}
-		}
-		out = append(out, v)
-	}
-	for v := lo; v < lo+4; v++ {
-		add(v)
-	}
-	for _, v := range []int64{cur / 16, cur / 8, cur / 4, cur / 2, cur * 3 / 4, cur - 1} {
-		add(v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
 
-// FaultKinds counts the fault kinds a result's configuration has on (a shrink's "faults" figure).
-func FaultKinds(c Config) int {
-	n := 0
-	for _, k := range faultKnobs {
-		if *k.p(&c) != 0 {
-			n++
-		}
+// FaultNames lists the fault kinds a token can turn off or boost, in the token's fixed order.
+func FaultNames() []string {
+	out := make([]string, len(faultKnobs))
+	for i, k := range faultKnobs {
+		out[i] = k.name
 	}
-	if c.Faults.ExpectRefusal {
-		n++
-	}
-	if c.Faults.Timing.Bunch > 0 {
-		n++
-	}
-	return n
+	return out
 }
 
-// Summary renders the reduction and the replay command.
-func (s *Shrunk) Summary() string {
-	var b strings.Builder
-	b0, a := s.Before, s.After
-	fmt.Fprintf(&b, "shrunk seed %d (profile %s), invariant %s, in %d runs\n", b0.Config.Seed, b0.Config.Profile, b0.Violation.Invariant, s.Runs)
-	fmt.Fprintf(&b, "  events       %d -> %d\n", b0.Steps, a.Steps)
-	fmt.Fprintf(&b, "  fault kinds  %d -> %d (faults the world counted %d -> %d)\n", FaultKinds(b0.Config), FaultKinds(a.Config), b0.Stats.Faults.Total(), a.Stats.Faults.Total())
-	if b0.Config.Nodes > 0 {
-		fmt.Fprintf(&b, "  nodes        %d -> %d, jobs per node %d -> %d\n", b0.Config.Nodes, a.Config.Nodes, b0.Config.JobsMax, a.Config.JobsMax)
+// FaultsOn lists the fault kinds whose rate in c is not zero, in the token's fixed order.
+func FaultsOn(c Config) []string {
+	var out []string
+	for _, k := range faultKnobs {
+		if *k.p(&c) != 0 {
+			out = append(out, k.name)
+		}
 	}
-	if b0.Config.Workers > 0 {
-		fmt.Fprintf(&b, "  workers      %d -> %d, messages %d -> %d\n", b0.Config.Workers, a.Config.Workers, b0.Config.MsgsMax, a.Config.MsgsMax)
-	}
-	fmt.Fprintf(&b, "  safety phase %s -> %s\n", b0.Config.Safety, a.Config.Safety)
-	fmt.Fprintf(&b, "  token        %s\n", s.Token)
-	fmt.Fprintf(&b, "replay: %s\n", a.Repro())
-	fmt.Fprintf(&b, "corpus line: run seed=%d profile=%s shrunk=%s\n", a.Config.Seed, a.Config.Profile, s.Token)
-	return b.String()
+	return out
 }
