@@ -40,9 +40,11 @@ type Node struct {
 	landing  bool    // out holds a batch that landed: this Ready writes nothing
 
 	// refs names the driver's ref of each command whose Ack is pending, by engine ticket.
-	refs    map[Ticket]Ref
-	reads   []Ref
-	waiters []waiter
+	refs     map[Ticket]Ref
+	assigned Ack   // LastProposal
+	refused  error // LastProposal
+	reads    []Ref
+	waiters  []waiter
 
 	// Invariant: flying ⇔ the engine has a batch in flight; nothing is written while flying.
 	flying bool
@@ -217,7 +219,8 @@ type waiter struct {
 	through time.Time
 }
 
-// NewNode hosts e, opened with Open (its orphans requeued, admission off).
+// NewNode hosts e, opened with Open (its orphans requeued, admission off) and not stepped
+// since.
 func NewNode(e *Engine, cfg NodeConfig) *Node {
 	if cfg.GatherMax <= 0 {
 		cfg.GatherMax = GatherMaxDefault
@@ -225,7 +228,11 @@ func NewNode(e *Engine, cfg NodeConfig) *Node {
 	if cfg.GatherBytesMax <= 0 {
 		cfg.GatherBytesMax = GatherBytesMaxDefault
 	}
-	return &Node{e: e, cfg: cfg, refs: map[Ticket]Ref{}, now: e.m.now}
+	n := &Node{e: e, cfg: cfg, refs: map[Ticket]Ref{}, now: e.m.now}
+	// What Open's own batch made durable (orphans requeued) is the first Ready's.
+	res, err := e.Finish(Batch{}, nil)
+	n.land(res, err, false)
+	return n
 }
 
 // Engine returns the hosted engine, for reads (Get, List, Status, State...) and checkers.
@@ -313,6 +320,7 @@ func (n *Node) Step(in Input) {
 // propose steps a command into the engine with the Node's now, or answers it at once.
 func (n *Node) propose(p Propose) {
 	if n.failed != nil {
+		n.assigned, n.refused = Ack{}, n.failed
 		n.out.Acks = append(n.out.Acks, Answer{Ref: p.Ref, Err: n.failed})
 		return
 	}
@@ -337,18 +345,25 @@ func (n *Node) propose(p Propose) {
 	default:
 		panic(fmt.Sprintf("runner: Propose of %T, which is not a command", p.Cmd))
 	}
+	n.assigned, n.refused = Ack{}, nil
 	t, err := n.e.step(p.Cmd)
 	if err != nil {
+		n.refused = err
 		n.out.Acks = append(n.out.Acks, Answer{Ref: p.Ref, Err: err})
 		return
+	}
+	switch p.Cmd.(type) {
+	case Enqueue, EnqueueMany:
+		n.assigned = n.e.m.answer
 	}
 	n.refs[t] = p.Ref
 	n.took(size)
 }
 
-// Assigned is the answer the last accepted Propose will get once durable: the ids it took now
-// (Ack.ID, IDs, Duplicate), for checkers that track records before they are acknowledged.
-func (n *Node) Assigned() Ack { return n.e.m.answer }
+// LastProposal is what the last Propose did at once: the ids an enqueue took (Ack.ID, IDs,
+// Duplicate; zero for other commands), or its refusal. Its Ack in Effects says the same, later;
+// this is for checkers that track records before they are acknowledged.
+func (n *Node) LastProposal() (Ack, error) { return n.assigned, n.refused }
 
 func (n *Node) ended(d Ended) {
 	if n.failed != nil {
@@ -592,6 +607,7 @@ func (n *Node) Close() error { return n.e.Close() }
 // NodeStatus is a read-only summary of the Node, for drivers' tests and checkers.
 type NodeStatus struct {
 	Flying, Closing, Closed, Quiet bool
+	Dirty                          bool // the next Ready writes a batch, unless it lands one
 	Pending, Reads, Waiters        int
 	Room                           int
 	Failed                         error
@@ -599,7 +615,7 @@ type NodeStatus struct {
 
 // Status summarises the Node.
 func (n *Node) Status() NodeStatus {
-	return NodeStatus{Flying: n.flying, Closing: n.closing, Closed: n.closed, Quiet: n.quiet(),
+	return NodeStatus{Flying: n.flying, Dirty: n.dirty && n.failed == nil, Closing: n.closing, Closed: n.closed, Quiet: n.quiet(),
 		Pending: len(n.refs), Reads: len(n.reads), Waiters: len(n.waiters), Room: n.Room(), Failed: n.failed}
 }
 
