@@ -261,6 +261,9 @@ func (n *Node) Room() int {
 	return max(0, limit-n.taken)
 }
 
+// WakeAt is the last Effects.WakeAt, for a driver whose timer fired early (nothing to do).
+func (n *Node) WakeAt() time.Time { return n.wakeAt }
+
 // Flying reports that a batch's sync is in flight (SyncDone not stepped yet).
 func (n *Node) Flying() bool { return n.flying }
 
