@@ -411,7 +411,7 @@ func (n *runnerNode) start() {
 }
 
 func (n *runnerNode) checkMachine() {
-	if err := n.e.CheckInvariants(); err != nil {
+	if err := n.node.CheckInvariants(); err != nil { // the Node's, the engine's among them
 		n.w.chk.Fail(InvMachine, "%s: runner: %v", n.name, err)
 	} else {
 		n.w.chk.Pass(InvMachine)
@@ -474,6 +474,7 @@ func (n *runnerNode) stop() {
 // process and come back as interrupted.
 func (n *runnerNode) finishStop(rd runner.Effects) {
 	w := n.w
+	n.checkMachine() // closed: nothing pending, nothing in flight
 	if rd.Compact {
 		armed := false
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {

@@ -8,7 +8,7 @@ import (
 )
 
 // Node is the runner's host: the one protocol every driver executes (the production owner,
-// the simulator, sluicetest), over an Engine. It is synchronous and has a single owner, like
+// the simulator), over an Engine. It is synchronous and has a single owner, like
 // raft's RawNode: the driver steps inputs (Step), asks what to do (HasReady, Ready), performs
 // it, and says so (Advance). Node decides everything in between:
 //
@@ -230,7 +230,7 @@ func NewNode(e *Engine, cfg NodeConfig) *Node {
 	}
 	n := &Node{e: e, cfg: cfg, refs: map[Ticket]Ref{}, now: e.m.now}
 	// What Open's own batch made durable (orphans requeued) is the first Ready's.
-	res, err := e.Finish(Batch{}, nil)
+	res, err := e.finish(Batch{}, nil)
 	n.land(res, err, false)
 	return n
 }
@@ -383,7 +383,7 @@ func (n *Node) took(size int) {
 	n.taken++
 	n.bytes += size
 	if n.flying {
-		_ = n.e.Stage() // a refusal poisons the engine: the landing reports it
+		_ = n.e.stageHeld() // a refusal poisons the engine: the landing reports it
 	}
 }
 
@@ -392,7 +392,7 @@ func (n *Node) syncDone(err error) {
 		panic("runner: SyncDone with no batch in flight")
 	}
 	n.flying = false
-	res, ferr := n.e.Finish(n.batch, err)
+	res, ferr := n.e.finish(n.batch, err)
 	n.batch = Batch{}
 	n.land(res, ferr, true)
 }
@@ -455,7 +455,7 @@ func (n *Node) becomeFailed(err error) {
 }
 
 // quiet reports that every record produced is durable (or nothing will be again).
-func (n *Node) quiet() bool { return n.failed != nil || n.e.Quiet() }
+func (n *Node) quiet() bool { return n.failed != nil || n.e.quiet() }
 
 // HasReady reports that Ready has something to return.
 func (n *Node) HasReady() bool {
@@ -533,7 +533,7 @@ func (n *Node) write() {
 	}
 	n.stopped = n.e.m.Status().Stopped
 	if b.Empty() {
-		res, err := n.e.Finish(b, nil)
+		res, err := n.e.finish(b, nil)
 		n.land(res, err, false)
 		return
 	}
