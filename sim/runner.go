@@ -106,6 +106,8 @@ type runnerNode struct {
 	flight      *flight
 	commitAfter bool
 	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
+
+	script *scripted // RunScript's node: no misuse probes, scripted handlers, an observer
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -342,7 +344,7 @@ func (n *runnerNode) start() {
 	if n.refused {
 		return
 	}
-	if n.gen == 0 {
+	if n.gen == 0 && n.script == nil {
 		if r := Stream(w.cfg.Seed, "misconfig/"+n.name); misconfigDrawn(r) {
 			n.tryBadRunnerConfig(r)
 		}
@@ -384,8 +386,13 @@ func (n *runnerNode) start() {
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
-	n.probeKinds(e)
-	n.node, n.e, n.up = runner.NewNode(e, runner.NodeConfig{}), e, true
+	var ncfg runner.NodeConfig
+	if n.script == nil {
+		n.probeKinds(e)
+	} else {
+		ncfg.Observe = n.script.observe
+	}
+	n.node, n.e, n.up = runner.NewNode(e, ncfg), e, true
 	n.step(runner.Admit{On: true})
 	n.gen++
 	n.pending = make(map[runner.Ref]pendingCmd)
@@ -406,7 +413,9 @@ func (n *runnerNode) start() {
 	n.noteBoundary()
 	n.checkMachine()
 	n.checkDisk()
-	n.registerSchedules()
+	if n.script == nil {
+		n.registerSchedules()
+	}
 	n.scheduleCommit()
 }
 
@@ -1020,7 +1029,9 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 			// a pruned state the live engine did not prune. Recovery checks that case.)
 			n.checkReplay(views)
 			n.checkList(views)
-			n.probeRunner()
+			if n.script == nil {
+				n.probeRunner()
+			}
 		}
 	}
 	if rd.Close {
@@ -1029,6 +1040,9 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 		}
 		n.finishStop(rd)
 		return
+	}
+	if n.script != nil {
+		n.script.landed(n)
 	}
 	if !f.b.Empty() && wakeDue(rd.WakeAt, w.now()) {
 		return // a job fell due during the flight: land commits again at once
@@ -1231,6 +1245,10 @@ const cancelCheckMax = 50 * time.Millisecond
 func (n *runnerNode) execute(a runner.Attempt) {
 	w := n.w
 	c := w.cfg
+	if n.script != nil {
+		n.executions(&execution{a: a, out: n.script.outcome(a)}, n.script.s.Hold)
+		return
+	}
 	d := drawBetween(w.rExec, c.HandlerMin, c.HandlerMax)
 	u := w.rExec.Float64()
 	ex := &execution{a: a}
@@ -1250,6 +1268,12 @@ func (n *runnerNode) execute(a runner.Attempt) {
 	default:
 		ex.out = runner.Success()
 	}
+	n.executions(ex, d)
+}
+
+// executions starts the simulated handler ex, returning after d.
+func (n *runnerNode) executions(ex *execution, d time.Duration) {
+	w, a := n.w, ex.a
 	w.chk.AttemptDrawn(n.id, a.Token.ID, d)
 	n.executing++
 	n.execs[a.Token] = ex
@@ -1291,9 +1315,11 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	w.loop.After(d, n.alive(func() { n.whenLanded(func() { n.returned(ex, v, tok) }) }))
 }
 
-// whenLanded runs fn now, or once the batch in flight has landed.
+// whenLanded runs an outcome's fn now, or once the batch in flight has landed. While a stop is
+// under way (nothing is admitted, so no breaker or free unit is judged) an outcome is stepped
+// during the flight, as in production, when the Node has Room for it.
 func (n *runnerNode) whenLanded(fn func()) {
-	if n.flight != nil {
+	if n.flight != nil && (!n.stopping || n.node.Room() == 0) {
 		n.afterLand = append(n.afterLand, fn)
 		return
 	}
@@ -1462,4 +1488,91 @@ func (n *runnerNode) checkScanRefuses(what string) {
 		return
 	}
 	n.w.chk.Pass(InvCorruptionRefused)
+}
+
+// Script is a scenario for RunScript: the same scenario run through another executor of
+// runner.Node (the production owner) must make the Node take the same inputs and return the
+// same effects. Admission is on from the start; job i is enqueued at i ms (each lands before
+// the next); every attempt runs for Hold and ends with its job's next scripted outcome (then
+// success); once no job waits or runs, the node stops gracefully without a compaction.
+type Script struct {
+	Config runner.Config // Capacity 1 keeps the attempts in the script's order
+	Kind   string
+	Jobs   []ScriptJob
+	Hold   time.Duration
+}
+
+// ScriptJob is one job of a Script: its payload and its attempts' outcomes in turn.
+type ScriptJob struct {
+	Payload  string
+	Outcomes []runner.Outcome
+}
+
+// scripted is RunScript's state on its node.
+type scripted struct {
+	s        Script
+	observe  func(runner.Input, *runner.Effects)
+	enqueued int
+	stopped  bool
+}
+
+func (sc *scripted) outcome(a runner.Attempt) runner.Outcome {
+	for _, j := range sc.s.Jobs {
+		if j.Payload == string(a.Payload) && a.Token.Attempt <= len(j.Outcomes) {
+			return j.Outcomes[a.Token.Attempt-1]
+		}
+	}
+	return runner.Success()
+}
+
+// landed stops the node once every job was enqueued and none waits or runs.
+func (sc *scripted) landed(n *runnerNode) {
+	if st := n.e.Status(); !sc.stopped && sc.enqueued == len(sc.s.Jobs) && st.Waiting+st.Running == 0 && n.executing == 0 {
+		sc.stopped = true
+		n.w.loop.After(0, func() {
+			n.stopping = true
+			n.w.chk.NodeStopping(n.id)
+			n.step(runner.Close{})
+			n.scheduleCommit()
+		})
+	}
+}
+
+// RunScript runs s through one runner node of a calm world (no producer, no faults, no misuse
+// probes; the checker's invariants on), reporting every input its Node takes and every Ready
+// it returns to observe, until the node has stopped. It returns the first violation, if any.
+func RunScript(s Script, observe func(runner.Input, *runner.Effects)) error {
+	cfg, err := NewConfig(1, "calm")
+	if err != nil {
+		return err
+	}
+	cfg.Nodes, cfg.Workers, cfg.JobsMax, cfg.SyncDelay = 1, 0, 0, 0
+	w := newWorld(cfg, nil)
+	w.faultsOn = false
+	rc, err := s.Config.WithDefaults()
+	if err != nil {
+		return err
+	}
+	n := &runnerNode{w: w, id: 1, name: "node/1", disk: disk.New(1), cfg: s.Config, script: &scripted{s: s, observe: observe}}
+	p, c := rc.Policy, rc.Circuit
+	w.chk.RunnerConfigured(1, RunnerParams{Capacity: rc.Capacity, Attempts: p.Attempts, Deadline: p.Deadline, Base: p.Base, Cap: p.Cap,
+		Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindsOnly: rc.KindsOnly})
+	w.nodes = append(w.nodes, n)
+	n.start()
+	for i, j := range s.Jobs {
+		w.loop.At(time.Duration(i)*time.Millisecond, func() {
+			n.script.enqueued++
+			n.enqueueOpts(w.loop.Now(), "t1", j.Payload, false, runner.Opts{Kind: s.Kind})
+			n.scheduleCommit()
+		})
+	}
+	for w.chk.Violation() == nil && (n.up || !n.script.stopped) && w.loop.Step(time.Hour) {
+	}
+	if v := w.chk.Violation(); v != nil {
+		return fmt.Errorf("sim: %s: %s", v.Invariant, v.Detail)
+	}
+	if n.up || !n.script.stopped {
+		return errors.New("sim: the scripted node did not stop within an hour")
+	}
+	return nil
 }

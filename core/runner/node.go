@@ -640,6 +640,9 @@ func (n *Node) CheckInvariants() error {
 	if n.flying && n.landing {
 		errs = append(errs, errors.New("runner: a batch was written in the Ready of a landing"))
 	}
+	if n.closed && n.failed == nil && !n.e.quiet() {
+		errs = append(errs, errors.New("runner: closed with records not durable (the stop's flush skipped)"))
+	}
 	if n.flying && n.failed != nil {
 		errs = append(errs, errors.New("runner: a batch flies after the failure"))
 	}
