@@ -1315,11 +1315,9 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	w.loop.After(d, n.alive(func() { n.whenLanded(func() { n.returned(ex, v, tok) }) }))
 }
 
-// whenLanded runs an outcome's fn now, or once the batch in flight has landed. While a stop is
-// under way (nothing is admitted, so no breaker or free unit is judged) an outcome is stepped
-// during the flight, as in production, when the Node has Room for it.
+// whenLanded runs fn now, or once the batch in flight has landed.
 func (n *runnerNode) whenLanded(fn func()) {
-	if n.flight != nil && (!n.stopping || n.node.Room() == 0) {
+	if n.flight != nil {
 		n.afterLand = append(n.afterLand, fn)
 		return
 	}
