@@ -429,10 +429,10 @@ func (n *Node) hold(res Result) {
 		n.out.Acks = append(n.out.Acks, Answer{Ref: ref, Ack: a})
 	}
 	o := &n.out
-	o.Transitions = append(o.Transitions, res.Transitions...)
-	o.Settled = append(o.Settled, res.Settled...)
-	o.Cancels = append(o.Cancels, res.Cancels...)
-	o.Starts = append(o.Starts, res.Starts...)
+	o.Transitions = adopt(o.Transitions, res.Transitions)
+	o.Settled = adopt(o.Settled, res.Settled)
+	o.Cancels = adopt(o.Cancels, res.Cancels)
+	o.Starts = adopt(o.Starts, res.Starts)
 }
 
 // becomeFailed records the first failure: every pending command gets it, in ticket order.
@@ -531,7 +531,9 @@ func (n *Node) write() {
 		n.becomeFailed(err)
 		return
 	}
-	n.stopped = n.e.m.Status().Stopped
+	if n.closing {
+		n.stopped = n.e.m.Status().Stopped // O(attempts): only a stop reads it
+	}
 	if b.Empty() {
 		res, err := n.e.finish(b, nil)
 		n.land(res, err, false)
