@@ -1,7 +1,7 @@
 // Package runner is the durable job runner: a pure state machine (Machine), a synchronous
 // engine (Engine), the I/O layer that drives it over core/journal and the core.FS port, and
 // its host (Node), the driver protocol. Every runner decision is made here (the production
-// driver and the simulator only execute the Node's effects). The Machine has the
+// driver, the simulator and sluicetest only execute the Node's effects). The Machine has the
 // one machine surface: New(MachineConfig) (*Machine, error), Step(Event), Ready() Ready (its
 // ordering contract on the type), WakeAt() time.Time, Status() Status.
 //
@@ -89,7 +89,7 @@
 //     (CatchUpSkip); a held unique key skips the period. WakeAt includes the next period.
 //
 // Hosting the engine: Node (node.go) is the one protocol every driver executes (the
-// production owner, the simulator), raft's RawNode for this engine. A driver
+// production owner, the simulator, sluicetest), raft's RawNode for this engine. A driver
 // steps inputs and performs effects, and decides nothing:
 //
 //	e, err := runner.Open(fsys, "jobs.journal", cfg, now)

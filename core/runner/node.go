@@ -8,7 +8,7 @@ import (
 )
 
 // Node is the runner's host: the one protocol every driver executes (the production owner,
-// the simulator), over an Engine. It is synchronous and has a single owner, like
+// the simulator, sluicetest), over an Engine. It is synchronous and has a single owner, like
 // raft's RawNode: the driver steps inputs (Step), asks what to do (HasReady, Ready), performs
 // it, and says so (Advance). Node decides everything in between:
 //
