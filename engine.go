@@ -97,6 +97,10 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w (%w)", ErrDuplicate, err)
 	case errors.Is(err, runner.ErrJob), errors.Is(err, runner.ErrTime):
 		return fmt.Errorf("%w (%w)", ErrInvalidJob, err)
+	case errors.Is(err, runner.ErrPoisoned):
+		return fmt.Errorf("sluice: runner stopped: %w", err) // as Run and Drain return it
+	case errors.Is(err, runner.ErrClosed):
+		return ErrClosed
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -12,72 +13,44 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 )
 
-// gatherBytesMax bounds the payload bytes one commit gathers (one batch stays a few MiB even
-// with 1 MiB payloads).
-const gatherBytesMax = 16 << 20
-
 // wakeMin is the shortest timer the owner sets, so a wake time at or before now cannot spin.
 const wakeMin = time.Millisecond
 
-// The owner's rules (the Runner's internals; docs/runner.md has the user's view):
+// The owner executes core/runner's Node, the runner's one protocol (docs/runner.md, "The
+// host"): it steps what arrives (commands, outcomes, the timer, Close, the sync's result) into
+// the Node and performs the effects the Node returns, and reads no state to choose anything.
+// What is its own:
 //
-//  1. One owner goroutine per Runner drives core/runner's Engine, and decides nothing: it
-//     submits commands and outcomes, commits, and performs what the commit's result says
-//     (acknowledge, report to the hooks, start, cancel, wake; at a stop: flush, compact,
-//     close). Zero due times, the record size limit, undecodable payloads (the engine's
-//     decode-check port, fed by the Codec) and which handlers to cancel are all the engine's
-//     decisions, which the simulator runs too.
-//  2. Group commit, pipelined: the owner blocks for one command, outcome or timer, then takes
-//     everything else already waiting (up to gatherMax) into the same batch: one journal write,
-//     one fsync. The fsync runs on the syncer goroutine (one in flight) while the owner keeps
-//     taking commands and outcomes into the engine for the next batch (Engine.Stage); that
-//     batch is written only once the sync returned (Engine.Finish, then Begin): never before.
-//     Reads and waiters are answered only when the engine is quiet (every record it produced is
-//     durable), so they see acknowledged state only; while one waits, the owner takes nothing
-//     new during a flight, so the next Finish is quiet.
-//  3. Attempts start only while Run or Drain is active, and only as the engine returns them
-//     (their Started record durable). Each runs its handler, through the middleware, on its
-//     own goroutine with a context that the engine's cancels end: context.Cause is
-//     ErrJobCancelled (Cancel) or ErrShutdown (a stop's grace passed). Panics become Panicked.
-//  4. A stop (Run's context ends, Drain's context ends, Close) turns admission off; the engine
-//     waits Grace for running attempts, cancels those left, and waits Grace again. One still
-//     running after that is abandoned (its outcome ignored). Close then flushes, compacts if
-//     CompactOnClose, and closes the journal.
-//  5. A failed commit (a poisoned journal), or a durable one after which the engine is
-//     poisoned (a compaction lost after its rename), fails every waiting and later command
-//     with the first failure, cancels running handlers and stops dispatch at once; Run and
-//     Drain return it. Recovery is Close and Open again (the disk is the truth).
-//  6. Time comes only from Config.Clock: one timer, set to the engine's next wake time.
-//  7. Stats after Close returns the values at close.
+//  1. Goroutines and channels: one owner goroutine per Runner steps the Node; a syncer
+//     goroutine runs the fsync of the batch in flight (one at a time); a pool of at most
+//     Capacity attempt goroutines runs the handlers, through the middleware, each with a
+//     context the Node's cancels end (context.Cause is ErrJobCancelled or ErrShutdown).
+//     Panics become Panicked.
+//  2. Gathering: it blocks for one input, then takes what else is already waiting while the
+//     Node has Room (group commit), yielding once before a write so that callers just
+//     acknowledged can join it.
+//  3. Time only from Config.Clock: one timer, set to Effects.WakeAt.
+//  4. A failure (Effects.Failed) cancels every running handler, and Run and Drain return
+//     it; recovery is Close and Open again (the disk is the truth).
+//  5. At Effects.Close: handlers still running are abandoned, the journal and the
+//     directory are closed, and Stats keeps the values at close.
 //
-// Invariants of the owner (checkInvariants, after every commit): at most Capacity attempts
-// run; a read left unanswered after a commit is held for the next, quiet one.
-
-// owner is the single goroutine that drives the engine; every engine call happens here. It
-// decides nothing: it submits commands and outcomes, commits, and performs what the result
-// says (acknowledge, start, cancel, wake, and at a stop: flush, compact, close).
-//
-// One iteration: block for one command, outcome, timer, Close or the sync in flight; gather
-// everything else already waiting (group commit); with no batch in flight, Begin one and hand
-// its sync to the syncer; when the sync returns, Finish it and perform its result.
+// Invariant of the owner (checkInvariants, after every Ready): at most Capacity attempts run.
 type owner struct {
 	r       *Runner
-	eng     *runner.Engine
+	node    *runner.Node
+	eng     *runner.Engine // the Node's, for reads only
 	closeFS func() error
 	failed  error
 	timer   *clock.Timer
-	quit    <-chan struct{} // Close was called; nil once the stop began
-	closing bool
+	quit    <-chan struct{}      // Close was called; nil once stepped
 	kinds   map[string]kindEntry // registered (Register)
 
 	// Invariant: running holds exactly the attempts whose handler goroutine has not reported.
 	running map[runner.Token]context.CancelCauseFunc
-	pending map[runner.Ticket]command // commands buffered in the engine, awaiting their commit
-	reads   []command                 // answered after the commit, so they see acknowledged state only
-
-	idleWaiters []chan struct{}
-	stopWaiters []chan struct{}
-	dueWaiters  []dueWaiter
+	next    runner.Ref
+	calls   map[runner.Ref]command       // commands and reads the Node has not answered
+	waits   map[runner.Ref]chan struct{} // waiters the Node has not woken
 
 	// work feeds the attempt goroutines, reused from one attempt to the next; workers is how
 	// many were started. Invariant: queued plus running attempts = len(running) ≤ workers ≤
@@ -88,15 +61,10 @@ type owner struct {
 	// take (two slices serve in turn, so no outcome allocates).
 	taken []doneMsg
 
-	// The pipelined commit. Invariant: flying iff a batch's sync is on the syncer and its
-	// result not yet taken from synced; nothing is written while flying.
-	flying  bool
-	batch   runner.Batch
-	began   time.Time
-	toSync  chan runner.Batch // to the syncer goroutine (started with the first batch)
-	synced  chan error        // its results; capacity 1, so the syncer never blocks
-	dirty   bool              // something was submitted since the last Begin
-	holding bool              // a read or waiter wants a quiet Finish: take nothing new meanwhile
+	// flying: a batch's sync is on the syncer and its result not yet taken from synced.
+	flying bool
+	toSync chan runner.Batch // to the syncer goroutine (started with the first batch)
+	synced chan error        // its results; capacity 1, so the syncer never blocks
 }
 
 // attemptRun is one attempt handed to a worker goroutine.
@@ -118,12 +86,15 @@ func (o *owner) loop() {
 	stopTimer(o.timer)
 	defer func() {
 		if o.toSync != nil {
-			close(o.toSync) // never while flying: the loop returns only after a Finish
+			close(o.toSync) // never while flying: the Node closes only with nothing in flight
 		}
 	}()
 	for {
+		if o.pump() {
+			return
+		}
 		cmds, done, synced := o.r.cmds, o.r.done.ready, o.synced
-		if o.flying && o.holding {
+		if o.node.Room() == 0 {
 			cmds, done = nil, nil
 		}
 		if !o.flying {
@@ -131,70 +102,48 @@ func (o *owner) loop() {
 		}
 		select {
 		case c := <-cmds:
+			o.tick()
 			o.command(c)
 		case <-done:
+			o.tick()
 			o.outcomes()
 		case <-o.timer.C:
+			o.tick()
 		case <-o.quit:
-			o.quit, o.closing = nil, true
-			o.dispatch(false)
+			o.quit = nil
+			o.tick()
+			o.node.Step(runner.Close{Compact: o.r.cfg.CompactOnClose})
 		case err := <-synced:
 			o.flying = false
-			if o.finish(o.batch, err) {
-				return
-			}
-			if !o.dirty && o.eng.Quiet() {
-				continue
-			}
+			o.tick()
+			o.node.Step(runner.SyncDone{Err: err})
+			continue // perform the landing before taking more
 		}
-		o.dirty = true
-		if o.flying {
-			// Prepare the next batch while this one syncs: take what is waiting, step it,
-			// encode it.
-			if !o.holding {
-				o.gather()
-				_ = o.eng.Stage() // a refusal poisons the engine; Finish reports it
-			}
-			continue
-		}
-		if !o.r.cfg.opts.SyncEveryRecord {
-			// Let callers just acknowledged by the last commit send their next command, so
-			// they share this commit instead of waiting for the one after.
-			runtime.Gosched()
-			o.gather()
-		}
-		if o.begin() {
-			return
-		}
+		o.gather()
 	}
 }
 
-// begin writes everything submitted as one batch and hands its sync to the syncer, or, when
-// nothing was written (or SyncEveryRecord), finishes at once. It reports true once the runner
-// is closed.
-func (o *owner) begin() bool {
-	now := o.r.clk.Now()
-	o.dirty = false
-	if o.r.cfg.opts.SyncEveryRecord {
-		res, err := o.engineCommit(now)
-		return o.finished(now, res, err)
-	}
-	b, err := o.eng.Begin(now)
-	if err != nil || b.Empty() {
-		res, ferr := o.eng.Finish(b, nil)
-		if err == nil {
-			err = ferr
+// pump performs every Ready the Node has. It reports true once the runner is closed.
+func (o *owner) pump() bool {
+	for o.node.HasReady() {
+		rd := o.node.Ready()
+		closed := o.perform(rd)
+		o.node.Advance()
+		if closed {
+			return true
 		}
-		return o.finished(now, res, err)
+		if err := o.checkInvariants(); err != nil {
+			panic(err)
+		}
+		if rd.Landed != nil && rd.Sync.Empty() {
+			o.gather() // what arrived during the flight joins the next batch
+		}
 	}
-	if o.toSync == nil {
-		o.toSync, o.synced = make(chan runner.Batch, 1), make(chan error, 1)
-		go syncer(o.toSync, o.synced)
-	}
-	o.flying, o.batch, o.began = true, b, now
-	o.toSync <- b
 	return false
 }
+
+// tick tells the Node the time.
+func (o *owner) tick() { o.node.Step(runner.Clock{Now: o.r.clk.Now()}) }
 
 // syncer runs the fsync of each batch the owner hands it, one at a time, and reports the
 // result; it ends when the owner closes in.
@@ -204,25 +153,16 @@ func syncer(in <-chan runner.Batch, out chan<- error) {
 	}
 }
 
-// finish ends the batch in flight with its sync's result. It reports true once the runner is
-// closed.
-func (o *owner) finish(b runner.Batch, syncErr error) bool {
-	res, err := o.eng.Finish(b, syncErr)
-	return o.finished(o.began, res, err)
-}
-
-// gather takes everything already waiting into the coming commit: every outcome, and up to
-// gatherMax commands and gatherBytesMax of payload.
+// gather takes what is already waiting while the Node has Room: outcomes, then commands.
+// Before a write it lets callers just acknowledged send their next command first.
 func (o *owner) gather() {
+	if !o.node.Flying() && !o.r.cfg.opts.SyncEveryRecord {
+		runtime.Gosched()
+	}
 	o.outcomes()
-	bytes := 0
-	for range gatherMax {
-		if bytes >= gatherBytesMax {
-			return
-		}
+	for o.node.Room() > 0 {
 		select {
 		case c := <-o.r.cmds:
-			bytes += len(c.payload)
 			o.command(c)
 		default:
 			return
@@ -230,14 +170,13 @@ func (o *owner) gather() {
 	}
 }
 
-// outcomes steps every outcome waiting in the outbox; with the internal SyncEveryRecord
-// option only the first, so that each gets a commit of its own (the benchmark's baseline).
+// outcomes steps the outcomes waiting in the outbox, as many as the Node has Room for.
 func (o *owner) outcomes() {
-	limit := 0
-	if o.r.cfg.opts.SyncEveryRecord {
-		limit = 1
+	room := o.node.Room()
+	if room == 0 {
+		return
 	}
-	msgs := o.r.done.take(o.taken, limit)
+	msgs := o.r.done.take(o.taken, room)
 	for _, d := range msgs {
 		o.outcome(d)
 	}
@@ -245,71 +184,67 @@ func (o *owner) outcomes() {
 	o.taken = msgs
 }
 
+// ref names a command, read or waiter for the Node.
+func (o *owner) ref() runner.Ref {
+	o.next++
+	return o.next
+}
+
 func (o *owner) command(c command) {
-	now := o.r.clk.Now()
-	var (
-		t   runner.Ticket
-		err error
-	)
+	var cmd runner.Event
 	switch c.kind {
 	case cmdEnqueue:
-		t, _, err = o.eng.EnqueueJob(now, runner.NewJob{Due: c.due, Target: c.target, Payload: c.payload, Opts: c.opts})
+		cmd = runner.Enqueue{Due: c.due, Target: c.target, Payload: c.payload, Opts: c.opts}
 	case cmdEnqueueMany:
-		t, _, err = o.eng.EnqueueMany(now, c.jobs)
+		cmd = runner.EnqueueMany{Jobs: c.jobs}
 	case cmdCancel:
-		t, err = o.eng.Cancel(c.id)
+		cmd = runner.Cancel{ID: c.id}
 	case cmdRetry:
-		t, err = o.eng.Retry(now, c.id)
-	case cmdRegister:
-		c.reply <- reply{err: o.register(c.reg)}
-		return
+		cmd = runner.Retry{ID: c.id}
 	case cmdSchedule, cmdUnschedule:
-		t, err = o.scheduleCmd(now, c)
+		cmd = scheduleCmd(c)
+	case cmdRegister:
+		if _, dup := o.kinds[c.reg.name]; dup {
+			c.reply <- reply{err: fmt.Errorf("sluice: Register %q: registered already", c.reg.name)}
+			return
+		}
+		r := o.ref()
+		o.calls[r] = c
+		o.node.Step(runner.RegisterKind{Ref: r, Kind: runner.KindConfig{Name: c.reg.name, Limit: c.reg.limit, Decode: c.reg.decode}})
+		return
 	case cmdGet, cmdStats, cmdList, cmdSchedules, cmdBreakers:
-		o.reads = append(o.reads, c)
+		r := o.ref()
+		o.calls[r] = c
+		o.node.Step(runner.Read{Ref: r})
 		return
 	case cmdDispatch:
-		o.dispatch(c.on)
+		o.node.Step(runner.Admit{On: c.on})
 		c.reply <- reply{}
 		return
-	case cmdWaitIdle:
-		ch := make(chan struct{})
-		o.idleWaiters = append(o.idleWaiters, ch)
-		c.reply <- reply{wait: ch}
-		return
-	case cmdWaitStopped:
-		ch := make(chan struct{})
-		o.stopWaiters = append(o.stopWaiters, ch)
-		c.reply <- reply{wait: ch}
-		return
-	case cmdWaitDue:
-		ch := make(chan struct{})
-		o.dueWaiters = append(o.dueWaiters, dueWaiter{c.due, ch})
-		c.reply <- reply{wait: ch}
+	case cmdWaitIdle, cmdWaitStopped, cmdWaitDue:
+		o.wait(c)
 		return
 	default:
 		panic(fmt.Sprintf("sluice: unknown command kind %d", c.kind))
 	}
-	if err != nil {
-		c.reply <- reply{err: o.refusal(err)}
-		return
-	}
-	o.pending[t] = c
+	r := o.ref()
+	o.calls[r] = c
+	o.node.Step(runner.Propose{Ref: r, Cmd: cmd})
 }
 
-// refusal is the error for a command the engine refused: the runner's failure once it has
-// failed (the engine then refuses everything as poisoned), else the engine's own reason.
-func (o *owner) refusal(err error) error {
-	if o.failed != nil {
-		return o.failed
+// wait registers a waiter with the Node and hands its channel to the caller.
+func (o *owner) wait(c command) {
+	w := runner.Wait{Ref: o.ref(), For: runner.WaitIdle}
+	switch c.kind {
+	case cmdWaitStopped:
+		w.For = runner.WaitStopped
+	case cmdWaitDue:
+		w.For, w.Through = runner.WaitDue, c.due
 	}
-	return mapErr(err)
-}
-
-// dispatch turns admission on or off; off begins the engine's graceful stop.
-func (o *owner) dispatch(on bool) {
-	// A poisoned engine refuses; the runner has failed already and Close will close it.
-	_ = o.eng.Dispatch(o.r.clk.Now(), on)
+	ch := make(chan struct{})
+	o.waits[w.Ref] = ch
+	o.node.Step(w)
+	c.reply <- reply{wait: ch}
 }
 
 func (o *owner) outcome(d doneMsg) {
@@ -319,96 +254,82 @@ func (o *owner) outcome(d doneMsg) {
 		o.r.log.Debug("sluice: attempt failed", "job", d.tok.ID, "attempt", d.tok.Attempt,
 			"outcome", d.out.Kind.String(), "retryable", d.out.Retryable, "err", d.out.Err)
 	}
-	// A poisoned engine refuses the outcome; the commit reports the poison.
-	_ = o.eng.AttemptDone(o.r.clk.Now(), d.tok, coreOutcome(d.out))
+	o.node.Step(runner.Ended{Token: d.tok, Outcome: coreOutcome(d.out)})
 }
 
-// finished performs what a commit begun at start returned: acknowledge, start, cancel, wake;
-// at a quiet engine, answer reads and waiters. It reports true once the runner is closed.
-func (o *owner) finished(start time.Time, res runner.Result, err error) bool {
-	o.committed(start, res)
-	o.perform(res)
-	if err == nil {
-		// A compaction lost after a durable batch poisons the engine with a nil error from
-		// Finish: fail now, not at a next commit that an idle runner may reach much later.
-		err = o.eng.Poisoned()
+// perform carries out one Ready in the order of its fields. It reports true once the runner
+// is closed.
+func (o *owner) perform(rd runner.Effects) bool {
+	if !rd.Sync.Empty() {
+		o.startSync(rd.Sync)
 	}
-	if err != nil && o.failed == nil {
-		o.becomeFailed(err)
+	if l := rd.Landed; l != nil && l.Records > 0 {
+		o.r.cfg.OnCommitted(Committed{Records: l.Records, Duration: o.r.clk.Since(l.Began)})
 	}
-	if o.closing && (res.Stopped || o.failed != nil) {
-		o.finishClose()
-		return true
+	for _, a := range rd.Acks {
+		o.answer(a)
 	}
-	setTimer(o.timer, o.r.clk.Now(), res.Wake)
-	o.holding = false
-	if o.failed != nil || o.eng.Quiet() {
-		o.answerReads()
-		o.notifyWaiters(res.Stopped)
-	} else {
-		// Records submitted during the flight are not durable yet: what they changed must not
-		// be read, nor compacted. Hold new work off until the next Finish, which is then quiet.
-		o.holding = len(o.reads) > 0 || res.CompactDue || o.waitersDue(res.Stopped)
-	}
-	if err := o.checkInvariants(); err != nil {
-		panic(err)
-	}
-	return false
-}
-
-// committed reports the batch a commit begun at start made durable, if any, to OnCommitted.
-func (o *owner) committed(start time.Time, res runner.Result) {
-	if res.Records > 0 {
-		o.r.cfg.OnCommitted(Committed{Records: res.Records, Duration: o.r.clk.Since(start)})
-	}
-}
-
-// engineCommit is the internal SyncEveryRecord option's commit, not pipelined: the commands
-// and outcomes are flushed on their own first, so the Started records of the attempts they
-// admit get their own fsync: the benchmark's baseline pays about one fsync per record.
-func (o *owner) engineCommit(now time.Time) (runner.Result, error) {
-	first, err := o.eng.Flush(now)
-	if err != nil {
-		return first, err
-	}
-	o.committed(now, first)
-	o.perform(first)
-	return o.eng.Commit(now)
-}
-
-// perform acts on a commit's result: acknowledge, report settled jobs, cancel, start.
-func (o *owner) perform(res runner.Result) {
-	for _, a := range res.Acks {
-		c := o.pending[a.Ticket]
-		delete(o.pending, a.Ticket)
-		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate, dups: a.Duplicates}
-	}
-	reportTransitions(&o.r.cfg, res.Transitions)
-	for _, s := range res.Settled {
+	reportTransitions(&o.r.cfg, rd.Transitions)
+	for _, s := range rd.Settled {
 		o.r.cfg.OnSettled(settledOf(s))
 	}
-	for _, c := range res.Cancels {
+	for _, c := range rd.Cancels {
 		o.running[c.Token](causeOf(c.Why))
 	}
-	if len(res.Starts) > 0 {
+	if len(rd.Starts) > 0 {
 		now := o.r.clk.Now() // one instant for the batch the sync released
-		for _, s := range res.Starts {
+		for _, s := range rd.Starts {
 			o.startAttempt(s, now)
 		}
 	}
+	for _, r := range rd.Reads {
+		c := o.calls[r]
+		delete(o.calls, r)
+		o.answerRead(c)
+	}
+	for _, r := range rd.Wakes {
+		close(o.waits[r])
+		delete(o.waits, r)
+	}
+	if rd.Failed != nil {
+		o.becomeFailed(rd.Failed)
+	}
+	if rd.Compact {
+		_ = o.node.Compact() // the engine logs a failure; the journal stands either way
+	}
+	if rd.Close {
+		o.finishClose()
+		return true
+	}
+	setTimer(o.timer, o.r.clk.Now(), rd.WakeAt)
+	return false
 }
 
-// register adds a kind to the engine (which refuses one after the first dispatch) and keeps
-// its handler.
-func (o *owner) register(e kindEntry) error {
-	if _, dup := o.kinds[e.name]; dup {
-		return fmt.Errorf("sluice: Register %q: registered already", e.name)
+// startSync hands a written batch to the syncer goroutine.
+func (o *owner) startSync(b runner.Batch) {
+	if o.toSync == nil {
+		o.toSync, o.synced = make(chan runner.Batch, 1), make(chan error, 1)
+		go syncer(o.toSync, o.synced)
 	}
-	if err := o.eng.Register(runner.KindConfig{Name: e.name, Limit: e.limit, Decode: e.decode}); err != nil {
-		return fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before (%w)", e.name, err)
+	o.flying = true
+	o.toSync <- b
+}
+
+// answer replies to a command the Node answered.
+func (o *owner) answer(a runner.Answer) {
+	c := o.calls[a.Ref]
+	delete(o.calls, a.Ref)
+	switch {
+	case c.kind == cmdRegister && a.Err == nil:
+		o.kinds[c.reg.name] = c.reg
+		c.reply <- reply{}
+	case c.kind == cmdRegister && errors.Is(a.Err, runner.ErrInvalidConfig):
+		c.reply <- reply{err: fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before (%w)", c.reg.name, a.Err)}
+	case a.Err != nil:
+		c.reply <- reply{err: mapErr(a.Err)}
+	default:
+		c.reply <- reply{id: a.ID, ids: a.IDs, dup: a.Duplicate, dups: a.Duplicates}
 	}
-	o.kinds[e.name] = e
-	return nil
 }
 
 // startAttempt hands s to a worker goroutine, starting one if every worker is taken; the
@@ -458,112 +379,48 @@ func work(r *Runner, in <-chan attemptRun) {
 	}
 }
 
-func (o *owner) answerReads() {
-	for _, c := range o.reads {
-		switch c.kind {
-		case cmdGet:
-			j, ok := o.eng.Get(c.id)
-			rep := reply{found: ok}
-			if ok {
-				rep.job = infoOf(j)
-			}
-			c.reply <- rep
-		case cmdStats:
-			c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
-		case cmdSchedules:
-			c.reply <- reply{scheds: o.eng.Schedules()}
-		case cmdList:
-			c.reply <- reply{page: listPage(o.eng, c.filter)}
-		case cmdBreakers:
-			c.reply <- reply{breakers: breakersOf(o.eng.Breakers())}
+// answerRead answers a read from the Node's state, which is durable when the Node says so.
+func (o *owner) answerRead(c command) {
+	switch c.kind {
+	case cmdGet:
+		j, ok := o.eng.Get(c.id)
+		rep := reply{found: ok}
+		if ok {
+			rep.job = infoOf(j)
 		}
+		c.reply <- rep
+	case cmdStats:
+		c.reply <- reply{stats: statsOf(o.eng.Status(), o.r.syncs.load())}
+	case cmdSchedules:
+		c.reply <- reply{scheds: o.eng.Schedules()}
+	case cmdList:
+		c.reply <- reply{page: listPage(o.eng, c.filter)}
+	case cmdBreakers:
+		c.reply <- reply{breakers: breakersOf(o.eng.Breakers())}
 	}
-	o.reads = o.reads[:0]
 }
 
-// waitersDue reports whether a waiter would be woken now (notifyWaiters) by the live state.
-func (o *owner) waitersDue(stopped bool) bool {
-	if stopped && len(o.stopWaiters) > 0 || len(o.idleWaiters) > 0 && o.eng.Idle() {
-		return true
-	}
-	for _, w := range o.dueWaiters {
-		if o.eng.IdleThrough(w.t) {
-			return true
-		}
-	}
-	return false
-}
-
-// notifyWaiters wakes Drain: idle once nothing is waiting or running, stopped once the engine
-// says a stop is done (or the runner failed).
-func (o *owner) notifyWaiters(stopped bool) {
-	if stopped || o.failed != nil {
-		for _, ch := range o.stopWaiters {
-			close(ch)
-		}
-		o.stopWaiters = nil
-	}
-	if o.failed != nil {
-		return
-	}
-	keep := o.dueWaiters[:0]
-	for _, w := range o.dueWaiters {
-		if o.eng.IdleThrough(w.t) {
-			close(w.ch)
-			continue
-		}
-		keep = append(keep, w)
-	}
-	o.dueWaiters = keep
-	if !o.eng.Idle() {
-		return
-	}
-	for _, ch := range o.idleWaiters {
-		close(ch)
-	}
-	o.idleWaiters = nil
-}
-
-// becomeFailed stops the runner after a commit failed (the journal is poisoned): nothing
-// buffered is acknowledged, every later command fails, running attempts are cancelled.
+// becomeFailed performs Effects.Failed: every running handler is cancelled, and Run and Drain
+// return the failure. (The Node answered the pending commands with it.)
 func (o *owner) becomeFailed(err error) {
 	err = fmt.Errorf("sluice: runner stopped: %w", err) // the engine logged the failure
 	o.failed = err
-	for t, c := range o.pending {
-		c.reply <- reply{err: err}
-		delete(o.pending, t)
-	}
 	for _, cancel := range o.running {
 		cancel(err)
 	}
 	o.r.fail(err)
 }
 
-// finishClose ends the stop the engine reported done: Flush, compact if configured, record
-// the last Stats, close the engine. Attempts still running (they ignored the cancellation past
-// the second grace) are abandoned: their outcomes are ignored, and the next Open counts them as
-// interrupted.
+// finishClose performs Effects.Close: the last Stats, the handlers still running abandoned
+// (their outcomes are ignored; the next Open counts them as interrupted), the journal and the
+// directory closed.
 func (o *owner) finishClose() {
 	stopTimer(o.timer)
-	if o.failed == nil {
-		now := o.r.clk.Now()
-		res, err := o.eng.Flush(now)
-		o.committed(now, res)
-		o.perform(res)
-		if err == nil && o.r.cfg.CompactOnClose {
-			_ = o.eng.Compact() // the engine logs a failure; the journal stands either way
-		}
-	}
-	for t, c := range o.pending {
-		c.reply <- reply{err: ErrClosed}
-		delete(o.pending, t)
-	}
-	o.answerReadsClosed()
 	o.r.last = statsOf(o.eng.Status(), o.r.syncs.load())
-	for _, cancel := range o.running { // abandoned: the engine cancelled them already
+	for _, cancel := range o.running { // abandoned: the Node cancelled them already
 		cancel(ErrShutdown)
 	}
-	err := o.eng.Close()
+	err := o.node.Close()
 	if ferr := o.closeFS(); err == nil {
 		err = ferr
 	}
@@ -572,20 +429,10 @@ func (o *owner) finishClose() {
 	}
 }
 
-func (o *owner) answerReadsClosed() {
-	for _, c := range o.reads {
-		c.reply <- reply{err: ErrClosed}
-	}
-	o.reads = nil
-}
-
-// checkInvariants states the owner's invariants in code; it runs after every commit.
+// checkInvariants states the owner's invariants in code; it runs after every Ready.
 func (o *owner) checkInvariants() error {
 	if n := len(o.running); n > o.r.cfg.Capacity {
 		return fmt.Errorf("sluice: %d attempts running, capacity %d", n, o.r.cfg.Capacity)
-	}
-	if len(o.reads) != 0 && !o.holding {
-		return fmt.Errorf("sluice: %d reads unanswered after a commit, and none is coming", len(o.reads))
 	}
 	return nil
 }

@@ -204,8 +204,9 @@ func newRunner(op opened, cfg Config, syncs *counter) *Runner {
 		syncs: syncs,
 		failC: make(chan struct{}),
 	}
-	o := &owner{r: r, eng: op.eng, closeFS: op.close, quit: r.quit, kinds: map[string]kindEntry{},
-		running: map[runner.Token]context.CancelCauseFunc{}, pending: map[runner.Ticket]command{}}
+	node := runner.NewNode(op.eng, runner.NodeConfig{GatherMax: gatherMax, SyncEach: cfg.opts.SyncEveryRecord, Observe: cfg.opts.Observe})
+	o := &owner{r: r, node: node, eng: op.eng, closeFS: op.close, quit: r.quit, kinds: map[string]kindEntry{},
+		running: map[runner.Token]context.CancelCauseFunc{}, calls: map[runner.Ref]command{}, waits: map[runner.Ref]chan struct{}{}}
 	go o.loop()
 	return r
 }

@@ -135,10 +135,10 @@ func scheduleErr(err error) error {
 	return err
 }
 
-// scheduleCmd submits a schedule command to the engine (the owner's part).
-func (o *owner) scheduleCmd(now time.Time, c command) (runner.Ticket, error) {
+// scheduleCmd is a schedule command in the Node's terms (the owner's part).
+func scheduleCmd(c command) runner.Event {
 	if c.kind == cmdUnschedule {
-		return o.eng.RemoveSchedule(c.sched.Name)
+		return runner.RemoveSchedule{Name: c.sched.Name}
 	}
-	return o.eng.SetSchedule(now, c.sched)
+	return runner.SetSchedule{Schedule: c.sched}
 }

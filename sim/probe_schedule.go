@@ -249,12 +249,10 @@ func (n *runnerNode) probeUnregistered() {
 		return
 	}
 	w.chk.Pass(InvMachine)
-	t, err := n.e.Cancel(id)
-	if err != nil {
+	if _, err := n.propose(runner.Cancel{ID: id}, pendingCmd{kind: cmdCancel, id: id}); err != nil {
 		w.chk.Fail(InvMachine, "%s: cancelling job %d of unregistered kind %q: %v", n.name, id, retiredKind, err)
 		return
 	}
-	n.pending[t] = pendingCmd{kind: cmdCancel, id: id}
 	w.trace(n.name, "probe: job "+strconv.FormatUint(id, 10)+" of unregistered kind "+retiredKind+" waits unstarted; cancel id="+strconv.FormatUint(id, 10))
 }
 

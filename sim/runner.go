@@ -20,14 +20,14 @@ import (
 )
 
 // The runner side of the world: runner nodes, each a process with its own simulated disk and
-// journal, driving runner.Engine exactly as the production driver does (submit commands, feed
-// outcomes, one Commit per instant = group commit), an executor that draws handler durations
-// and outcomes, and a producer per node. Nodes crash at random steps (disk.Crash, the engine
-// dropped without Close, reopened after a restart delay), inside commits and compactions
-// (disk.CrashAfter), and when a handler takes the process down; or they stop gracefully, with
-// the production driver's calls: admission off, commits at each outcome and wake until the
-// result says the stop is done, cancelling handlers when the engine says so, then a Flush, a
-// compaction at close when drawn, and Close.
+// journal, executing runner.Node (the host production executes too: the protocol is there,
+// not here), an executor that draws handler durations and outcomes, and a producer per node.
+// This file adds the world: the clock (a batch's sync lands at the instant it was written,
+// after the events already due then), the timing of group commit (SyncDelay), and faults.
+// Nodes crash at random steps (disk.Crash, the engine dropped without Close, reopened after a
+// restart delay), inside commits and compactions (disk.CrashAfter), and when a handler takes
+// the process down; or they stop gracefully (runner.Close, with a compaction at close drawn),
+// which the Node carries through to Effects.Close.
 
 const journalName = "jobs.journal"
 
@@ -52,6 +52,7 @@ const (
 	cmdEnqueue cmdKind = iota + 1
 	cmdCancel
 	cmdRetry
+	cmdSchedule // set or remove one (the checker follows schedules by their state)
 )
 
 type pendingCmd struct {
@@ -66,7 +67,8 @@ type runnerNode struct {
 	name string
 	disk *disk.Disk
 	cfg  runner.Config
-	e    *runner.Engine
+	node *runner.Node
+	e    *runner.Engine // node's, for reads and checks
 
 	longSpec string // tooLongSpec's, for the RecordMax it was built for
 
@@ -82,9 +84,10 @@ type runnerNode struct {
 	stopping      bool                        // a graceful stop is under way
 	execs         map[runner.Token]*execution // attempts whose handler has not returned
 	open          int                         // non-terminal jobs at the last commit
-	pending       map[runner.Ticket]pendingCmd
-	acked         []uint64 // acknowledged ids, for cancels
-	boundaries    []int64  // journal sizes after each acknowledged batch since the last compaction
+	pending       map[runner.Ref]pendingCmd
+	ref           runner.Ref // the last command's
+	acked         []uint64   // acknowledged ids, for cancels
+	boundaries    []int64    // journal sizes after each acknowledged batch since the last compaction
 	produced      int
 	commits       int
 	views         []JobView       // the state at the last commit that wrote records
@@ -98,11 +101,13 @@ type runnerNode struct {
 	rErr          *rand.Rand      // long error texts (longError)
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
 
-	// flight is the batch whose sync is in flight (Engine.Begin to Finish), with the state and
+	// flight is the batch whose sync is in flight (Effects.Sync to SyncDone), with the state and
 	// schedules it makes durable; commitAfter: a commit was asked for meanwhile.
 	flight      *flight
 	commitAfter bool
 	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
+
+	script *scripted // RunScript's node: no misuse probes, scripted handlers, an observer
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -339,7 +344,7 @@ func (n *runnerNode) start() {
 	if n.refused {
 		return
 	}
-	if n.gen == 0 {
+	if n.gen == 0 && n.script == nil {
 		if r := Stream(w.cfg.Seed, "misconfig/"+n.name); misconfigDrawn(r) {
 			n.tryBadRunnerConfig(r)
 		}
@@ -381,14 +386,16 @@ func (n *runnerNode) start() {
 		w.chk.Fail(InvRecoveryOpens, "%s: open failed: %v", n.name, err)
 		return
 	}
-	n.probeKinds(e)
-	if err := e.Dispatch(w.now(), true); err != nil {
-		w.chk.Fail(InvRecoveryOpens, "%s: dispatch after open: %v", n.name, err)
-		return
+	var ncfg runner.NodeConfig
+	if n.script == nil {
+		n.probeKinds(e)
+	} else {
+		ncfg.Observe = n.script.observe
 	}
-	n.e, n.up = e, true
+	n.node, n.e, n.up = runner.NewNode(e, ncfg), e, true
+	n.step(runner.Admit{On: true})
 	n.gen++
-	n.pending = make(map[runner.Ticket]pendingCmd)
+	n.pending = make(map[runner.Ref]pendingCmd)
 	n.execs = make(map[runner.Token]*execution)
 	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
 	n.flight, n.commitAfter, n.afterLand = nil, false, nil
@@ -406,12 +413,14 @@ func (n *runnerNode) start() {
 	n.noteBoundary()
 	n.checkMachine()
 	n.checkDisk()
-	n.registerSchedules()
+	if n.script == nil {
+		n.registerSchedules()
+	}
 	n.scheduleCommit()
 }
 
 func (n *runnerNode) checkMachine() {
-	if err := n.e.CheckInvariants(); err != nil {
+	if err := n.node.CheckInvariants(); err != nil { // the Node's, the engine's among them
 		n.w.chk.Fail(InvMachine, "%s: runner: %v", n.name, err)
 	} else {
 		n.w.chk.Pass(InvMachine)
@@ -434,13 +443,13 @@ func (n *runnerNode) crash(why string) {
 		return
 	}
 	if f := n.flight; f != nil {
-		// Begin's schedule firings were appended (and may survive on disk), never acknowledged.
+		// The write's schedule firings were appended (and may survive on disk), never acknowledged.
 		n.noteFirings(f.before, f.after, f.next, f.upTo, false)
 	}
 	n.flight, n.commitAfter, n.afterLand = nil, false, nil
 	n.up = false
 	n.gen++
-	n.e = nil
+	n.e, n.node = nil, nil
 	w.st.Crashes.Add("node", 1)
 	w.chk.NodeCrashed(n.id)
 	n.disk.Crash()
@@ -457,35 +466,25 @@ func (n *runnerNode) crash(why string) {
 	n.scheduleRestart()
 }
 
-// stop begins a graceful stop, as the production driver's does when Run's context ends:
-// admission off; the commits that follow (at outcomes and wakes) carry the engine's cancels
-// and, once it is done, Result.Stopped, at which finishStop flushes, compacts and closes.
+// stop begins a graceful stop, as Run's context ending does: runner.Close, with a compaction
+// at close drawn now. The commits that follow (at outcomes and wakes) carry the Node's cancels,
+// its flush and, once quiet, Effects.Close (finishStop).
 func (n *runnerNode) stop() {
 	w := n.w
 	n.stopping = true
 	w.chk.NodeStopping(n.id)
 	w.trace(n.name, "STOP (graceful): admission off")
-	if err := n.e.Dispatch(w.now(), false); err != nil {
-		n.crash("stopping a poisoned engine: " + err.Error())
-		return
-	}
+	n.step(runner.Close{Compact: w.rFaults.Intn(2) == 0})
 	n.scheduleCommit()
 }
 
-// finishStop ends a graceful stop: Flush, a compaction at close when drawn (sometimes with a
-// crash armed inside it), Close, and a start after the restart delay. Attempts still running
-// are abandoned with the process and come back as interrupted.
-func (n *runnerNode) finishStop() {
+// finishStop performs Effects.Close (and Compact, sometimes with a crash armed inside it):
+// Close, and a start after the restart delay. Attempts still running are abandoned with the
+// process and come back as interrupted.
+func (n *runnerNode) finishStop(rd runner.Effects) {
 	w := n.w
-	res, err := n.e.Flush(w.now())
-	if err != nil {
-		w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
-		w.chk.SchedulesUnacked(n.id, n.scheduleViews())
-		n.crash("flushing at stop: " + err.Error())
-		return
-	}
-	n.absorb(res, nil)
-	if w.rFaults.Intn(2) == 0 {
+	n.checkMachine() // closed: nothing pending, nothing in flight
+	if rd.Compact {
 		armed := false
 		if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
 			k := 1 + w.rFaults.Intn(6)
@@ -494,7 +493,7 @@ func (n *runnerNode) finishStop() {
 			w.fault("close-compaction-crash")
 			w.trace(n.name, "crash armed after "+strconv.Itoa(k)+" disk ops of the compaction at close")
 		}
-		if err := n.e.Compact(); err != nil {
+		if err := n.node.Compact(); err != nil {
 			w.fault("compaction-failed")
 			w.trace(n.name, "compaction at close failed: "+err.Error())
 		} else {
@@ -517,7 +516,7 @@ func (n *runnerNode) finishStop() {
 	n.probeClosed()
 	n.up = false
 	n.gen++
-	n.e = nil
+	n.e, n.node = nil, nil
 	w.st.Crashes.Add("node-stop", 1)
 	w.chk.NodeCrashed(n.id)
 	w.trace(n.name, "STOPPED (flushed, closed)")
@@ -672,9 +671,7 @@ func (n *runnerNode) produce() {
 	}
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
 		id := n.acked[w.rWork.Intn(len(n.acked))]
-		t, err := n.e.Cancel(id)
-		if err == nil {
-			n.pending[t] = pendingCmd{kind: cmdCancel, id: id}
+		if _, err := n.propose(runner.Cancel{ID: id}, pendingCmd{kind: cmdCancel, id: id}); err == nil {
 			w.trace(n.name, "cancel id="+strconv.FormatUint(id, 10))
 		}
 	}
@@ -682,10 +679,9 @@ func (n *runnerNode) produce() {
 		// A manual retry of a job that may be dead (refused unless it is).
 		id := n.acked[w.rWork.Intn(len(n.acked))]
 		j, ok := n.e.Get(id)
-		t, err := n.e.Retry(w.now(), id)
+		_, err := n.propose(runner.Retry{ID: id}, pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()})
 		switch {
 		case err == nil:
-			n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
 			w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
 		case !ok && !errors.Is(err, runner.ErrNotFound), ok && j.State != runner.Dead && !errors.Is(err, runner.ErrNotDead):
 			w.chk.Fail(InvMachine, "%s: a retry of job %d (found %v, %v) was refused with %v", n.name, id, ok, j.State, err)
@@ -760,14 +756,8 @@ func (n *runnerNode) enqueueRaw(due time.Duration, target, payload string, raw [
 		at = time.Time{} // "due now" as a client writes it, for half the payloads
 	}
 	next := n.e.Status().NextID
-	var t runner.Ticket
-	var id uint64
-	var err error
-	if o == (runner.Opts{}) {
-		t, id, err = n.e.Enqueue(w.now(), at, target, raw) // a client without options
-	} else {
-		t, id, err = n.e.EnqueueJob(w.now(), runner.NewJob{Due: at, Target: target, Payload: raw, Opts: o})
-	}
+	a, err := n.propose(runner.Enqueue{Due: at, Target: target, Payload: raw, Opts: o}, pendingCmd{kind: cmdEnqueue})
+	id := a.ID
 	if oversize {
 		if errors.Is(err, runner.ErrTooLarge) {
 			w.chk.Pass(InvRecordLimit)
@@ -785,7 +775,6 @@ func (n *runnerNode) enqueueRaw(due time.Duration, target, payload string, raw [
 	}
 	if id < next {
 		// A duplicate of the job holding its unique key: nothing was journaled.
-		n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
 		w.trace(n.name, "enqueue duplicate of id="+strconv.FormatUint(id, 10)+" key="+o.Unique)
 		return true
 	}
@@ -795,7 +784,6 @@ func (n *runnerNode) enqueueRaw(due time.Duration, target, payload string, raw [
 	if w.mutation == mutAckEarly {
 		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
 	}
-	n.pending[t] = pendingCmd{kind: cmdEnqueue, id: id}
 	shown := payload
 	if len(shown) > 24 {
 		shown = shown[:24] + "...(" + strconv.Itoa(len(payload)) + " bytes)"
@@ -813,7 +801,8 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 		return
 	}
 	next := n.e.Status().NextID
-	t, ids, err := n.e.EnqueueMany(w.now(), jobs)
+	a, err := n.propose(runner.EnqueueMany{Jobs: jobs}, pendingCmd{kind: cmdEnqueue})
+	ids := a.IDs
 	if err != nil {
 		w.trace(n.name, "enqueue many refused: "+err.Error())
 		return
@@ -830,7 +819,6 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 			w.chk.JobAcked(n.id, id)
 		}
 	}
-	n.pending[t] = pendingCmd{kind: cmdEnqueue, id: ids[0]}
 	w.trace(n.name, fmt.Sprintf("enqueue many ids=%d..%d", ids[0], ids[len(ids)-1]))
 }
 
@@ -838,6 +826,12 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 // keeps producing while the node is down, and sees its enqueues refused).
 func (n *runnerNode) produceStep() func() {
 	return func() {
+		if n.up && n.flight != nil && n.node.Room() == 0 {
+			// The node takes nothing now (its flight must land quiet): the client waits for the
+			// landing, at this instant.
+			n.w.loop.AtExact(n.w.loop.Now(), n.produceStep())
+			return
+		}
 		if n.up {
 			n.alive(n.produce)()
 			if !n.up {
@@ -849,29 +843,42 @@ func (n *runnerNode) produceStep() func() {
 	}
 }
 
-// flight is a batch written by Engine.Begin whose sync is in flight, as the production owner
-// pipelines it: commands and outcomes arriving meanwhile are stepped and staged for the next
-// batch, written only once Finish has taken this one's sync.
+// step tells the node the world's time, then steps in.
+func (n *runnerNode) step(in runner.Input) {
+	n.node.Step(runner.Clock{Now: n.w.now()})
+	n.node.Step(in)
+}
+
+// propose steps a client's command into the node; p is what the world remembers of it until
+// its Ack. It returns what the command did at once: the ids it took, or its refusal.
+func (n *runnerNode) propose(cmd runner.Event, p pendingCmd) (runner.Ack, error) {
+	n.ref++
+	n.step(runner.Propose{Ref: n.ref, Cmd: cmd})
+	a, err := n.node.LastProposal()
+	if err == nil {
+		n.pending[n.ref] = p
+	}
+	return a, err
+}
+
+// flight is a batch the Node wrote (Effects.Sync) whose sync is in flight, with what the world
+// noted before it was written: commands and outcomes arriving meanwhile are stepped for the
+// next batch, which the Node writes only after this one landed.
 type flight struct {
 	b            runner.Batch
 	cut          bool
-	before       []runner.Schedule // schedules before Begin, and after it (firings are Begin's)
+	before       []runner.Schedule // schedules before the write, and after it (firings are its)
 	after        []runner.Schedule
-	next, upTo   uint64    // ids Begin's firings took: [next, upTo)
-	ops          int       // the disk's operation count before Begin (checkCompactRefused)
-	views        []JobView // the live state at Begin, what this batch makes durable
+	next, upTo   uint64    // ids the write's firings took: [next, upTo)
+	ops          int       // the disk's operation count before the write (checkCompactRefused)
+	views        []JobView // the live state at the write, what this batch makes durable
 	schedsViewed []ScheduleView
 }
 
-// scheduleCommit asks for one Commit SyncDelay from now (at this instant, after every event
-// already scheduled for it, when the delay is 0): everything submitted meanwhile goes into the
-// same batch (group commit). The commit is pipelined as the production owner's: Begin writes
-// the batch, and its sync returns (land) at the same instant, after the events already
-// scheduled for it; commands among those are stepped and staged for the next batch.
+// scheduleCommit asks for one commit SyncDelay from now (at this instant, after every event
+// already scheduled for it, when the delay is 0): everything stepped meanwhile goes into the
+// same batch (group commit).
 func (n *runnerNode) scheduleCommit() {
-	if n.flight != nil {
-		_ = n.e.Stage() // a refusal poisons the engine: Finish reports it
-	}
 	if n.commitPending {
 		return
 	}
@@ -879,6 +886,9 @@ func (n *runnerNode) scheduleCommit() {
 	n.w.loop.After(n.w.cfg.SyncDelay, n.alive(n.commit))
 }
 
+// commit performs the Node's next Ready: a write (its sync lands at this instant, after the
+// events already scheduled for it), with a crash sometimes armed inside it, or what a quiet
+// Node has to do. While a batch flies it waits for the landing.
 func (n *runnerNode) commit() {
 	w := n.w
 	n.commitPending = false
@@ -886,7 +896,46 @@ func (n *runnerNode) commit() {
 		n.commitAfter = true // batch N+1 waits for sync N
 		return
 	}
-	cut := false
+	n.node.Step(runner.Clock{Now: w.now()})
+	if !n.node.HasReady() {
+		n.scheduleWake(n.node.WakeAt()) // a timer armed for an earlier wake fired: arm the next
+		return
+	}
+	f := &flight{}
+	if n.node.Status().Dirty {
+		f.cut = n.armCommitCrash()
+		// The schedules beforeCommit reads are the ones the write starts from.
+		f.before, f.next, f.ops = n.beforeCommit(), n.e.Status().NextID, n.disk.Ops() // runner_schedule.go
+	} else {
+		f.next = n.e.Status().NextID
+	}
+	nd := n.node
+	rd := nd.Ready()
+	f.after, f.upTo = n.e.Schedules(), n.e.Status().NextID
+	if rd.Sync.Empty() {
+		n.finishCommit(f, rd) // nothing written, or an empty batch landed at once
+		nd.Advance()
+		return
+	}
+	f.b = rd.Sync
+	// What this batch makes durable, before anything else is stepped: a crash or a failed sync
+	// during the flight may leave it on disk unacknowledged.
+	f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), scheduleViewsOf(f.after)
+	w.chk.CommitUnacked(n.id, f.views)
+	w.chk.SchedulesUnacked(n.id, f.schedsViewed)
+	n.flight = f
+	n.answer(rd.Acks) // refusals stepped before the write
+	nd.Advance()
+	// The flight takes no simulated time, so the checker's timing bounds stand. An outcome
+	// arriving meanwhile waits for it (whenLanded): the checker judges breakers and free units
+	// in world time, as if admission and start were one instant.
+	w.loop.AtExact(w.loop.Now(), n.alive(func() { n.land(f) }))
+}
+
+// armCommitCrash draws whether a crash cuts the coming write (or the compaction after it) at
+// its k-th disk operation, and arms it.
+func (n *runnerNode) armCommitCrash() bool {
+	w := n.w
 	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Process.CommitCrash) {
 		k := 1 + w.rFaults.Intn(12)
 		if st := n.e.Status(); st.Grown+512 >= n.cfg.CompactBytes {
@@ -895,47 +944,26 @@ func (n *runnerNode) commit() {
 			k = 3 + w.rFaults.Intn(7)
 		}
 		n.disk.CrashAfter(k)
-		cut = true
 		w.fault("commit-crash")
 		w.trace(n.name, "crash armed after "+strconv.Itoa(k)+" disk ops")
+		return true
 	}
-	if !cut {
-		cut = w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
-	}
-	// The schedules beforeCommit read are the ones Begin starts from: nothing in between
-	// changes the engine.
-	f := &flight{cut: cut, before: n.beforeCommit(), next: n.e.Status().NextID, ops: n.disk.Ops()} // runner_schedule.go
-	b, err := n.e.Begin(w.now())
-	f.b, f.after, f.upTo = b, n.e.Schedules(), n.e.Status().NextID
-	if err == nil && !b.Empty() {
-		// What this batch makes durable, before anything else is stepped: a crash or a failed
-		// sync during the flight may leave it on disk unacknowledged.
-		f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), scheduleViewsOf(f.after) // Begin's, as it left them
-		w.chk.CommitUnacked(n.id, f.views)
-		w.chk.SchedulesUnacked(n.id, f.schedsViewed)
-		n.flight = f
-		// The flight takes no simulated time, so the checker's timing bounds stand. An
-		// outcome arriving meanwhile waits for it (whenLanded): the checker judges breakers
-		// and free units in world time, as if admission and start were one instant.
-		w.loop.AtExact(w.loop.Now(), n.alive(func() { n.land(f) }))
-		return
-	}
-	var res runner.Result
-	if err == nil {
-		res, err = n.e.Finish(b, nil)
-	}
-	n.finishCommit(f, res, err)
+	return w.armCrashPoint(n.name, n.disk) // the systematic crash-point family (world.go)
 }
 
-// land takes the sync of f, the batch in flight: Finish, then the next batch at once if one
-// was asked for meanwhile or a job fell due during the flight (the Wake is past).
+// land syncs f, the batch in flight, and performs the landing; then the outcomes that waited
+// for it, and the next commit at once if one was asked for meanwhile or the Node has one due
+// (a job fell due during the flight).
 func (n *runnerNode) land(f *flight) {
 	if n.flight != f {
 		return // landed already (world_test lands it at once)
 	}
 	n.flight = nil
-	res, err := n.e.Finish(f.b, f.b.Sync())
-	n.finishCommit(f, res, err)
+	nd := n.node
+	nd.Step(runner.SyncDone{Err: f.b.Sync()})
+	rd := nd.Ready()
+	n.finishCommit(f, rd)
+	nd.Advance()
 	later := n.afterLand
 	n.afterLand = nil
 	for _, fn := range later {
@@ -943,26 +971,32 @@ func (n *runnerNode) land(f *flight) {
 			fn()
 		}
 	}
-	if n.up && (n.commitAfter || err == nil && !res.Wake.IsZero() && res.Wake.Sub(Epoch) <= n.w.loop.Now()) {
+	if n.up && (n.commitAfter || wakeDue(rd.WakeAt, n.w.now())) {
 		n.commitAfter = false
 		n.commit()
 	}
 }
 
-// finishCommit acts on a commit's result as the production driver does.
-func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
+// finishCommit checks and performs a Ready that ends commit f (its landing, or what a commit
+// that wrote nothing returned).
+func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 	w := n.w
 	cut := f.cut
-	n.noteFirings(f.before, f.after, f.next, f.upTo, err == nil)
+	l := rd.Landed
+	// A compaction lost after its rename fails the Node after a durable batch.
+	lost := rd.Failed != nil && l != nil && l.CompactErr != nil && l.Records > 0
+	if rd.Landed != nil {
+		n.noteFirings(f.before, f.after, f.next, f.upTo, rd.Failed == nil || lost)
+	}
 	if !n.up {
 		return // a planted defect crashed it (mut_split.go)
 	}
-	if err != nil {
-		if f.b.Empty() { // Begin failed: what it wrote, if anything, is all there is
+	if rd.Failed != nil && !lost {
+		if f.b.Empty() { // the write failed: what it wrote, if anything, is all there is
 			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		}
-		w.trace(n.name, "commit failed: "+err.Error())
+		w.trace(n.name, "commit failed: "+rd.Failed.Error())
 		n.checkPoisoned()
 		if cut {
 			w.fault("crash-inside-batch")
@@ -981,50 +1015,90 @@ func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
 			}
 		}()
 	}
-	views := n.absorb(res, f)
-	st := n.e.Status()
-	n.open = st.Waiting + st.Running
-	n.commits++
-	if cut && res.CompactErr != nil {
-		w.fault("crash-inside-compaction")
-	}
-	if res.CompactErr != nil {
-		w.fault("compaction-failed")
-		n.checkCompactRefused(res, f.ops) // journal_fam.go
-	}
-	if res.Compacted {
-		n.boundaries = n.boundaries[:0]
-		w.chk.Compacted(n.id, views)
-	}
-	if len(res.Acks)+len(res.Starts)+len(res.Cancels) > 0 || res.Compacted || res.CompactErr != nil {
-		w.trace(n.name, "commit: "+oneLine(runner.DescribeResult(res, Epoch)))
-	}
-	if perr := n.e.Poisoned(); perr != nil {
-		n.crash("after a compaction poisoned it: " + perr.Error())
+	views := n.absorb(rd, f)
+	n.noteCommit(f, rd, views, cut)
+	if lost {
+		n.crash("after a compaction poisoned it: " + rd.Failed.Error())
 		return
 	}
-	n.noteBoundary()
-	n.checkMachine()
-	if replayDue(n.commits) && res.CompactErr == nil && n.e.Quiet() {
-		// (A failed compaction may have renamed its snapshot in already: the disk then holds
-		// a pruned state the live engine did not prune. Recovery checks that case.)
-		n.checkReplay(views)
-		n.checkList(views)
-		n.probeRunner()
+	if l != nil {
+		n.noteBoundary()
+		n.checkMachine()
+		if replayDue(n.commits) && l.CompactErr == nil && n.node.Status().Quiet {
+			// (A failed compaction may have renamed its snapshot in already: the disk then holds
+			// a pruned state the live engine did not prune. Recovery checks that case.)
+			n.checkReplay(views)
+			n.checkList(views)
+			if n.script == nil {
+				n.probeRunner()
+			}
+		}
 	}
-	if res.Stopped {
+	if rd.Close {
 		if cut {
 			return // the armed crash lands first
 		}
-		n.finishStop()
+		n.finishStop(rd)
 		return
 	}
-	wake := time.Duration(0)
-	if !f.b.Empty() && !res.Wake.IsZero() && res.Wake.Sub(Epoch) <= w.loop.Now() {
-		return // a job fell due during the flight: land begins the next batch at once
+	if n.script != nil {
+		n.script.landed(n)
 	}
-	if !res.Wake.IsZero() {
-		at := res.Wake.Sub(Epoch)
+	if !f.b.Empty() && wakeDue(rd.WakeAt, w.now()) {
+		return // a job fell due during the flight: land commits again at once
+	}
+	n.scheduleWake(rd.WakeAt)
+}
+
+// wakeDue reports that a wake time is set and not after now.
+func wakeDue(at, now time.Time) bool { return !at.IsZero() && !at.After(now) }
+
+// noteCommit reports a landed batch's compaction to the checker and traces the commit.
+func (n *runnerNode) noteCommit(f *flight, rd runner.Effects, views []JobView, cut bool) {
+	w := n.w
+	l := rd.Landed
+	st := n.e.Status()
+	n.open = st.Waiting + st.Running
+	if l == nil {
+		return
+	}
+	n.commits++
+	if cut && l.CompactErr != nil {
+		w.fault("crash-inside-compaction")
+	}
+	if l.CompactErr != nil {
+		w.fault("compaction-failed")
+		n.checkCompactRefused(runner.Result{CompactErr: l.CompactErr}, f.ops) // journal_fam.go
+	}
+	if l.Compacted {
+		n.boundaries = n.boundaries[:0]
+		w.chk.Compacted(n.id, views)
+	}
+	if len(rd.Acks)+len(rd.Starts)+len(rd.Cancels) > 0 || l.Compacted || l.CompactErr != nil {
+		w.trace(n.name, "commit: "+oneLine(describeEffects(rd)))
+	}
+}
+
+// describeEffects renders a landing as runner.DescribeResult renders a commit's result.
+func describeEffects(rd runner.Effects) string {
+	res := runner.Result{Starts: rd.Starts, Cancels: rd.Cancels}
+	for _, a := range rd.Acks {
+		if a.Err == nil {
+			res.Acks = append(res.Acks, a.Ack)
+		}
+	}
+	if l := rd.Landed; l != nil {
+		res.Compacted, res.CompactErr = l.Compacted, l.CompactErr
+	}
+	return runner.DescribeResult(res, Epoch)
+}
+
+// scheduleWake sets the node's timer for the Node's WakeAt.
+func (n *runnerNode) scheduleWake(at0 time.Time) {
+	w := n.w
+	wake := time.Duration(0)
+	if !at0.IsZero() {
+		at := at0.Sub(Epoch)
 		wake = at
 		n.wakes++
 		if w.mutation == mutLostWake && n.wakes%4 == 0 {
@@ -1064,21 +1138,19 @@ func (n *runnerNode) checkPoisoned() {
 	w.chk.Pass(InvMachine)
 }
 
-// absorb acts on a commit's or flush's result as the production driver does: answer the
-// acknowledged commands, dispatch the starts, cancel the handlers the engine names, and report
-// the state to the checker when records were written. It returns the live state then.
-//
-// f is the batch the result ends (nil for a Flush): unless a compaction pruned it since, the
-// durable state is the one Begin wrote, not the live one, which holds what was stepped during
-// the flight.
-func (n *runnerNode) absorb(res runner.Result, f *flight) []JobView {
+// answer reports the commands the Node acknowledged to the checker.
+func (n *runnerNode) answer(acks []runner.Answer) {
 	w := n.w
-	for _, a := range res.Acks {
-		p, ok := n.pending[a.Ticket]
+	for _, a := range acks {
+		p, ok := n.pending[a.Ref]
 		if !ok {
+			continue // refused at once (propose)
+		}
+		delete(n.pending, a.Ref)
+		if a.Err != nil {
+			w.chk.Fail(InvMachine, "%s: a command the node accepted was answered %v", n.name, a.Err)
 			continue
 		}
-		delete(n.pending, a.Ticket)
 		switch p.kind {
 		case cmdEnqueue:
 			ids := a.IDs // EnqueueMany's; nil for one job
@@ -1099,20 +1171,33 @@ func (n *runnerNode) absorb(res runner.Result, f *flight) []JobView {
 			w.chk.RetryAcked(n.id, p.id, p.at)
 		}
 	}
-	for _, s := range res.Starts {
+}
+
+// absorb performs a Ready that lands or ends a commit: answer the acknowledged commands,
+// dispatch the starts, cancel the handlers the Node names, and report the state to the checker
+// when records were written. It returns the live state then.
+//
+// f is the commit the Ready ends: unless a compaction pruned it since, the durable state is
+// the one its write made durable, not the live one, which holds what was stepped during the
+// flight.
+func (n *runnerNode) absorb(rd runner.Effects, f *flight) []JobView {
+	w := n.w
+	n.answer(rd.Acks)
+	for _, s := range rd.Starts {
 		w.chk.AttemptStarted(n.id, s.Token.ID, s.Token.Attempt)
 		n.execute(s)
 	}
-	for _, c := range res.Cancels {
+	for _, c := range rd.Cancels {
 		n.cancelHandler(c)
 	}
 	// The state only changes when records were written: skip the O(jobs) copy otherwise.
 	st := n.e.Status()
 	views := n.views
-	if st.Durable != n.durable || res.Compacted || len(res.Acks)+len(res.Starts) > 0 || views == nil {
+	compacted := rd.Landed != nil && rd.Landed.Compacted
+	if st.Durable != n.durable || compacted || len(rd.Acks)+len(rd.Starts) > 0 || views == nil {
 		var scheds []ScheduleView
-		if f != nil && !f.b.Empty() && !res.Compacted {
-			views, scheds = f.views, f.schedsViewed // built at Begin: what this batch made durable
+		if !f.b.Empty() && !compacted {
+			views, scheds = f.views, f.schedsViewed // built at the write: what this batch made durable
 		} else {
 			views, scheds = w.liveViews(n.id, n.views, n.e), n.scheduleViews()
 		}
@@ -1120,7 +1205,7 @@ func (n *runnerNode) absorb(res runner.Result, f *flight) []JobView {
 		w.chk.SchedulesCommitted(n.id, scheds)
 		n.views, n.durable = views, st.Durable
 	}
-	for _, st := range res.Settled {
+	for _, st := range rd.Settled {
 		w.chk.JobSettled(n.id, st.ID, st.State.String())
 	}
 	return views
@@ -1160,6 +1245,10 @@ const cancelCheckMax = 50 * time.Millisecond
 func (n *runnerNode) execute(a runner.Attempt) {
 	w := n.w
 	c := w.cfg
+	if n.script != nil {
+		n.executions(&execution{a: a, out: n.script.outcome(a)}, n.script.s.Hold)
+		return
+	}
 	d := drawBetween(w.rExec, c.HandlerMin, c.HandlerMax)
 	u := w.rExec.Float64()
 	ex := &execution{a: a}
@@ -1179,6 +1268,12 @@ func (n *runnerNode) execute(a runner.Attempt) {
 	default:
 		ex.out = runner.Success()
 	}
+	n.executions(ex, d)
+}
+
+// executions starts the simulated handler ex, returning after d.
+func (n *runnerNode) executions(ex *execution, d time.Duration) {
+	w, a := n.w, ex.a
 	w.chk.AttemptDrawn(n.id, a.Token.ID, d)
 	n.executing++
 	n.execs[a.Token] = ex
@@ -1229,8 +1324,8 @@ func (n *runnerNode) whenLanded(fn func()) {
 	fn()
 }
 
-// returned feeds a handler's outcome to the engine, as the production owner does (the block
-// keeps the body as it was inside returnAfter's closure).
+// returned steps a handler's outcome into the node (the block keeps the body as it was inside
+// returnAfter's closure).
 func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 	w := n.w
 	{
@@ -1255,9 +1350,8 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 		if long {
 			out.Err += ": " + w.repeated('x', n.cfg.RecordMax) // a handler's error longer than a record
 		}
-		if err := n.e.AttemptDone(w.now(), tok, out); err != nil {
-			w.trace(n.name, "outcome refused: "+err.Error())
-		} else if long {
+		n.step(runner.Ended{Token: tok, Outcome: out})
+		if long {
 			// The journaled text is cut so the Finished record fits.
 			if j, ok := n.e.Get(tok.ID); ok && len(j.LastErr) >= n.cfg.RecordMax {
 				w.chk.Fail(InvRecordLimit, "%s: job %d keeps an error of %d bytes (RecordMax %d)", n.name, tok.ID, len(j.LastErr), n.cfg.RecordMax)
@@ -1392,4 +1486,91 @@ func (n *runnerNode) checkScanRefuses(what string) {
 		return
 	}
 	n.w.chk.Pass(InvCorruptionRefused)
+}
+
+// Script is a scenario for RunScript: the same scenario run through another executor of
+// runner.Node (the production owner) must make the Node take the same inputs and return the
+// same effects. Admission is on from the start; job i is enqueued at i ms (each lands before
+// the next); every attempt runs for Hold and ends with its job's next scripted outcome (then
+// success); once no job waits or runs, the node stops gracefully without a compaction.
+type Script struct {
+	Config runner.Config // Capacity 1 keeps the attempts in the script's order
+	Kind   string
+	Jobs   []ScriptJob
+	Hold   time.Duration
+}
+
+// ScriptJob is one job of a Script: its payload and its attempts' outcomes in turn.
+type ScriptJob struct {
+	Payload  string
+	Outcomes []runner.Outcome
+}
+
+// scripted is RunScript's state on its node.
+type scripted struct {
+	s        Script
+	observe  func(runner.Input, *runner.Effects)
+	enqueued int
+	stopped  bool
+}
+
+func (sc *scripted) outcome(a runner.Attempt) runner.Outcome {
+	for _, j := range sc.s.Jobs {
+		if j.Payload == string(a.Payload) && a.Token.Attempt <= len(j.Outcomes) {
+			return j.Outcomes[a.Token.Attempt-1]
+		}
+	}
+	return runner.Success()
+}
+
+// landed stops the node once every job was enqueued and none waits or runs.
+func (sc *scripted) landed(n *runnerNode) {
+	if st := n.e.Status(); !sc.stopped && sc.enqueued == len(sc.s.Jobs) && st.Waiting+st.Running == 0 && n.executing == 0 {
+		sc.stopped = true
+		n.w.loop.After(0, func() {
+			n.stopping = true
+			n.w.chk.NodeStopping(n.id)
+			n.step(runner.Close{})
+			n.scheduleCommit()
+		})
+	}
+}
+
+// RunScript runs s through one runner node of a calm world (no producer, no faults, no misuse
+// probes; the checker's invariants on), reporting every input its Node takes and every Ready
+// it returns to observe, until the node has stopped. It returns the first violation, if any.
+func RunScript(s Script, observe func(runner.Input, *runner.Effects)) error {
+	cfg, err := NewConfig(1, "calm")
+	if err != nil {
+		return err
+	}
+	cfg.Nodes, cfg.Workers, cfg.JobsMax, cfg.SyncDelay = 1, 0, 0, 0
+	w := newWorld(cfg, nil)
+	w.faultsOn = false
+	rc, err := s.Config.WithDefaults()
+	if err != nil {
+		return err
+	}
+	n := &runnerNode{w: w, id: 1, name: "node/1", disk: disk.New(1), cfg: s.Config, script: &scripted{s: s, observe: observe}}
+	p, c := rc.Policy, rc.Circuit
+	w.chk.RunnerConfigured(1, RunnerParams{Capacity: rc.Capacity, Attempts: p.Attempts, Deadline: p.Deadline, Base: p.Base, Cap: p.Cap,
+		Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindsOnly: rc.KindsOnly})
+	w.nodes = append(w.nodes, n)
+	n.start()
+	for i, j := range s.Jobs {
+		w.loop.At(time.Duration(i)*time.Millisecond, func() {
+			n.script.enqueued++
+			n.enqueueOpts(w.loop.Now(), "t1", j.Payload, false, runner.Opts{Kind: s.Kind})
+			n.scheduleCommit()
+		})
+	}
+	for w.chk.Violation() == nil && (n.up || !n.script.stopped) && w.loop.Step(time.Hour) {
+	}
+	if v := w.chk.Violation(); v != nil {
+		return fmt.Errorf("sim: %s: %s", v.Invariant, v.Detail)
+	}
+	if n.up || !n.script.stopped {
+		return errors.New("sim: the scripted node did not stop within an hour")
+	}
+	return nil
 }

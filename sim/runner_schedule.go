@@ -125,8 +125,9 @@ func (n *runnerNode) maybeEndSchedules() {
 
 func (n *runnerNode) schedule(s *simSched) {
 	w := n.w
-	_, err := n.e.SetSchedule(w.now(), runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
-		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind, Unique: s.uniqueKey(), AttemptsMax: s.attempts}})
+	_, err := n.propose(runner.SetSchedule{Schedule: runner.NewSchedule{Name: s.name, Spec: s.spec, Target: "t1",
+		Payload: []byte(s.payload(n.id)), CatchUp: s.catchUp, Opts: runner.Opts{Kind: s.kind, Unique: s.uniqueKey(), AttemptsMax: s.attempts}}},
+		pendingCmd{kind: cmdSchedule})
 	if err != nil {
 		w.trace(n.name, "schedule "+s.name+" refused: "+err.Error())
 		return
@@ -141,7 +142,7 @@ func (n *runnerNode) schedule(s *simSched) {
 
 func (n *runnerNode) unschedule(s *simSched) {
 	w := n.w
-	if _, err := n.e.RemoveSchedule(s.name); err != nil {
+	if _, err := n.propose(runner.RemoveSchedule{Name: s.name}, pendingCmd{kind: cmdSchedule}); err != nil {
 		w.trace(n.name, "unschedule "+s.name+" refused: "+err.Error())
 		return
 	}
@@ -174,7 +175,7 @@ func (n *runnerNode) maybeChangeSchedule() {
 
 // noteFirings reports what the commit just made of the schedules: the jobs it enqueued
 // (appended; acknowledged when acked) and each period handled. before and after are
-// Schedules() around the commit's Begin, which fired them, and [next, upTo) the ids its
+// Schedules() around the commit's write, which fired them, and [next, upTo) the ids its
 // firings took (jobs enqueued during the batch's flight come after); a commit handles at most
 // one period per schedule. Under mutSplitFiring a commit that handled a period leaves its
 // journal split and the node crashes (mut_split.go): the commit is then not acknowledged, and

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/core/worker"
 )
 
@@ -28,12 +29,11 @@ func runnerWorld(t *testing.T, profile string) (*World, *runnerNode) {
 	}
 	for i := 0; i < 6; i++ {
 		due := w.loop.Now() + time.Hour // nothing starts: the state stays put
-		tk, id, err := n.e.Enqueue(w.now(), Epoch.Add(due), "t1", []byte("p"))
+		a, err := n.propose(runner.Enqueue{Due: Epoch.Add(due), Target: "t1", Payload: []byte("p")}, pendingCmd{kind: cmdEnqueue})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.chk.JobAppended(n.id, id, due, "t1", "p")
-		n.pending[tk] = pendingCmd{kind: cmdEnqueue, id: id}
+		w.chk.JobAppended(n.id, a.ID, due, "t1", "p")
 		n.commit()
 		if f := n.flight; f != nil {
 			n.land(f) // the sync returns at once

@@ -7,12 +7,14 @@
 // failure prints the seed, the broken invariant, a shrunk reproduction with its replay token and
 // the path of a timeline file. Find runs the same sweep without a *testing.T.
 //
-// The simulated world drives core/runner's engine over sim/disk exactly as the production driver
-// does (commands, outcomes, one Commit per step, then acknowledge, settle, cancel, start; at a
-// graceful stop Dispatch off, Flush until stopped, Flush, compact if configured, Close), on a
-// simulated clock. Each attempt's handler runs on its own goroutine, but only one goroutine runs
-// at a time: a handler yields to the world whenever it calls a Service, and resumes when the
-// world's clock reaches the call's completion. So:
+// The simulated world executes core/runner's Node, the host the production runner executes, over
+// sim/disk on a simulated clock: a batch's sync lands as an event of the instant it was written
+// (what that instant still steps goes into the next batch), and a graceful stop is the Node's
+// (admission off, the graces, a flush, a compaction when CompactOnClose, close). Of Config it
+// applies the policy, breaker, capacity, journal limits, Grace, CompactOnClose and OnSettled, not
+// Middleware, the other hooks or AgeMax. Each attempt's handler runs on its own goroutine, but
+// only one goroutine runs at a time: a handler yields to the world whenever it calls a Service,
+// and resumes when the world's clock reaches the call's completion. So:
 //
 //  1. A run is a pure function of its seed and knobs: the same seed gives the same timeline,
 //     byte for byte (Check verifies this on the first seed of a sweep and says what broke it).

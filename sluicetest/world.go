@@ -35,7 +35,8 @@ const (
 // diskStorm are the disk faults of a seed whose DiskFaults knob is on.
 var diskStorm = faults.Disk{WriteErr: 0.01, SyncErr: 0.02}
 
-// world is one run: the engine driven as the production owner drives it, over sim/disk.
+// world is one run: core/runner's Node, the host the production owner executes, executed over
+// sim/disk with the world's clock and faults.
 type world[A any] struct {
 	*sched
 	sc      *Scenario[A]
@@ -48,7 +49,9 @@ type world[A any] struct {
 	rFault  *rand.Rand
 	handler sluice.Handler[A]
 
-	eng        *runner.Engine // nil while the process is down
+	node       *runner.Node   // nil while the process is down
+	eng        *runner.Engine // node's, for reads
+	ref        runner.Ref     // the last command's
 	gen        int
 	stopping   bool
 	restarting bool
@@ -57,7 +60,7 @@ type world[A any] struct {
 
 	plan     []planOp[A]
 	planLeft int
-	pending  map[runner.Ticket]int // plan op awaiting its commit
+	pending  map[runner.Ref]int // plan op awaiting its acknowledgement
 	running  map[runner.Token]*attempt
 	refID    []uint64 // JobRef -> acknowledged id (0: none)
 
@@ -132,7 +135,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		disk:        disk.New(sim.Stream(seed, "disk").Int63()),
 		rJitter:     sim.Stream(seed, "jitter"),
 		rFault:      sim.Stream(seed, "faults"),
-		pending:     map[runner.Ticket]int{},
+		pending:     map[runner.Ref]int{},
 		running:     map[runner.Token]*attempt{},
 		acked:       map[uint64]bool{},
 		settled:     map[uint64]runner.JobState{},
@@ -305,7 +308,7 @@ func (w *world[A]) fail(inv string, err error) {
 
 // settledAll: the storm is over, the plan done, and nothing waits, runs or is in flight.
 func (w *world[A]) settledAll() bool {
-	return w.stormOver && w.planLeft == 0 && w.eng != nil && !w.stopping && w.eng.Idle() &&
+	return w.stormOver && w.planLeft == 0 && w.eng != nil && !w.stopping && w.eng.Idle() && !w.node.Flying() &&
 		len(w.running) == 0 && w.inflight == 0 && len(w.pending) == 0
 }
 
@@ -319,6 +322,8 @@ func (w *world[A]) handle(ev *event) {
 	case evOutcome:
 		w.outcome(ev.att)
 	case evWake:
+	case evFunc:
+		ev.fn()
 	case evCrash:
 		if w.eng != nil && !w.stormOver {
 			w.crash("crash")
@@ -333,7 +338,7 @@ func (w *world[A]) handle(ev *event) {
 		if w.eng != nil && !w.stopping && !w.stormOver {
 			w.logf("stop   graceful stop begins")
 			w.stopping = true
-			_ = w.eng.Dispatch(w.now, false)
+			w.step(runner.Close{Compact: w.sc.Config.CompactOnClose})
 		}
 	case evRestart:
 		w.restarting = false
@@ -349,17 +354,14 @@ func (w *world[A]) handle(ev *event) {
 	}
 }
 
-// submit hands a planned command to the engine, as the owner does with a producer's call.
+// submit proposes a planned command to the Node, as the owner does with a producer's call.
 func (w *world[A]) submit(i int) {
 	op := w.plan[i]
 	if w.eng == nil {
 		w.logf("refuse plan op %d (runner down): the producer gets an error", i)
 		return
 	}
-	var (
-		t   runner.Ticket
-		err error
-	)
+	var cmd runner.Event
 	switch op.kind {
 	case opEnqueue:
 		b, eerr := w.codec.Encode(op.payload)
@@ -367,8 +369,7 @@ func (w *world[A]) submit(i int) {
 			w.fail("codec", fmt.Errorf("encoding the payload of job ref %d: %w", op.ref, eerr))
 			return
 		}
-		due := epoch.Add(op.due)
-		t, _, err = w.eng.Enqueue(w.now, due, op.target, b)
+		cmd = runner.Enqueue{Due: epoch.Add(op.due), Target: op.target, Payload: b}
 		w.logf("enq    ref %d target=%s due=+%s", op.ref, op.target, op.due)
 	case opCancel:
 		id := w.refID[op.ref]
@@ -376,7 +377,7 @@ func (w *world[A]) submit(i int) {
 			w.logf("skip   cancel of ref %d (never acknowledged)", op.ref)
 			return
 		}
-		t, err = w.eng.Cancel(id)
+		cmd = runner.Cancel{ID: id}
 		w.logf("cancel job %d", id)
 	case opRetry:
 		id := w.refID[op.ref]
@@ -384,14 +385,22 @@ func (w *world[A]) submit(i int) {
 			w.logf("skip   retry of ref %d (never acknowledged)", op.ref)
 			return
 		}
-		t, err = w.eng.Retry(w.now, id)
+		cmd = runner.Retry{ID: id}
 		w.logf("retry  job %d", id)
 	}
-	if err != nil {
+	w.ref++
+	w.step(runner.Propose{Ref: w.ref, Cmd: cmd})
+	if _, err := w.node.LastProposal(); err != nil {
 		w.logf("refuse %v", err)
 		return
 	}
-	w.pending[t] = i
+	w.pending[w.ref] = i
+}
+
+// step tells the Node the world's time, then steps in.
+func (w *world[A]) step(in runner.Input) {
+	w.node.Step(runner.Clock{Now: w.now})
+	w.node.Step(in)
 }
 
 func (w *world[A]) outcome(a *attempt) {
@@ -405,50 +414,58 @@ func (w *world[A]) outcome(a *attempt) {
 	if out.Kind == sluice.KindSucceeded {
 		w.reported[a.tok.ID] = true
 	}
-	_ = w.eng.AttemptDone(w.now, a.tok, coreOutcome(out))
+	w.step(runner.Ended{Token: a.tok, Outcome: coreOutcome(out)})
 }
 
-// commit is the owner's commit: one Commit, perform the result, then the stop's end.
+// commit performs the Node's Readys. A written batch's sync lands as an event of this instant,
+// after the events already due now: what they step goes into the next batch (pipelined, as in
+// production).
 func (w *world[A]) commit() {
-	res, err := w.eng.Commit(w.now)
-	if err != nil {
-		w.crash(fmt.Sprintf("commit failed, runner poisoned: %v", err))
-		return
-	}
-	w.perform(res)
-	if w.eng == nil {
-		return
-	}
-	if err := w.eng.Poisoned(); err != nil {
-		w.crash(fmt.Sprintf("runner poisoned: %v", err))
-		return
-	}
-	if err := w.eng.CheckInvariants(); err != nil {
-		w.fail("sluice engine invariant", err)
-		return
-	}
-	if w.stopping && res.Stopped {
-		w.finishClose()
-		return
-	}
-	if !res.Wake.IsZero() && !res.Wake.Equal(w.wakeAt) {
-		w.wakeAt = res.Wake
-		at := res.Wake
-		if min := w.now.Add(time.Millisecond); at.Before(min) {
-			at = min
+	n := w.node
+	n.Step(runner.Clock{Now: w.now})
+	for w.node == n && n.HasReady() {
+		rd := n.Ready()
+		w.perform(rd)
+		n.Advance()
+		if w.node != n {
+			return // crashed or closed
 		}
-		w.push(&event{at: at, kind: evWake})
+		if err := n.CheckInvariants(); err != nil {
+			w.fail("sluice engine invariant", err)
+			return
+		}
+		if !rd.Sync.Empty() {
+			gen := w.gen
+			w.push(&event{at: w.now, kind: evFunc, fn: func() {
+				if w.gen == gen && w.node == n {
+					n.Step(runner.SyncDone{Err: rd.Sync.Sync()})
+				}
+			}})
+		}
+		if !rd.WakeAt.IsZero() && !rd.WakeAt.Equal(w.wakeAt) {
+			w.wakeAt = rd.WakeAt
+			at := rd.WakeAt
+			if min := w.now.Add(time.Millisecond); at.Before(min) {
+				at = min
+			}
+			w.push(&event{at: at, kind: evWake})
+		}
 	}
 }
 
-// perform acknowledges, reports settled jobs, cancels and starts, in the owner's order.
-func (w *world[A]) perform(res runner.Result) {
-	for _, a := range res.Acks {
-		i, ok := w.pending[a.Ticket]
+// perform acknowledges, reports settled jobs, cancels and starts, in the order of the Node's
+// effects; a failure crashes the process, a close ends it.
+func (w *world[A]) perform(rd runner.Effects) {
+	if rd.Failed != nil {
+		w.crash(fmt.Sprintf("runner poisoned: %v", rd.Failed))
+		return
+	}
+	for _, a := range rd.Acks {
+		i, ok := w.pending[a.Ref]
 		if !ok {
 			continue
 		}
-		delete(w.pending, a.Ticket)
+		delete(w.pending, a.Ref)
 		op := w.plan[i]
 		switch op.kind {
 		case opEnqueue:
@@ -463,14 +480,14 @@ func (w *world[A]) perform(res runner.Result) {
 			w.logf("ack    retry of job %d", w.refID[op.ref])
 		}
 	}
-	for _, s := range res.Settled {
+	for _, s := range rd.Settled {
 		w.settled[s.ID] = s.State
 		w.logf("settle job %d %s after %d attempts", s.ID, s.State, s.Attempts)
 		if cb := w.sc.Config.OnSettled; cb != nil {
 			cb(settledOf(s))
 		}
 	}
-	for _, c := range res.Cancels {
+	for _, c := range rd.Cancels {
 		a := w.running[c.Token]
 		if a == nil || a.finished.Load() {
 			continue
@@ -484,11 +501,17 @@ func (w *world[A]) perform(res runner.Result) {
 		a.cancel(cause)
 		w.interrupt(a, cause)
 	}
-	for _, s := range res.Starts {
+	for _, s := range rd.Starts {
 		w.start(s)
 		if w.aborted != nil {
 			return
 		}
+	}
+	if rd.Compact {
+		_ = w.node.Compact() // a kept failure leaves the old journal; a lost one shows at Close
+	}
+	if rd.Close {
+		w.finishClose()
 	}
 }
 
@@ -517,7 +540,7 @@ func (w *world[A]) start(s runner.Attempt) {
 func (w *world[A]) crash(why string) {
 	w.logf("CRASH  %s", why)
 	w.killAll()
-	w.eng = nil
+	w.eng, w.node = nil, nil
 	w.disk.Crash()
 	if rep := w.disk.LastCrash(); rep != "" {
 		for _, l := range strings.Split(rep, "\n") {
@@ -527,28 +550,16 @@ func (w *world[A]) crash(why string) {
 	w.scheduleRestart()
 }
 
-// finishClose is the owner's end of a graceful stop: Flush, compact if configured, Close; the
-// process then exits and attempts still running are abandoned.
+// finishClose performs Effects.Close: the journal closed (after the Node's flush and
+// compaction); the process then exits and attempts still running are abandoned.
 func (w *world[A]) finishClose() {
-	res, err := w.eng.Flush(w.now)
-	if err != nil {
-		w.crash(fmt.Sprintf("flush at stop failed: %v", err))
-		return
-	}
-	w.perform(res)
-	if w.eng == nil {
-		return
-	}
-	if w.sc.Config.CompactOnClose {
-		_ = w.eng.Compact() // a kept failure leaves the old journal; a lost one shows at Close
-	}
-	if err := w.eng.Close(); err != nil {
+	if err := w.node.Close(); err != nil {
 		w.crash(fmt.Sprintf("close failed: %v", err))
 		return
 	}
 	w.logf("stop   runner closed; the process exits")
 	w.killAll()
-	w.eng = nil
+	w.eng, w.node = nil, nil
 	w.scheduleRestart()
 }
 
@@ -580,7 +591,7 @@ func (w *world[A]) killAll() {
 	for _, i := range lost {
 		w.logf("lost   plan op %d was not acknowledged", i)
 	}
-	w.pending = map[runner.Ticket]int{}
+	w.pending = map[runner.Ref]int{}
 	w.stopping = false
 	w.wakeAt = time.Time{}
 	w.gen++
@@ -609,9 +620,9 @@ func (w *world[A]) open() {
 		return
 	}
 	w.failedOpen = 0
-	w.eng = e
+	w.eng, w.node = e, runner.NewNode(e, runner.NodeConfig{})
 	w.logf("open   %d interrupted attempts requeued", e.Orphans())
-	_ = e.Dispatch(w.now, true)
+	w.step(runner.Admit{On: true})
 }
 
 // jobs is the last durable state in the invariants' terms.

@@ -1,9 +1,9 @@
-// Package runner is the durable job runner: a pure state machine (Machine) and a synchronous
-// engine (Engine), the I/O layer that drives it over core/journal and the core.FS port. Every
-// runner decision is made here (the production driver and the simulator only execute what a
-// Commit returns). The Machine has the one machine surface: New(MachineConfig) (*Machine,
-// error), Step(Event), Ready() Ready (its ordering contract on the type), WakeAt() time.Time,
-// Status() Status.
+// Package runner is the durable job runner: a pure state machine (Machine), a synchronous
+// engine (Engine), the I/O layer that drives it over core/journal and the core.FS port, and
+// its host (Node), the driver protocol. Every runner decision is made here (the production
+// driver, the simulator and sluicetest only execute the Node's effects). The Machine has the
+// one machine surface: New(MachineConfig) (*Machine, error), Step(Event), Ready() Ready (its
+// ordering contract on the type), WakeAt() time.Time, Status() Status.
 //
 // Contract (numbered rules):
 //
@@ -88,29 +88,25 @@
 //     A missed period (the next one is due too) gets one job (CatchUpOne) or none
 //     (CatchUpSkip); a held unique key skips the period. WakeAt includes the next period.
 //
-// Driving the engine (production driver and simulator alike):
+// Hosting the engine: Node (node.go) is the one protocol every driver executes (the
+// production owner, the simulator, sluicetest), raft's RawNode for this engine. A driver
+// steps inputs and performs effects, and decides nothing:
 //
 //	e, err := runner.Open(fsys, "jobs.journal", cfg, now)
-//	e.Dispatch(now, true)           // Run or Drain
+//	n := runner.NewNode(e, runner.NodeConfig{})
+//	n.Step(runner.Admit{On: true})                    // Run or Drain
 //	loop:
-//	    submit commands:  e.EnqueueJob(now, job) / e.EnqueueMany(now, jobs) / e.Cancel(id) /
-//	                      e.Retry(now, id) / e.SetSchedule(now, s) / e.RemoveSchedule(name)
-//	    feed outcomes:    e.AttemptDone(now, token, outcome)
-//	    res, err := e.Commit(now)   // one journal batch, one fsync for everything above
-//	    answer callers from res.Acks (by ticket); dispatch res.Starts (Attempt.Value is the
-//	    decoded payload); cancel res.Cancels; sleep until res.Wake, the next command or the
-//	    next outcome.
-//	stop: e.Dispatch(now, false); go on committing at outcomes and wakes until res.Stopped;
-//	    then e.Flush(now), e.Compact() if wanted, e.Close().
-//	crash: drop e without Close; reopen with Open on the same FS.
+//	    for n.HasReady() { rd := n.Ready(); perform rd in its fields' order; n.Advance() }
+//	    wait for one input; n.Step(runner.Clock{Now: now}); step it, and what else waits
+//	    while n.Room() > 0: Propose{Ref, Enqueue/EnqueueMany/Cancel/Retry/SetSchedule/
+//	    RemoveSchedule}, RegisterKind, Read, Wait, Ended{token, outcome}, Admit, Close,
+//	    SyncDone{err} (the result of syncing rd.Sync, on any goroutine)
+//	crash: drop n and e without Close; reopen with Open on the same FS.
 //
-// Pipelined, Commit is taken apart (the production driver): b, err := e.Begin(now) writes the
-// batch; b.Sync() may run on another goroutine while the driver keeps submitting commands and
-// outcomes (and e.Stage() frames their records); res, err := e.Finish(b, syncErr) then returns
-// what the batch made durable, and only after it may the next Begin write. Admission happens at
-// Begin only, so what goes into the next batch is decided here, not by the driver. A driver
-// answers reads only when e.Quiet() (everything produced is durable), and on res.CompactDue
-// lets one batch land quiet so the compaction can run.
+// The Engine keeps the journal's half of the pipelined commit, unexported: begin writes a
+// batch, Batch.Sync syncs it, finish takes its result; stageHeld frames records during a
+// flight. Commit and Flush (the three in one call) serve tools and tests that drive the engine
+// alone, without a Node.
 //
 // Invariants (checkInvariants): ids < next id; the queue holds exactly the waiting jobs, each
 // in the not-yet-due heap or in both due heaps, every heap in order; units used = attempts in flight ≤ Capacity; a running job's current token holds a

@@ -136,16 +136,16 @@ type Engine struct {
 	ticket Ticket
 	poison error
 	// held collects the effects the machine released (Open's own batch's included) for the
-	// next Result; its Appends are the records not yet in the journal's buffer (Stage, Begin).
+	// next Result; its Appends are the records not yet in the journal's buffer (stageHeld, begin).
 	held Ready
 	// appended is the Seq of the last record handed to the journal; flying is the batch
-	// written and not yet synced (Begin to Finish), through the Seq flyThrough.
+	// written and not yet synced (begin to finish), through the Seq flyThrough.
 	// Invariant: flyThrough ≤ appended ≤ machine's seq; a batch flies only while the journal's does.
 	appended   uint64
 	flying     bool
 	flyThrough uint64
 	flyRecords int
-	// landed counts the records synced since the last Finish (Result.Records).
+	// landed counts the records synced since the last finish (Result.Records).
 	landed int
 	// compactAt is the journal growth that triggers the next compaction: CompactBytes, pushed
 	// further after a kept failure so a snapshot that cannot be written is not retried on
@@ -379,12 +379,12 @@ type Result struct {
 	Compacted  bool
 	CompactErr error
 	// CompactDue: a compaction is due, but records submitted during the flight are not durable
-	// yet; it runs at the first quiet Finish (take nothing new during the next flight).
+	// yet; it runs at the first quiet finish (take nothing new during the next flight).
 	CompactDue bool
 }
 
 // Commit schedules due jobs at now, writes every record produced since the last Commit as one
-// journal batch, syncs it, and returns what became durable: Begin, Batch.Sync and Finish in one
+// journal batch, syncs it, and returns what became durable: begin, Batch.Sync and finish in one
 // call. On an error nothing in the batch was acknowledged or started and the engine is poisoned.
 func (e *Engine) Commit(now time.Time) (Result, error) { return e.commit(now, true) }
 
@@ -397,47 +397,42 @@ func (e *Engine) commit(now time.Time, admit bool) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return e.Finish(b, b.Sync())
+	return e.finish(b, b.Sync())
 }
 
-// Batch is a journal batch Begin wrote and whose sync Finish awaits: the pipelined commit.
+// Batch is a journal batch written by a Node (Effects.Sync) whose sync it awaits (SyncDone).
 type Batch struct{ fl journal.Flight }
 
-// Empty reports that Begin wrote nothing: call Finish at once (with a nil error).
+// Empty reports that nothing was written.
 func (b Batch) Empty() bool { return b.fl.Empty() }
 
 // Sync fsyncs the batch (nil when Empty). It touches only the journal's file, so a driver may
-// run it on another goroutine while it keeps submitting commands and outcomes (and Stage) on the
-// engine's; it must run once, and its error must reach Finish.
+// run it on another goroutine while it keeps stepping the Node; it must run once, and its error
+// must reach the Node (SyncDone).
 func (b Batch) Sync() error { return b.fl.Sync() }
 
-// Begin is the first half of a pipelined Commit: it schedules due jobs at now and writes every
-// record produced so far as one journal batch, returning it unsynced. Until Finish the driver
-// may submit commands and outcomes (and Stage them): they go into the next batch, which is
-// written only by the next Begin, after Finish (batch N+1 never before sync N returned).
-// Nothing is acknowledged or started before Finish. A second Begin before Finish is misuse and
-// panics; a write failure poisons the engine.
-func (e *Engine) Begin(now time.Time) (Batch, error) { return e.begin(now, true) }
-
-// BeginFlush is Begin without admitting anything (Flush's first half).
-func (e *Engine) BeginFlush(now time.Time) (Batch, error) { return e.begin(now, false) }
-
+// begin is the first half of a pipelined commit (Node's write): it schedules due jobs at now
+// (admit: and admits them) and writes every record produced so far as one journal batch,
+// returning it unsynced. Until finish, commands and outcomes may be submitted (and framed by
+// stageHeld): they go into the next batch, written only by the next begin, after finish (batch
+// N+1 never before sync N returned). Nothing is acknowledged or started before finish. A
+// second begin before finish is misuse and panics; a write failure poisons the engine.
 func (e *Engine) begin(now time.Time, admit bool) (Batch, error) {
 	if err := e.usable(); err != nil {
 		return Batch{}, err
 	}
 	if e.flying {
-		panic("runner: Begin with a batch in flight; Finish it first")
+		panic("runner: a batch written with one in flight; land it first")
 	}
 	e.m.Step(Tick{Now: now, Admit: admit})
 	return e.write()
 }
 
-// Stage moves the records of the commands and outcomes submitted so far into the journal's next
-// batch (their framing and checksums), so that this work overlaps a batch in flight; Begin
-// writes them. It decides nothing (admission waits for Begin, as in Commit) and writes nothing.
-// On a journal refusal (ErrFull) the engine is poisoned.
-func (e *Engine) Stage() error {
+// stageHeld moves the records of the commands and outcomes submitted so far into the journal's
+// next batch (their framing and checksums), so that this work overlaps a batch in flight; begin
+// writes them. It decides nothing (admission waits for begin) and writes nothing. On a journal
+// refusal (ErrFull) the engine is poisoned.
+func (e *Engine) stageHeld() error {
 	if err := e.usable(); err != nil {
 		return err
 	}
@@ -445,13 +440,13 @@ func (e *Engine) Stage() error {
 	return e.stage()
 }
 
-// Finish is the second half of a pipelined Commit: syncErr is b.Sync()'s result. It reports the
+// finish is the second half of a pipelined commit: syncErr is b.Sync()'s result. It reports the
 // batch synced to the machine and returns what became durable (everything held since the last
-// Finish, too), and compacts past CompactBytes when it is quiet (a snapshot stands for exactly
+// finish, too), and compacts past CompactBytes when it is quiet (a snapshot stands for exactly
 // what is durable); when records submitted during the flight are not durable yet it sets
 // Result.CompactDue instead. A failed sync poisons the engine: nothing in the batch was
 // acknowledged or started.
-func (e *Engine) Finish(b Batch, syncErr error) (Result, error) {
+func (e *Engine) finish(b Batch, syncErr error) (Result, error) {
 	if err := e.land(b, syncErr); err != nil {
 		return Result{}, err
 	}
@@ -476,10 +471,10 @@ func (e *Engine) Finish(b Batch, syncErr error) (Result, error) {
 	return res, nil
 }
 
-// Quiet reports that every record the machine produced is durable (no batch in flight, nothing
-// submitted since the last Finish): the live state is the durable state, so a driver may answer
-// reads of it.
-func (e *Engine) Quiet() bool { return !e.flying && e.m.seq == e.m.synced }
+// quiet reports that every record the machine produced is durable (no batch in flight, nothing
+// submitted since the last finish): the live state is the durable state, so reads may be
+// answered.
+func (e *Engine) quiet() bool { return !e.flying && e.m.seq == e.m.synced }
 
 // hold keeps rd's effects for the next Result and its records for the journal.
 // Ready's lists are the caller's (the machine starts new ones), so an empty held list takes
@@ -540,7 +535,7 @@ func (e *Engine) land(b Batch, syncErr error) error {
 		return nil
 	}
 	if !e.flying {
-		panic("runner: Finish of a batch that is not in flight")
+		panic("runner: the landing of a batch that is not in flight")
 	}
 	e.flying = false
 	if _, err := e.j.Synced(b.fl, syncErr); err != nil {

@@ -38,15 +38,15 @@ func TestPipelinedCommitAcksOnlyWhatItsBatchHeld(t *testing.T) {
 	far := epoch.Add(1e12) // nothing starts
 	t1, _, _ := e.Enqueue(epoch, far, "t", []byte("a"))
 	t2, _, _ := e.Enqueue(epoch, far, "t", []byte("b"))
-	b, err := e.Begin(epoch)
+	b, err := e.begin(epoch, true)
 	if err != nil || b.Empty() {
 		t.Fatalf("Begin = %v, empty %v", err, b.Empty())
 	}
 	t3, _, _ := e.Enqueue(epoch, far, "t", []byte("c"))
-	if err := e.Stage(); err != nil {
+	if err := e.stageHeld(); err != nil {
 		t.Fatal(err)
 	}
-	if e.Quiet() {
+	if e.quiet() {
 		t.Fatal("quiet with a batch in flight")
 	}
 	func() {
@@ -55,31 +55,31 @@ func TestPipelinedCommitAcksOnlyWhatItsBatchHeld(t *testing.T) {
 				t.Error("a second Begin while a batch flies did not panic")
 			}
 		}()
-		_, _ = e.Begin(epoch)
+		_, _ = e.begin(epoch, true)
 	}()
-	res, err := e.Finish(b, b.Sync())
+	res, err := e.finish(b, b.Sync())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]Ticket{t1, t2}, ackTickets(res)); diff != "" {
 		t.Errorf("first Finish acks (-want +got)\n%s", diff)
 	}
-	if e.Quiet() || e.Status().Durable != 2 {
-		t.Errorf("after the first Finish: quiet %v, durable %d; want not quiet, 2", e.Quiet(), e.Status().Durable)
+	if e.quiet() || e.Status().Durable != 2 {
+		t.Errorf("after the first Finish: quiet %v, durable %d; want not quiet, 2", e.quiet(), e.Status().Durable)
 	}
-	b, err = e.Begin(epoch)
+	b, err = e.begin(epoch, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = e.Finish(b, b.Sync())
+	res, err = e.finish(b, b.Sync())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]Ticket{t3}, ackTickets(res)); diff != "" {
 		t.Errorf("second Finish acks (-want +got)\n%s", diff)
 	}
-	if !e.Quiet() || e.Status().Durable != 3 || res.Records != 1 {
-		t.Errorf("after the second Finish: quiet %v, durable %d, records %d; want quiet, 3, 1", e.Quiet(), e.Status().Durable, res.Records)
+	if !e.quiet() || e.Status().Durable != 3 || res.Records != 1 {
+		t.Errorf("after the second Finish: quiet %v, durable %d, records %d; want quiet, 3, 1", e.quiet(), e.Status().Durable, res.Records)
 	}
 }
 
@@ -91,30 +91,30 @@ func TestPipelinedStartsWaitForTheirBatchSync(t *testing.T) {
 	_, id1, _ := e.Enqueue(epoch, epoch, "t", []byte("a"))
 	_, id2, _ := e.Enqueue(epoch, epoch, "t", []byte("b"))
 	_, id3, _ := e.Enqueue(epoch, epoch, "t", []byte("c"))
-	b, _ := e.Begin(epoch) // admits 1 and 2 (Capacity 2)
-	res, err := e.Finish(b, b.Sync())
+	b, _ := e.begin(epoch, true) // admits 1 and 2 (Capacity 2)
+	res, err := e.finish(b, b.Sync())
 	if err != nil || len(res.Starts) != 2 || res.Starts[0].Token.ID != id1 || res.Starts[1].Token.ID != id2 {
 		t.Fatalf("Finish = %+v, %v; want starts of %d and %d", res.Starts, err, id1, id2)
 	}
-	b, _ = e.Begin(epoch) // nothing new: an empty batch
+	b, _ = e.begin(epoch, true) // nothing new: an empty batch
 	if !b.Empty() {
 		t.Fatal("Begin with nothing to write wrote a batch")
 	}
-	if _, err := e.Finish(b, nil); err != nil {
+	if _, err := e.finish(b, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.AttemptDone(epoch, res.Starts[0].Token, Success()); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = e.Begin(epoch) // Finished(1) and Started(3)
+	b, _ = e.begin(epoch, true) // Finished(1) and Started(3)
 	// Job 2's outcome arrives during the flight.
 	if err := e.AttemptDone(epoch, res.Starts[1].Token, Success()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Stage(); err != nil {
+	if err := e.stageHeld(); err != nil {
 		t.Fatal(err)
 	}
-	res, err = e.Finish(b, b.Sync())
+	res, err = e.finish(b, b.Sync())
 	if err != nil || len(res.Starts) != 1 || res.Starts[0].Token.ID != id3 {
 		t.Fatalf("Finish = %+v, %v; want job %d started", res.Starts, err, id3)
 	}
@@ -135,13 +135,13 @@ func TestPipelinedFailedSyncAcknowledgesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, _ = e.Enqueue(epoch, far, "t", []byte("lost"))
-	b, err := e.Begin(epoch)
+	b, err := e.begin(epoch, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _, _ = e.Enqueue(epoch, far, "t", []byte("staged"))
-	_ = e.Stage()
-	res, err := e.Finish(b, errors.New("simulated fsync failure"))
+	_ = e.stageHeld()
+	res, err := e.finish(b, errors.New("simulated fsync failure"))
 	if !errors.Is(err, ErrPoisoned) || len(res.Acks) != 0 {
 		t.Fatalf("Finish = %+v, %v; want no acks and ErrPoisoned", res.Acks, err)
 	}
@@ -169,11 +169,11 @@ func TestCrashDuringAFlightLosesNothingAcknowledged(t *testing.T) {
 		}
 		_, _, _ = e.Enqueue(epoch, far, "t", []byte("flying1"))
 		_, _, _ = e.Enqueue(epoch, far, "t", []byte("flying2"))
-		if _, err := e.Begin(epoch); err != nil {
+		if _, err := e.begin(epoch, true); err != nil {
 			t.Fatal(err)
 		}
 		_, _, _ = e.Enqueue(epoch, far, "t", []byte("staged"))
-		_ = e.Stage()
+		_ = e.stageHeld()
 		d.Crash() // the engine is dropped without Finish or Close
 		e, err := Open(d, journalName, Config{Capacity: 2}, epoch)
 		if err != nil {

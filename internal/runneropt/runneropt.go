@@ -2,7 +2,10 @@
 // the root package's tests and the benchmark module set them, users cannot.
 package runneropt
 
-import "github.com/sluicehq/sluice/core"
+import (
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/runner"
+)
 
 // Options are the seams.
 type Options struct {
@@ -13,6 +16,9 @@ type Options struct {
 	// on its own, and the Started records of the attempts it admits in another commit: about
 	// one fsync per record. The benchmark's baseline for what group commit saves.
 	SyncEveryRecord bool
+	// Observe, when set, sees every input the runner's Node takes and every Ready it returns
+	// (runner.NodeConfig.Observe): tests that compare executors of the Node.
+	Observe func(runner.Input, *runner.Effects)
 }
 
 // Set attaches o to the *sluice.Config that cfg points to; package sluice installs it.
