@@ -605,3 +605,32 @@ func TestShutdownBeforeReadyWithdrawsAnUnsentReceive(t *testing.T) {
 		t.Fatalf("status %+v, want Done: nothing is in flight", st)
 	}
 }
+
+// TestReplyBeforeReadyWithdrawsTheAbandon: a Shutdown decides to abandon the receive in
+// flight; its reply stepped in the same burst, before Ready is read, completes the call, so
+// Ready must not name it in AbandonReceive (the driver has nothing in flight to cancel; swarm
+// seed 214 found the stale abandon). What the reply carried is released.
+func TestReplyBeforeReadyWithdrawsTheAbandon(t *testing.T) {
+	e, t0 := newTicked(t, Config{Concurrency: 2})
+	rc := e.Ready().Receive
+	if rc == nil {
+		t.Fatal("no receive after the first tick")
+	}
+	if err := e.Step(Shutdown{Now: t0.Add(time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Step(ReceiveDone{Call: rc.Call, Now: t0.Add(2 * time.Millisecond),
+		Messages: []core.Message{{ID: "m1", Receipt: "r1", ReceiveCount: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Ready()
+	if rd.AbandonReceive != 0 {
+		t.Fatalf("Ready names abandoned receive %d, whose reply was stepped already", rd.AbandonReceive)
+	}
+	if st := e.Status(); st.ReceivesAbandoned != 0 {
+		t.Fatalf("ReceivesAbandoned = %d, want 0: the abandon was withdrawn", st.ReceivesAbandoned)
+	}
+	if err := e.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -613,6 +613,12 @@ func (e *Machine) onReceiveDone(ev ReceiveDone) error {
 	if ev.Call == 0 || ev.Call != e.recvCall {
 		return fmt.Errorf("%w: receive %d", ErrUnknownCall, ev.Call)
 	}
+	if e.out.AbandonReceive == ev.Call {
+		// The reply arrived before the abandon was handed out (stepped in one burst): withdraw
+		// it, as a start is withdrawn; nothing is in flight to cancel any more.
+		e.out.AbandonReceive = 0
+		e.stats.ReceivesAbandoned--
+	}
 	if ev.Err != nil {
 		e.advance(ev.Now)
 		e.recvCall = 0
