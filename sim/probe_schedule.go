@@ -161,10 +161,13 @@ func (n *runnerNode) probeSchedules() {
 		return
 	}
 	w, e := n.w, n.e
+	if e.Poisoned() != nil {
+		return // a compaction at open was lost: the Node fails and the node restarts
+	}
 	before := stateOf(e)
 	kind := kindNames[r.Intn(len(kindNames))]
 	err := e.Register(runner.KindConfig{Name: kind})
-	if !n.checkRefused(e, "registering kind "+kind+" after dispatching began", err, runner.ErrInvalidConfig, before, strconv.Quote(kind), "after dispatching") {
+	if !n.checkRefused(e, "registering kind "+kind+" after dispatching began", err, runner.ErrInvalidConfig, before, strconv.Quote(kind)) {
 		return
 	}
 	// A name the node uses (a refused change must keep the schedule as it was) or a new one.

@@ -392,14 +392,12 @@ func (n *runnerNode) start() {
 	} else {
 		ncfg.Observe = n.script.observe
 	}
-	n.node, n.e, n.up = runner.NewNode(e, ncfg), e, true
-	n.step(runner.Admit{On: true})
-	n.gen++
-	n.pending = make(map[runner.Ref]pendingCmd)
-	n.execs = make(map[runner.Token]*execution)
-	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
-	n.flight, n.commitAfter, n.afterLand = nil, false, nil
+	// The recovered state is judged as Open left it: the Node's first landing may compact a
+	// journal that had grown past CompactBytes, and retention may then prune jobs recovery
+	// made terminal (interrupted, attempts spent), which the checker is told apart.
+	n.e = e
 	st := e.State()
+	n.gen++
 	w.tracef(n.name, "open: %d jobs, next id %d, %d interrupted attempts requeued", len(st.Jobs), st.NextID, e.Orphans())
 	if n.gen > 1 {
 		n.traceRecovered(st)
@@ -407,6 +405,17 @@ func (n *runnerNode) start() {
 	views := jobViewsAfter(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
+	n.node, n.up = runner.NewNode(e, ncfg), true
+	if e.Status().Compactions > 0 {
+		views = jobViewsAfter(views, e.State())
+		w.chk.Compacted(n.id, views)
+		w.trace(n.name, "compacted at open")
+	}
+	n.step(runner.Admit{On: true})
+	n.pending = make(map[runner.Ref]pendingCmd)
+	n.execs = make(map[runner.Token]*execution)
+	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
+	n.flight, n.commitAfter, n.afterLand = nil, false, nil
 	n.noteState(views)
 	n.views, n.durable = views, e.Status().Durable
 	n.boundaries = n.boundaries[:0]
