@@ -104,8 +104,9 @@ func run(ctx context.Context, o options) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /signup", func(w http.ResponseWriter, req *http.Request) {
 		to := req.FormValue("email")
-		// One welcome per address, ever: a retried request finds the first job.
-		id, err := emails.Enqueue(req.Context(), time.Time{}, "smtp", Welcome{To: to}, sluice.WithUnique("welcome:"+to))
+		// One welcome per address a year: a retried request finds the first job, also after it ran.
+		id, err := emails.Enqueue(req.Context(), time.Time{}, "smtp", Welcome{To: to},
+			sluice.WithUnique("welcome:"+to), sluice.WithUniqueWindow(365*24*time.Hour))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
