@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
@@ -70,11 +69,11 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	for _, o := range opts {
 		o(&s)
 	}
-	switch {
-	case s.err != nil:
-		return nil, fmt.Errorf("sluice: Register %q: %w", name, s.err)
-	case name == "" || strings.ContainsRune(name, 0):
-		return nil, fmt.Errorf("sluice: Register %q: a kind needs a name (non-empty, no NUL byte); it is journaled with each job", name)
+	if s.err != nil {
+		return nil, fmt.Errorf("sluice: Register %s: %w", runner.QuoteCut(name), s.err)
+	}
+	if err := runner.CheckName("kind name", name, true); err != nil {
+		return nil, fmt.Errorf("sluice: Register: %w: a kind's name is journaled with each of its jobs (NameMax)", err)
 	}
 	if q, ok := reg.(*QueueRunner); ok {
 		if s.limit != 0 {
