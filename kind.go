@@ -185,6 +185,10 @@ func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 	}
 	p := Page[A]{Next: raw.Next, More: raw.More, Jobs: make([]JobInfo[A], len(raw.Jobs))}
 	for i, v := range raw.Jobs {
+		if f.OmitPayload {
+			p.Jobs[i], _ = decodeInfo[A](nil, v)
+			continue
+		}
 		if p.Jobs[i], err = decodeInfo(k.codec, v); err != nil {
 			return p, fmt.Errorf("sluice: list: %w", err)
 		}
@@ -197,6 +201,9 @@ func decodeInfo[A any](codec Codec[A], v JobInfo[[]byte]) (JobInfo[A], error) {
 	info := JobInfo[A]{ID: v.ID, Kind: v.Kind, Target: v.Target, State: v.State, Attempts: v.Attempts,
 		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority,
 		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History}
+	if codec == nil { // ListFilter.OmitPayload: nothing to decode
+		return info, nil
+	}
 	var err error
 	if info.Payload, err = codec.Decode(v.Payload); err != nil {
 		return info, fmt.Errorf("job %d: %w", v.ID, err)

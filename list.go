@@ -27,6 +27,8 @@ type ListFilter struct {
 	IDMin, IDMax             uint64 // inclusive id range; IDMax 0: no upper bound
 	After                    uint64 // the cursor: only ids after it (the previous page's Next)
 	Limit                    int    // jobs per page; 0: 100; at most 1,000
+	// OmitPayload leaves every job's Payload nil: a listing that shows no payload copies none.
+	OmitPayload bool
 
 	scan int // ids one chunk looks at (Runner.list sets it)
 }
@@ -130,7 +132,11 @@ func listPage(eng *runner.Engine, f ListFilter) Page[[]byte] {
 		}
 		return true
 	}
-	jobs, next, more := eng.List(max(f.IDMin, f.After+1), to, match, limit, scan)
+	list := eng.List
+	if f.OmitPayload {
+		list = eng.ListBare
+	}
+	jobs, next, more := list(max(f.IDMin, f.After+1), to, match, limit, scan)
 	p := Page[[]byte]{Next: next, More: more, Jobs: make([]JobInfo[[]byte], len(jobs))}
 	for i, j := range jobs {
 		p.Jobs[i] = infoOf(j)

@@ -29,7 +29,7 @@ func BenchmarkJobsPage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
+	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true})
 	for _, bc := range []struct{ name, path string }{
 		{"overview", "/"},
 		{"jobs100", "/jobs?limit=100"},
