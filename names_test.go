@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/sim/disk"
 )
@@ -60,5 +61,31 @@ func TestNamesShareOneRule(t *testing.T) {
 	}
 	if _, err := k.Enqueue(ctx, at, strings.Repeat("t", NameMax), "x", WithUnique(strings.Repeat("u", NameMax))); err != nil {
 		t.Errorf("names of NameMax bytes refused: %v", err)
+	}
+}
+
+// TestLongHandlerErrorIsCutOnARuneBoundary: an error longer than the journal keeps is cut
+// to 4,096 bytes at most, and stays valid UTF-8 (it was cut mid-character before).
+func TestLongHandlerErrorIsCutOnARuneBoundary(t *testing.T) {
+	msg := "x" + strings.Repeat("é", 3000) // 6,001 bytes: a byte cut at 4,096 falls inside an é
+	k := openOn(t, disk.New(1), Config{}, func(context.Context, Job[string]) Outcome {
+		return Failed(errors.New(msg), false)
+	})
+	defer k.Close()
+	ctx := context.Background()
+	id, err := k.Enqueue(ctx, time.Time{}, "t", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.DrainDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, err := k.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(j.LastErr) || len(j.LastErr) > 4096 || len(j.LastErr) < 4090 || !strings.HasPrefix(msg, j.LastErr) {
+		t.Errorf("last error of %d bytes, valid UTF-8 %v; want a prefix of the error, at most 4,096 bytes, valid",
+			len(j.LastErr), utf8.ValidString(j.LastErr))
 	}
 }

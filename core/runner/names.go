@@ -45,6 +45,18 @@ func QuoteCut(s string) string {
 
 func runeStart(b byte) bool { return b&0xC0 != 0x80 }
 
+// cutUTF8 is s cut to at most n bytes on a rune boundary, so a cut error stays valid UTF-8
+// when it was.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !runeStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // checkNames checks a new job's target, kind and unique key.
 func checkNames(nj NewJob) error {
 	if err := CheckName("target", nj.Target, true); err != nil {
