@@ -82,6 +82,7 @@ func TestHostileQueriesAreRefusedBeforeAnyRead(t *testing.T) {
 		"state=" + strings.Repeat("dead,", 200_000),
 		"state=dead,dead",
 		"state=" + strings.Repeat("x", 1000),
+		"state=dead" + strings.Repeat("%20", 100_000) + ",pending", // two states, 100 KB
 		"kind=" + long,
 		"target=" + long,
 		"after=" + strings.Repeat("9", 100_000),

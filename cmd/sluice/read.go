@@ -330,7 +330,7 @@ func show(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer)
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.Number, when(a.Start), when(a.End), took, a.Outcome, dash(term(a.Err, 80)))
 	}
 	if len(j.History) == 0 {
-		fmt.Fprintln(tw, "-\tnone yet\t\t\t\t")
+		fmt.Fprintln(tw, "-\tnone yet")
 	}
 	return exitOK, tw.Flush()
 }

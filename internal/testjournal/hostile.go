@@ -3,6 +3,7 @@ package testjournal
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func HostileKinds() []string { return Hostile[:len(Hostile)-1] }
 func OpenHostile(t testing.TB) (*sluice.Runner, string) {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := sluice.New(dir, sluice.Config{Capacity: 2})
+	r, err := sluice.New(dir, sluice.Config{Capacity: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
