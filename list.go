@@ -15,7 +15,7 @@ const ListScanMax = 100_000
 // listChunkMax bounds the ids the runner's goroutine looks at in one turn for List: a page is
 // read in chunks, and commands that arrive meanwhile (an Enqueue) are committed between them,
 // so a read holds up other work for one chunk at most, whatever the page costs.
-const listChunkMax = 2048
+const listChunkMax = 1024
 
 // ListFilter selects jobs for List. Zero fields select everything.
 type ListFilter struct {
