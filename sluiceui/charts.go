@@ -108,6 +108,7 @@ const (
 	labelW  = 90 // the series' label column
 	stateH  = 80 // the stacked counts' height
 	legendH = 16
+	legendW = 560 // seven states' swatches and names, wider than the bars
 )
 
 // rateChart draws the attempts started, succeeded and failed in each minute of the hour
@@ -152,7 +153,7 @@ var stateFills = [...]string{sluice.StatePending: "#7aa6d6", sluice.StateWaiting
 // its minute; of picks the kind's counts (nil: none then).
 func stateChart(name string, hist []*census, of func(*census) *kindCensus) template.HTML {
 	var b strings.Builder
-	w, h := labelW+minutes*barW, legendH+stateH+legendH
+	w, h := labelW+legendW, legendH+stateH+legendH
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="states" role="img" width="%d" height="%d" viewBox="0 0 %d %d">`, w, h, w, h)
 	fmt.Fprintf(&b, `<title>%s: jobs by state, the last hour</title><text x="0" y="12" font-size="12">%s: jobs by state, one bar a minute viewed (oldest left)</text>`,
 		template.HTMLEscapeString(name), template.HTMLEscapeString(name))
@@ -188,7 +189,7 @@ func stateChart(name string, hist []*census, of func(*census) *kindCensus) templ
 	for st := sluice.StatePending; st <= sluice.StateCancelled; st++ {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="8" height="8" fill="%s"/><text x="%d" y="%d" font-size="10">%s</text>`,
 			x, legendH+stateH+4, stateFills[st], x+10, legendH+stateH+12, st)
-		x += 75
+		x += legendW / 7
 	}
 	b.WriteString("</svg>")
 	return template.HTML(b.String()) // every text above is escaped, a number or a state's name
@@ -223,13 +224,14 @@ func breakerChart(hist []*census) template.HTML {
 		return ""
 	}
 	targets = targets[:min(len(targets), breakerChartMax)]
-	end := hist[len(hist)-1].At.Add(time.Second)
+	// Each census stands for the minute after it (or up to the next, if sooner).
+	end := hist[len(hist)-1].At.Add(histEvery)
 	lanes := make([]svgtime.Lane, len(targets))
 	for i, t := range targets {
 		lanes[i].Name = display.Text(t, 24)
 		for ci, c := range hist {
-			to := end
-			if ci+1 < len(hist) {
+			to := c.At.Add(histEvery)
+			if ci+1 < len(hist) && hist[ci+1].At.Before(to) {
 				to = hist[ci+1].At
 			}
 			state := "closed"
