@@ -31,26 +31,26 @@ import (
 const usage = `sluice inspects and operates a runner's journal directory.
 
 usage:
-  sluice stats  --dir DIR [--json]
-  sluice jobs   --dir DIR [--state S[,S...]] [--kind K] [--target T] [--after ID]
-                [--limit N | --all] [--json]
-  sluice show   --dir DIR [--json] ID
+  sluice stats     --dir DIR [--json]
+  sluice jobs      --dir DIR [--state S[,S...]] [--kind K] [--target T] [--after ID]
+                   [--limit N | --all] [--json]
+  sluice show      --dir DIR [--json] ID
   sluice schedules --dir DIR [--json]
-  sluice verify --dir DIR
-  sluice retry  --dir DIR ID
-  sluice cancel --dir DIR ID
-  sluice serve  --dir DIR [--addr HOST:PORT [--allow-remote]]
+  sluice verify    --dir DIR
+  sluice retry     --dir DIR ID
+  sluice cancel    --dir DIR ID
+  sluice serve     --dir DIR [--addr HOST:PORT [--allow-remote]]
 
 commands:
-  stats    jobs by state, the last id issued, attempts a crash interrupted
-  jobs     one page of jobs, ascending by id; the next page's command is printed to stderr
-  show     one job with its attempt history (the last 10 attempts) and why it waits
+  stats      jobs by state, the last id issued, attempts a crash interrupted
+  jobs       one page of jobs, ascending by id; the next page's command is printed to stderr
+  show       one job with its attempt history (the last 10 attempts) and why it waits
   schedules  the periodic jobs' schedules: name, spec, kind, target, next due, last period
-  verify   scan the journal: header, batches, LSNs, the clean-close mark, the snapshot and
-           every record; report damage with the file, the offset and what to do
-  retry    re-enqueue a dead job, due now (only while no runner holds DIR)
-  cancel   cancel a job that is not terminal (only while no runner holds DIR)
-  serve    the web UI for DIR, read-only (see docs/operating.md to mount it in a live service)
+  verify     scan the journal: header, batches, LSNs, the clean-close mark, the snapshot and
+             every record; report damage with the file, the offset and what to do
+  retry      re-enqueue a dead job, due now (only while no runner holds DIR)
+  cancel     cancel a job that is not terminal (only while no runner holds DIR)
+  serve      the web UI for DIR, read-only (see docs/operating.md to mount it in a live service)
 
 flags:
   --dir DIR      the runner's directory (the one given to sluice.Open); required
