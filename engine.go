@@ -196,6 +196,8 @@ type Inspection struct {
 	// Interrupted are the ids of jobs whose attempt was running when the journal was last
 	// written: the next Open records each as a failed `interrupted` attempt (Inspect does not).
 	Interrupted []uint64
+	// Schedules are the periodic jobs' schedules, by name.
+	Schedules []ScheduleInfo
 }
 
 // Inspect reads the runner journal in dir and reports its jobs, without writing anything and
@@ -231,7 +233,7 @@ func inspectFS(fsys core.FS) (Inspection, error) {
 	if err != nil {
 		return Inspection{}, fmt.Errorf("sluice: inspecting: %w", err)
 	}
-	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs))}
+	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs)), Schedules: schedulesOf(s.Schedules)}
 	for _, j := range s.Jobs {
 		in.Jobs = append(in.Jobs, infoOf(j))
 		if j.State == runner.Running {

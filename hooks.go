@@ -1,6 +1,8 @@
 package sluice
 
 import (
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/lease"
@@ -105,6 +107,29 @@ func (c *Config) hookDefaults() {
 	noop(&c.OnDeferred)
 	noop(&c.OnSettled)
 	noop(&c.OnCommitted)
+	c.OnSettled = logDead(c.Logger, c.OnSettled)
+}
+
+// deadErrMax bounds the error text a dead job's log line carries.
+const deadErrMax = 1024
+
+// logDead wraps the OnSettled hook so that a job going dead is logged at Warn, whatever the
+// hook does: a dead job waits for an operator, who should hear of it without a hook.
+func logDead(log *slog.Logger, next func(Settled)) func(Settled) {
+	return func(s Settled) {
+		if s.State == StateDead && log != nil {
+			msg := ""
+			if s.Err != nil {
+				msg = s.Err.Error()
+				if len(msg) > deadErrMax {
+					msg = strings.ToValidUTF8(msg[:deadErrMax], "") + "…"
+				}
+			}
+			log.Warn("sluice: job dead; it waits for a Retry or a Cancel (sluice show, the UI)",
+				"job", s.ID, "reason", string(s.Reason), "attempts", s.Attempts, "err", msg)
+		}
+		next(s)
+	}
 }
 
 // hookDefaults fills WorkerConfig's nil hooks with no-ops.

@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
@@ -70,11 +69,11 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	for _, o := range opts {
 		o(&s)
 	}
-	switch {
-	case s.err != nil:
-		return nil, fmt.Errorf("sluice: Register %q: %w", name, s.err)
-	case name == "" || strings.ContainsRune(name, 0):
-		return nil, fmt.Errorf("sluice: Register %q: a kind needs a name (non-empty, no NUL byte); it is journaled with each job", name)
+	if s.err != nil {
+		return nil, fmt.Errorf("sluice: Register %s: %w", runner.QuoteCut(name), s.err)
+	}
+	if err := runner.CheckName("kind name", name, true); err != nil {
+		return nil, fmt.Errorf("sluice: Register: %w: a kind's name is journaled with each of its jobs (NameMax)", err)
 	}
 	if q, ok := reg.(*QueueRunner); ok {
 		if s.limit != 0 {
@@ -191,6 +190,10 @@ func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 	}
 	p := Page[A]{Next: raw.Next, More: raw.More, Jobs: make([]JobInfo[A], len(raw.Jobs))}
 	for i, v := range raw.Jobs {
+		if f.OmitPayload {
+			p.Jobs[i], _ = decodeInfo[A](nil, v)
+			continue
+		}
 		if p.Jobs[i], err = decodeInfo(k.codec, v); err != nil {
 			return p, fmt.Errorf("sluice: list: %w", err)
 		}
@@ -203,6 +206,9 @@ func decodeInfo[A any](codec Codec[A], v JobInfo[[]byte]) (JobInfo[A], error) {
 	info := JobInfo[A]{ID: v.ID, Kind: v.Kind, Target: v.Target, State: v.State, Attempts: v.Attempts,
 		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority,
 		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History}
+	if codec == nil { // ListFilter.OmitPayload: nothing to decode
+		return info, nil
+	}
 	var err error
 	if info.Payload, err = codec.Decode(v.Payload); err != nil {
 		return info, fmt.Errorf("job %d: %w", v.ID, err)

@@ -14,11 +14,17 @@ const (
 	PriorityMax = runner.PriorityMax
 )
 
+// NameMax bounds, in bytes, each name a job carries: its kind, target and unique key, and a
+// schedule's name. A name also holds no NUL byte. Enqueue, EnqueueMany, Schedule and Register
+// refuse a name that breaks either rule, writing nothing.
+const NameMax = runner.NameMax
+
 // TimeRange is the range a due time must lie in (the range a journal record holds).
 const TimeRange = runner.TimeRange
 
 // ErrInvalidJob is returned by Enqueue and EnqueueMany for a job that cannot be journaled: an
-// empty target, a due outside TimeRange, or an option out of range. The message says which.
+// empty target, a name that breaks NameMax's rules, a due outside TimeRange, or an option out
+// of range. The message says which.
 var ErrInvalidJob = errors.New("sluice: invalid job")
 
 // JobOption sets one of a job's own options; Enqueue and EnqueueMany (NewJob.Options) take

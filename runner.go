@@ -293,20 +293,13 @@ func (r *Runner) Get(id uint64) (JobInfo[[]byte], error) {
 }
 
 // List returns a page of the jobs of any kind that match f (ListFilter.Kind selects one),
-// payloads as journaled; Kind.List is the typed form. Pages are ascending by id, from one
-// consistent view (the state after the last commit). Resume with f.After = page.Next while
-// page.More. A page holds at most f.Limit jobs (default 100, at most 1,000) and looks at no
-// more than ListScanMax ids, so a filter that matches rarely returns short pages, with More
-// set.
+// payloads as journaled; Kind.List is the typed form. Pages are ascending by id, each job as
+// of a commit (the page is read in chunks, between which the runner commits other work).
+// Resume with f.After = page.Next while page.More. A page holds at most f.Limit jobs (default
+// 100, at most 1,000) and looks at no more than ListScanMax ids, so a filter that matches
+// rarely returns short pages, with More set.
 func (r *Runner) List(ctx context.Context, f ListFilter) (Page[[]byte], error) {
-	if err := f.validate(); err != nil {
-		return Page[[]byte]{}, err
-	}
-	rep, err := r.call(ctx, command{kind: cmdList, filter: f})
-	if err != nil {
-		return Page[[]byte]{}, err
-	}
-	return rep.page, rep.err
+	return r.list(ctx, f)
 }
 
 // Cancel cancels a job that is not terminal, durably. A running attempt's context is cancelled

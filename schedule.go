@@ -116,12 +116,17 @@ func (r *Runner) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	if rep.err != nil {
 		return nil, rep.err
 	}
-	out := make([]ScheduleInfo, len(rep.scheds))
-	for i, s := range rep.scheds {
+	return schedulesOf(rep.scheds), nil
+}
+
+// schedulesOf is the engine's schedules in public terms.
+func schedulesOf(scheds []runner.Schedule) []ScheduleInfo {
+	out := make([]ScheduleInfo, len(scheds))
+	for i, s := range scheds {
 		out[i] = ScheduleInfo{Name: s.Name, Spec: s.Spec, Kind: s.Opts.Kind, Target: s.Target,
 			SkipMissed: s.CatchUp == runner.CatchUpSkip, Next: s.Next, Last: s.Last, LastJob: s.LastJob, Fired: s.Fired}
 	}
-	return out, nil
+	return out
 }
 
 // scheduleErr gives the engine's schedule refusals their sluice sentinels.

@@ -194,7 +194,7 @@ func (n *runnerNode) probeSchedules() {
 	bo := badOpts[r.Intn(len(badOpts))]
 	probes := []probe{
 		{ok(runner.NewSchedule{Name: name, Spec: bs.spec}), runner.ErrSchedule, []string{strconv.Quote(bs.spec), bs.says, strconv.Quote(name)}},
-		{ok(runner.NewSchedule{Name: w.repeated('n', 201+r.Intn(50)), Spec: "@every 10s"}), runner.ErrSchedule, []string{"a name has"}},
+		{ok(runner.NewSchedule{Name: w.repeated('n', runner.NameMax+1+r.Intn(50)), Spec: "@every 10s"}), runner.ErrSchedule, []string{"at most"}},
 		{ok(runner.NewSchedule{Name: name, Spec: "@every 10s", CatchUp: runner.CatchUp(2 + r.Intn(254))}), runner.ErrSchedule, []string{"catch-up", strconv.Quote(name)}},
 		{ok(runner.NewSchedule{Opts: bo.o}), runner.ErrJob, []string{bo.says, strconv.Quote(name)}},
 		{ok(runner.NewSchedule{Name: name, Spec: n.tooLongSpec()}), runner.ErrTooLarge, []string{"RecordMax"}},

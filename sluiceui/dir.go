@@ -36,11 +36,12 @@ func FromDir(dir string) (Source, error) {
 type dirSource struct {
 	dir string
 
-	mu    sync.Mutex
-	size  int64
-	mtime time.Time
-	jobs  []Job // ascending by id
-	last  uint64
+	mu     sync.Mutex
+	size   int64
+	mtime  time.Time
+	jobs   []Job // ascending by id
+	last   uint64
+	scheds []sluice.ScheduleInfo
 }
 
 // load re-inspects the directory if its journal changed since the last look.
@@ -61,11 +62,11 @@ func (d *dirSource) load() error {
 	}
 	jobs := make([]Job, len(in.Jobs))
 	for i, j := range in.Jobs {
-		jobs[i] = Job{ID: j.ID, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue,
+		jobs[i] = Job{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue,
 			Due: j.Due, Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique,
 			History: j.History, Payload: j.Payload, Interrupted: slices.Contains(in.Interrupted, j.ID)}
 	}
-	d.jobs, d.last, d.size, d.mtime = jobs, in.LastID, size, mtime
+	d.jobs, d.last, d.scheds, d.size, d.mtime = jobs, in.LastID, in.Schedules, size, mtime
 	return nil
 }
 
@@ -109,13 +110,14 @@ func (d *dirSource) List(_ context.Context, f Filter) (Page, error) {
 		return Page{}, err
 	}
 	i, _ := slices.BinarySearchFunc(jobs, f.After+1, byID)
-	var p Page
-	for ; i < len(jobs); i++ {
-		if len(p.Jobs) == f.limit() {
+	p := Page{Next: f.After}
+	states := f.stateSet()
+	for scan := 0; i < len(jobs); i, scan = i+1, scan+1 {
+		if len(p.Jobs) == f.limit() || scan == sluice.ListScanMax {
 			p.More = true
 			break
 		}
-		if f.match(jobs[i]) {
+		if f.match(&jobs[i], states) {
 			p.Jobs = append(p.Jobs, jobs[i])
 		}
 		p.Next = jobs[i].ID
@@ -136,8 +138,17 @@ func (d *dirSource) Get(_ context.Context, id uint64) (Job, error) {
 }
 
 func (d *dirSource) Breakers(context.Context) ([]Breaker, error) { return nil, nil }
-func (d *dirSource) Retry(context.Context, uint64) error         { return ErrReadOnly }
-func (d *dirSource) Cancel(context.Context, uint64) error        { return ErrReadOnly }
-func (d *dirSource) ReadOnly() bool                              { return true }
+
+func (d *dirSource) Schedules(context.Context) ([]sluice.ScheduleInfo, error) {
+	if err := d.load(); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.scheds, nil
+}
+func (d *dirSource) Retry(context.Context, uint64) error  { return ErrReadOnly }
+func (d *dirSource) Cancel(context.Context, uint64) error { return ErrReadOnly }
+func (d *dirSource) ReadOnly() bool                       { return true }
 
 func byID(j Job, id uint64) int { return cmp.Compare(j.ID, id) }

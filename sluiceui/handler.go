@@ -1,11 +1,7 @@
 package sluiceui
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"embed"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -13,12 +9,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 // Action is what a request asks to do, as Options.Authorize sees it.
@@ -31,12 +29,20 @@ const (
 	ActionCancel Action = "cancel" // cancel a job that is not terminal
 )
 
-// Options configure the handler. The zero value shows every page and refuses every action.
+// Options configure the handler. The zero value refuses every page and every action: a
+// handler mounted without Authorize or PublicRead shows nothing.
 type Options struct {
 	// Authorize decides whether r may do a; a non-nil error refuses it (403, with the error's
-	// text). It is called for every request, views included. nil: views are allowed and
-	// actions refused, so mounting the handler never lets a visitor change a job by default.
+	// text). It is called for every request, views included (unless PublicRead). nil: every
+	// action is refused, and views too unless PublicRead.
 	Authorize func(r *http.Request, a Action) error
+	// PublicRead shows every page (payloads and errors included, after Redact) to whoever
+	// reaches the handler, without calling Authorize for views; actions still need Authorize.
+	PublicRead bool
+	// Redact is called on every job before any page or download shows it: clear or rewrite
+	// what must not be shown (a payload holding a secret, an error quoting one). It may change
+	// Payload, LastErr, Unique and History[i].Err; nil shows jobs as journaled.
+	Redact func(j *Job)
 	// ReadOnly hides and refuses the actions whatever Authorize says (also implied by a
 	// read-only Source).
 	ReadOnly bool
@@ -62,20 +68,34 @@ func New(src Source, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &handler{src: src, opts: opts, readOnly: opts.ReadOnly || src.ReadOnly(), pages: parsePages()}
-	if _, err := rand.Read(h.key[:]); err != nil {
-		panic(fmt.Sprintf("sluiceui: reading random key: %v", err))
-	}
+	h := &handler{src: src, opts: opts, readOnly: opts.ReadOnly || src.ReadOnly(), pages: parsePages(),
+		tokens: tokens{issued: map[string]tokenFor{}}}
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /{$}", h.view(h.overview))
 	mux.HandleFunc("GET /jobs", h.view(h.jobs))
 	mux.HandleFunc("GET /jobs/{id}", h.view(h.job))
+	mux.HandleFunc("GET /jobs/{id}/field/{field}", h.download)
 	mux.HandleFunc("GET /jobs/{id}/{action}", h.view(h.confirm))
 	mux.HandleFunc("POST /jobs/{id}/{action}", h.act)
 	mux.HandleFunc("GET /breakers", h.view(h.breakers))
-	return http.NewCrossOriginProtection().Handler(mux)
+	mux.HandleFunc("GET /schedules", h.view(h.schedules))
+	return secure(http.NewCrossOriginProtection().Handler(mux))
+}
+
+// secure sets the headers every response carries, assets and errors included: no framing, no
+// content sniffing, nothing loaded, posted or based anywhere but here, nothing cached.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
 }
 
 type handler struct {
@@ -83,11 +103,15 @@ type handler struct {
 	opts     Options
 	readOnly bool
 	pages    map[string]*template.Template
-	key      [32]byte // signs confirmation tokens
+	tokens   tokens
 
 	mu   sync.Mutex
 	prev sample // the sample throughput is measured from
 	rate rates
+	// cen is the last census and hist the census of each minute of the last hour (charts).
+	cen  *census
+	hist []*census
+	cmu  sync.Mutex // one census at a time
 }
 
 // sample is the journal's counters at one moment.
@@ -120,7 +144,7 @@ func (h *handler) view(fn func(w http.ResponseWriter, r *http.Request, p *page) 
 			h.fail(w, r, http.StatusForbidden, err)
 			return
 		}
-		p := &page{Root: rootOf(r.URL.Path), ReadOnly: h.readOnly, Now: h.opts.Now(), Flash: r.URL.Query().Get("done")}
+		p := &page{Root: rootOf(r.URL.Path), ReadOnly: h.readOnly, Now: h.opts.Now(), Flash: flashOf(r)}
 		name, code, err := fn(w, r, p)
 		if err != nil {
 			h.fail(w, r, code, err)
@@ -128,6 +152,15 @@ func (h *handler) view(fn func(w http.ResponseWriter, r *http.Request, p *page) 
 		}
 		h.render(w, code, name, p)
 	}
+}
+
+// flashOf is the "Done" banner an action's redirect asks for: only the name of an action.
+func flashOf(r *http.Request) string {
+	switch a := Action(r.URL.Query().Get("done")); a {
+	case ActionRetry, ActionCancel:
+		return string(a)
+	}
+	return ""
 }
 
 // rootOf is the relative path from the page at path back to the handler's root.
@@ -140,20 +173,25 @@ func rootOf(path string) string {
 }
 
 func (h *handler) authorize(r *http.Request, a Action) error {
-	if h.opts.Authorize != nil {
-		return h.opts.Authorize(r, a)
-	}
-	if a == ActionView {
+	switch {
+	case a == ActionView && h.opts.PublicRead:
 		return nil
+	case h.opts.Authorize != nil:
+		return h.opts.Authorize(r, a)
+	case a == ActionView:
+		return errors.New("sluice: pages are refused: sluiceui.New was given neither Options.Authorize " +
+			"(to decide who may look) nor Options.PublicRead (to show them to everyone who reaches the handler)")
 	}
 	return errors.New("sluice: actions are refused: no Options.Authorize was given to sluiceui.New")
 }
 
+// may reports whether r may do a on a job: the button for a refused action is not shown.
+func (h *handler) may(r *http.Request, a Action) bool {
+	return !h.readOnly && h.authorize(r, a) == nil
+}
+
 func (h *handler) render(w http.ResponseWriter, code int, name string, p *page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
 	w.WriteHeader(code)
 	if err := h.pages[name].ExecuteTemplate(w, "layout", p); err != nil {
 		h.opts.Logger.Error("sluiceui: rendering page", "page", name, "err", err)
@@ -170,6 +208,8 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, code int, err err
 type overviewData struct {
 	Stats    sluice.Stats
 	Counts   []stateCount
+	Census   *census
+	Charts   chartsData
 	Rates    rates
 	PerBatch float64
 	Breakers []Breaker
@@ -178,6 +218,7 @@ type overviewData struct {
 type stateCount struct {
 	State string
 	N     int
+	Query string // the jobs page's state filter for it
 }
 
 func (h *handler) overview(_ http.ResponseWriter, r *http.Request, p *page) (string, int, error) {
@@ -185,13 +226,14 @@ func (h *handler) overview(_ http.ResponseWriter, r *http.Request, p *page) (str
 	if err != nil {
 		return "", http.StatusInternalServerError, err
 	}
-	brs, err := h.src.Breakers(r.Context())
+	c, hist, err := h.censusAt(r.Context(), p.Now)
 	if err != nil {
 		return "", http.StatusInternalServerError, err
 	}
-	d := overviewData{Stats: st, Rates: h.throughput(st, p.Now), Breakers: brs, Counts: []stateCount{
-		{"waiting", st.Waiting}, {"deferred", st.Deferred}, {"running", st.Running},
-		{"succeeded", st.Succeeded}, {"dead", st.Dead}, {"cancelled", st.Cancelled}}}
+	d := overviewData{Stats: st, Census: c, Charts: charts(c, hist), Rates: h.throughput(st, p.Now), Breakers: c.Breakers}
+	for _, s := range States {
+		d.Counts = append(d.Counts, stateCount{State: s.String(), N: c.Total.States[s], Query: s.String()})
+	}
 	if st.Commits > 0 {
 		d.PerBatch = float64(st.Records) / float64(st.Commits)
 	}
@@ -231,17 +273,24 @@ func (h *handler) jobs(_ http.ResponseWriter, r *http.Request, p *page) (string,
 	if err != nil {
 		return "", http.StatusBadRequest, err
 	}
+	f.NoPayload = true
 	pg, err := h.src.List(r.Context(), f)
 	if err != nil {
 		return "", http.StatusInternalServerError, err
 	}
-	d := jobsData{Filter: f, State: q.Get("state"), Page: pg}
+	for i := range pg.Jobs {
+		h.redact(&pg.Jobs[i])
+	}
+	d := jobsData{Filter: f, State: stateParam(f.States), Page: pg}
 	for _, s := range States {
 		d.States = append(d.States, s.String())
 	}
 	if pg.More {
 		next := url.Values{}
-		for _, k := range []string{"state", "kind", "target", "limit"} {
+		if d.State != "" {
+			next.Set("state", d.State)
+		}
+		for _, k := range []string{"kind", "target", "limit"} {
 			if v := q.Get(k); v != "" {
 				next.Set(k, v)
 			}
@@ -253,40 +302,82 @@ func (h *handler) jobs(_ http.ResponseWriter, r *http.Request, p *page) (string,
 	return "jobs", http.StatusOK, nil
 }
 
-// filterOf reads a Filter from a query: state (a name, or several separated by commas), kind,
-// target, after, limit.
+// stateListMax bounds the state parameter: every state's name once, with commas.
+const stateListMax = 80
+
+// filterOf reads a Filter from a query: state (a name, or several separated by commas, each
+// at most once), kind, target, after, limit. Each is checked and bounded before anything is
+// read, so a request's work does not grow with what it sends.
 func filterOf(q url.Values) (Filter, error) {
 	f := Filter{Kind: q.Get("kind"), Target: q.Get("target")}
-	if s := q.Get("state"); s != "" {
-		for _, name := range strings.Split(s, ",") {
-			st, ok := ParseState(strings.TrimSpace(name))
-			if !ok {
-				return f, fmt.Errorf("sluice: state %q: want one of pending, waiting, deferred, running, succeeded, dead, cancelled", name)
-			}
-			f.States = append(f.States, st)
+	for _, v := range []struct{ name, val string }{{"kind", f.Kind}, {"target", f.Target}} {
+		if len(v.val) > sluice.NameMax {
+			return f, fmt.Errorf("sluice: %s of %d bytes: a name has at most %d", v.name, len(v.val), sluice.NameMax)
 		}
 	}
+	states, err := ParseStates(q.Get("state"))
+	if err != nil {
+		return f, err
+	}
+	f.States = states
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return f, fmt.Errorf("sluice: after %q: want a job id", v)
+			return f, fmt.Errorf("sluice: after %s: want a job id", quote(v))
 		}
 		f.After = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > limitMax {
-			return f, fmt.Errorf("sluice: limit %q: want 1 to %d", v, limitMax)
+			return f, fmt.Errorf("sluice: limit %s: want 1 to %d", quote(v), limitMax)
 		}
 		f.Limit = n
 	}
 	return f, nil
 }
 
+// ParseStates reads a list of state names separated by commas ("dead,pending"): each a state,
+// each at most once, the list at most as long as every name once. "" is no state.
+func ParseStates(s string) ([]sluice.State, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if len(s) > stateListMax {
+		return nil, fmt.Errorf("sluice: state list of %d bytes: name each state at most once (pending, waiting, deferred, running, succeeded, dead, cancelled)", len(s))
+	}
+	var out []sluice.State
+	for _, name := range strings.Split(s, ",") {
+		st, ok := ParseState(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("sluice: state %s: want one of pending, waiting, deferred, running, succeeded, dead, cancelled", quote(name))
+		}
+		if slices.Contains(out, st) {
+			return nil, fmt.Errorf("sluice: state %s is named twice: name each state once", st)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// stateParam is states as the state parameter.
+func stateParam(states []sluice.State) string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = s.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// quote is user input quoted for an error, cut when long.
+func quote(s string) string { return runner.QuoteCut(s) }
+
 // jobData is the job page's.
 type jobData struct {
 	Job              Job
 	CanRetry, CanCel bool
+	Waits            string // why it has not started (WaitReason)
+	Timeline         template.HTML
 }
 
 func (h *handler) job(_ http.ResponseWriter, r *http.Request, p *page) (string, int, error) {
@@ -294,10 +385,22 @@ func (h *handler) job(_ http.ResponseWriter, r *http.Request, p *page) (string, 
 	if err != nil {
 		return "", code, err
 	}
+	brs, err := h.src.Breakers(r.Context())
+	if err != nil {
+		return "", http.StatusInternalServerError, err
+	}
 	p.Title, p.Nav = fmt.Sprintf("Job %d", j.ID), "jobs"
-	p.Data = jobData{Job: j, CanRetry: !h.readOnly && j.State == sluice.StateDead,
-		CanCel: !h.readOnly && !j.State.Terminal()}
+	p.Data = jobData{Job: j, CanRetry: j.State == sluice.StateDead && h.may(r, ActionRetry),
+		CanCel: !j.State.Terminal() && h.may(r, ActionCancel), Waits: WaitReason(j, brs, p.Now, !h.src.ReadOnly()),
+		Timeline: attemptTimeline(j, p.Now)}
 	return "job", http.StatusOK, nil
+}
+
+// redact applies Options.Redact to j.
+func (h *handler) redact(j *Job) {
+	if h.opts.Redact != nil {
+		h.opts.Redact(j)
+	}
 }
 
 func (h *handler) lookup(r *http.Request) (Job, int, error) {
@@ -312,6 +415,7 @@ func (h *handler) lookup(r *http.Request) (Job, int, error) {
 	if err != nil {
 		return Job{}, http.StatusInternalServerError, err
 	}
+	h.redact(&j)
 	return j, http.StatusOK, nil
 }
 
@@ -346,15 +450,8 @@ func (h *handler) confirm(_ http.ResponseWriter, r *http.Request, p *page) (stri
 		return "", code, err
 	}
 	p.Title, p.Nav = fmt.Sprintf("%s job %d?", strings.ToUpper(string(a[:1]))+string(a[1:]), j.ID), "jobs"
-	p.Data = confirmData{Job: j, Action: a, Token: h.token(a, j.ID)}
+	p.Data = confirmData{Job: j, Action: a, Token: h.tokens.issue(a, j.ID, p.Now)}
 	return "confirm", http.StatusOK, nil
-}
-
-// token binds a confirmation to one action on one job, for this handler's lifetime.
-func (h *handler) token(a Action, id uint64) string {
-	m := hmac.New(sha256.New, h.key[:])
-	fmt.Fprintf(m, "%s:%d", a, id)
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 func (h *handler) act(w http.ResponseWriter, r *http.Request) {
@@ -388,8 +485,8 @@ func (h *handler) perform(r *http.Request, a Action, id uint64) (int, error) {
 	if err := h.authorize(r, a); err != nil {
 		return http.StatusForbidden, err
 	}
-	if !hmac.Equal([]byte(r.PostFormValue("token")), []byte(h.token(a, id))) {
-		return http.StatusBadRequest, errors.New("sluice: missing or stale confirmation token: open the job's page and confirm again")
+	if !h.tokens.redeem(r.PostFormValue("token"), a, id, h.opts.Now()) {
+		return http.StatusBadRequest, errors.New("sluice: missing, used or expired confirmation token: open the job's page and confirm again")
 	}
 	var err error
 	if a == ActionRetry {
@@ -421,4 +518,53 @@ func (h *handler) breakers(_ http.ResponseWriter, r *http.Request, p *page) (str
 	}
 	p.Title, p.Nav, p.Data = "Breakers", "breakers", breakersData{Breakers: brs, Live: !h.src.ReadOnly()}
 	return "breakers", http.StatusOK, nil
+}
+
+// schedulesData is the schedules page's.
+type schedulesData struct {
+	Schedules []sluice.ScheduleInfo
+}
+
+func (h *handler) schedules(_ http.ResponseWriter, r *http.Request, p *page) (string, int, error) {
+	scheds, err := h.src.Schedules(r.Context())
+	if err != nil {
+		return "", http.StatusInternalServerError, err
+	}
+	p.Title, p.Nav, p.Data = "Schedules", "schedules", schedulesData{Schedules: scheds}
+	return "schedules", http.StatusOK, nil
+}
+
+// download serves one field of a job in full, as an attachment of plain bytes: what a page
+// shows cut or escaped, as journaled (after Redact).
+func (h *handler) download(w http.ResponseWriter, r *http.Request) {
+	if err := h.authorize(r, ActionView); err != nil {
+		h.fail(w, r, http.StatusForbidden, err)
+		return
+	}
+	j, code, err := h.lookup(r)
+	if err != nil {
+		h.fail(w, r, code, err)
+		return
+	}
+	var b []byte
+	switch field := r.PathValue("field"); field {
+	case "payload":
+		b = j.Payload
+	case "target":
+		b = []byte(j.Target)
+	case "kind":
+		b = []byte(j.Kind)
+	case "unique":
+		b = []byte(j.Unique)
+	case "error":
+		b = []byte(j.LastErr)
+	default:
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("sluice: field %s: want payload, target, kind, unique or error", quote(field)))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="job-%d-%s.bin"`, j.ID, r.PathValue("field")))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }

@@ -56,13 +56,13 @@ func allowAll(*http.Request, sluiceui.Action) error { return nil }
 
 func TestPagesRender(t *testing.T) {
 	r, _ := testjournal.Open(t)
-	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
+	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Authorize: allowAll})
 	for _, tc := range []struct {
 		path string
 		code int
 		has  []string
 	}{
-		{"/", 200, []string{`<td data-state="dead">2</td>`, `<td data-state="succeeded">2</td>`, `<td data-state="waiting">1</td>`, "fsync batches"}},
+		{"/", 200, []string{`<td data-state="dead">2</td>`, `<td data-state="succeeded">2</td>`, `<td data-state="pending">1</td>`, `<td data-state="waiting">0</td>`, "fsync batches"}},
 		{"/jobs", 200, []string{`<tr data-id="1" data-state="succeeded">`, `<tr data-id="5" data-state="dead">`}},
 		{"/jobs/2", 200, []string{"smtp 550: mailbox unavailable", "permanent", `&#34;bad-1&#34;`, `id="retry"`}},
 		{"/jobs/4", 200, []string{`id="cancel"`, "No attempt yet."}},
@@ -86,7 +86,7 @@ func TestPagesRender(t *testing.T) {
 
 func TestJobsFilterAndPaging(t *testing.T) {
 	r, _ := testjournal.Open(t)
-	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})
+	h := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true})
 	for _, tc := range []struct {
 		query string
 		want  []string
@@ -133,15 +133,15 @@ func token(t *testing.T, body string) string {
 func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 	r, _ := testjournal.Open(t)
 	src := sluiceui.FromRunner(r.Runner)
-	refusing := sluiceui.New(src, sluiceui.Options{Logger: quiet})
+	refusing := sluiceui.New(src, sluiceui.Options{Logger: quiet, PublicRead: true})
 	if code, body := get(t, refusing, "/jobs/2/retry"); code != 403 || !strings.Contains(body, "Options.Authorize") {
 		t.Errorf("confirm page without Authorize = %d, want 403 naming Options.Authorize:\n%s", code, body)
 	}
 	if rec := post(t, refusing, "/jobs/2/retry", url.Values{"token": {"x"}}, nil); rec.Code != 403 {
 		t.Errorf("POST retry without Authorize = %d, want 403", rec.Code)
 	}
-	if _, body := get(t, refusing, "/jobs/2"); !strings.Contains(body, `id="retry"`) {
-		t.Errorf("job page hides the retry link:\n%s", body)
+	if _, body := get(t, refusing, "/jobs/2"); strings.Contains(body, `id="retry"`) {
+		t.Errorf("job page shows a retry link that would be refused:\n%s", body)
 	}
 
 	denied := errors.New("only admins")
@@ -152,14 +152,18 @@ func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 		return nil
 	}})
 	admin := map[string]string{"X-Admin": "1"}
-	req := httptest.NewRequest("GET", "/jobs/2/retry", nil)
-	req.Header.Set("X-Admin", "1")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != 200 {
-		t.Fatalf("confirm page = %d:\n%s", rec.Code, rec.Body)
+	confirm := func() string {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/jobs/2/retry", nil)
+		req.Header.Set("X-Admin", "1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("confirm page = %d:\n%s", rec.Code, rec.Body)
+		}
+		return token(t, rec.Body.String())
 	}
-	tok := token(t, rec.Body.String())
+	tok := confirm()
 
 	for _, tc := range []struct {
 		name string
@@ -179,20 +183,30 @@ func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 			t.Errorf("%s: POST %s = %d, want %d:\n%s", tc.name, tc.path, rec.Code, tc.code, rec.Body)
 		}
 	}
+	// A token presented with the wrong job or action is spent: it cannot be tried again.
+	if rec := post(t, h, "/jobs/2/retry", url.Values{"token": {tok}}, admin); rec.Code != 400 {
+		t.Errorf("a token spent on another job = %d, want 400", rec.Code)
+	}
+	tok = confirm()
 	if j, _ := r.Get(2); j.State != sluice.StateDead {
 		t.Fatalf("job 2 is %v after refused requests, want dead", j.State)
 	}
 
-	rec = post(t, h, "/jobs/2/retry", url.Values{"token": {tok}}, map[string]string{"X-Admin": "1", "Sec-Fetch-Site": "same-origin"})
+	rec := post(t, h, "/jobs/2/retry", url.Values{"token": {tok}}, map[string]string{"X-Admin": "1", "Sec-Fetch-Site": "same-origin"})
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "../2?done=retry" {
 		t.Fatalf("POST retry = %d Location %q, want 303 ../2?done=retry:\n%s", rec.Code, rec.Header().Get("Location"), rec.Body)
 	}
 	if j, _ := r.Get(2); j.State != sluice.StatePending {
 		t.Errorf("job 2 is %v after retry, want pending", j.State)
 	}
-	// The same confirmation again: the job is no longer dead.
-	if rec := post(t, h, "/jobs/2/retry", url.Values{"token": {tok}}, admin); rec.Code != http.StatusConflict {
-		t.Errorf("second retry = %d, want 409:\n%s", rec.Code, rec.Body)
+	// The same confirmation again: a token is single-use.
+	if rec := post(t, h, "/jobs/2/retry", url.Values{"token": {tok}}, admin); rec.Code != http.StatusBadRequest ||
+		!strings.Contains(rec.Body.String(), "used or expired") {
+		t.Errorf("second retry with the same token = %d, want 400 (used):\n%s", rec.Code, rec.Body)
+	}
+	// A fresh confirmation: the runner refuses, the job is no longer dead.
+	if rec := post(t, h, "/jobs/2/retry", url.Values{"token": {confirm()}}, admin); rec.Code != http.StatusConflict {
+		t.Errorf("retry of a pending job = %d, want 409:\n%s", rec.Code, rec.Body)
 	}
 }
 
@@ -225,7 +239,7 @@ func TestReadOnlySourceHidesAndRefusesActions(t *testing.T) {
 func TestMountedUnderAPrefix(t *testing.T) {
 	r, _ := testjournal.Open(t)
 	mux := http.NewServeMux()
-	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet})))
+	mux.Handle("/ops/sluice/", http.StripPrefix("/ops/sluice", sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true})))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/ops/sluice/jobs/2")
@@ -263,7 +277,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true, Now: func() time.Time { return now }})
 	code, body := get(t, ui, "/breakers")
 	row := regexp.MustCompile(`(?s)<tr data-target="down.example">.*?</tr>`).FindString(body)
 	if code != 200 || !strings.Contains(row, `class="breaker-open">open<`) || !strings.Contains(row, "(in 59m5") && !strings.Contains(row, "(in 1h0m0s)") {
@@ -279,7 +293,7 @@ func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
 func TestOverviewThroughputBetweenViews(t *testing.T) {
 	r, _ := testjournal.Open(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, Now: func() time.Time { return now }})
+	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true, Now: func() time.Time { return now }})
 	before := r.Stats()
 	if _, body := get(t, ui, "/"); !strings.Contains(body, "measured from the next refresh") {
 		t.Errorf("first overview claims a throughput:\n%s", body)

@@ -21,7 +21,8 @@ type runnerSource struct {
 func (s runnerSource) Stats(context.Context) (sluice.Stats, error) { return s.r.Stats(), nil }
 
 func (s runnerSource) List(ctx context.Context, f Filter) (Page, error) {
-	p, err := s.r.List(ctx, sluice.ListFilter{States: f.States, Kind: f.Kind, Target: f.Target, After: f.After, Limit: f.limit()})
+	p, err := s.r.List(ctx, sluice.ListFilter{States: f.States, Kind: f.Kind, Target: f.Target, After: f.After, Limit: f.limit(),
+		OmitPayload: f.NoPayload})
 	if err != nil {
 		return Page{}, err
 	}
@@ -51,6 +52,10 @@ func (s runnerSource) Breakers(context.Context) ([]Breaker, error) {
 		out = append(out, Breaker{Target: b.Target, State: b.State, Until: b.Until, Failures: b.Failures, InFlight: b.InFlight})
 	}
 	return out, nil
+}
+
+func (s runnerSource) Schedules(ctx context.Context) ([]sluice.ScheduleInfo, error) {
+	return s.r.Schedules(ctx)
 }
 
 func (s runnerSource) Retry(ctx context.Context, id uint64) error  { return s.r.Retry(ctx, id) }

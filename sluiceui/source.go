@@ -3,6 +3,7 @@ package sluiceui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -19,6 +20,8 @@ type Source interface {
 	Get(ctx context.Context, id uint64) (Job, error)
 	// Breakers returns the targets whose breaker is not idly closed, sorted by target.
 	Breakers(ctx context.Context) ([]Breaker, error)
+	// Schedules returns the periodic jobs' schedules, sorted by name.
+	Schedules(ctx context.Context) ([]sluice.ScheduleInfo, error)
 	// Retry re-enqueues a dead job; Cancel cancels a job that is not terminal. A read-only
 	// source returns ErrReadOnly and changes nothing.
 	Retry(ctx context.Context, id uint64) error
@@ -59,6 +62,8 @@ type Filter struct {
 	Target string
 	After  uint64 // the cursor: only ids after it (the previous page's Next)
 	Limit  int    // jobs per page; 0: 50; at most 1,000
+	// NoPayload: the caller shows no payload, so the source may leave Job.Payload nil.
+	NoPayload bool
 }
 
 // limitMax bounds a page, as sluice.ListFilter does.
@@ -74,19 +79,20 @@ func (f Filter) limit() int {
 	return f.Limit
 }
 
-func (f Filter) match(j Job) bool {
+// match is f's test of j; states is f.States as a set (stateSet).
+func (f Filter) match(j *Job, states uint16) bool {
 	if f.Kind != "" && j.Kind != f.Kind || f.Target != "" && j.Target != f.Target {
 		return false
 	}
-	if len(f.States) == 0 {
-		return true
-	}
+	return states == 0 || states&(1<<j.State) != 0
+}
+
+func (f Filter) stateSet() uint16 {
+	var set uint16
 	for _, s := range f.States {
-		if s == j.State {
-			return true
-		}
+		set |= 1 << s
 	}
-	return false
+	return set
 }
 
 // Page is one page of List.
@@ -117,4 +123,37 @@ func ParseState(s string) (sluice.State, bool) {
 		}
 	}
 	return 0, false
+}
+
+// WaitReason says why a job that is not terminal nor running has not started, from what the
+// job, the breakers and the clock say ("" for a terminal or running job). live: the source is
+// a running runner (a directory's jobs start only once a runner opens it).
+func WaitReason(j Job, breakers []Breaker, now time.Time, live bool) string {
+	if j.State.Terminal() || j.State == sluice.StateRunning {
+		return ""
+	}
+	due := j.Due.UTC().Format(time.RFC3339)
+	switch {
+	case j.State == sluice.StateDeferred:
+		return fmt.Sprintf("its target's breaker refused it: deferred until %s (no attempt counted)", due)
+	case j.Due.After(now) && j.State == sluice.StateWaiting:
+		return fmt.Sprintf("backing off after attempt %d failed: due %s", j.Attempts, due)
+	case j.Due.After(now):
+		return "not due until " + due
+	}
+	for _, b := range breakers {
+		if b.Target != j.Target {
+			continue
+		}
+		switch b.State {
+		case "open":
+			return fmt.Sprintf("due, but its target's breaker is open until %s", b.Until.UTC().Format(time.RFC3339))
+		case "half-open":
+			return "due, but its target's breaker is half-open: one probe at a time"
+		}
+	}
+	if !live {
+		return "due: it starts once a runner opens the directory and runs"
+	}
+	return "due: it starts when a unit is free (Config.Capacity, or its kind's WithConcurrency limit) while Run or Drain is active; a kind no program registered waits (Stats.Unregistered)"
 }

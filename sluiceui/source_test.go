@@ -20,15 +20,18 @@ func (f failing) List(context.Context, sluiceui.Filter) (sluiceui.Page, error) {
 }
 func (f failing) Get(context.Context, uint64) (sluiceui.Job, error)    { return sluiceui.Job{}, f.err }
 func (f failing) Breakers(context.Context) ([]sluiceui.Breaker, error) { return nil, f.err }
-func (f failing) Retry(context.Context, uint64) error                  { return f.err }
-func (f failing) Cancel(context.Context, uint64) error                 { return f.err }
-func (f failing) ReadOnly() bool                                       { return false }
+func (f failing) Schedules(context.Context) ([]sluice.ScheduleInfo, error) {
+	return nil, f.err
+}
+func (f failing) Retry(context.Context, uint64) error  { return f.err }
+func (f failing) Cancel(context.Context, uint64) error { return f.err }
+func (f failing) ReadOnly() bool                       { return false }
 
 // TestSourceErrorsArePagesNotPanics: a source that fails gives each page a 500 naming the
 // error (escaped), and nothing else.
 func TestSourceErrorsArePagesNotPanics(t *testing.T) {
-	h := sluiceui.New(failing{errors.New("sluice: closed <now>")}, sluiceui.Options{Logger: quiet})
-	for _, path := range []string{"/", "/jobs", "/jobs/1", "/breakers"} {
+	h := sluiceui.New(failing{errors.New("sluice: closed <now>")}, sluiceui.Options{Logger: quiet, PublicRead: true})
+	for _, path := range []string{"/", "/jobs", "/jobs/1", "/breakers", "/schedules"} {
 		code, body := get(t, h, path)
 		if code != 500 || !strings.Contains(body, "sluice: closed &lt;now&gt;") {
 			t.Errorf("GET %s = %d, want 500 with the escaped error:\n%s", path, code, body)

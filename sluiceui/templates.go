@@ -8,18 +8,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/display"
 )
 
 // pageNames are the templates in assets/, each rendered inside assets/layout.html.
-var pageNames = []string{"overview", "jobs", "job", "confirm", "breakers", "error"}
+var pageNames = []string{"overview", "jobs", "job", "confirm", "breakers", "schedules", "error"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"when":     when,
 		"ago":      ago,
-		"payload":  payloadText,
-		"short":    short,
+		"payload":  payloadHTML,
+		"text":     textHTML,
+		"plain":    func(n int, s string) string { return display.Text(s, n) },
+		"long":     func(n int, s string) bool { return len(s) > n },
 		"terminal": func(s sluice.State) bool { return s.Terminal() },
+		"stateOf":  func(name string) sluice.State { st, _ := ParseState(name); return st },
 		"title": func(s string) string {
 			if s == "" {
 				return s
@@ -55,18 +59,41 @@ func ago(t, now time.Time) string {
 	return (-d).String() + " ago"
 }
 
-// payloadText shows a payload as text when it is printable UTF-8, else as hex.
-func payloadText(b []byte) string {
-	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return r < ' ' && r != '\n' && r != '\t' }) {
-		return string(b)
+// textHTML is how the UI shows a journaled string (a target, a kind, a key, an error): its
+// first max bytes, every control or format character and invalid byte as a visible escape
+// (<span class="esc">\x1b</span>), and, when cut, its full length. Everything else is
+// HTML-escaped. The CLI's twin is display.Text; both split with display.Segments.
+func textHTML(max int, s string) template.HTML {
+	segs, cut := display.Segments(s, max)
+	var b strings.Builder
+	for _, sg := range segs {
+		if sg.Escape {
+			b.WriteString(`<span class="esc">`)
+			b.WriteString(template.HTMLEscapeString(sg.Text))
+			b.WriteString(`</span>`)
+			continue
+		}
+		b.WriteString(template.HTMLEscapeString(sg.Text))
 	}
-	return fmt.Sprintf("(%d bytes, hex) %x", len(b), b)
+	if cut {
+		fmt.Fprintf(&b, `<span class="cut">%s</span>`, template.HTMLEscapeString(display.Cut(len(s))))
+	}
+	return template.HTML(b.String()) // built from escaped text only
 }
 
-// short cuts s to n runes.
-func short(n int, s string) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
+// payloadMax is how much of a payload the job page shows; the rest is a download.
+const payloadMax = 4096
+
+// payloadHTML shows a payload as text (textHTML) when it is UTF-8, else as hex; either cut to
+// payloadMax bytes of the payload.
+func payloadHTML(b []byte) template.HTML {
+	if utf8.Valid(b) {
+		return textHTML(payloadMax, string(b))
 	}
-	return string([]rune(s)[:n]) + "…"
+	n := min(len(b), payloadMax/2)
+	out := fmt.Sprintf("(%d bytes, hex) %x", len(b), b[:n])
+	if n < len(b) {
+		out += display.Cut(len(b))
+	}
+	return template.HTML(template.HTMLEscapeString(out))
 }

@@ -24,6 +24,10 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 		// Open would create a journal here: a mistyped --dir must not become a runner directory.
 		return exitFinding, fmt.Errorf("--dir %s holds no runner journal (%s): %w", o.dir, journalName, err)
 	}
+	// A live runner first: beside it, an attempt running now looks interrupted in the journal.
+	if held, err := lockHeld(o.dir); err == nil && held {
+		return exitLocked, lockedErr(o)
+	}
 	// Open records an interrupted attempt as failed under the retry policy it is given, and
 	// this command does not know the runner's: leave that to the runner.
 	in, err := sluice.Inspect(o.dir)
@@ -36,8 +40,7 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	}
 	r, err := openForChange(o.dir)
 	if isLocked(err) {
-		return exitLocked, fmt.Errorf("%s: a running runner holds %s, so nothing was written: stop it first, or %s the job through the UI mounted beside it (sluiceui)",
-			o.cmd, o.dir, o.cmd)
+		return exitLocked, lockedErr(o)
 	}
 	if err != nil {
 		return exitFinding, err
@@ -83,4 +86,9 @@ func openForChange(dir string) (changer, error) {
 		panic("sluice: the inspector's runner started an attempt")
 	}
 	return sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)
+}
+
+func lockedErr(o options) error {
+	return fmt.Errorf("%s: a running runner holds %s, so nothing was written: stop it first, or %s the job through the UI mounted beside it (sluiceui)",
+		o.cmd, o.dir, o.cmd)
 }

@@ -43,7 +43,7 @@ func TestOnAJournalTheExampleWrote(t *testing.T) {
 		t.Errorf("dead jobs = %s, want %s", got, strings.Join(dead, " "))
 	}
 	// id%5 fails retryably twice: three attempts in its history.
-	check(t, "show 10", runArgs("show", "--dir", dir, "10"), 0, []string{"attempts    3", "failed", "succeeded", "retryable failure on purpose"}, nil)
+	check(t, "show 10", runArgs("show", "--dir", dir, "10"), 0, []string{"attempts   3", "failed", "succeeded", "retryable failure on purpose"}, nil)
 
 	// serve, read-only, until its context ends.
 	sctx, stop := context.WithCancel(ctx)

@@ -2,7 +2,7 @@
 // attempts, a scan of the journal for damage, retry and cancel while no runner holds the
 // directory, and the web UI (package sluiceui) served read-only.
 //
-// Read commands (stats, jobs, show, verify, serve) never write: they read the journal without
+// Read commands (stats, jobs, show, schedules, verify, serve) never write: they read the journal without
 // the directory's lock, so they also work beside a live runner (seeing the journal as of its
 // last sync). retry and cancel take the lock, and refuse, writing nothing, while a runner
 // holds it.
@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/sluiceui"
 )
@@ -30,24 +31,26 @@ import (
 const usage = `sluice inspects and operates a runner's journal directory.
 
 usage:
-  sluice stats  --dir DIR [--json]
-  sluice jobs   --dir DIR [--state S[,S...]] [--kind K] [--target T] [--after ID]
-                [--limit N | --all] [--json]
-  sluice show   --dir DIR [--json] ID
-  sluice verify --dir DIR
-  sluice retry  --dir DIR ID
-  sluice cancel --dir DIR ID
-  sluice serve  --dir DIR [--addr HOST:PORT]
+  sluice stats     --dir DIR [--json]
+  sluice jobs      --dir DIR [--state S[,S...]] [--kind K] [--target T] [--after ID]
+                   [--limit N | --all] [--json]
+  sluice show      --dir DIR [--json] ID
+  sluice schedules --dir DIR [--json]
+  sluice verify    --dir DIR
+  sluice retry     --dir DIR ID
+  sluice cancel    --dir DIR ID
+  sluice serve     --dir DIR [--addr HOST:PORT [--allow-remote]]
 
 commands:
-  stats    jobs by state, the last id issued, attempts a crash interrupted
-  jobs     one page of jobs, ascending by id; the next page's command is printed to stderr
-  show     one job with its attempt history (the last 10 attempts)
-  verify   scan the journal: header, batches, LSNs, the clean-close mark, the snapshot and
-           every record; report damage with the file, the offset and what to do
-  retry    re-enqueue a dead job, due now (only while no runner holds DIR)
-  cancel   cancel a job that is not terminal (only while no runner holds DIR)
-  serve    the web UI for DIR, read-only (see docs/operating.md to mount it in a live service)
+  stats      jobs by state, the last id issued, attempts a crash interrupted
+  jobs       one page of jobs, ascending by id; the next page's command is printed to stderr
+  show       one job with its attempt history (the last 10 attempts) and why it waits
+  schedules  the periodic jobs' schedules: name, spec, kind, target, next due, last period
+  verify     scan the journal: header, batches, LSNs, the clean-close mark, the snapshot and
+             every record; report damage with the file, the offset and what to do
+  retry      re-enqueue a dead job, due now (only while no runner holds DIR)
+  cancel     cancel a job that is not terminal (only while no runner holds DIR)
+  serve      the web UI for DIR, read-only (see docs/operating.md to mount it in a live service)
 
 flags:
   --dir DIR      the runner's directory (the one given to sluice.Open); required
@@ -59,7 +62,14 @@ flags:
   --after ID     start after this id (the previous page's last id)
   --limit N      jobs per page (default 50, at most 1000)
   --all          every matching job, all pages
-  --addr A       serve's listen address (default 127.0.0.1:8080)
+  --addr A       serve's listen address (default 127.0.0.1:8080); a loopback address
+                 unless --allow-remote is given
+  --allow-remote serve on an address other hosts can reach: every page, payloads included,
+                 is shown to whoever connects (no authentication)
+
+Text output shows control characters, format characters (such as bidirectional overrides)
+and invalid UTF-8 in targets, kinds, keys, errors and payloads as visible escapes (\x1b,
+\u202e, \xff), and cuts long values with their length stated; --json prints them exactly.
 
 Read commands never write and take no lock. retry and cancel open DIR as the runner does
 (recovering it as the next Open would, then writing one record) and refuse while a runner
@@ -92,7 +102,16 @@ type options struct {
 	state  string
 	all    bool
 	addr   string
+	remote bool
 	id     uint64
+	clock  func() time.Time // time.Now; tests set it
+}
+
+func (o options) now() time.Time {
+	if o.clock == nil {
+		return time.Now()
+	}
+	return o.clock()
 }
 
 // errUsage marks an error as a usage error (exit 2).
@@ -100,7 +119,7 @@ type errUsage struct{ error }
 
 func usageErr(format string, a ...any) error { return errUsage{fmt.Errorf(format, a...)} }
 
-var commands = []string{"stats", "jobs", "show", "verify", "retry", "cancel", "serve"}
+var commands = []string{"stats", "jobs", "show", "schedules", "verify", "retry", "cancel", "serve"}
 
 func parse(args []string) (options, error) {
 	o := options{addr: "127.0.0.1:8080"}
@@ -126,6 +145,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.filter.Limit, "limit", 50, "")
 	fs.BoolVar(&o.all, "all", false, "")
 	fs.StringVar(&o.addr, "addr", o.addr, "")
+	fs.BoolVar(&o.remote, "allow-remote", false, "")
 	// Flags may come before or after the positional id.
 	var pos []string
 	rest := args[1:]
@@ -142,13 +162,14 @@ func parse(args []string) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	allowed := map[string][]string{
-		"stats":  {"dir", "json"},
-		"jobs":   {"dir", "json", "state", "kind", "target", "after", "limit", "all"},
-		"show":   {"dir", "json"},
-		"verify": {"dir"},
-		"retry":  {"dir"},
-		"cancel": {"dir"},
-		"serve":  {"dir", "addr"},
+		"stats":     {"dir", "json"},
+		"jobs":      {"dir", "json", "state", "kind", "target", "after", "limit", "all"},
+		"show":      {"dir", "json"},
+		"schedules": {"dir", "json"},
+		"verify":    {"dir"},
+		"retry":     {"dir"},
+		"cancel":    {"dir"},
+		"serve":     {"dir", "addr", "allow-remote"},
 	}[o.cmd]
 	for name := range set {
 		ok := false
@@ -180,13 +201,14 @@ func parse(args []string) (options, error) {
 		}
 		o.id = id
 	}
-	if o.state != "" {
-		for _, name := range strings.Split(o.state, ",") {
-			st, ok := sluiceui.ParseState(strings.TrimSpace(name))
-			if !ok {
-				return o, usageErr("--state %q: want pending, waiting, deferred, running, succeeded, dead or cancelled", name)
-			}
-			o.filter.States = append(o.filter.States, st)
+	states, err := sluiceui.ParseStates(o.state)
+	if err != nil {
+		return o, usageErr("--state: %v", strings.TrimPrefix(err.Error(), "sluice: "))
+	}
+	o.filter.States = states
+	if o.cmd == "serve" {
+		if err := checkAddr(o.addr, o.remote); err != nil {
+			return o, errUsage{err}
 		}
 	}
 	return o, nil
@@ -245,6 +267,8 @@ func read(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		return jobs(ctx, src, o, stdout, stderr)
 	case "show":
 		return show(ctx, src, o, stdout)
+	case "schedules":
+		return schedules(ctx, src, o, stdout)
 	case "serve":
 		return serve(ctx, src, o, stdout)
 	}

@@ -88,7 +88,7 @@ func TestUsage(t *testing.T) {
 		{nil, 2, nil, []string{"sluice: give a command", "usage:"}},
 		{[]string{"list"}, 2, nil, []string{`sluice: unknown command "list"`}},
 		{[]string{"stats"}, 2, nil, []string{"sluice: stats: --dir is required"}},
-		{[]string{"jobs", "--dir", dir, "--state", "lost"}, 2, nil, []string{`sluice: --state "lost"`}},
+		{[]string{"jobs", "--dir", dir, "--state", "lost"}, 2, nil, []string{`sluice: --state: state "lost"`}},
 		{[]string{"jobs", "--dir", dir, "--limit", "0"}, 2, nil, []string{"sluice: --limit 0"}},
 		{[]string{"jobs", "--dir", dir, "--limit", "5", "--all"}, 2, nil, []string{"--all and --limit"}},
 		{[]string{"jobs", "--dir", dir, "--bogus"}, 2, nil, []string{"sluice: flag provided but not defined: -bogus"}},

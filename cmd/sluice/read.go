@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/display"
 	"github.com/sluicehq/sluice/sluiceui"
 )
 
@@ -63,20 +64,30 @@ func stats(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer
 	if o.json {
 		return exitOK, writeJSON(stdout, out)
 	}
+	// The rows are a table; the notes are free text after it (in the table, a long note
+	// would widen a column and pad every row with spaces).
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "jobs\t%d\t(last id %d)\n", out.Jobs, out.LastID)
 	for _, s := range sluiceui.States {
 		fmt.Fprintf(tw, "%s\t%d\n", s, out.States[s.String()])
 	}
-	live, _ := lockHeld(o.dir)
-	if live {
-		fmt.Fprintln(tw, "note\ta running runner holds the directory: these are its jobs as of its last sync (running jobs show as interrupted)\t")
+	if len(out.Interrupted) > 0 {
+		fmt.Fprintf(tw, "interrupted\t%d\n", len(out.Interrupted))
+	}
+	if err := tw.Flush(); err != nil {
+		return exitFinding, err
 	}
 	if len(out.Interrupted) > 0 {
-		fmt.Fprintf(tw, "interrupted\t%d\t(running at the last write: the next Open records each as a failed attempt; ids %s)\n",
-			len(out.Interrupted), idList(out.Interrupted))
+		fmt.Fprintf(stdout, "\ninterrupted: running at the last write (ids %s)", idList(out.Interrupted))
+		if live, _ := lockHeld(o.dir); live {
+			fmt.Fprintln(stdout, ": a running runner holds the directory, so these are probably attempts running now, seen as of its last sync")
+		} else {
+			fmt.Fprintln(stdout, ": the next Open records each as a failed attempt")
+		}
+	} else if live, _ := lockHeld(o.dir); live {
+		fmt.Fprintln(stdout, "\nnote: a running runner holds the directory: these are its jobs as of its last sync")
 	}
-	return exitOK, tw.Flush()
+	return exitOK, nil
 }
 
 func idList(ids []uint64) string {
@@ -153,13 +164,11 @@ func when(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) > n {
-		s = string([]rune(s)[:n]) + "…"
-	}
-	return s
-}
+// term is how the CLI shows a journaled string (a target, a kind, a key, an error, a
+// payload): control bytes, format characters and invalid UTF-8 as visible escapes, so nothing
+// reaches the terminal as a control sequence or a forged row, and cut to n bytes with the
+// full length stated. --json prints the strings as they are, JSON-escaped.
+func term(s string, n int) string { return display.Text(s, n) }
 
 type pageOut struct {
 	Jobs []jobOut `json:"jobs"`
@@ -197,8 +206,8 @@ func jobs(ctx context.Context, src sluiceui.Source, o options, stdout, stderr io
 		if j.Interrupted {
 			state += "*"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, state, dash(j.Kind), j.Target, j.Attempts, due,
-			dash(string(j.Reason)), dash(oneLine(j.LastErr, 60)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, state, dash(term(j.Kind, 40)), term(j.Target, 60), j.Attempts, due,
+			dash(string(j.Reason)), dash(term(lastErr(j), 60)))
 	}
 	if err := tw.Flush(); err != nil {
 		return exitFinding, err
@@ -207,6 +216,25 @@ func jobs(ctx context.Context, src sluiceui.Source, o options, stdout, stderr io
 		fmt.Fprintf(stderr, "more: %s\n", nextCommand(o, page.Next))
 	}
 	return exitOK, nil
+}
+
+// showMax is how many bytes of a string show prints; --json prints it all.
+const showMax = 200
+
+func cutMark(n, max int) string {
+	if n <= max {
+		return ""
+	}
+	return display.Cut(n)
+}
+
+// lastErr is the job's last error where it explains its state: a succeeded job's last error
+// is from an earlier attempt (its history keeps it).
+func lastErr(j sluiceui.Job) string {
+	if j.State == sluice.StateSucceeded {
+		return ""
+	}
+	return j.LastErr
 }
 
 func dash(s string) string {
@@ -220,7 +248,7 @@ func dash(s string) string {
 func nextCommand(o options, next uint64) string {
 	args := []string{"sluice jobs --dir", shellQuote(o.dir)}
 	if o.state != "" {
-		args = append(args, "--state", o.state)
+		args = append(args, "--state", shellQuote(o.state))
 	}
 	if o.filter.Kind != "" {
 		args = append(args, "--kind", shellQuote(o.filter.Kind))
@@ -259,10 +287,8 @@ func show(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "id\t%d\n", j.ID)
-	if j.Kind != "" {
-		fmt.Fprintf(tw, "kind\t%s\n", j.Kind)
-	}
-	fmt.Fprintf(tw, "target\t%s\n", j.Target)
+	fmt.Fprintf(tw, "kind\t%s\n", dash(term(j.Kind, showMax)))
+	fmt.Fprintf(tw, "target\t%s\n", term(j.Target, showMax))
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
 	if j.Interrupted {
 		fmt.Fprintln(tw, "interrupted\tan attempt was running at the last write: the next Open records it as failed")
@@ -271,21 +297,24 @@ func show(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer)
 	if !j.State.Terminal() {
 		fmt.Fprintf(tw, "due\t%s\n", when(j.Due))
 	}
+	if why := sluiceui.WaitReason(j, nil, o.now(), false); why != "" {
+		fmt.Fprintf(tw, "waits\t%s\n", why)
+	}
 	fmt.Fprintf(tw, "first due\t%s\n", when(j.FirstDue))
 	if j.Reason != "" {
 		fmt.Fprintf(tw, "reason\t%s\n", j.Reason)
 	}
-	if j.LastErr != "" {
-		fmt.Fprintf(tw, "last error\t%s\n", oneLine(j.LastErr, 200))
+	if e := lastErr(j); e != "" {
+		fmt.Fprintf(tw, "last error\t%s\n", term(e, showMax))
 	}
 	fmt.Fprintf(tw, "priority\t%d\n", j.Priority)
 	if j.Unique != "" {
-		fmt.Fprintf(tw, "unique\t%s\n", j.Unique)
+		fmt.Fprintf(tw, "unique\t%s\n", term(j.Unique, showMax))
 	}
 	if utf8.Valid(j.Payload) {
-		fmt.Fprintf(tw, "payload\t%s\n", oneLine(string(j.Payload), 200))
+		fmt.Fprintf(tw, "payload\t%s\n", term(string(j.Payload), showMax))
 	} else {
-		fmt.Fprintf(tw, "payload\t(%d bytes) %x\n", len(j.Payload), j.Payload)
+		fmt.Fprintf(tw, "payload\t(%d bytes, hex) %x%s\n", len(j.Payload), j.Payload[:min(len(j.Payload), showMax/2)], cutMark(len(j.Payload), showMax/2))
 	}
 	if err := tw.Flush(); err != nil {
 		return exitFinding, err
@@ -298,10 +327,10 @@ func show(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer)
 		if !a.End.IsZero() {
 			took = a.End.Sub(a.Start).String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.Number, when(a.Start), when(a.End), took, a.Outcome, dash(oneLine(a.Err, 80)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.Number, when(a.Start), when(a.End), took, a.Outcome, dash(term(a.Err, 80)))
 	}
 	if len(j.History) == 0 {
-		fmt.Fprintln(tw, "-\tnone yet\t\t\t\t")
+		fmt.Fprintln(tw, "-\tnone yet")
 	}
 	return exitOK, tw.Flush()
 }
@@ -312,14 +341,43 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// checkAddr refuses a listen address other hosts can reach unless remote (--allow-remote):
+// the served pages show every job, payloads included, with no authentication.
+func checkAddr(addr string, remote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: want HOST:PORT, such as 127.0.0.1:8080: %v", term(addr, 100), err)
+	}
+	if remote || loopback(host) {
+		return nil
+	}
+	return fmt.Errorf("--addr %s is not a loopback address: every page, payloads included, would be served without authentication to whoever reaches it; "+
+		"serve on 127.0.0.1 and reach it through SSH, or add --allow-remote if the network is yours", term(addr, 100))
+}
+
+// loopback reports whether host names only this machine: localhost or a loopback IP.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // serve serves the read-only UI until ctx ends.
 func serve(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer) (int, error) {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		return exitFinding, fmt.Errorf("--addr %s: %w", o.addr, err)
+		return exitFinding, fmt.Errorf("--addr %s: %w", term(o.addr, 100), err)
 	}
-	srv := &http.Server{Handler: sluiceui.New(src, sluiceui.Options{ReadOnly: true}), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "serving %s read-only on http://%s/ (interrupt to stop)\n", o.dir, ln.Addr())
+	// The pages are read-only and shown to whoever connects: checkAddr kept that to this
+	// machine unless --allow-remote.
+	ui := sluiceui.New(src, sluiceui.Options{ReadOnly: true, PublicRead: true})
+	srv := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	if host, _, _ := net.SplitHostPort(o.addr); !loopback(host) {
+		fmt.Fprintf(stdout, "warning: %s is reachable from other hosts: every job, payloads included, is shown to whoever connects, without authentication\n", ln.Addr())
+	}
+	fmt.Fprintf(stdout, "serving %s read-only on http://%s/ (interrupt to stop)\n", term(o.dir, 200), ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -330,4 +388,59 @@ func serve(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return exitOK, srv.Shutdown(sctx)
+}
+
+type scheduleOut struct {
+	Name       string     `json:"name"`
+	Spec       string     `json:"spec"`
+	Kind       string     `json:"kind"`
+	Target     string     `json:"target"`
+	Next       *time.Time `json:"next,omitempty"`
+	Last       *time.Time `json:"last,omitempty"`
+	LastJob    uint64     `json:"last_job,omitempty"`
+	Fired      uint64     `json:"fired"`
+	SkipMissed bool       `json:"skip_missed"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// schedules lists the periodic jobs' schedules, by name.
+func schedules(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer) (int, error) {
+	scheds, err := src.Schedules(ctx)
+	if err != nil {
+		return exitFinding, err
+	}
+	if o.json {
+		out := make([]scheduleOut, len(scheds))
+		for i, s := range scheds {
+			out[i] = scheduleOut{Name: s.Name, Spec: s.Spec, Kind: s.Kind, Target: s.Target, Next: timePtr(s.Next),
+				Last: timePtr(s.Last), LastJob: s.LastJob, Fired: s.Fired, SkipMissed: s.SkipMissed}
+		}
+		return exitOK, writeJSON(stdout, out)
+	}
+	if len(scheds) == 0 {
+		fmt.Fprintln(stdout, "no schedule (a program sets them with Kind.Schedule)")
+		return exitOK, nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSPEC\tKIND\tTARGET\tNEXT DUE\tLAST PERIOD\tLAST JOB\tFIRED")
+	for _, s := range scheds {
+		next := when(s.Next)
+		if s.Next.IsZero() {
+			next = "none"
+		}
+		last := "-"
+		if s.LastJob != 0 {
+			last = fmt.Sprint(s.LastJob)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", term(s.Name, 40), term(s.Spec, 40), term(s.Kind, 30),
+			term(s.Target, 40), next, when(s.Last), last, s.Fired)
+	}
+	return exitOK, tw.Flush()
 }

@@ -191,9 +191,11 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 	}
 	m.endReplay()
 	e := &Engine{cfg: cfg, j: j, m: m, compactAt: cfg.CompactBytes}
+	dead := m.counts[Dead]
 	e.orphans = m.requeueOrphans(now)
-	if e.orphans > 0 {
-		cfg.Logger.Info("runner: requeued attempts interrupted by a crash", "jobs", e.orphans)
+	if dead = max(0, m.counts[Dead]-dead); e.orphans > 0 {
+		cfg.Logger.Warn("runner: attempts a crash interrupted were recorded as failed: jobs with attempts left wait again, the others are dead",
+			"jobs", e.orphans, "requeued", e.orphans-dead, "dead", dead)
 	}
 	b, err := e.write()
 	if err == nil {
@@ -337,7 +339,7 @@ func (e *Engine) AttemptDone(now time.Time, tok Token, out Outcome) error {
 	}
 	// Keep the Finished record under RecordMax whatever the error's size.
 	if limit := min(errMax, e.cfg.RecordMax-recordOverheadMax); len(out.Err) > limit {
-		out.Err = out.Err[:limit]
+		out.Err = cutUTF8(out.Err, limit)
 	}
 	return e.m.Step(AttemptDone{Now: now, Token: tok, Outcome: out})
 }

@@ -54,6 +54,9 @@ func (m *Machine) kindOf(name string) *kind {
 
 // register adds a kind's configuration; misuse (a kind twice, a bad limit) is an error.
 func (m *Machine) register(c KindConfig) error {
+	if err := CheckName("kind", c.Name, true); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	if c.Limit < 0 {
 		return fmt.Errorf("%w: kind %q: Limit must be ≥ 0 (0: no limit), got %d", ErrInvalidConfig, c.Name, c.Limit)
 	}

@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
@@ -542,8 +541,8 @@ func (m *Machine) enqueueRecord(id uint64, now time.Time, nj NewJob) (Record, []
 	if err := nj.Opts.validate(); err != nil {
 		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
 	}
-	if strings.Contains(nj.Opts.Kind, "\x00") || strings.Contains(nj.Opts.Unique, "\x00") {
-		return Record{}, nil, fmt.Errorf("%w: kind %q or unique key %q holds a NUL byte", ErrJob, nj.Opts.Kind, nj.Opts.Unique)
+	if err := checkNames(nj); err != nil {
+		return Record{}, nil, fmt.Errorf("%w: %w", ErrJob, err)
 	}
 	r := enqueued(id, now, nj)
 	// Measured before it is encoded: an oversize payload is refused without a copy of it.

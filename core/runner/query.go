@@ -34,6 +34,20 @@ func (m *Machine) Get(id uint64) (Job, bool) {
 // cursor to resume from next+1); more reports ids left in the range. Ids are dense (1 to
 // NextID-1, minus pruned jobs), so a page costs O(ids scanned), not O(jobs).
 func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax int) (jobs []Job, next uint64, more bool) {
+	return m.list(from, to, match, limit, scanMax, true)
+}
+
+// ListBare is List with every Payload nil: a listing that shows no payload copies none.
+func (m *Machine) ListBare(from, to uint64, match func(*Job) bool, limit, scanMax int) (jobs []Job, next uint64, more bool) {
+	return m.list(from, to, match, limit, scanMax, false)
+}
+
+// ListBare is Machine.ListBare on the engine's state.
+func (e *Engine) ListBare(from, to uint64, match func(*Job) bool, limit, scanMax int) ([]Job, uint64, bool) {
+	return e.m.ListBare(from, to, match, limit, scanMax)
+}
+
+func (m *Machine) list(from, to uint64, match func(*Job) bool, limit, scanMax int, payloads bool) (jobs []Job, next uint64, more bool) {
 	from, to = max(from, 1), min(to, m.nextID-1)
 	next = from - 1
 	var v Job
@@ -47,7 +61,10 @@ func (m *Machine) List(from, to uint64, match func(*Job) bool, limit, scanMax in
 		if j.view(&v); !match(&v) {
 			continue
 		}
-		v.Payload = append([]byte(nil), j.Payload...)
+		v.Payload = nil
+		if payloads {
+			v.Payload = append([]byte(nil), j.Payload...)
+		}
 		j.shared = true
 		jobs = append(jobs, v)
 	}

@@ -26,9 +26,6 @@ import (
 // SchedulesMax bounds the schedules one runner holds.
 const SchedulesMax = 1000
 
-// scheduleNameMax bounds a schedule's name in bytes.
-const scheduleNameMax = 200
-
 // IntervalMin is the shortest interval "@every" takes (a shorter one would fill the journal).
 const IntervalMin = time.Second
 
@@ -174,10 +171,11 @@ func (m *Machine) setSchedule(ev SetSchedule) error {
 	bad := func(f string, args ...any) error {
 		return fmt.Errorf("%w: schedule %q: "+f, append([]any{ErrSchedule, ns.Name}, args...)...)
 	}
+	if err := CheckName("schedule name", ns.Name, true); err != nil {
+		return fmt.Errorf("%w: %w", ErrSchedule, err)
+	}
 	old := m.scheds[ns.Name]
 	switch {
-	case ns.Name == "" || len(ns.Name) > scheduleNameMax:
-		return bad("a name has 1 to %d bytes", scheduleNameMax)
 	case ns.CatchUp > CatchUpSkip:
 		return bad("catch-up %v", ns.CatchUp)
 	case old == nil && len(m.scheds) >= SchedulesMax:

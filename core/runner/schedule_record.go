@@ -70,7 +70,7 @@ func (r *Record) validateSchedule() error {
 		return fmt.Errorf("%w: tag %d: "+f, append([]any{ErrDecode, r.Tag}, args...)...)
 	}
 	s := r.Sched
-	if s.Name == "" || len(s.Name) > scheduleNameMax {
+	if s.Name == "" || len(s.Name) > NameMax {
 		return bad("schedule name of %d bytes", len(s.Name))
 	}
 	switch r.Tag {
@@ -222,7 +222,7 @@ func (s *Snapshot) validateSchedules() error {
 	for i := range s.Schedules {
 		sc := &s.Schedules[i]
 		switch {
-		case sc.Name == "" || len(sc.Name) > scheduleNameMax:
+		case sc.Name == "" || len(sc.Name) > NameMax:
 			return bad("schedule name of %d bytes", len(sc.Name))
 		case i > 0 && sc.Name <= s.Schedules[i-1].Name:
 			return bad("schedule %q out of order", sc.Name)

@@ -14,7 +14,7 @@ import (
 
 func genSchedRecord(t *rapid.T) Record {
 	r := Record{Tag: rapid.SampledFrom([]uint8{TagScheduleSet, TagScheduleRemoved, TagScheduleFired}).Draw(t, "tag")}
-	r.Sched.Name = rapid.StringN(1, 20, scheduleNameMax).Draw(t, "name")
+	r.Sched.Name = rapid.StringN(1, 20, NameMax).Draw(t, "name")
 	switch r.Tag {
 	case TagScheduleSet:
 		r.Sched.Spec = rapid.String().Draw(t, "spec")
@@ -63,7 +63,7 @@ func TestSnapshotWithSchedulesRoundTrips(t *testing.T) {
 	specs := []string{"@every 5m", "@every 1s", "*/20 * * * * *", "0 9 * * 1-5", "@hourly"}
 	rapid.Check(t, func(t *rapid.T) {
 		s := genSnapshot(t)
-		names := rapid.SliceOfNDistinct(rapid.StringN(1, 8, scheduleNameMax), 0, 5, func(s string) string { return s }).Draw(t, "names")
+		names := rapid.SliceOfNDistinct(rapid.StringN(1, 8, NameMax), 0, 5, func(s string) string { return s }).Draw(t, "names")
 		slices.Sort(names)
 		for _, name := range names {
 			sc := Schedule{Name: name, Spec: rapid.SampledFrom(specs).Draw(t, "spec"), Target: "t",

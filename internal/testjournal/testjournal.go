@@ -18,6 +18,7 @@ package testjournal
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func Open(t testing.TB) (*sluice.Kind[string], string) {
 		}
 		return sluice.Succeeded()
 	}
-	r, err := sluice.Open(dir, sluice.Config{Capacity: 2}, sluice.JSON[string](), h)
+	r, err := sluice.Open(dir, sluice.Config{Capacity: 2, Logger: slog.New(slog.DiscardHandler)}, sluice.JSON[string](), h)
 	if err != nil {
 		t.Fatal(err)
 	}
