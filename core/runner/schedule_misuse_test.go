@@ -138,7 +138,7 @@ func probeSchedules(t *rapid.T, rm *runnerMachine) {
 	}
 	probes := []probe{
 		{ok(NewSchedule{Name: name, Spec: bs.spec}), ErrSchedule, []string{strconv.Quote(bs.spec), bs.says, strconv.Quote(name)}},
-		{ok(NewSchedule{Name: strings.Repeat("n", rapid.IntRange(201, 250).Draw(t, "longName")), Spec: "@every 10s"}), ErrSchedule, []string{"a name has"}},
+		{ok(NewSchedule{Name: strings.Repeat("n", NameMax+rapid.IntRange(1, 50).Draw(t, "longName")), Spec: "@every 10s"}), ErrSchedule, []string{"at most 1024"}},
 		{ok(NewSchedule{Name: name, Spec: "@every 10s", CatchUp: CatchUp(rapid.IntRange(2, 255).Draw(t, "catchUp"))}), ErrSchedule, []string{"catch-up", strconv.Quote(name)}},
 		{ok(NewSchedule{Name: name, Spec: "@every 10s", Opts: bo.o}), ErrJob, []string{bo.says, strconv.Quote(name)}},
 		{ok(NewSchedule{Name: name, Spec: "@every 10s" + strings.Repeat(" ", c.RecordMax)}), ErrTooLarge, []string{"RecordMax"}},
