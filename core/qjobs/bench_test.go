@@ -38,16 +38,16 @@ func BenchmarkJobLayer(b *testing.B) {
 					b.Fatal(err)
 				}
 				now = now.Add(time.Millisecond)
-				d := Delivery{Attrs: a, ReceiveCount: 1, ReceivedAt: now}
-				p := m.Admit(now, d)
-				if p.Action != Run {
+				d := delivery{Attrs: a, ReceiveCount: 1, ReceivedAt: now}
+				p := m.admit(now, d)
+				if p.Action != actRun {
 					continue
 				}
 				o := Outcome{Result: Success}
 				if retry && i%4 == 0 {
 					o = Outcome{Result: Retryable, Err: "421"}
 				}
-				m.Finish(now, d, p.Attempt, p.Probe, o)
+				m.finish(now, d, p.Attempt, p.Probe, o)
 			}
 		})
 	}
