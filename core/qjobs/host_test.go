@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sluicehq/sluice/core"
+	"pgregory.net/rapid"
 )
 
 // host is a machine with the test's kinds registered.
@@ -224,4 +225,71 @@ func TestStepRefusesMisuse(t *testing.T) {
 	if got := m.Ready(); !got.IsEmpty() {
 		t.Errorf("misuse produced effects: %+v", got)
 	}
+}
+
+// TestEveryDeliveryEndsWithOneDone is the host's protocol property: for any outcomes,
+// cancellations and failed sends, each delivery has exactly one effect outstanding after every
+// step, ends with exactly one Done, deletes its message after a send only once the send
+// succeeded, and every send's delay is whole seconds within DelayMax.
+func TestEveryDeliveryEndsWithOneDone(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newMachine(t, testConfig())
+		if err := m.Step(Register{Kind: "mail"}); err != nil {
+			rt.Fatal(err)
+		}
+		now := t0
+		for i := range rapid.IntRange(1, 30).Draw(rt, "deliveries") {
+			receipt := "r" + string(rune('a'+i%26)) + string(rune('0'+i/26))
+			a := job("t" + string(rune('0'+rapid.IntRange(0, 2).Draw(rt, "target"))))
+			if rapid.IntRange(0, 3).Draw(rt, "later") == 0 {
+				a.NotBefore = now.Add(time.Duration(rapid.Int64Range(0, math.MaxInt64/2).Draw(rt, "ahead")))
+			}
+			ev := Event(Deliver{Now: now, Receipt: receipt, Message: msg(a, "p", rapid.IntRange(1, 4).Draw(rt, "count"))})
+			if rapid.IntRange(0, 9).Draw(rt, "stranger") == 0 {
+				ev = Deliver{Now: now, Receipt: receipt, Message: core.Message{ID: "x", Body: []byte("?"), ReceiveCount: 1}}
+			}
+			sendFailed := false
+			for step := 0; ; step++ {
+				if step > 3 {
+					rt.Fatalf("delivery %s not done after 3 replies", receipt)
+				}
+				if err := m.Step(ev); err != nil {
+					rt.Fatal(err)
+				}
+				if err := m.CheckInvariants(); err != nil {
+					rt.Fatal(err)
+				}
+				rd := m.Ready()
+				if n := len(rd.Runs) + len(rd.Sends) + len(rd.Done); n != 1 || len(rd.Refused) > 0 {
+					rt.Fatalf("step %d of %s: %d effects outstanding (%+v), want 1", step, receipt, n, rd)
+				}
+				now = now.Add(time.Duration(rapid.IntRange(0, 120).Draw(rt, "took")) * time.Second)
+				switch {
+				case len(rd.Done) == 1:
+					if d := rd.Done[0]; d.Receipt != receipt || d.Disposition == Delete && sendFailed {
+						rt.Fatalf("Done %+v after a failed send %v", d, sendFailed)
+					}
+					if st := m.Status(); st.Deliveries != 0 {
+						rt.Fatalf("%d deliveries held after Done", st.Deliveries)
+					}
+				case len(rd.Runs) == 1:
+					o := Outcome{Result: Result(rapid.IntRange(int(Success), int(Panicked)).Draw(rt, "result")), Err: "e"}
+					ev = AttemptDone{Receipt: receipt, Now: now, Outcome: o, Cancelled: rapid.IntRange(0, 4).Draw(rt, "cancel") == 0}
+					continue
+				default:
+					s := rd.Sends[0]
+					if d := s.Message.Delay; d < 0 || d > DelayMaxDefault || d%time.Second != 0 {
+						rt.Fatalf("send delayed %v", d)
+					}
+					var err error
+					if sendFailed = rapid.IntRange(0, 3).Draw(rt, "sendfail") == 0; sendFailed {
+						err = errors.New("throttled")
+					}
+					ev = SendDone{Receipt: receipt, Now: now, Err: err}
+					continue
+				}
+				break
+			}
+		}
+	})
 }
