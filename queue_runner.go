@@ -301,7 +301,11 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 				to = q.q.DeadLetter
 			}
 			errs, err2 := to.SendBatch(ctx, []OutgoingMessage{s.Message})
-			if err2 == nil && len(errs) > 0 {
+			switch {
+			case err2 != nil:
+			case len(errs) != 1: // a broken reply: the original stays, a duplicate at worst
+				err2 = fmt.Errorf("sluice: queue runner: a send of one message answered %d entries", len(errs))
+			default:
 				err2 = errs[0]
 			}
 			rd, err = q.step(qjobs.SendDone{Receipt: receipt, Now: q.clk.Now(), Err: err2})
