@@ -134,30 +134,23 @@ func (f *fleet) checkHop(w *World, j *fleetJob, parent hopChain, s qjobs.Send, n
 	}
 }
 
-// settled reports whether the fleet's queue holds nothing but parked jobs' messages.
+// settled reports whether the fleet's queue holds nothing but parked jobs' messages. It
+// looks messages up one by one, and only once few are left: Status copies every body.
 func (f *fleet) settled(w *World) bool {
 	live, _, _ := w.queue.Counts()
 	if live == 0 {
 		return true
 	}
-	parked := 0
-	for _, j := range f.jobs {
-		if j.parked && !j.refused {
-			parked++
-		}
-	}
-	if live > 2*parked { // a parked job has one message live, rarely a duplicate too
+	if live > len(f.parkedIDs) {
 		return false
 	}
-	for _, m := range w.queue.Status(w.now()).Messages {
-		if m.State != queue.Visible && m.State != queue.InFlight {
-			continue
-		}
-		if j := f.job([]byte(m.Body)); j == nil || !j.parked {
-			return false
+	n := 0
+	for _, id := range f.parkedIDs {
+		if m, ok := w.queue.Message(w.now(), id); ok && (m.State == queue.Visible || m.State == queue.InFlight) {
+			n++
 		}
 	}
-	return true
+	return n == live
 }
 
 // finish checks that every job sent reached a terminal state (at the end of a settled run).

@@ -36,10 +36,12 @@ type fleet struct {
 	// job, alive beside the original one.
 	dup map[string]bool
 	// hops is each job message's chain of sends toward its not-before time (fleet-resends).
-	hops   map[string]hopChain
-	policy retry.Policy
-	qc     qjobs.Config   // every job layer's, without its Rand
-	prod   *qjobs.Machine // the producers' job layer: it only enqueues
+	hops map[string]hopChain
+	// parkedIDs are the messages sent for parked jobs, in send order.
+	parkedIDs []string
+	policy    retry.Policy
+	qc        qjobs.Config   // every job layer's, without its Rand
+	prod      *qjobs.Machine // the producers' job layer: it only enqueues
 	// r draws the job options, dues, payload sizes, malformed messages, panics and server
 	// waits (stream "fleet-more"), so the fleet's other draws stay where they were.
 	r *rand.Rand
@@ -225,6 +227,7 @@ func (f *fleet) enqueue(w *World, n int) {
 	}
 	nj.Payload = []byte(strconv.Itoa(n))
 	switch {
+	case j.parked: // small: settled looks its messages up
 	case r.Intn(64) == 0:
 		nj.Payload = append(nj.Payload, make([]byte, queue.MessageMax)...)
 	case r.Intn(24) == 0: // around the limit: the attributes take some 100 to 200 bytes
@@ -261,6 +264,9 @@ func (f *fleet) enqueue(w *World, n int) {
 		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.what)
 	}
 	id := w.queue.SendOutgoing(now, out)
+	if j.parked {
+		f.parkedIDs = append(f.parkedIDs, id)
+	}
 	f.checkHop(w, j, hopChain{}, s, now, id)
 	w.trace("producer", id+" job-"+strconv.Itoa(n)+" "+s.String())
 }
@@ -503,6 +509,9 @@ func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided t
 	if s.Why == qjobs.WhyDead && d.job != nil {
 		a := s.Attrs
 		d.job.dead = &a
+	}
+	if s.To == qjobs.ToQueue && d.job != nil && d.job.parked {
+		f.parkedIDs = append(f.parkedIDs, id)
 	}
 	if s.To == qjobs.ToQueue && d.job != nil {
 		f.checkHop(w, d.job, f.hops[d.m.ID], qjobs.Send{Why: s.Why, Attrs: s.Attrs, Message: out}, decided, id)
