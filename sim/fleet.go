@@ -260,7 +260,7 @@ func (f *fleet) enqueue(w *World, n int) {
 		}
 		d.damage(attrs)
 		out.Attributes = attrs
-		j.malformed = d.names
+		j.malformed, j.parked = d.names, false // not a job: it goes to the dead-letter queue
 		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.what)
 	}
 	id := w.queue.SendOutgoing(now, out)
