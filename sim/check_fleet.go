@@ -33,6 +33,10 @@ const (
 	// ceil(T/DelayMax) times without a handler run (a parked job included: its due may be in
 	// year 9999).
 	InvFleetResends = "fleet-resends"
+	// InvFleetAbandon: an attempt whose handler was cancelled (lease lost, stopping) and did
+	// not succeed is abandoned: released, its probe given back, nothing recorded or sent; the
+	// outcome of every other attempt is what ends its delivery.
+	InvFleetAbandon = "fleet-abandon"
 )
 
 // checkRun checks an attempt the job layer of worker p admitted, before it starts.
@@ -134,6 +138,17 @@ func (f *fleet) checkHop(w *World, j *fleetJob, parent hopChain, s qjobs.Send, n
 	}
 }
 
+// checkAbandon checks the Done that directly follows an attempt's end.
+func (f *fleet) checkAbandon(p *workerProc, d *fleetDelivery, dn qjobs.Done) {
+	w := p.w
+	want := d.cancelled && d.outcome.Result != qjobs.Success
+	if got := dn.Disposition == qjobs.Release; got != want {
+		w.chk.Fail(InvFleetAbandon, "%s: %s's attempt (cancelled %v, %v) ended in %s", p.name, dn.Receipt, d.cancelled, d.outcome.Result, dn.String())
+		return
+	}
+	w.chk.Pass(InvFleetAbandon)
+}
+
 // settled reports whether the fleet's queue holds nothing but parked jobs' messages. It
 // looks messages up one by one, and only once few are left: Status copies every body.
 func (f *fleet) settled(w *World) bool {
@@ -204,6 +219,7 @@ func init() {
 		{InvFleetBreaker, "fleet: no process starts an attempt on a target whose breaker there is open"},
 		{InvFleetSingleHolder, "fleet: no attempt of a job starts while another process runs one under a lease it holds"},
 		{InvFleetNotJob, "fleet: a message with damaged job attributes is refused naming them, never runs, and is dead-lettered as it is; a well-formed one is never refused"},
+		{InvFleetAbandon, "fleet: an attempt cancelled without success is abandoned (released, its probe given back); every other ends by its outcome"},
 		{InvFleetResends, "fleet: a send toward a not-before time is delayed min(DelayMax, the time left), and a job waiting for T is sent at most ceil(T/DelayMax) times without a run"},
 	} {
 		invIndex[inv.Name] = len(Invariants)

@@ -11,6 +11,7 @@ var firedElsewhere = map[string]string{
 	InvFleetSingleHolder: "TestFleetInvariantsFire",
 	InvFleetNotJob:       "TestFleetInvariantsFire",
 	InvFleetResends:      "TestFleetInvariantsFire",
+	InvFleetAbandon:      "TestFleetInvariantsFire",
 }
 
 // TestFleetInvariantsFire plants one defect per fleet invariant and shows a seed of the fleet
@@ -26,6 +27,7 @@ func TestFleetInvariantsFire(t *testing.T) {
 		{InvFleetSingleHolder, mutFleetDoubleSend},
 		{InvFleetNotJob, mutFleetDropNotJob},
 		{InvFleetResends, mutFleetHopShort},
+		{InvFleetAbandon, mutFleetCancelFlip},
 	} {
 		t.Run(tc.inv, func(t *testing.T) {
 			for seed := int64(1); seed <= 60; seed++ {

@@ -75,6 +75,7 @@ type fleetDelivery struct {
 	attrs   qjobs.Attrs
 	// running: its attempt runs; afterRun: it ended, and the next Done is its outcome's.
 	running, afterRun bool
+	cancelled         bool // its attempt returned after its handler was cancelled
 }
 
 // fleetJob is what the checker knows of one job.
@@ -115,6 +116,7 @@ const (
 	mutFleetDoubleSend                          // an attempt's start sends a copy of its message
 	mutFleetDropNotJob                          // a message that is not a job is reported dead-lettered, never sent
 	mutFleetHopShort                            // a defer's re-send is delayed a tenth of what the host asked
+	mutFleetCancelFlip                          // an attempt's end reports the opposite of whether it was cancelled
 )
 
 func newFleet(w *World) *fleet {
@@ -407,11 +409,11 @@ func (f *fleet) run(p *workerProc, fp *fleetProc, d *fleetDelivery, r qjobs.Run)
 	d.running = true
 	w.loop.After(dur, p.alive(func() {
 		delete(j.holders, r.Receipt)
-		d.running, d.afterRun = false, true
-		if !d.h.running {
+		d.running, d.afterRun, d.cancelled = false, true, !d.h.running
+		if d.cancelled {
 			j.explained++ // cancelled: the lease was lost; the queue redelivers and it counts
 		}
-		f.step(p, fp, qjobs.AttemptDone{Receipt: r.Receipt, Now: w.now(), Outcome: d.outcome, Cancelled: !d.h.running})
+		f.step(p, fp, qjobs.AttemptDone{Receipt: r.Receipt, Now: w.now(), Outcome: d.outcome, Cancelled: d.cancelled != (w.mutation == mutFleetCancelFlip)})
 	}))
 }
 
@@ -526,6 +528,9 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 	w := p.w
 	delete(fp.dels, dn.Receipt)
 	fromRun := d.afterRun
+	if fromRun {
+		f.checkAbandon(p, d, dn)
+	}
 	switch {
 	case dn.Disposition == qjobs.Release:
 		fp.want.Abandoned++
