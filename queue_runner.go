@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +56,7 @@ var ErrQueueUnsupported = errors.New("sluice: not supported by the queue-backed 
 
 // QueueMessageMax is the largest message SQS takes: a job's payload (the body) plus its
 // message attributes (names, types and values).
-const QueueMessageMax = 256 << 10
+const QueueMessageMax = qjobs.MessageMaxDefault
 
 // QueueRunner runs registered kinds of job from a queue (Amazon SQS through adapters/sqs)
 // instead of a local journal, so the same jobs run on a fleet of processes: Register and the
@@ -69,11 +71,11 @@ type QueueRunner struct {
 	clk clock.Clock
 
 	mu      sync.Mutex
-	m       *qjobs.Machine
+	m       *qjobs.Machine // every Step is followed by its Ready under mu
 	kinds   map[string]queueKind
-	warned  map[string]bool // kinds not registered, warned about once
 	started bool
 	w       *Worker
+	next    uint64 // names the next delivery
 }
 
 // queueKind is a registered kind with its type erased.
@@ -109,11 +111,11 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 		window = DefaultWindow
 	}
 	m, err := qjobs.New(qjobs.Config{Policy: retry.Policy(p), Circuit: c, Margin: window,
-		Rand: rand.New(rand.NewSource(cfg.Seed))})
+		MessageMax: QueueMessageMax, Rand: rand.New(rand.NewSource(cfg.Seed))})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: NewQueueRunner: %w", err)
 	}
-	return &QueueRunner{q: q, cfg: cfg, log: cfg.Logger, clk: cfg.Clock, m: m, kinds: map[string]queueKind{}, warned: map[string]bool{}}, nil
+	return &QueueRunner{q: q, cfg: cfg, log: cfg.Logger, clk: cfg.Clock, m: m, kinds: map[string]queueKind{}}, nil
 }
 
 func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
@@ -124,6 +126,9 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 	}
 	if _, ok := q.kinds[name]; ok {
 		return nil, fmt.Errorf("sluice: Register %q: the kind is registered already", name)
+	}
+	if err := q.m.Step(qjobs.Register{Kind: name}); err != nil {
+		return nil, fmt.Errorf("sluice: Register %q: %w", name, err)
 	}
 	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) Outcome {
 		v, err := codec.Decode(payload)
@@ -143,52 +148,57 @@ type queueJob struct {
 	opts    []JobOption
 }
 
-// message builds the body and delay of a job's first message.
-func (q *QueueRunner) message(kind string, j queueJob) (OutgoingMessage, error) {
+// newJob checks a job's options; the job layer decides its due, delay and size.
+func newJob(kind string, j queueJob) (qjobs.NewJob, error) {
 	s, err := jobOpts(j.opts)
 	if err != nil {
-		return OutgoingMessage{}, err
+		return qjobs.NewJob{}, err
 	}
 	switch {
 	case s.o.Priority != 0:
-		return OutgoingMessage{}, fmt.Errorf("%w: WithPriority: a queue delivers in its own order", ErrQueueUnsupported)
+		return qjobs.NewJob{}, fmt.Errorf("%w: WithPriority: a queue delivers in its own order", ErrQueueUnsupported)
 	case s.o.Unique != "" || s.window:
-		return OutgoingMessage{}, fmt.Errorf("%w: WithUnique: a standard queue cannot hold a key (SQS FIFO deduplication lasts 5 minutes); deduplicate in the handler", ErrQueueUnsupported)
-	case j.target == "":
-		return OutgoingMessage{}, fmt.Errorf("%w: empty target", ErrInvalidJob)
+		return qjobs.NewJob{}, fmt.Errorf("%w: WithUnique: a standard queue cannot hold a key (SQS FIFO deduplication lasts 5 minutes); deduplicate in the handler", ErrQueueUnsupported)
 	}
-	now := q.clk.Now()
-	due := j.due
-	if due.IsZero() || due.Before(now) {
-		due = now
+	return qjobs.NewJob{Kind: kind, Target: j.target, Due: j.due, AttemptsMax: s.o.AttemptsMax, Deadline: s.o.Deadline, Payload: j.payload}, nil
+}
+
+// refusal is the error of a job the job layer refused.
+func refusal(r qjobs.Refusal) error {
+	if errors.Is(r.Err, qjobs.ErrTooLarge) {
+		return fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d; make the payload smaller", ErrTooLarge, r.Size, QueueMessageMax)
 	}
-	a := qjobs.Attrs{Kind: kind, Target: j.target, FirstDue: due, AttemptsMax: s.o.AttemptsMax, Deadline: s.o.Deadline}
-	if due.After(now) {
-		a.NotBefore = due
-	}
-	out := qjobs.Encode(a, j.payload)
-	if n := qjobs.Size(out); n > QueueMessageMax {
-		return OutgoingMessage{}, fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d", ErrTooLarge, n, QueueMessageMax)
-	}
-	delay := min(max(0, due.Sub(now)), qjobs.DelayMaxDefault)
-	out.Delay = (delay + time.Second - 1) / time.Second * time.Second
-	return out, nil
+	// The job layer's text names the field (an empty target, a negative option), after its prefix.
+	return fmt.Errorf("%w: %s", ErrInvalidJob, strings.TrimPrefix(r.Err.Error(), qjobs.ErrInvalidJob.Error()+": "))
 }
 
 // enqueue sends jobs in batches of at most 10 (SendMessageBatch). Every job is checked
 // before anything is sent; a failed batch entry fails the call naming the job's index (the
 // jobs before it, and others of its batch, may have been sent).
 func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob) error {
-	msgs := make([]OutgoingMessage, len(jobs))
-	for i, j := range jobs {
-		m, err := q.message(kind, j)
-		if err != nil {
-			if len(jobs) > 1 {
-				return fmt.Errorf("%w (job %d)", err, i)
-			}
-			return err
+	named := func(err error, i int) error {
+		if len(jobs) > 1 {
+			return fmt.Errorf("%w (job %d)", err, i)
 		}
-		msgs[i] = m
+		return err
+	}
+	nj := make([]qjobs.NewJob, len(jobs))
+	for i, j := range jobs {
+		var err error
+		if nj[i], err = newJob(kind, j); err != nil {
+			return named(err, i)
+		}
+	}
+	rd, err := q.step(qjobs.Enqueue{Now: q.clk.Now(), Jobs: nj})
+	if err != nil {
+		return fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	if len(rd.Refused) > 0 {
+		return named(refusal(rd.Refused[0]), rd.Refused[0].Index)
+	}
+	msgs := make([]OutgoingMessage, len(rd.Sends))
+	for i, s := range rd.Sends {
+		msgs[i] = s.Message
 	}
 	for lo := 0; lo < len(msgs); lo += core.BatchMax {
 		hi := min(lo+core.BatchMax, len(msgs))
@@ -205,6 +215,17 @@ func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob)
 	return nil
 }
 
+// step steps the job layer and returns the effects of that event alone (Ready under the same
+// lock).
+func (q *QueueRunner) step(ev qjobs.Event) (qjobs.Ready, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.m.Step(ev); err != nil {
+		return qjobs.Ready{}, err
+	}
+	return q.m.Ready(), nil
+}
+
 // QueueStats counts what a queue runner's job layer decided in this process.
 type QueueStats struct {
 	Runs, Deferred, Succeeded, Retried, Resent, DeadLettered, Abandoned int
@@ -214,7 +235,7 @@ type QueueStats struct {
 // Stats returns the job layer's counts and the worker's.
 func (q *QueueRunner) Stats() QueueStats {
 	q.mu.Lock()
-	st := q.m.Stats()
+	st := q.m.Status()
 	w := q.w
 	q.mu.Unlock()
 	out := QueueStats{Runs: st.Runs, Deferred: st.Deferred, Succeeded: st.Acked, Retried: st.Hidden,
@@ -237,11 +258,8 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	q.started = true
 	wc := q.cfg.Worker
 	wc.Logger, wc.Clock, wc.Seed = q.log, q.clk, q.cfg.Seed
-	// The job layer counts attempts and dead-letters (non-job messages too); the worker only
-	// keeps leases. Its backoff carries the job layer's visibility (After) uncapped up to the
-	// 12 h limit.
-	wc.Budget, wc.RedriveMax = 1<<30, 0
-	wc.Policy = Policy{Attempts: 1, Base: time.Second, Cap: qjobs.VisibilityMaxDefault}
+	wc.Budget, wc.RedriveMax = qjobs.WorkerBudget, 0
+	wc.Policy = Policy{Attempts: qjobs.WorkerAttemptMax, Base: qjobs.WorkerRetryBase, Cap: qjobs.WorkerHideMax}
 	w, err := NewWorker(q.q.Transport, wc, q.handle)
 	if err != nil {
 		q.mu.Unlock()
@@ -252,45 +270,54 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	return w.Run(ctx)
 }
 
-// handle is the worker's handler: it executes the job layer's plans for one delivery.
+// handle is the worker's handler: it performs the job layer's effects for one delivery, in
+// turn, until its Done. A delivery takes at most three steps (Deliver, AttemptDone, SendDone).
 func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
-	received := q.clk.Now()
-	a, payload, err := qjobs.Decode(core.Message{ID: msg.ID, Body: msg.Body, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes})
-	if err != nil {
-		// Not a job (sent by something else): moved to the dead-letter queue as it is.
-		q.log.Error("sluice: queue runner: a message that is not a job; moving it to the dead-letter queue", "message", msg.ID, "err", err)
-		errs, serr := q.q.DeadLetter.SendBatch(ctx, []OutgoingMessage{{Body: msg.Body, Attributes: msg.Attributes}})
-		if serr == nil && errs[0] != nil {
-			serr = errs[0]
-		}
-		if serr != nil {
-			return RetryAfter(serr, time.Second)
-		}
-		return Ack()
-	}
 	q.mu.Lock()
-	k, ok := q.kinds[a.Kind]
-	warn := !ok && !q.warned[a.Kind]
-	if warn {
-		q.warned[a.Kind] = true
-	}
-	d := qjobs.Delivery{Attrs: a, ReceiveCount: msg.ReceiveCount, ReceivedAt: received, Unregistered: !ok}
-	p := q.m.Admit(received, d)
+	q.next++
+	receipt := "d" + strconv.FormatUint(q.next, 10)
 	q.mu.Unlock()
-	if p.Action != qjobs.Run {
-		if warn {
-			q.log.Warn("sluice: queue runner: jobs of a kind not registered in this process wait in the queue (warned once per kind)", "kind", a.Kind, "message", msg.ID)
+	rd, err := q.step(qjobs.Deliver{Now: q.clk.Now(), Receipt: receipt,
+		Message: core.Message{ID: msg.ID, Body: msg.Body, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes}})
+	for range 3 {
+		if err != nil {
+			panic(fmt.Sprintf("sluice: queue runner: %v", err)) // the driver broke the protocol
 		}
-		return q.execute(ctx, msg, p, payload)
+		q.logNotes(ctx, rd.Notes)
+		switch {
+		case len(rd.Done) > 0:
+			return doneResult(rd.Done[0])
+		case len(rd.Runs) > 0:
+			r := rd.Runs[0]
+			q.mu.Lock()
+			k := q.kinds[r.Attrs.Kind]
+			q.mu.Unlock()
+			out := k.run(ctx, r.Attrs, r.Attempt, r.Payload)
+			rd, err = q.step(qjobs.AttemptDone{Receipt: receipt, Now: q.clk.Now(), Outcome: jobOutcome(out), Cancelled: ctx.Err() != nil})
+		case len(rd.Sends) > 0:
+			s := rd.Sends[0]
+			to := q.q.Send
+			if s.To == qjobs.ToDeadLetter {
+				to = q.q.DeadLetter
+			}
+			errs, err2 := to.SendBatch(ctx, []OutgoingMessage{s.Message})
+			switch {
+			case err2 != nil:
+			case len(errs) != 1: // a broken reply: the original stays, a duplicate at worst
+				err2 = fmt.Errorf("sluice: queue runner: a send of one message answered %d entries", len(errs))
+			default:
+				err2 = errs[0]
+			}
+			rd, err = q.step(qjobs.SendDone{Receipt: receipt, Now: q.clk.Now(), Err: err2})
+		default:
+			panic("sluice: queue runner: the job layer left a delivery without an effect")
+		}
 	}
-	out := k.run(ctx, a, p.Attempt, payload)
-	if ctx.Err() != nil && out.Kind != KindSucceeded {
-		// Lease lost or stopping: the queue redelivers; the attempt counts.
-		q.mu.Lock()
-		q.m.Abandon(a.Target, p.Probe)
-		q.mu.Unlock()
-		return RetryAfter(context.Cause(ctx), 0)
-	}
+	panic("sluice: queue runner: a delivery took more than three steps")
+}
+
+// jobOutcome is a handler's outcome in the job layer's terms.
+func jobOutcome(out Outcome) qjobs.Outcome {
 	o := qjobs.Outcome{Result: qjobs.Success, After: out.After}
 	switch {
 	case out.Kind == KindSucceeded:
@@ -301,10 +328,7 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 	default:
 		o.Result, o.Err = qjobs.Permanent, errText(out.Err)
 	}
-	q.mu.Lock()
-	f := q.m.Finish(q.clk.Now(), d, p.Attempt, p.Probe, o)
-	q.mu.Unlock()
-	return q.execute(ctx, msg, f, payload)
+	return o
 }
 
 func errText(err error) string {
@@ -314,34 +338,30 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// execute performs a plan that ends a delivery.
-func (q *QueueRunner) execute(ctx context.Context, msg Message, p qjobs.Plan, payload []byte) Result {
-	switch p.Action {
-	case qjobs.Ack:
+// doneResult is a delivery's Done as the worker's handler result.
+func doneResult(d qjobs.Done) Result {
+	switch d.Disposition {
+	case qjobs.Delete:
 		return Ack()
 	case qjobs.Hide:
-		return RetryAfter(errors.New("retry"), p.Visibility)
-	case qjobs.Resend, qjobs.DeadLetter:
-		to := q.q.Send
-		if p.Action == qjobs.DeadLetter {
-			to = q.q.DeadLetter
-			q.log.Warn("sluice: queue runner: job dead", "message", msg.ID, "kind", p.Send.Attrs.Kind,
-				"target", p.Send.Attrs.Target, "reason", string(p.Send.Attrs.Reason), "attempts", p.Send.Attrs.Attempts, "err", p.Send.Attrs.LastErr)
-		}
-		out := qjobs.Encode(p.Send.Attrs, payload)
-		out.Delay = p.Send.Delay
-		errs, err := to.SendBatch(ctx, []OutgoingMessage{out})
-		if err == nil && errs[0] != nil {
-			err = errs[0]
-		}
-		if err != nil {
-			// The original stays: it comes back after a second and is decided again.
-			q.log.Warn("sluice: queue runner: send failed; the message comes back", "message", msg.ID, "action", p.Action.String(), "err", err)
-			return RetryAfter(err, time.Second)
-		}
-		return Ack() // the original is deleted once its successor is sent
+		return RetryAfter(errors.New(d.Err), d.Visibility)
 	}
-	panic(fmt.Sprintf("sluice: queue runner: plan %v ends no delivery", p.Action))
+	return RetryAfter(errors.New(d.Err), 0) // Release: the worker cancelled it and ignores this
+}
+
+// logNotes logs the job layer's notes.
+func (q *QueueRunner) logNotes(ctx context.Context, notes []qjobs.Note) {
+	for _, n := range notes {
+		level := slog.LevelWarn
+		if n.Level == qjobs.NoteError {
+			level = slog.LevelError
+		}
+		args := make([]any, len(n.Args))
+		for i, a := range n.Args {
+			args[i] = a
+		}
+		q.log.Log(ctx, level, "sluice: queue runner: "+n.Text, args...)
+	}
 }
 
 // Kinds returns the registered kinds' names, sorted.

@@ -254,14 +254,47 @@ func TestQueueRunnerRefusesWhatAQueueCannotHonour(t *testing.T) {
 			t.Errorf("%s: %v; want ErrQueueUnsupported, naming it, one sluice: prefix", name, err)
 		}
 	}
-	if _, err := k.Enqueue(ctx, time.Time{}, "", mail{}); !errors.Is(err, sluice.ErrInvalidJob) {
-		t.Errorf("empty target: %v, want ErrInvalidJob", err)
+	if _, err := k.Enqueue(ctx, time.Time{}, "", mail{}); !errors.Is(err, sluice.ErrInvalidJob) || strings.Count(err.Error(), "sluice:") != 1 || !strings.Contains(err.Error(), "target") {
+		t.Errorf("empty target: %v, want ErrInvalidJob naming the target, one sluice: prefix", err)
 	}
-	if _, err := k.Enqueue(ctx, time.Time{}, "t", mail{To: strings.Repeat("x", sluice.QueueMessageMax)}); !errors.Is(err, sluice.ErrTooLarge) {
-		t.Errorf("oversized: %v, want ErrTooLarge", err)
+	if _, err := k.Enqueue(ctx, time.Time{}, "t", mail{To: strings.Repeat("x", sluice.QueueMessageMax)}); !errors.Is(err, sluice.ErrTooLarge) || strings.Count(err.Error(), "sluice:") != 1 {
+		t.Errorf("oversized: %v, want ErrTooLarge, one sluice: prefix", err)
+	}
+	many := []sluice.NewJob[mail]{{Target: "t"}, {Target: "t", Payload: mail{To: strings.Repeat("x", sluice.QueueMessageMax)}}}
+	if _, err := k.EnqueueMany(ctx, many); !errors.Is(err, sluice.ErrTooLarge) || !strings.Contains(err.Error(), "(job 1)") {
+		t.Errorf("EnqueueMany with an oversized second job: %v, want ErrTooLarge naming job 1", err)
+	}
+	if live, _, _ := f.counts(); live != 0 {
+		t.Errorf("%d messages sent by refused enqueues, want none", live)
 	}
 	if _, err := sluice.NewQueueRunner(sluice.Queue{Transport: f}, sluice.QueueConfig{}); err == nil || !strings.HasPrefix(err.Error(), "sluice: ") {
 		t.Errorf("NewQueueRunner without senders: %v", err)
+	}
+}
+
+// TestQueueRunnerDelaysFarDuesAtMost15Minutes: a due in year 9999 is accepted and its first
+// message delayed the longest delay, 15 min (clamped before rounding: no overflow to 0).
+func TestQueueRunnerDelaysFarDuesAtMost15Minutes(t *testing.T) {
+	f := newFleetQueue()
+	r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := sluice.Register(r, "email", sluice.JSON[mail](), func(context.Context, sluice.Job[mail]) sluice.Outcome { return sluice.Succeeded() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	before := time.Now()
+	if _, err := k.Enqueue(context.Background(), far, "t", mail{}); err != nil {
+		t.Fatal(err)
+	}
+	st := f.q.Status(time.Now())
+	if len(st.Messages) != 1 {
+		t.Fatalf("%d messages sent, want 1", len(st.Messages))
+	}
+	if d := st.Messages[0].VisibleAt.Sub(before); d < 15*time.Minute || d > 15*time.Minute+time.Minute {
+		t.Errorf("visible %v after the enqueue, want 15m", d)
 	}
 }
 

@@ -3,11 +3,12 @@ package sim
 import (
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/sluicehq/sluice/core"
-
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/qjobs"
+	"github.com/sluicehq/sluice/sim/queue"
 )
 
 // The fleet's invariants (profile fleet).
@@ -27,14 +28,27 @@ const (
 	// ErrEnvelope naming the damaged attribute, never runs, and goes to the dead-letter
 	// queue as it is; a well-formed one is never refused.
 	InvFleetNotJob = "fleet-not-job"
+	// InvFleetResends: every send toward a not-before time is delayed min(DelayMax, the time
+	// left), rounded up to whole seconds, and a job waiting for a time T ahead is sent at most
+	// ceil(T/DelayMax) times without a handler run (a parked job included: its due may be in
+	// year 9999).
+	InvFleetResends = "fleet-resends"
+	// InvFleetAbandon: an attempt whose handler was cancelled (lease lost, stopping) and did
+	// not succeed is abandoned: released, its probe given back, nothing recorded or sent; the
+	// outcome of every other attempt is what ends its delivery.
+	InvFleetAbandon = "fleet-abandon"
 )
 
 // checkRun checks an attempt the job layer of worker p admitted, before it starts.
-func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attrs, plan qjobs.Plan, m core.Message, dup bool) {
+func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attrs, attempt int, m core.Message, dup bool) {
 	w := p.w
 	j.runs++
 	if j.malformed != "" {
 		w.chk.Fail(InvFleetNotJob, "%s: job-%d runs though its message is malformed (%s)", p.name, j.n, j.malformed)
+		return
+	}
+	if j.parked {
+		w.chk.Fail(InvFleetResends, "%s: job-%d runs, though it is due at %v", p.name, j.n, j.due)
 		return
 	}
 	budget := f.policy.Attempts
@@ -75,8 +89,8 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 			explained++
 		}
 	}
-	if plan.Attempt > budget || j.runs > budget+explained {
-		w.chk.Fail(InvFleetAttempts, "job-%d: attempt %d started (%d runs, %d explained), budget %d", j.n, plan.Attempt, j.runs, explained, budget)
+	if attempt > budget || j.runs > budget+explained {
+		w.chk.Fail(InvFleetAttempts, "job-%d: attempt %d started (%d runs, %d explained), budget %d", j.n, attempt, j.runs, explained, budget)
 	} else {
 		w.chk.Pass(InvFleetAttempts)
 	}
@@ -88,6 +102,70 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 	if err := fp.m.CheckInvariants(); err != nil {
 		w.chk.Fail(InvMachine, "%s: %v", p.name, err)
 	}
+}
+
+// checkHop checks a job message sent at now (id) toward its not-before time: its delay, and
+// its place in the chain of sends since the wait began. parent is the chain of the message
+// whose delivery sent it (zero for an enqueue).
+func (f *fleet) checkHop(w *World, j *fleetJob, parent hopChain, s qjobs.Send, now time.Time, id string) {
+	a := s.Attrs
+	if !a.NotBefore.After(now) {
+		if s.Message.Delay != 0 {
+			w.chk.Fail(InvFleetResends, "job-%d: %s sent with a delay of %v, due already", j.n, id, s.Message.Delay)
+		}
+		return
+	}
+	c := hopChain{set: now, notBefore: a.NotBefore, sends: 1}
+	if s.Why == qjobs.WhyDefer && parent.sends > 0 && parent.notBefore.Equal(a.NotBefore) {
+		c = hopChain{set: parent.set, notBefore: parent.notBefore, sends: parent.sends + 1}
+	}
+	f.hops[id] = c
+	// Clamped before rounding: a wait to year 9999 saturates time.Duration.
+	want := min(queue.DelayMax, a.NotBefore.Sub(now))
+	want = (want + time.Second - 1) / time.Second * time.Second
+	wait := c.notBefore.Sub(c.set)
+	bound := int(wait / queue.DelayMax)
+	if wait%queue.DelayMax != 0 {
+		bound++
+	}
+	switch {
+	case s.Message.Delay != want:
+		w.chk.Fail(InvFleetResends, "job-%d: %s (%s) delayed %v with %v left to its not-before time, want %v", j.n, id, s.Why, s.Message.Delay, a.NotBefore.Sub(now), want)
+	case c.sends > bound:
+		w.chk.Fail(InvFleetResends, "job-%d: %s is send %d toward a not-before time %v ahead of the first, at most %d", j.n, id, c.sends, wait, bound)
+	default:
+		w.chk.Pass(InvFleetResends)
+	}
+}
+
+// checkAbandon checks the Done that directly follows an attempt's end.
+func (f *fleet) checkAbandon(p *workerProc, d *fleetDelivery, dn qjobs.Done) {
+	w := p.w
+	want := d.cancelled && d.outcome.Result != qjobs.Success
+	if got := dn.Disposition == qjobs.Release; got != want {
+		w.chk.Fail(InvFleetAbandon, "%s: %s's attempt (cancelled %v, %v) ended in %s", p.name, dn.Receipt, d.cancelled, d.outcome.Result, dn.String())
+		return
+	}
+	w.chk.Pass(InvFleetAbandon)
+}
+
+// settled reports whether the fleet's queue holds nothing but parked jobs' messages. It
+// looks messages up one by one, and only once few are left: Status copies every body.
+func (f *fleet) settled(w *World) bool {
+	live, _, _ := w.queue.Counts()
+	if live == 0 {
+		return true
+	}
+	if live > len(f.parkedIDs) {
+		return false
+	}
+	n := 0
+	for _, id := range f.parkedIDs {
+		if m, ok := w.queue.Message(w.now(), id); ok && (m.State == queue.Visible || m.State == queue.InFlight) {
+			n++
+		}
+	}
+	return n == live
 }
 
 // finish checks that every job sent reached a terminal state (at the end of a settled run).
@@ -104,6 +182,13 @@ func (f *fleet) finish(w *World) {
 		switch {
 		case j.refused:
 			w.st.Jobs.Add("fleet-refused-too-large", 1)
+		case j.parked && j.malformed == "":
+			if j.runs > 0 || j.done || j.dead != nil {
+				w.chk.Fail(InvFleetResends, "job-%d, due at %v, settled with runs %d, done %v, dead %v", j.n, j.due, j.runs, j.done, j.dead)
+				return
+			}
+			w.st.Jobs.Add("fleet-parked", 1)
+			w.chk.Pass(InvFleetResends)
 		case j.malformed != "":
 			if !j.deadAsIs || j.runs > 0 {
 				w.chk.Fail(InvFleetNotJob, "job-%d's malformed message (%s) settled with dead-lettered %v, runs %d", j.n, j.malformed, j.deadAsIs, j.runs)
@@ -134,6 +219,8 @@ func init() {
 		{InvFleetBreaker, "fleet: no process starts an attempt on a target whose breaker there is open"},
 		{InvFleetSingleHolder, "fleet: no attempt of a job starts while another process runs one under a lease it holds"},
 		{InvFleetNotJob, "fleet: a message with damaged job attributes is refused naming them, never runs, and is dead-lettered as it is; a well-formed one is never refused"},
+		{InvFleetAbandon, "fleet: an attempt cancelled without success is abandoned (released, its probe given back); every other ends by its outcome"},
+		{InvFleetResends, "fleet: a send toward a not-before time is delayed min(DelayMax, the time left), and a job waiting for T is sent at most ceil(T/DelayMax) times without a run"},
 	} {
 		invIndex[inv.Name] = len(Invariants)
 		Invariants = append(Invariants, inv)

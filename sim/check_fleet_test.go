@@ -10,6 +10,8 @@ var firedElsewhere = map[string]string{
 	InvFleetBreaker:      "TestFleetInvariantsFire",
 	InvFleetSingleHolder: "TestFleetInvariantsFire",
 	InvFleetNotJob:       "TestFleetInvariantsFire",
+	InvFleetResends:      "TestFleetInvariantsFire",
+	InvFleetAbandon:      "TestFleetInvariantsFire",
 }
 
 // TestFleetInvariantsFire plants one defect per fleet invariant and shows a seed of the fleet
@@ -24,6 +26,8 @@ func TestFleetInvariantsFire(t *testing.T) {
 		{InvFleetTerminal, mutFleetLoseDead},
 		{InvFleetSingleHolder, mutFleetDoubleSend},
 		{InvFleetNotJob, mutFleetDropNotJob},
+		{InvFleetResends, mutFleetHopShort},
+		{InvFleetAbandon, mutFleetCancelFlip},
 	} {
 		t.Run(tc.inv, func(t *testing.T) {
 			for seed := int64(1); seed <= 60; seed++ {

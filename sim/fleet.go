@@ -17,11 +17,12 @@ import (
 )
 
 // The fleet profile: the queue-backed runner's job layer on every worker process. Each
-// process (workerProc, the production worker machine) runs core/qjobs's machine over the
-// deliveries it receives, with its own per-target breakers (lost at a crash); producers send
-// job messages (kind, target, first due, attempts); re-sends and dead letters go through the
-// queue's sends. Everything else (network faults, stale receipts, crashes, lost leases) is the
-// queue side of the world unchanged. check_fleet.go holds the fleet's invariants.
+// process (workerProc, the production worker machine) steps core/qjobs's host with the
+// deliveries it starts and performs its effects: runs a drawn handler, sends re-sends and
+// dead letters through the queue's sends (with network faults), and reports each delivery's
+// Done to the worker machine. Producers enqueue through a job layer of their own. The host
+// decides; this file adds only the clock, the draws and the faults. check_fleet.go holds the
+// fleet's invariants.
 
 // fleet is the world's fleet state.
 type fleet struct {
@@ -33,27 +34,48 @@ type fleet struct {
 	ended map[string]bool
 	// dup marks messages sent by a delivery of an ended message: a duplicate lineage of the
 	// job, alive beside the original one.
-	dup    map[string]bool
-	policy retry.Policy
-	// r draws the job options, the malformed and oversized messages, panics and server waits
-	// (stream "fleet-more"), so the fleet's earlier draws stay where they were.
+	dup map[string]bool
+	// hops is each job message's chain of sends toward its not-before time (fleet-resends).
+	hops map[string]hopChain
+	// parkedIDs are the messages sent for parked jobs, in send order.
+	parkedIDs []string
+	policy    retry.Policy
+	qc        qjobs.Config   // every job layer's, without its Rand
+	prod      *qjobs.Machine // the producers' job layer: it only enqueues
+	// r draws the job options, dues, payload sizes, malformed messages, panics and server
+	// waits (stream "fleet-more"), so the fleet's other draws stay where they were.
 	r *rand.Rand
+}
+
+// hopChain is a message's place in the sends toward one not-before time: set is when the
+// wait began (the enqueue, a retry's or a breaker's re-send), sends how many messages of
+// the chain were sent up to this one.
+type hopChain struct {
+	set, notBefore time.Time
+	sends          int
 }
 
 // fleetProc is one incarnation's job layer.
 type fleetProc struct {
 	m      *qjobs.Machine
-	runs   map[string]*fleetRun // running attempts by receipt
-	want   qjobs.Stats          // the plans this incarnation received, counted here
-	jitter bool                 // its job layer draws jitter (else every retry waits the full delay)
+	dels   map[string]*fleetDelivery // by receipt, from Deliver to Done
+	want   qjobs.Stats               // the effects this incarnation received, counted here
+	jitter bool                      // its job layer draws jitter (else every retry waits the full delay)
 }
 
-type fleetRun struct {
-	job     *fleetJob
+// fleetDelivery is one delivery the host holds.
+type fleetDelivery struct {
+	m   core.Message
+	h   *msgHandler
+	job *fleetJob // nil: not a job
+	dup bool      // a delivery of an ended message, or of a duplicate lineage
+	// The running attempt, if any.
 	attempt int
-	probe   breaker.Probe
-	d       qjobs.Delivery
-	payload []byte
+	outcome qjobs.Outcome
+	attrs   qjobs.Attrs
+	// running: its attempt runs; afterRun: it ended, and the next Done is its outcome's.
+	running, afterRun bool
+	cancelled         bool // its attempt returned after its handler was cancelled
 }
 
 // fleetJob is what the checker knows of one job.
@@ -64,11 +86,13 @@ type fleetJob struct {
 	done      bool
 	dead      *qjobs.Attrs
 	holders   map[string]fleetHolder // by receipt, attempts running now
+	due       time.Time              // its first due; parked: beyond the run
+	parked    bool                   // due far beyond the run: it must still wait at the end
 	// malformed: its message's attributes were damaged; Decode must refuse it with an error
 	// naming this, and the message must go to the dead-letter queue as it is, never run.
 	malformed string
 	deadAsIs  bool // a delivery of the malformed message was dead-lettered unchanged
-	refused   bool // too large for the queue: the producer refused it, nothing was sent
+	refused   bool // too large for the queue: the producer's job layer refused it
 }
 
 // fleetHolder is a running attempt: its worker and its message.
@@ -77,51 +101,62 @@ type fleetHolder struct {
 	msg    string
 }
 
-var errFleetFailure = errors.New("simulated job failure")
+var (
+	errFleetFailure   = errors.New("simulated job failure")
+	errFleetCancelled = errors.New("simulated send cancelled with its handler")
+	errFleetSend      = errors.New("simulated send failure")
+)
 
 // Deliberate defects of the fleet, planted by check_fleet_test.go to show each fleet
 // invariant fires.
 const (
 	mutFleetOverrun       mutation = 100 + iota // the job layer allows two attempts more than the budget
 	mutFleetIgnoreBreaker                       // a breaker's defer is run anyway
-	mutFleetLoseDead                            // a dead letter is never sent (the original still deleted)
+	mutFleetLoseDead                            // a dead letter is never sent, but reported sent
 	mutFleetDoubleSend                          // an attempt's start sends a copy of its message
-	mutFleetDropNotJob                          // a message that is not a job is acked without its dead letter
+	mutFleetDropNotJob                          // a message that is not a job is reported dead-lettered, never sent
+	mutFleetHopShort                            // a defer's re-send is delayed a tenth of what the host asked
+	mutFleetCancelFlip                          // an attempt's end reports the opposite of whether it was cancelled
 )
 
 func newFleet(w *World) *fleet {
 	c := w.cfg
-	return &fleet{
+	f := &fleet{
 		dlq:    queue.New(queue.Config{Name: "dead", Epoch: Epoch}, nil),
 		procs:  map[int]*fleetProc{},
 		ended:  map[string]bool{},
 		dup:    map[string]bool{},
+		hops:   map[string]hopChain{},
 		policy: retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
 		r:      Stream(c.Seed, "fleet-more"),
 	}
+	f.qc = qjobs.Config{Policy: f.policy,
+		Circuit:    breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
+		Margin:     c.Visibility,
+		DelayMax:   queue.DelayMax,
+		MessageMax: queue.MessageMax}
+	var err error
+	if f.prod, err = qjobs.New(f.qc); err != nil {
+		w.chk.Fail(InvMachine, "producer: qjobs.New: %v", err)
+	}
+	return f
 }
 
-// workerConfig turns a worker's config into a fleet process's: the job layer counts attempts
-// and dead-letters; the worker keeps leases and carries the job layer's visibility.
+// workerConfig turns a worker's config into a fleet process's, with the job layer's values.
 func (f *fleet) workerConfig(cfg *worker.Config) {
-	cfg.Budget, cfg.RedriveMaxReceives = 1<<30, 0
-	cfg.Retry = retry.Policy{Attempts: 1, Base: time.Second, Cap: qjobs.VisibilityMaxDefault}
-	// As the queue runner: no Decode; the handler decodes and dead-letters what is not a job.
-	cfg.Decode = nil
+	cfg.Budget, cfg.RedriveMaxReceives = qjobs.WorkerBudget, 0
+	cfg.Retry = retry.Policy{Attempts: qjobs.WorkerAttemptMax, Base: qjobs.WorkerRetryBase, Cap: qjobs.WorkerHideMax}
+	cfg.Decode = nil // the job layer decides what is not a job
 }
 
 // started gives a new incarnation of worker p a fresh job layer (breakers do not survive a
 // crash or a restart).
 func (f *fleet) started(w *World, p *workerProc) {
-	c := w.cfg
-	pol := f.policy
+	qc := f.qc
 	if w.mutation == mutFleetOverrun {
-		pol.Attempts += 2
+		qc.Policy.Attempts += 2
 	}
-	qc := qjobs.Config{Policy: pol,
-		Circuit: breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
-		Margin:  c.Visibility, // DelayMax: the default, SQS's (the queue panics on a longer delay)
-		Rand:    Stream(c.Seed, "fleet-jitter/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen))}
+	qc.Rand = Stream(w.cfg.Seed, "fleet-jitter/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen))
 	if p.gen == 1 {
 		f.badConfig(w, p, qc)
 	}
@@ -129,11 +164,14 @@ func (f *fleet) started(w *World, p *workerProc) {
 		qc.Rand = nil // no jitter: every retry waits the policy's full delay
 	}
 	m, err := qjobs.New(qc)
+	if err == nil {
+		err = m.Step(qjobs.Register{Kind: "job"})
+	}
 	if err != nil {
-		w.chk.Fail(InvMachine, "%s: qjobs.New: %v", p.name, err)
+		w.chk.Fail(InvMachine, "%s: qjobs: %v", p.name, err)
 		return
 	}
-	f.procs[p.id] = &fleetProc{m: m, runs: map[string]*fleetRun{}, jitter: qc.Rand != nil}
+	f.procs[p.id] = &fleetProc{m: m, dels: map[string]*fleetDelivery{}, jitter: qc.Rand != nil}
 }
 
 // stopped ends worker p's incarnation: its running attempts are lost with it.
@@ -142,41 +180,79 @@ func (f *fleet) stopped(p *workerProc) {
 	if fp == nil {
 		return
 	}
-	for r, run := range fp.runs {
-		delete(run.job.holders, r) // one entry each: order does not matter
-		run.job.explained++
+	for r, d := range fp.dels {
+		if d.job != nil && d.running {
+			delete(d.job.holders, r) // one entry each: order does not matter
+			d.job.explained++
+		}
 	}
 	f.checkStats(p.w, p.name, fp)
 	delete(f.procs, p.id)
 }
 
-// body is the n-th job's first message, and false when the producer refused to send it (too
-// large for the queue, as Enqueue refuses it). One job in four carries its own attempts or
-// deadline; one message in twelve has an attribute damaged (it is then not a job).
-func (f *fleet) body(w *World, n int) (core.Outgoing, bool) {
+// farDues are the dues of parked jobs: far beyond any run, the last one at the end of year
+// 9999 (its wait saturates time.Duration).
+var farDues = []time.Duration{30 * 24 * time.Hour, 400 * 24 * time.Hour, -1}
+
+// enqueue sends the n-th job through the producers' job layer, unless it refuses it (too
+// large). One job in four carries its own attempts or deadline; about one in eight is due
+// later (up to three times the longest delay), one in sixteen in the past, one in sixty-four
+// is parked (due far beyond the run, year 9999 included); one in twenty-four has a payload
+// near the size limit, one in sixty-four far over it; one in twelve has an attribute damaged
+// after the job layer encoded it (it is then not a job).
+func (f *fleet) enqueue(w *World, n int) {
 	j := &fleetJob{n: n, holders: map[string]fleetHolder{}}
 	f.jobs = append(f.jobs, j)
-	a := qjobs.Attrs{Kind: "job", Target: "t" + strconv.Itoa(1+w.rWork.Intn(max(1, w.cfg.Targets))), FirstDue: w.now()}
-	r := f.r
+	nj := qjobs.NewJob{Kind: "job", Target: "t" + strconv.Itoa(1+w.rWork.Intn(max(1, w.cfg.Targets)))}
+	r, now := f.r, w.now()
 	if r.Intn(4) == 0 {
-		a.AttemptsMax = 1 + r.Intn(f.policy.Attempts)
+		nj.AttemptsMax = 1 + r.Intn(f.policy.Attempts)
 	}
 	if r.Intn(4) == 0 {
-		a.Deadline = drawBetween(r, time.Minute, time.Hour)
+		nj.Deadline = drawBetween(r, time.Minute, time.Hour)
 	}
-	payload := []byte(strconv.Itoa(n))
-	if r.Intn(64) == 0 {
-		payload = append(payload, make([]byte, queue.MessageMax)...)
+	switch r.Intn(64) {
+	case 0, 1, 2, 3, 4, 5, 6, 7:
+		nj.Due = now.Add(drawBetween(r, time.Second, 3*queue.DelayMax))
+	case 8, 9, 10, 11:
+		nj.Due = now.Add(-drawBetween(r, 0, time.Hour))
+	case 12:
+		j.parked = true
+		nj.Due = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+		if d := farDues[r.Intn(len(farDues))]; d > 0 {
+			nj.Due = now.Add(d)
+		}
 	}
-	out := qjobs.Encode(a, payload)
-	size := qjobs.Size(out)
-	if size != queue.Size(out) {
-		w.chk.Fail(InvMachine, "job-%d: qjobs.Size says %d bytes, the queue counts %d", n, size, queue.Size(out))
+	j.due = now
+	if nj.Due.After(now) {
+		j.due = nj.Due
 	}
-	if size > queue.MessageMax {
-		j.refused = true
-		w.trace("producer", "refuse job-"+strconv.Itoa(n)+": "+strconv.Itoa(size)+" bytes, the queue takes "+strconv.Itoa(queue.MessageMax))
-		return out, false
+	nj.Payload = []byte(strconv.Itoa(n))
+	switch {
+	case j.parked: // small: settled looks its messages up
+	case r.Intn(64) == 0:
+		nj.Payload = append(nj.Payload, make([]byte, queue.MessageMax)...)
+	case r.Intn(24) == 0: // around the limit: the attributes take some 100 to 200 bytes
+		size := queue.MessageMax - 240 + r.Intn(200)
+		nj.Payload = append(append(nj.Payload, '.'), strings.Repeat("x", size-len(nj.Payload)-1)...)
+	}
+	if err := f.prod.Step(qjobs.Enqueue{Now: now, Jobs: []qjobs.NewJob{nj}}); err != nil {
+		w.chk.Fail(InvMachine, "producer: %v", err)
+		return
+	}
+	rd := f.prod.Ready()
+	if len(rd.Refused) > 0 {
+		f.refused(w, j, rd.Refused[0])
+		return
+	}
+	if len(rd.Sends) != 1 {
+		w.chk.Fail(InvMachine, "producer: job-%d: enqueue gave %d sends and no refusal", n, len(rd.Sends))
+		return
+	}
+	s := rd.Sends[0]
+	out := s.Message
+	if size := qjobs.Size(out); size != queue.Size(out) || size > queue.MessageMax {
+		w.chk.Fail(InvMachine, "job-%d: qjobs.Size says %d bytes, the queue counts %d, the limit %d", n, size, queue.Size(out), queue.MessageMax)
 	}
 	if r.Intn(12) == 0 {
 		d := damages[r.Intn(len(damages))]
@@ -186,10 +262,25 @@ func (f *fleet) body(w *World, n int) (core.Outgoing, bool) {
 		}
 		d.damage(attrs)
 		out.Attributes = attrs
-		j.malformed = d.names
+		j.malformed, j.parked = d.names, false // not a job: it goes to the dead-letter queue
 		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.what)
 	}
-	return out, true
+	id := w.queue.SendOutgoing(now, out)
+	if j.parked {
+		f.parkedIDs = append(f.parkedIDs, id)
+	}
+	f.checkHop(w, j, hopChain{}, s, now, id)
+	w.trace("producer", id+" job-"+strconv.Itoa(n)+" "+s.String())
+}
+
+// refused checks the producers' job layer refused only what the queue could not take.
+func (f *fleet) refused(w *World, j *fleetJob, r qjobs.Refusal) {
+	j.refused = true
+	if !errors.Is(r.Err, qjobs.ErrTooLarge) || r.Size <= queue.MessageMax {
+		w.chk.Fail(InvMachine, "producer: job-%d refused (%d bytes, the queue takes %d): %v", j.n, r.Size, queue.MessageMax, r.Err)
+		return
+	}
+	w.trace("producer", "refuse job-"+strconv.Itoa(j.n)+": "+strconv.Itoa(r.Size)+" bytes, the queue takes "+strconv.Itoa(queue.MessageMax))
 }
 
 // damages are the ways a job message's attributes can arrive broken (a producer of another
@@ -235,164 +326,247 @@ func (f *fleet) badConfig(w *World, p *workerProc, qc qjobs.Config) {
 	w.chk.Pass(InvConfigRefused)
 }
 
-// job returns the job a payload names.
+// job returns the job a payload names (its leading digits).
 func (f *fleet) job(payload []byte) *fleetJob {
-	n, err := strconv.Atoi(string(payload))
+	i := 0
+	for i < len(payload) && payload[i] >= '0' && payload[i] <= '9' {
+		i++
+	}
+	n, err := strconv.Atoi(string(payload[:i]))
 	if err != nil || n < 1 || n > len(f.jobs) {
 		return nil
 	}
 	return f.jobs[n-1]
 }
 
-// handle is startHandler for a fleet process: the job layer admits the delivery; an attempt
-// runs for a drawn duration and its outcome is decided by the job layer; every plan that ends
-// the delivery sends what it must and reports to the worker machine.
+// handle is startHandler for a fleet process: the delivery goes to the job layer, whose
+// effects perform carries out.
 func (f *fleet) handle(p *workerProc, m core.Message) {
 	w := p.w
 	fp := f.procs[p.id]
 	h := &msgHandler{receipt: m.Receipt, running: true}
 	p.handlers[m.Receipt] = h
 	w.chk.HandlerStarted(m.Receipt)
-	a, payload, err := qjobs.Decode(m)
-	if err != nil && fp != nil {
-		f.notJob(p, h, m, err)
-		return
-	}
-	j := f.job(payload)
-	if err != nil || j == nil || fp == nil {
-		w.chk.Fail(InvMachine, "%s: a job message the worker decoded is not one: %v", p.name, err)
+	if fp == nil {
+		w.chk.Fail(InvMachine, "%s: a delivery without a job layer", p.name)
 		return
 	}
 	// A delivery of an ended message, or of one its duplicate sent, is a duplicate: the
 	// delete lost to a crash or a lost lease explains it.
-	dup := f.ended[m.ID] || f.dup[m.ID]
-	d := qjobs.Delivery{Attrs: a, ReceiveCount: m.ReceiveCount, ReceivedAt: w.now()}
-	plan := fp.m.Admit(w.now(), d)
-	fp.count(plan)
-	if w.mutation == mutFleetIgnoreBreaker && plan.Deferred && !w.now().Before(a.NotBefore) {
-		plan = qjobs.Plan{Action: qjobs.Run, Attempt: d.Attempt()}
-	}
-	if plan.Action != qjobs.Run {
-		w.trace(p.name, "job "+m.Receipt+" "+planString(plan))
-		w.loop.After(time.Millisecond, p.alive(func() { f.end(p, h, m, plan, payload, dup) }))
+	d := &fleetDelivery{m: m, h: h, job: f.job(m.Body), dup: f.ended[m.ID] || f.dup[m.ID]}
+	fp.dels[m.Receipt] = d
+	f.step(p, fp, qjobs.Deliver{Now: w.now(), Receipt: m.Receipt, Message: m})
+}
+
+// step steps p's job layer and performs the effects of that event.
+func (f *fleet) step(p *workerProc, fp *fleetProc, ev qjobs.Event) {
+	w := p.w
+	if err := fp.m.Step(ev); err != nil {
+		w.chk.Fail(InvMachine, "%s: qjobs: %v", p.name, err)
 		return
 	}
-	if dup {
+	rd := fp.m.Ready()
+	for _, n := range rd.Notes {
+		w.trace(p.name, "note "+n.Text+" "+strings.Join(n.Args, " "))
+	}
+	for _, r := range rd.Runs {
+		f.run(p, fp, fp.dels[r.Receipt], r)
+	}
+	for _, s := range rd.Sends {
+		f.send(p, fp, fp.dels[s.Receipt], s)
+	}
+	for _, dn := range rd.Done {
+		f.done(p, fp, fp.dels[dn.Receipt], dn)
+	}
+}
+
+// run starts an attempt the job layer admitted: a drawn duration and outcome.
+func (f *fleet) run(p *workerProc, fp *fleetProc, d *fleetDelivery, r qjobs.Run) {
+	w := p.w
+	fp.want.Runs++
+	j := d.job
+	if j == nil {
+		w.chk.Fail(InvMachine, "%s: the job layer runs %s, which names no job", p.name, d.m.ID)
+		return
+	}
+	if d.dup {
 		j.explained++
 	}
 	if w.mutation == mutFleetDoubleSend {
-		w.queue.SendOutgoing(w.now(), core.Outgoing{Body: m.Body, Attributes: m.Attributes})
+		w.queue.SendOutgoing(w.now(), core.Outgoing{Body: d.m.Body, Attributes: d.m.Attributes})
 	}
-	f.checkRun(p, fp, j, a, plan, m, dup)
-	run := &fleetRun{job: j, attempt: plan.Attempt, probe: plan.Probe, d: d, payload: payload}
-	fp.runs[m.Receipt] = run
-	j.holders[m.Receipt] = fleetHolder{worker: p.id, msg: m.ID}
+	f.checkRun(p, fp, j, r.Attrs, r.Attempt, d.m, d.dup)
+	d.attempt, d.attrs = r.Attempt, r.Attrs
+	j.holders[r.Receipt] = fleetHolder{worker: p.id, msg: d.m.ID}
 	dur := drawBetween(w.rExec, w.cfg.HandlerMin, w.cfg.HandlerMax)
 	if w.faultsOn && faults.Hit(w.rFaults, w.cfg.Faults.Timing.LongHandler) {
 		dur = time.Duration(float64(w.cfg.Visibility) * (1 + w.rFaults.Float64()*(w.cfg.Faults.Timing.LongFactor-1)))
 		w.fault("long-handler")
 	}
-	h.end = w.loop.Now() + dur
+	d.h.end = w.loop.Now() + dur
+	d.outcome = f.drawOutcome(w, j, r.Attempt)
+	w.trace(p.name, "job "+r.Receipt+" run job-"+strconv.Itoa(j.n)+" attempt "+strconv.Itoa(r.Attempt)+" for "+dur.String())
+	d.running = true
+	w.loop.After(dur, p.alive(func() {
+		delete(j.holders, r.Receipt)
+		d.running, d.afterRun, d.cancelled = false, true, !d.h.running
+		if d.cancelled {
+			j.explained++ // cancelled: the lease was lost; the queue redelivers and it counts
+		}
+		f.step(p, fp, qjobs.AttemptDone{Receipt: r.Receipt, Now: w.now(), Outcome: d.outcome, Cancelled: d.cancelled != (w.mutation == mutFleetCancelFlip)})
+	}))
+}
+
+// drawOutcome draws an attempt's outcome: a success, a retryable failure (one in four with a
+// server's wait, at once one time in three), a permanent failure or a panic.
+func (f *fleet) drawOutcome(w *World, j *fleetJob, attempt int) qjobs.Outcome {
 	u := w.rExec.Float64()
-	o := qjobs.Outcome{Result: qjobs.Success}
 	switch {
 	case u < w.cfg.PRetryable:
-		o = qjobs.Outcome{Result: qjobs.Retryable, Err: errFleetFailure.Error() + " (job " + strconv.Itoa(j.n) + " attempt " + strconv.Itoa(plan.Attempt) + ")"}
+		o := qjobs.Outcome{Result: qjobs.Retryable, Err: errFleetFailure.Error() + " (job " + strconv.Itoa(j.n) + " attempt " + strconv.Itoa(attempt) + ")"}
 		if f.r.Intn(4) == 0 {
-			// The target asked for a wait (a Retry-After), at once one time in three.
 			after := drawBetween(f.r, 0, f.policy.Cap)
 			if f.r.Intn(3) == 0 {
 				after = 0
 			}
 			o.After = &after
 		}
+		return o
 	case u < w.cfg.PRetryable+w.cfg.PPermanent:
-		o = qjobs.Outcome{Result: qjobs.Permanent, Err: "permanent " + errFleetFailure.Error()}
 		if f.r.Intn(3) == 0 {
-			o = qjobs.Outcome{Result: qjobs.Panicked, Err: "panic: " + errFleetFailure.Error()}
+			return qjobs.Outcome{Result: qjobs.Panicked, Err: "panic: " + errFleetFailure.Error()}
+		}
+		return qjobs.Outcome{Result: qjobs.Permanent, Err: "permanent " + errFleetFailure.Error()}
+	}
+	return qjobs.Outcome{Result: qjobs.Success}
+}
+
+// send performs a delivery's send a millisecond on, across the network: it may fail before
+// taking effect, or take effect and report failure.
+func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Send) {
+	w := p.w
+	fp.countSend(s)
+	d.afterRun = false
+	if s.Why == qjobs.WhyNotJob && !f.checkNotJob(p, d) {
+		return
+	}
+	if w.mutation == mutFleetIgnoreBreaker && s.Why == qjobs.WhyDefer && d.job != nil {
+		// The planted defect starts the attempt the breaker deferred (its not-before passed).
+		if a, _, err := qjobs.Decode(d.m); err == nil && !w.now().Before(a.NotBefore) {
+			f.checkRun(p, fp, d.job, a, a.Attempts+d.m.ReceiveCount, d.m, d.dup)
 		}
 	}
-	w.trace(p.name, "job "+m.Receipt+" "+plan.Action.String()+" job-"+strconv.Itoa(j.n)+" attempt "+strconv.Itoa(plan.Attempt)+" for "+dur.String())
-	w.loop.After(dur, p.alive(func() {
-		delete(fp.runs, m.Receipt)
-		delete(j.holders, m.Receipt)
-		if !h.running {
-			// Cancelled: the lease was lost; the queue redelivers and the attempt counts.
-			fp.m.Abandon(a.Target, run.probe)
-			fp.want.Abandoned++
-			j.explained++
-			return
+	w.trace(p.name, "job "+s.Receipt+" "+s.String())
+	decided := w.now()
+	w.loop.After(time.Millisecond, p.alive(func() {
+		var err error
+		sent := true
+		switch {
+		case !d.h.running:
+			err, sent = errFleetCancelled, false
+		case w.faultsOn && faults.Hit(w.rNet, w.cfg.Faults.Transport.FailBefore):
+			w.fault("transport-send-failed")
+			err, sent = errFleetSend, false
+		case w.faultsOn && faults.Hit(w.rNet, w.cfg.Faults.Transport.FailAfter):
+			w.fault("transport-send-failed-after")
+			err = errFleetSend
 		}
-		plan := fp.m.Finish(w.now(), d, run.attempt, run.probe, o)
-		fp.count(plan)
-		if plan.Action == qjobs.Hide {
-			f.checkHide(w, fp, j, run.attempt, o, plan.Visibility)
+		if sent {
+			f.deliver(p, d, s, decided)
 		}
-		f.end(p, h, m, plan, payload, dup)
+		if err != nil {
+			fp.want.SendsFailed++
+			w.trace(p.name, "job "+s.Receipt+" send failed: "+err.Error())
+		}
+		f.step(p, fp, qjobs.SendDone{Receipt: s.Receipt, Now: w.now(), Err: err})
 	}))
 }
 
-// end performs a plan that ends a delivery and reports the handler's result to the worker.
-func (f *fleet) end(p *workerProc, h *msgHandler, m core.Message, plan qjobs.Plan, payload []byte, dup bool) {
+// deliver puts a send's message on its queue (unless a planted defect loses it) and notes
+// what it means for the job; decided is when the job layer made it.
+func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided time.Time) {
 	w := p.w
+	switch {
+	case s.Why == qjobs.WhyDead && w.mutation == mutFleetLoseDead, s.Why == qjobs.WhyNotJob && w.mutation == mutFleetDropNotJob:
+		return
+	case s.Why == qjobs.WhyNotJob:
+		f.dlq.SendOutgoing(w.now(), s.Message)
+		d.job.deadAsIs = true
+		f.ended[d.m.ID] = true
+		return
+	}
+	out := s.Message
+	if s.Why == qjobs.WhyDefer && w.mutation == mutFleetHopShort {
+		out.Delay = out.Delay / 10 / time.Second * time.Second
+	}
+	to := w.queue
+	if s.To == qjobs.ToDeadLetter {
+		to = f.dlq
+	}
+	id := to.SendOutgoing(w.now(), out)
+	f.ended[d.m.ID] = true
+	if d.dup {
+		f.dup[id] = true
+	}
+	if s.Why == qjobs.WhyDead && d.job != nil {
+		a := s.Attrs
+		d.job.dead = &a
+	}
+	if s.To == qjobs.ToQueue && d.job != nil && d.job.parked {
+		f.parkedIDs = append(f.parkedIDs, id)
+	}
+	if s.To == qjobs.ToQueue && d.job != nil {
+		f.checkHop(w, d.job, f.hops[d.m.ID], qjobs.Send{Why: s.Why, Attrs: s.Attrs, Message: out}, decided, id)
+	}
+	w.trace(p.name, "job "+s.Receipt+" sent "+id)
+	w.wakePollers()
+}
+
+// done reports a delivery's Done to the worker machine as the handler's result, unless the
+// handler was cancelled meanwhile (the cancel path reported HandlerDone).
+func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Done) {
+	w := p.w
+	delete(fp.dels, dn.Receipt)
+	fromRun := d.afterRun
+	if fromRun {
+		f.checkAbandon(p, d, dn)
+	}
+	switch {
+	case dn.Disposition == qjobs.Release:
+		fp.want.Abandoned++
+	case fromRun && dn.Disposition == qjobs.Delete:
+		fp.want.Acked++
+	case fromRun && dn.Disposition == qjobs.Hide:
+		fp.want.Hidden++
+		f.checkHide(w, fp, d.job, d.attempt, d.outcome, dn.Visibility)
+	}
+	h := d.h
 	if !h.running {
-		return // cancelled meanwhile: the cancel path reported HandlerDone
+		return
 	}
 	res := worker.Result{Outcome: worker.Success}
-	switch plan.Action {
+	switch dn.Disposition {
+	case qjobs.Delete:
+		if fromRun && d.job != nil {
+			f.ended[d.m.ID] = true
+			d.job.done = true
+		}
 	case qjobs.Hide:
-		v := plan.Visibility
-		res = worker.Result{Outcome: worker.Retryable, Err: errFleetFailure, After: &v}
-	case qjobs.Resend, qjobs.DeadLetter:
-		to := w.queue
-		if plan.Action == qjobs.DeadLetter {
-			to = f.dlq
-		}
-		// A send crosses the network like any call: it may fail before taking effect.
-		if w.faultsOn && faults.Hit(w.rNet, w.cfg.Faults.Transport.FailBefore) {
-			w.fault("transport-send-failed")
-			w.trace(p.name, "job "+m.Receipt+" send failed")
-			after := time.Second
-			res = worker.Result{Outcome: worker.Retryable, Err: errFleetFailure, After: &after}
-			break
-		}
-		if plan.Action == qjobs.DeadLetter && w.mutation == mutFleetLoseDead {
-			break
-		}
-		out := qjobs.Encode(plan.Send.Attrs, payload)
-		out.Delay = plan.Send.Delay
-		id := to.SendOutgoing(w.now(), out)
-		f.ended[m.ID] = true
-		if dup {
-			f.dup[id] = true
-		}
-		if plan.Action == qjobs.DeadLetter {
-			if j := f.job(payload); j != nil {
-				a := plan.Send.Attrs
-				j.dead = &a
-			}
-		}
-		w.trace(p.name, "job "+m.Receipt+" sent "+id+" "+planString(plan))
-		w.wakePollers()
-	case qjobs.Ack:
-		f.ended[m.ID] = true
-		if j := f.job(payload); j != nil {
-			j.done = true
-		}
+		v := dn.Visibility
+		res = worker.Result{Outcome: worker.Retryable, Err: errors.New(dn.Err), After: &v}
+	default:
+		w.chk.Fail(InvMachine, "%s: %s released though its handler runs", p.name, dn.Receipt)
+		return
 	}
 	h.running = false
 	delete(p.handlers, h.receipt)
 	w.chk.CheckHiddenUntilEnd(h.receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), h.receipt))
 	w.chk.HandlerEnded(h.receipt)
 	w.chk.DispositionBegan(h.receipt)
-	if res.Outcome == worker.Success && plan.Action == qjobs.Ack {
-		w.dups.succeeded(&w.st.Duplicates, p.id, m.ID, h.receipt)
+	if fromRun && dn.Disposition == qjobs.Delete {
+		w.dups.succeeded(&w.st.Duplicates, p.id, d.m.ID, h.receipt)
 	}
-	if plan.Action == qjobs.Ack || plan.Action == qjobs.Hide {
-		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String()+" ("+planString(plan)+")")
-	} else {
-		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String())
-	}
+	w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String()+" ("+dn.String()+")")
 	p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 }
 
@@ -417,88 +591,41 @@ func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o q
 	w.chk.Pass(InvBackoff)
 }
 
-// count adds a plan of this incarnation's job layer to what its Stats must say.
-func (fp *fleetProc) count(plan qjobs.Plan) {
-	switch plan.Action {
-	case qjobs.Run:
-		fp.want.Runs++
-	case qjobs.Ack:
-		fp.want.Acked++
-	case qjobs.Hide:
-		fp.want.Hidden++
-	case qjobs.Resend:
-		if plan.Deferred {
-			fp.want.Deferred++
-		} else {
-			fp.want.Resent++
-		}
-	case qjobs.DeadLetter:
+// countSend adds a send of this incarnation's job layer to what its Status must count.
+func (fp *fleetProc) countSend(s qjobs.Send) {
+	switch s.Why {
+	case qjobs.WhyDefer:
+		fp.want.Deferred++
+	case qjobs.WhyRetry:
+		fp.want.Resent++
+	case qjobs.WhyDead:
 		fp.want.DeadLettered++
+	case qjobs.WhyNotJob:
+		fp.want.NotJobs++
 	}
 }
 
-// checkStats checks an incarnation's job layer counted the plans it gave.
+// checkStats checks an incarnation's job layer counted the effects it gave.
 func (f *fleet) checkStats(w *World, name string, fp *fleetProc) {
-	if got := fp.m.Stats(); got != fp.want {
-		w.chk.Fail(InvMachine, "%s: the job layer's Stats %+v, its plans %+v", name, got, fp.want)
+	if got := fp.m.Status().Stats; got != fp.want {
+		w.chk.Fail(InvMachine, "%s: the job layer's Status %+v, its effects %+v", name, got, fp.want)
 	}
 }
 
-// notJob is the queue runner's handling of a message that is not a job: moved to the
-// dead-letter queue as it is (a send that may fail: retried after a second), then acked.
-// Only a message the world damaged may be refused, with an error naming what it damaged.
-func (f *fleet) notJob(p *workerProc, h *msgHandler, m core.Message, err error) {
+// checkNotJob checks a message the job layer sends to the dead-letter queue as not a job:
+// only a message the world damaged may be refused, with an error naming what it damaged
+// (the note the job layer wrote).
+func (f *fleet) checkNotJob(p *workerProc, d *fleetDelivery) bool {
 	w := p.w
-	j := f.job(m.Body)
-	switch {
-	case j == nil || j.malformed == "":
-		w.chk.Fail(InvFleetNotJob, "%s: a job message sent well-formed (%s) was refused: %v", p.name, m.ID, err)
-		return
-	case !errors.Is(err, qjobs.ErrEnvelope) || !strings.Contains(err.Error(), j.malformed):
+	j := d.job
+	if j == nil || j.malformed == "" {
+		w.chk.Fail(InvFleetNotJob, "%s: a job message sent well-formed (%s) was refused", p.name, d.m.ID)
+		return false
+	}
+	if _, _, err := qjobs.Decode(d.m); !errors.Is(err, qjobs.ErrEnvelope) || !strings.Contains(err.Error(), j.malformed) {
 		w.chk.Fail(InvFleetNotJob, "%s: job-%d's malformed message refused with %v, want %v naming %s", p.name, j.n, err, qjobs.ErrEnvelope, j.malformed)
-		return
+		return false
 	}
 	w.chk.Pass(InvFleetNotJob)
-	w.trace(p.name, "job "+m.Receipt+" not a job: "+err.Error())
-	w.loop.After(time.Millisecond, p.alive(func() {
-		if !h.running {
-			return // cancelled meanwhile: the cancel path reported HandlerDone
-		}
-		res := worker.Result{Outcome: worker.Success}
-		if w.faultsOn && faults.Hit(w.rNet, w.cfg.Faults.Transport.FailBefore) {
-			w.fault("transport-send-failed")
-			after := time.Second
-			res = worker.Result{Outcome: worker.Retryable, Err: errFleetFailure, After: &after}
-		} else if w.mutation != mutFleetDropNotJob {
-			f.dlq.SendOutgoing(w.now(), core.Outgoing{Body: m.Body, Attributes: m.Attributes})
-			j.deadAsIs = true
-			f.ended[m.ID] = true
-		}
-		h.running = false
-		delete(p.handlers, h.receipt)
-		w.chk.CheckHiddenUntilEnd(h.receipt, w.queue.HiddenAt(w.now().Add(-time.Nanosecond), h.receipt))
-		w.chk.HandlerEnded(h.receipt)
-		w.chk.DispositionBegan(h.receipt)
-		w.trace(p.name, "done "+h.receipt+" "+res.Outcome.String()+" (dead-letter as is)")
-		p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
-	}))
-}
-
-func planString(p qjobs.Plan) string {
-	var b strings.Builder
-	b.WriteString(p.Action.String())
-	switch p.Action {
-	case qjobs.Hide:
-		b.WriteString(" " + p.Visibility.String())
-	case qjobs.Resend, qjobs.DeadLetter:
-		a := p.Send.Attrs
-		b.WriteString(" attempts=" + strconv.Itoa(a.Attempts) + " delay=" + p.Send.Delay.String())
-		if p.Deferred {
-			b.WriteString(" deferred")
-		}
-		if a.Reason != "" {
-			b.WriteString(" reason=" + string(a.Reason))
-		}
-	}
-	return b.String()
+	return true
 }

@@ -98,14 +98,11 @@ func (m *msgProducer) tick(w *World) {
 		if w.rWork.Float64() < w.cfg.PPoison {
 			body = "poison-" + strconv.Itoa(m.sent)
 		}
-		out := core.Outgoing{Body: []byte(body)}
 		if w.fleet != nil {
-			var ok bool
-			if out, ok = w.fleet.body(w, m.sent); !ok {
-				continue
-			}
+			w.fleet.enqueue(w, m.sent)
+			continue
 		}
-		id := w.queue.SendOutgoing(w.now(), out)
+		id := w.queue.SendOutgoing(w.now(), core.Outgoing{Body: []byte(body)})
 		w.trace("producer", "send "+id+" "+body)
 	}
 	w.wakePollers()
@@ -115,6 +112,9 @@ func (m *msgProducer) tick(w *World) {
 func (m *msgProducer) settled(w *World) bool {
 	if w.queue == nil {
 		return true
+	}
+	if w.fleet != nil {
+		return w.fleet.settled(w) // parked jobs wait on
 	}
 	live, _, _ := w.queue.Counts()
 	return live == 0

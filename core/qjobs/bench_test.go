@@ -9,15 +9,18 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// BenchmarkJobLayer is the job layer's own cost per job over the raw worker: decode the
-// attributes, admit (breaker included), finish with success; and with a retryable failure
-// (backoff draw, hide). Encode is the enqueue side's.
+// BenchmarkJobLayer is the job layer's own cost per job over the raw worker, through the host
+// as a driver uses it: Deliver (decode, admit with the breaker) and AttemptDone with success;
+// and with a retryable failure (backoff draw, hide). Encode is the enqueue side's.
 func BenchmarkJobLayer(b *testing.B) {
 	c := testConfig()
 	c.Rand = rand.New(rand.NewSource(1))
 	c.Circuit.Threshold = 1 << 20 // the breaker stays closed: every delivery runs
 	m, err := New(c)
 	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Step(Register{Kind: "email"}); err != nil {
 		b.Fatal(err)
 	}
 	bodies := make([]core.Message, 64)
@@ -32,22 +35,23 @@ func BenchmarkJobLayer(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			now := t0
+			receipt := "r"
 			for i := range b.N {
-				a, _, err := Decode(bodies[i%len(bodies)])
-				if err != nil {
+				now = now.Add(time.Millisecond)
+				if err := m.Step(Deliver{Now: now, Receipt: receipt, Message: bodies[i%len(bodies)]}); err != nil {
 					b.Fatal(err)
 				}
-				now = now.Add(time.Millisecond)
-				d := Delivery{Attrs: a, ReceiveCount: 1, ReceivedAt: now}
-				p := m.Admit(now, d)
-				if p.Action != Run {
-					continue
+				if rd := m.Ready(); len(rd.Runs) == 0 {
+					b.Fatalf("delivery %d: %+v, want a run", i, rd)
 				}
 				o := Outcome{Result: Success}
 				if retry && i%4 == 0 {
 					o = Outcome{Result: Retryable, Err: "421"}
 				}
-				m.Finish(now, d, p.Attempt, p.Probe, o)
+				if err := m.Step(AttemptDone{Receipt: receipt, Now: now, Outcome: o}); err != nil {
+					b.Fatal(err)
+				}
+				m.Ready()
 			}
 		})
 	}

@@ -54,13 +54,20 @@ const (
 
 // Validate reports the first attribute a job message cannot carry.
 func (a Attrs) Validate() error {
+	if err := a.check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrEnvelope, err)
+	}
+	return nil
+}
+
+func (a Attrs) check() error {
 	switch {
 	case a.Kind == "" || strings.ContainsRune(a.Kind, 0):
-		return fmt.Errorf("%w: kind %q must be non-empty, without NUL", ErrEnvelope, a.Kind)
+		return fmt.Errorf("kind %q must be non-empty, without NUL", a.Kind)
 	case a.Target == "":
-		return fmt.Errorf("%w: empty target", ErrEnvelope)
+		return errors.New("empty target")
 	case a.Attempts < 0 || a.AttemptsMax < 0 || a.Deadline < 0:
-		return fmt.Errorf("%w: negative attempts (%d), attempts max (%d) or deadline (%v)", ErrEnvelope, a.Attempts, a.AttemptsMax, a.Deadline)
+		return fmt.Errorf("negative attempts (%d), attempts max (%d) or deadline (%v)", a.Attempts, a.AttemptsMax, a.Deadline)
 	}
 	return nil
 }

@@ -17,6 +17,18 @@ const (
 	VisibilityMaxDefault = 12 * time.Hour
 	// DelayMaxDefault: a sent message can be delayed at most 15 min.
 	DelayMaxDefault = 15 * time.Minute
+	// MessageMaxDefault: a message (body and attributes) is at most 256 KiB.
+	MessageMaxDefault = 256 << 10
+)
+
+// The worker under the job layer keeps leases only: the job layer counts attempts and
+// dead-letters, so the worker's budget never retires a message and it has no redrive; its
+// backoff is never used (every Hide carries its visibility), up to the visibility limit.
+const (
+	WorkerBudget     = 1 << 30
+	WorkerHideMax    = VisibilityMaxDefault
+	WorkerRetryBase  = time.Second
+	WorkerAttemptMax = 1
 )
 
 // Config configures a Machine.
@@ -28,71 +40,73 @@ type Config struct {
 	VisibilityMax, Margin time.Duration
 	// DelayMax is the longest delay a send may ask for.
 	DelayMax time.Duration
+	// MessageMax is the largest message the queue takes, counted as Size counts it.
+	MessageMax int
 	// Rand draws backoff jitter; nil means no jitter (the full delay).
 	Rand *rand.Rand
 }
 
-// Delivery is one delivery of a job message, as the machine needs it.
-type Delivery struct {
+// delivery is one delivery of a job message, as the decisions need it.
+type delivery struct {
 	Attrs        Attrs
 	ReceiveCount int       // ≥ 1
-	ReceivedAt   time.Time // when the receive that returned it was sent
+	ReceivedAt   time.Time // when the handler started: the visibility limit counts from here
 	// Unregistered: this process has no handler for the job's kind; the job waits (re-sent
 	// with the longest delay, no attempt spent) for a process that has one.
 	Unregistered bool
 }
 
 // Attempt is the number this delivery's attempt has if it runs.
-func (d Delivery) Attempt() int { return d.Attrs.Attempts + max(1, d.ReceiveCount) }
+func (d delivery) Attempt() int { return d.Attrs.Attempts + max(1, d.ReceiveCount) }
 
-// Action is what the driver does with a delivery.
-type Action uint8
+// action is what a decision does with a delivery.
+type action uint8
 
 const (
-	// Run the handler (Plan.Attempt, Plan.Probe), then call Finish or Abandon.
-	Run Action = iota + 1
-	// Ack: delete the message.
-	Ack
-	// Hide: change the message's visibility to Plan.Visibility; the next delivery is the next
-	// attempt.
-	Hide
-	// Resend: send Plan.Send (same payload) to the queue, then delete the original. Used for
-	// a defer (no attempt spent) and for a retry beyond what one visibility change holds.
-	Resend
-	// DeadLetter: send Plan.Send (same payload) to the dead-letter queue, then delete.
-	DeadLetter
+	// actRun: run the handler (plan.Attempt, plan.Probe), then finish or abandon.
+	actRun action = iota + 1
+	// actAck: delete the message.
+	actAck
+	// actHide: change the message's visibility to plan.Visibility; the next delivery is the
+	// next attempt.
+	actHide
+	// actResend: send plan.Send (same payload) to the queue, then delete the original. Used
+	// for a defer (no attempt spent) and for a retry beyond what one visibility change holds.
+	actResend
+	// actDeadLetter: send plan.Send (same payload) to the dead-letter queue, then delete.
+	actDeadLetter
 )
 
-func (a Action) String() string {
+func (a action) String() string {
 	switch a {
-	case Run:
+	case actRun:
 		return "run"
-	case Ack:
+	case actAck:
 		return "ack"
-	case Hide:
+	case actHide:
 		return "hide"
-	case Resend:
+	case actResend:
 		return "resend"
-	case DeadLetter:
+	case actDeadLetter:
 		return "dead-letter"
 	}
-	return fmt.Sprintf("Action(%d)", uint8(a))
+	return fmt.Sprintf("action(%d)", uint8(a))
 }
 
-// Outgoing is a message to send: the job's new attributes and the send's delay.
-type Outgoing struct {
+// outgoing is a message to send: the job's new attributes and the send's delay.
+type outgoing struct {
 	Attrs Attrs
 	Delay time.Duration // whole seconds, ≤ DelayMax
 }
 
-// Plan is the machine's decision for one delivery.
-type Plan struct {
-	Action     Action
-	Attempt    int           // Run: this attempt's number (1-based)
-	Probe      breaker.Probe // Run: pass back to Finish or Abandon
-	Visibility time.Duration // Hide: whole seconds
-	Send       Outgoing      // Resend, DeadLetter
-	Deferred   bool          // Resend: a defer (no attempt was made)
+// plan is one decision for one delivery.
+type plan struct {
+	Action     action
+	Attempt    int           // actRun: this attempt's number (1-based)
+	Probe      breaker.Probe // actRun: pass back to finish or abandon
+	Visibility time.Duration // actHide: whole seconds
+	Send       outgoing      // actResend, actDeadLetter
+	Deferred   bool          // actResend: a defer (no attempt was made)
 }
 
 // Result is how an attempt ended.
@@ -115,9 +129,13 @@ type Outcome struct {
 // Stats counts the machine's decisions.
 type Stats struct {
 	Runs, Deferred, Acked, Hidden, Resent, DeadLettered, Abandoned int
+	Enqueued                                                       int // jobs sent by Enqueue
+	NotJobs                                                        int // messages that were not jobs, sent to the dead-letter queue
+	SendsFailed                                                    int // re-sends and dead letters that failed (their original comes back)
 }
 
-// Machine is the job layer of one process. It is not safe for concurrent use.
+// Machine is the job layer of one process: a host with New, Step, Ready, WakeAt and Status.
+// It is not safe for concurrent use.
 type Machine struct {
 	cfg      Config
 	breakers map[string]*breaker.Breaker
@@ -125,6 +143,10 @@ type Machine struct {
 	// phases never match a probe of a forgotten one.
 	phaseHigh uint64
 	stats     Stats
+	kinds     map[string]bool     // registered
+	warned    map[string]bool     // unregistered kinds warned about; at most warnedMax
+	pending   map[string]*pending // by receipt; Invariant: at most deliveriesMax
+	ready     Ready
 }
 
 // WithDefaults fills the zero fields of c.
@@ -136,6 +158,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DelayMax == 0 {
 		c.DelayMax = DelayMaxDefault
+	}
+	if c.MessageMax == 0 {
+		c.MessageMax = MessageMaxDefault
 	}
 	return c
 }
@@ -156,8 +181,11 @@ func New(cfg Config) (*Machine, error) {
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "Margin", Value: cfg.Margin, Rule: "must be in [0, VisibilityMax)"}
 	case cfg.DelayMax < 0:
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "DelayMax", Value: cfg.DelayMax, Rule: "must be ≥ 0"}
+	case cfg.MessageMax < 0:
+		return nil, &core.FieldError{Err: ErrInvalid, Field: "MessageMax", Value: cfg.MessageMax, Rule: "must be ≥ 0"}
 	}
-	return &Machine{cfg: cfg, breakers: map[string]*breaker.Breaker{}}, nil
+	return &Machine{cfg: cfg, breakers: map[string]*breaker.Breaker{}, kinds: map[string]bool{},
+		warned: map[string]bool{}, pending: map[string]*pending{}}, nil
 }
 
 // ErrInvalid is wrapped by New's own field errors.
@@ -175,8 +203,8 @@ func (m *Machine) policy(a Attrs) retry.Policy {
 	return p
 }
 
-// Admit decides what a fresh delivery does at now: Run, Resend (a defer), or DeadLetter.
-func (m *Machine) Admit(now time.Time, d Delivery) Plan {
+// admit decides what a fresh delivery does at now: run, re-send (a defer), or dead-letter.
+func (m *Machine) admit(now time.Time, d delivery) plan {
 	a := d.Attrs
 	made := d.Attempt() - 1 // attempts made before this delivery
 	if d.Unregistered {
@@ -208,25 +236,25 @@ func (m *Machine) Admit(now time.Time, d Delivery) Plan {
 		return m.deferUntil(now, a, made, dec.Until)
 	}
 	m.stats.Runs++
-	return Plan{Action: Run, Attempt: made + 1, Probe: dec.Probe}
+	return plan{Action: actRun, Attempt: made + 1, Probe: dec.Probe}
 }
 
 // deferUntil re-sends the job with the attempts actually made, not before until.
-func (m *Machine) deferUntil(now time.Time, a Attrs, made int, until time.Time) Plan {
+func (m *Machine) deferUntil(now time.Time, a Attrs, made int, until time.Time) plan {
 	m.stats.Deferred++
 	a.Attempts, a.NotBefore = made, until
-	return Plan{Action: Resend, Deferred: true, Send: Outgoing{Attrs: a, Delay: m.delay(until.Sub(now))}}
+	return plan{Action: actResend, Deferred: true, Send: outgoing{Attrs: a, Delay: m.delay(until.Sub(now))}}
 }
 
-func (m *Machine) dead(a Attrs, made int, r Reason, lastErr string) Plan {
+func (m *Machine) dead(a Attrs, made int, r Reason, lastErr string) plan {
 	m.stats.DeadLettered++
 	a.Attempts, a.Reason, a.LastErr, a.NotBefore = made, r, lastErr, time.Time{}
-	return Plan{Action: DeadLetter, Send: Outgoing{Attrs: a}}
+	return plan{Action: actDeadLetter, Send: outgoing{Attrs: a}}
 }
 
-// Finish decides how the message of an attempt Admit ran leaves, given its outcome at now.
-// attempt and probe are the Run plan's.
-func (m *Machine) Finish(now time.Time, d Delivery, attempt int, probe breaker.Probe, o Outcome) Plan {
+// finish decides how the message of an attempt admit ran leaves, given its outcome at now.
+// attempt and probe are the run plan's.
+func (m *Machine) finish(now time.Time, d delivery, attempt int, probe breaker.Probe, o Outcome) plan {
 	a := d.Attrs
 	br := breaker.Success
 	switch o.Result {
@@ -238,13 +266,13 @@ func (m *Machine) Finish(now time.Time, d Delivery, attempt int, probe breaker.P
 		br = breaker.Panic
 	case Success:
 	default:
-		panic(fmt.Sprintf("qjobs: Finish with result %d", o.Result))
+		panic(fmt.Sprintf("qjobs: finish with result %d", o.Result))
 	}
 	m.record(now, a.Target, br, probe)
 	switch o.Result {
 	case Success:
 		m.stats.Acked++
-		return Plan{Action: Ack}
+		return plan{Action: actAck}
 	case Permanent, Panicked:
 		return m.dead(a, attempt, ReasonPermanent, o.Err)
 	}
@@ -269,16 +297,16 @@ func (m *Machine) Finish(now time.Time, d Delivery, attempt int, probe breaker.P
 	// The visibility set now must end within VisibilityMax of the receive.
 	if now.Sub(d.ReceivedAt)+wait <= m.cfg.VisibilityMax-m.cfg.Margin {
 		m.stats.Hidden++
-		return Plan{Action: Hide, Visibility: wait}
+		return plan{Action: actHide, Visibility: wait}
 	}
 	m.stats.Resent++
 	a.Attempts, a.NotBefore, a.LastErr = attempt, due, o.Err
-	return Plan{Action: Resend, Send: Outgoing{Attrs: a, Delay: m.delay(due.Sub(now))}}
+	return plan{Action: actResend, Send: outgoing{Attrs: a, Delay: m.delay(due.Sub(now))}}
 }
 
-// Abandon gives back the probe of an attempt that ended without an outcome (its lease was
+// abandon gives back the probe of an attempt that ended without an outcome (its lease was
 // lost, or the process is stopping); the queue redelivers the message.
-func (m *Machine) Abandon(target string, probe breaker.Probe) {
+func (m *Machine) abandon(target string, probe breaker.Probe) {
 	m.stats.Abandoned++
 	if b, ok := m.breakers[target]; ok {
 		b.Step(breaker.Release{Probe: probe})
@@ -307,9 +335,11 @@ func (m *Machine) record(now time.Time, target string, r breaker.Result, probe b
 	}
 }
 
-// delay is d in whole seconds (rounded up), within [0, DelayMax].
+// delay is d in whole seconds (rounded up), within [0, DelayMax]. d is clamped before it is
+// rounded: a wait to a far-future time saturates near the largest Duration, and rounding that
+// up would overflow to a negative delay (a re-send at once, again and again).
 func (m *Machine) delay(d time.Duration) time.Duration {
-	return min(max(0, ceilSecond(d)), m.cfg.DelayMax/time.Second*time.Second)
+	return ceilSecond(min(d, m.cfg.DelayMax.Truncate(time.Second)))
 }
 
 func ceilSecond(d time.Duration) time.Duration {
@@ -337,11 +367,14 @@ func (m *Machine) Targets() []string {
 	return out
 }
 
-// Stats returns a copy of the counters.
-func (m *Machine) Stats() Stats { return m.stats }
-
-// CheckInvariants checks every breaker's invariants, in target order.
+// CheckInvariants checks the host's bounds and every breaker's invariants, in target order.
 func (m *Machine) CheckInvariants() error {
+	if n := len(m.pending); n > deliveriesMax {
+		return fmt.Errorf("qjobs: %d deliveries in flight, more than %d", n, deliveriesMax)
+	}
+	if n := len(m.warned); n > warnedMax {
+		return fmt.Errorf("qjobs: %d kinds warned about, more than %d", n, warnedMax)
+	}
 	for _, t := range m.Targets() {
 		if err := m.breakers[t].CheckInvariants(); err != nil {
 			return fmt.Errorf("qjobs: target %q: %w", t, err)

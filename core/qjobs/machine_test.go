@@ -100,33 +100,33 @@ func TestConfigRefused(t *testing.T) {
 // TestPlans walks one job through the table of decisions.
 func TestPlans(t *testing.T) {
 	m := newMachine(t, testConfig())
-	d := Delivery{Attrs: job("smtp"), ReceiveCount: 1, ReceivedAt: t0}
+	d := delivery{Attrs: job("smtp"), ReceiveCount: 1, ReceivedAt: t0}
 	type step struct {
 		name string
-		got  Plan
-		want Plan
+		got  plan
+		want plan
 	}
-	run := m.Admit(t0, d)
+	run := m.admit(t0, d)
 	fail := Outcome{Result: Retryable, Err: "boom"}
-	steps := []step{{"first delivery runs attempt 1", run, Plan{Action: Run, Attempt: 1}}}
-	steps = append(steps, step{"a retry within 12h hides for the backoff", m.Finish(t0.Add(time.Second), d, 1, run.Probe, fail),
-		Plan{Action: Hide, Visibility: time.Minute}})
+	steps := []step{{"first delivery runs attempt 1", run, plan{Action: actRun, Attempt: 1}}}
+	steps = append(steps, step{"a retry within 12h hides for the backoff", m.finish(t0.Add(time.Second), d, 1, run.Probe, fail),
+		plan{Action: actHide, Visibility: time.Minute}})
 	d.ReceiveCount = 2
-	run = m.Admit(t0.Add(2*time.Minute), d)
-	steps = append(steps, step{"the second delivery is attempt 2", run, Plan{Action: Run, Attempt: 2}})
-	steps = append(steps, step{"second failure opens the breaker and hides", m.Finish(t0.Add(2*time.Minute), d, 2, run.Probe, fail),
-		Plan{Action: Hide, Visibility: 2 * time.Minute}})
+	run = m.admit(t0.Add(2*time.Minute), d)
+	steps = append(steps, step{"the second delivery is attempt 2", run, plan{Action: actRun, Attempt: 2}})
+	steps = append(steps, step{"second failure opens the breaker and hides", m.finish(t0.Add(2*time.Minute), d, 2, run.Probe, fail),
+		plan{Action: actHide, Visibility: 2 * time.Minute}})
 	d.ReceiveCount = 3
 	def := Attrs{Kind: "mail", Target: "smtp", FirstDue: t0, Attempts: 2, NotBefore: t0.Add(12 * time.Minute)}
-	steps = append(steps, step{"breaker open: defer by re-sending with attempts made, none spent", m.Admit(t0.Add(4*time.Minute), d),
-		Plan{Action: Resend, Deferred: true, Send: Outgoing{Attrs: def, Delay: 8 * time.Minute}}})
-	d = Delivery{Attrs: def, ReceiveCount: 1, ReceivedAt: t0.Add(12 * time.Minute)}
-	run = m.Admit(t0.Add(12*time.Minute), d)
-	steps = append(steps, step{"after the cooldown the re-sent job runs attempt 3 as a probe", run, Plan{Action: Run, Attempt: 3, Probe: 1}})
+	steps = append(steps, step{"breaker open: defer by re-sending with attempts made, none spent", m.admit(t0.Add(4*time.Minute), d),
+		plan{Action: actResend, Deferred: true, Send: outgoing{Attrs: def, Delay: 8 * time.Minute}}})
+	d = delivery{Attrs: def, ReceiveCount: 1, ReceivedAt: t0.Add(12 * time.Minute)}
+	run = m.admit(t0.Add(12*time.Minute), d)
+	steps = append(steps, step{"after the cooldown the re-sent job runs attempt 3 as a probe", run, plan{Action: actRun, Attempt: 3, Probe: 1}})
 	dead := def
 	dead.LastErr, dead.Reason, dead.Attempts, dead.NotBefore = "boom", ReasonSpent, 3, time.Time{}
-	steps = append(steps, step{"third failure spends the budget: dead-lettered with the error", m.Finish(t0.Add(13*time.Minute), d, 3, run.Probe, fail),
-		Plan{Action: DeadLetter, Send: Outgoing{Attrs: dead}}})
+	steps = append(steps, step{"third failure spends the budget: dead-lettered with the error", m.finish(t0.Add(13*time.Minute), d, 3, run.Probe, fail),
+		plan{Action: actDeadLetter, Send: outgoing{Attrs: dead}}})
 	for _, s := range steps {
 		if diff := cmp.Diff(s.want, s.got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", s.name, diff)
@@ -139,17 +139,17 @@ func TestRetryBeyondVisibilityResends(t *testing.T) {
 	c.Policy.Base = 13 * time.Hour
 	c.Policy.Cap = 13 * time.Hour
 	m := newMachine(t, c)
-	d := Delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0}
-	run := m.Admit(t0, d)
-	got := m.Finish(t0.Add(time.Minute), d, run.Attempt, run.Probe, Outcome{Result: Retryable, Err: "later"})
+	d := delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0}
+	run := m.admit(t0, d)
+	got := m.finish(t0.Add(time.Minute), d, run.Attempt, run.Probe, Outcome{Result: Retryable, Err: "later"})
 	want := Attrs{Kind: "mail", Target: "a", FirstDue: t0, Attempts: 1, NotBefore: t0.Add(13*time.Hour + time.Minute), LastErr: "later"}
-	if diff := cmp.Diff(Plan{Action: Resend, Send: Outgoing{Attrs: want, Delay: 15 * time.Minute}}, got); diff != "" {
+	if diff := cmp.Diff(plan{Action: actResend, Send: outgoing{Attrs: want, Delay: 15 * time.Minute}}, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 	// The re-sent message arrives early (the delay caps at 15 min): deferred again, no attempt.
-	d = Delivery{Attrs: want, ReceiveCount: 1, ReceivedAt: t0.Add(16 * time.Minute)}
-	p := m.Admit(t0.Add(16*time.Minute), d)
-	if p.Action != Resend || !p.Deferred || p.Send.Attrs.Attempts != 1 {
+	d = delivery{Attrs: want, ReceiveCount: 1, ReceivedAt: t0.Add(16 * time.Minute)}
+	p := m.admit(t0.Add(16*time.Minute), d)
+	if p.Action != actResend || !p.Deferred || p.Send.Attrs.Attempts != 1 {
 		t.Fatalf("early delivery: %+v, want a deferring re-send keeping 1 attempt", p)
 	}
 }
@@ -158,18 +158,18 @@ func TestPerJobDeadlineAndAttempts(t *testing.T) {
 	m := newMachine(t, testConfig())
 	a := job("a")
 	a.Deadline = time.Hour
-	p := m.Admit(t0.Add(time.Hour), Delivery{Attrs: a, ReceiveCount: 1, ReceivedAt: t0})
-	if p.Action != DeadLetter || p.Send.Attrs.Reason != ReasonLate {
+	p := m.admit(t0.Add(time.Hour), delivery{Attrs: a, ReceiveCount: 1, ReceivedAt: t0})
+	if p.Action != actDeadLetter || p.Send.Attrs.Reason != ReasonLate {
 		t.Errorf("past its own deadline: %+v, want dead-letter (deadline)", p)
 	}
 	a = job("a")
 	a.AttemptsMax = 1
-	p = m.Admit(t0, Delivery{Attrs: a, ReceiveCount: 2, ReceivedAt: t0})
-	if p.Action != DeadLetter || p.Send.Attrs.Reason != ReasonSpent || p.Send.Attrs.Attempts != 1 {
+	p = m.admit(t0, delivery{Attrs: a, ReceiveCount: 2, ReceivedAt: t0})
+	if p.Action != actDeadLetter || p.Send.Attrs.Reason != ReasonSpent || p.Send.Attrs.Attempts != 1 {
 		t.Errorf("second delivery of a 1-attempt job (the first crashed): %+v, want dead-letter (spent) after 1", p)
 	}
-	p = m.Admit(t0, Delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0})
-	if got := m.Finish(t0, Delivery{Attrs: job("a"), ReceiveCount: 1}, p.Attempt, p.Probe, Outcome{Result: Permanent, Err: "bad"}); got.Action != DeadLetter || got.Send.Attrs.Reason != ReasonPermanent || got.Send.Attrs.LastErr != "bad" {
+	p = m.admit(t0, delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0})
+	if got := m.finish(t0, delivery{Attrs: job("a"), ReceiveCount: 1}, p.Attempt, p.Probe, Outcome{Result: Permanent, Err: "bad"}); got.Action != actDeadLetter || got.Send.Attrs.Reason != ReasonPermanent || got.Send.Attrs.LastErr != "bad" {
 		t.Errorf("permanent failure: %+v, want dead-letter (permanent, bad)", got)
 	}
 }
@@ -178,32 +178,32 @@ func TestUnregisteredKindWaits(t *testing.T) {
 	m := newMachine(t, testConfig())
 	a := job("a")
 	a.Attempts = 1
-	p := m.Admit(t0, Delivery{Attrs: a, ReceiveCount: 3, ReceivedAt: t0, Unregistered: true})
+	p := m.admit(t0, delivery{Attrs: a, ReceiveCount: 3, ReceivedAt: t0, Unregistered: true})
 	want := a
 	want.Attempts, want.NotBefore = 3, t0.Add(DelayMaxDefault)
-	if diff := cmp.Diff(Plan{Action: Resend, Deferred: true, Send: Outgoing{Attrs: want, Delay: DelayMaxDefault}}, p); diff != "" {
+	if diff := cmp.Diff(plan{Action: actResend, Deferred: true, Send: outgoing{Attrs: want, Delay: DelayMaxDefault}}, p); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
 func TestAbandonGivesProbeBack(t *testing.T) {
 	m := newMachine(t, testConfig())
-	d := Delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0}
+	d := delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0}
 	for i := range 2 {
-		p := m.Admit(t0, d)
-		m.Finish(t0, d, p.Attempt, p.Probe, Outcome{Result: Retryable, Err: "x"})
+		p := m.admit(t0, d)
+		m.finish(t0, d, p.Attempt, p.Probe, Outcome{Result: Retryable, Err: "x"})
 		_ = i
 	}
 	later := t0.Add(time.Hour)
-	p := m.Admit(later, d)
-	if p.Action != Run || p.Probe == 0 {
+	p := m.admit(later, d)
+	if p.Action != actRun || p.Probe == 0 {
 		t.Fatalf("after cooldown: %+v, want a probe", p)
 	}
-	if q := m.Admit(later, d); q.Action != Resend || !q.Deferred {
+	if q := m.admit(later, d); q.Action != actResend || !q.Deferred {
 		t.Fatalf("second while the probe runs: %+v, want deferred", q)
 	}
-	m.Abandon("a", p.Probe)
-	if q := m.Admit(later, d); q.Action != Run {
+	m.abandon("a", p.Probe)
+	if q := m.admit(later, d); q.Action != actRun {
 		t.Fatalf("after the probe was abandoned: %+v, want run", q)
 	}
 }
@@ -235,10 +235,10 @@ func TestAttemptsNeverExceedBudgetAndEveryJobEnds(t *testing.T) {
 			if step > 1000 {
 				rt.Fatalf("job not ended after 1000 deliveries")
 			}
-			d := Delivery{Attrs: a, ReceiveCount: count, ReceivedAt: now}
-			p := m.Admit(now, d)
+			d := delivery{Attrs: a, ReceiveCount: count, ReceivedAt: now}
+			p := m.admit(now, d)
 			switch p.Action {
-			case Run:
+			case actRun:
 				runs++
 				if p.Attempt > c.Policy.Attempts {
 					rt.Fatalf("attempt %d started, budget %d", p.Attempt, c.Policy.Attempts)
@@ -249,14 +249,14 @@ func TestAttemptsNeverExceedBudgetAndEveryJobEnds(t *testing.T) {
 				if p.Attempt != runs {
 					rt.Fatalf("attempt %d numbered, %d runs so far", p.Attempt, runs)
 				}
-			case Resend:
+			case actResend:
 				if !p.Deferred || p.Send.Attrs.Attempts != runs {
 					rt.Fatalf("admission re-send %+v after %d runs, want a defer keeping them", p, runs)
 				}
 				a, count = p.Send.Attrs, 1
 				now = now.Add(max(p.Send.Delay, time.Second))
 				continue
-			case DeadLetter:
+			case actDeadLetter:
 				got := p.Send.Attrs
 				if got.Attempts != runs || got.LastErr == "" {
 					rt.Fatalf("dead letter %+v after %d runs, want them and an error", got, runs)
@@ -266,44 +266,44 @@ func TestAttemptsNeverExceedBudgetAndEveryJobEnds(t *testing.T) {
 				}
 				return
 			default:
-				rt.Fatalf("Admit planned %v", p.Action)
+				rt.Fatalf("admit planned %v", p.Action)
 			}
 			now = now.Add(time.Duration(rapid.IntRange(0, 600).Draw(rt, "took")) * time.Second)
 			switch rapid.IntRange(0, 9).Draw(rt, "fate") {
 			case 0: // the process crashed or lost the lease: redelivered after the window
 				crashed = true
-				m.Abandon(a.Target, p.Probe)
+				m.abandon(a.Target, p.Probe)
 				count++
 				now = now.Add(30 * time.Second)
 				continue
 			case 1:
-				if m.Finish(now, d, p.Attempt, p.Probe, Outcome{Result: Success}).Action != Ack {
+				if m.finish(now, d, p.Attempt, p.Probe, Outcome{Result: Success}).Action != actAck {
 					rt.Fatalf("success not acked")
 				}
 				return
 			}
 			lastErr, crashed = "boom", false
-			f := m.Finish(now, d, p.Attempt, p.Probe, Outcome{Result: Retryable, Err: lastErr})
+			f := m.finish(now, d, p.Attempt, p.Probe, Outcome{Result: Retryable, Err: lastErr})
 			switch f.Action {
-			case Hide:
+			case actHide:
 				if now.Sub(d.ReceivedAt)+f.Visibility > c.VisibilityMax {
 					rt.Fatalf("hid for %v at %v after the receive, beyond %v", f.Visibility, now.Sub(d.ReceivedAt), c.VisibilityMax)
 				}
 				count++
 				now = now.Add(f.Visibility)
-			case Resend:
+			case actResend:
 				if f.Send.Attrs.Attempts != runs || f.Send.Delay > c.WithDefaults().DelayMax {
 					rt.Fatalf("retry re-send %+v after %d runs", f, runs)
 				}
 				a, count = f.Send.Attrs, 1
 				now = now.Add(f.Send.Delay)
-			case DeadLetter:
+			case actDeadLetter:
 				if f.Send.Attrs.Attempts != runs || f.Send.Attrs.LastErr != lastErr {
 					rt.Fatalf("dead letter %+v after %d runs", f.Send.Attrs, runs)
 				}
 				return
 			default:
-				rt.Fatalf("Finish planned %v", f.Action)
+				rt.Fatalf("finish planned %v", f.Action)
 			}
 			if err := m.CheckInvariants(); err != nil {
 				rt.Fatal(err)

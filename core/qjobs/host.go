@@ -1,0 +1,460 @@
+package qjobs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/breaker"
+)
+
+// Event is the sealed set of inputs to Step.
+type Event interface{ isEvent() }
+
+// Register tells the machine this process has a handler for Kind. A delivery of a kind never
+// registered waits in the queue for a process that has it.
+type Register struct{ Kind string }
+
+// Enqueue asks to send new jobs (one Enqueue or EnqueueMany call). Every job is checked
+// before any is sent: the effect is one Refuse, or one Send per job in order.
+type Enqueue struct {
+	Now  time.Time
+	Jobs []NewJob
+}
+
+// NewJob is one job to enqueue.
+type NewJob struct {
+	Kind, Target string
+	Due          time.Time // zero or past: now
+	AttemptsMax  int       // > 0: replaces the policy's Attempts for this job
+	Deadline     time.Duration
+	Payload      []byte // the body, as the codec made it
+}
+
+// Deliver hands over a message the worker received and started a handler for, at Now.
+// Receipt names the delivery in every later event and effect.
+type Deliver struct {
+	Now     time.Time
+	Receipt string
+	Message core.Message
+}
+
+// AttemptDone reports that the handler of a Run returned. Cancelled: its context had ended
+// (the lease was lost, or the process is stopping) by the time it returned.
+type AttemptDone struct {
+	Receipt   string
+	Now       time.Time
+	Outcome   Outcome
+	Cancelled bool
+}
+
+// SendDone is the reply to a delivery's Send: nil, or the error of the call or of its entry.
+type SendDone struct {
+	Receipt string
+	Now     time.Time
+	Err     error
+}
+
+func (Register) isEvent()    {}
+func (Enqueue) isEvent()     {}
+func (Deliver) isEvent()     {}
+func (AttemptDone) isEvent() {}
+func (SendDone) isEvent()    {}
+
+// Destination says which queue a Send goes to.
+type Destination uint8
+
+const (
+	ToQueue      Destination = iota + 1 // the job queue
+	ToDeadLetter                        // the dead-letter queue
+)
+
+// Why says what a Send is for.
+type Why uint8
+
+const (
+	WhyEnqueue Why = iota + 1 // a new job
+	WhyDefer                  // re-sent without an attempt: not before its time, breaker, kind
+	WhyRetry                  // re-sent for a retry longer than a visibility change can hold
+	WhyDead                   // the job is dead: to the dead-letter queue with its last error
+	WhyNotJob                 // not a job: to the dead-letter queue as it came
+)
+
+func (w Why) String() string {
+	switch w {
+	case WhyEnqueue:
+		return "enqueue"
+	case WhyDefer:
+		return "defer"
+	case WhyRetry:
+		return "retry"
+	case WhyDead:
+		return "dead"
+	case WhyNotJob:
+		return "not-a-job"
+	}
+	return fmt.Sprintf("Why(%d)", uint8(w))
+}
+
+// Send asks the driver to send Message to To. Receipt is the delivery it is for ("" for an
+// Enqueue, which gets no reply event: the driver reports its failure to its caller). Attrs
+// are the job's attributes as encoded in Message (zero for WhyNotJob).
+type Send struct {
+	Receipt string
+	To      Destination
+	Why     Why
+	Message core.Outgoing
+	Attrs   Attrs
+}
+
+// Run asks the driver to run the handler of Attrs.Kind on Payload as attempt Attempt.
+type Run struct {
+	Receipt string
+	Attempt int
+	Attrs   Attrs
+	Payload []byte
+}
+
+// Disposition is how a delivery leaves the job layer: what the worker does with its message.
+type Disposition uint8
+
+const (
+	// Delete the message (the job succeeded, or its successor was sent).
+	Delete Disposition = iota + 1
+	// Hide the message for Done.Visibility: a retry's backoff, or a failed send tried again.
+	Hide
+	// Release: the attempt was abandoned; the worker already cancelled it and sends nothing,
+	// so the queue redelivers the message once its lease lapses.
+	Release
+)
+
+func (d Disposition) String() string {
+	switch d {
+	case Delete:
+		return "delete"
+	case Hide:
+		return "hide"
+	case Release:
+		return "release"
+	}
+	return fmt.Sprintf("Disposition(%d)", uint8(d))
+}
+
+// Done ends a delivery: the driver reports Disposition to the worker as the handler's result,
+// and the machine has forgotten Receipt.
+type Done struct {
+	Receipt     string
+	Disposition Disposition
+	Visibility  time.Duration // Hide: whole seconds
+	Err         string        // Hide, Release: why the message comes back
+}
+
+// Refusal is an Enqueue refused as bad input: nothing of it is sent.
+type Refusal struct {
+	Index int   // the job's index in Enqueue.Jobs
+	Err   error // wraps ErrTooLarge or ErrInvalidJob
+	Size  int   // ErrTooLarge: the message's size as the queue counts it
+}
+
+// The errors of Refusal: a job whose message exceeds MessageMax, and a job whose attributes
+// are invalid (an empty kind or target, a negative attempts max or deadline).
+var (
+	ErrTooLarge   = errors.New("qjobs: message too large for the queue")
+	ErrInvalidJob = errors.New("qjobs: invalid job")
+)
+
+// NoteLevel is a Note's severity.
+type NoteLevel uint8
+
+const (
+	NoteWarn NoteLevel = iota + 1
+	NoteError
+)
+
+// Note is a line for the driver's log: Text and key-value Args, in order.
+type Note struct {
+	Level NoteLevel
+	Text  string
+	Args  []string // key, value, key, value...
+}
+
+// Ready holds the effects produced since the last call to Ready, and forgets them as it hands
+// them out. The ordering contract:
+//   - Refused and an Enqueue's Sends: all of one Enqueue's jobs are refused (one Refusal) or
+//     all are sent, in order; nothing waits for their reply.
+//   - A delivery has at most one effect outstanding: a Run (answered by exactly one
+//     AttemptDone), a Send (answered by exactly one SendDone), or its Done, which ends it.
+//   - A delivery's Done with Delete after a Send follows a SendDone without error: the
+//     original message is deleted only once its successor is sent. A failed send ends in Hide
+//     for SendRetryDelay, so the original comes back and is decided again.
+//   - Notes may be logged in any order with the rest.
+//
+// The driver calls Ready after each Step (under the same lock, in production) and performs
+// the effects it got; effects name their delivery, so one Ready may serve several.
+type Ready struct {
+	Refused []Refusal
+	Sends   []Send
+	Runs    []Run
+	Done    []Done
+	Notes   []Note
+}
+
+// IsEmpty reports whether r holds no effect.
+func (r Ready) IsEmpty() bool {
+	return len(r.Refused)+len(r.Sends)+len(r.Runs)+len(r.Done)+len(r.Notes) == 0
+}
+
+// Status is a read-only copy of the machine's state.
+type Status struct {
+	Stats
+	Deliveries int // deliveries handed over and not yet Done
+	Kinds      int // kinds registered
+}
+
+// ErrMisuse is wrapped by Step's errors: an event the protocol does not allow.
+var ErrMisuse = errors.New("qjobs: misuse")
+
+// The limits of the host's own state.
+const (
+	deliveriesMax = 1 << 16 // deliveries in flight (the worker's concurrency bounds them far lower)
+	warnedMax     = 1 << 10 // unregistered kinds warned about; later ones are not warned
+)
+
+// SendRetryDelay is how long the original message of a failed send stays hidden before it
+// comes back to be decided again.
+const SendRetryDelay = time.Second
+
+// stage is what a delivery waits for.
+type stage uint8
+
+const (
+	stageRun  stage = iota + 1 // its attempt's AttemptDone
+	stageSend                  // its send's SendDone
+)
+
+// pending is a delivery between Deliver and Done.
+type pending struct {
+	d       delivery
+	stage   stage
+	attempt int
+	probe   breaker.Probe
+	payload []byte
+	msgID   string
+	why     Why // stageSend: what the send is for
+}
+
+// Step applies one event. It returns an error wrapping ErrMisuse for an event the protocol
+// does not allow (an unknown or repeated receipt, a reply nothing waits for).
+func (m *Machine) Step(ev Event) error {
+	switch ev := ev.(type) {
+	case Register:
+		if ev.Kind == "" {
+			return fmt.Errorf("%w: Register with an empty kind", ErrMisuse)
+		}
+		m.kinds[ev.Kind] = true
+	case Enqueue:
+		m.onEnqueue(ev)
+	case Deliver:
+		return m.onDeliver(ev)
+	case AttemptDone:
+		return m.onAttemptDone(ev)
+	case SendDone:
+		return m.onSendDone(ev)
+	default:
+		panic(fmt.Sprintf("qjobs: Step with unknown event %T", ev))
+	}
+	return nil
+}
+
+// onEnqueue checks every job, then sends them all or refuses the first bad one.
+func (m *Machine) onEnqueue(ev Enqueue) {
+	sends := make([]Send, 0, len(ev.Jobs))
+	for i, j := range ev.Jobs {
+		due := j.Due
+		if due.Before(ev.Now) { // a zero due is before any now
+			due = ev.Now
+		}
+		a := Attrs{Kind: j.Kind, Target: j.Target, FirstDue: due, AttemptsMax: j.AttemptsMax, Deadline: j.Deadline}
+		if due.After(ev.Now) {
+			a.NotBefore = due
+		}
+		if err := a.check(); err != nil {
+			m.ready.Refused = append(m.ready.Refused, Refusal{Index: i, Err: fmt.Errorf("%w: %w", ErrInvalidJob, err)})
+			return
+		}
+		out := Encode(a, j.Payload)
+		if n := Size(out); n > m.cfg.MessageMax {
+			m.ready.Refused = append(m.ready.Refused, Refusal{Index: i, Size: n,
+				Err: fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d", ErrTooLarge, n, m.cfg.MessageMax)})
+			return
+		}
+		out.Delay = m.delay(due.Sub(ev.Now))
+		sends = append(sends, Send{To: ToQueue, Why: WhyEnqueue, Message: out, Attrs: a})
+	}
+	m.stats.Enqueued += len(sends)
+	m.ready.Sends = append(m.ready.Sends, sends...)
+}
+
+// onDeliver decodes the message and admits it; a message that is not a job goes to the
+// dead-letter queue as it came.
+func (m *Machine) onDeliver(ev Deliver) error {
+	if ev.Receipt == "" {
+		return fmt.Errorf("%w: Deliver without a receipt", ErrMisuse)
+	}
+	if _, ok := m.pending[ev.Receipt]; ok {
+		return fmt.Errorf("%w: Deliver of receipt %s, already delivered", ErrMisuse, cut(ev.Receipt))
+	}
+	if len(m.pending) >= deliveriesMax {
+		return fmt.Errorf("%w: Deliver: %d deliveries in flight already", ErrMisuse, len(m.pending))
+	}
+	msg := ev.Message
+	a, payload, err := Decode(msg)
+	if err != nil {
+		m.stats.NotJobs++
+		m.note(NoteError, "a message that is not a job; moving it to the dead-letter queue", "message", msg.ID, "err", err.Error())
+		m.pending[ev.Receipt] = &pending{stage: stageSend, msgID: msg.ID, why: WhyNotJob}
+		m.ready.Sends = append(m.ready.Sends, Send{Receipt: ev.Receipt, To: ToDeadLetter, Why: WhyNotJob,
+			Message: core.Outgoing{Body: msg.Body, Attributes: msg.Attributes}})
+		return nil
+	}
+	d := delivery{Attrs: a, ReceiveCount: msg.ReceiveCount, ReceivedAt: ev.Now, Unregistered: !m.kinds[a.Kind]}
+	if d.Unregistered && !m.warned[a.Kind] && len(m.warned) < warnedMax {
+		m.warned[a.Kind] = true
+		m.note(NoteWarn, "jobs of a kind not registered in this process wait in the queue (warned once per kind)", "kind", a.Kind, "message", msg.ID)
+	}
+	p := &pending{d: d, payload: payload, msgID: msg.ID}
+	m.pending[ev.Receipt] = p
+	pl := m.admit(ev.Now, d)
+	if pl.Action == actRun {
+		p.stage, p.attempt, p.probe = stageRun, pl.Attempt, pl.Probe
+		m.ready.Runs = append(m.ready.Runs, Run{Receipt: ev.Receipt, Attempt: pl.Attempt, Attrs: a, Payload: payload})
+		return nil
+	}
+	m.perform(ev.Receipt, p, pl, "")
+	return nil
+}
+
+// onAttemptDone applies the abandon rule, then finishes the attempt.
+func (m *Machine) onAttemptDone(ev AttemptDone) error {
+	p, ok := m.pending[ev.Receipt]
+	if !ok || p.stage != stageRun {
+		return fmt.Errorf("%w: AttemptDone for receipt %s, which runs no attempt", ErrMisuse, cut(ev.Receipt))
+	}
+	if r := ev.Outcome.Result; r < Success || r > Panicked {
+		return fmt.Errorf("%w: AttemptDone for receipt %s with result %d", ErrMisuse, cut(ev.Receipt), r)
+	}
+	if ev.Cancelled && ev.Outcome.Result != Success {
+		// The lease was lost or the process is stopping: no outcome, the queue redelivers and
+		// the attempt counts. A success is kept: its job is done even if the delete is lost.
+		m.abandon(p.d.Attrs.Target, p.probe)
+		m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Release, Err: "abandoned: " + ev.Outcome.Err})
+		return nil
+	}
+	m.perform(ev.Receipt, p, m.finish(ev.Now, p.d, p.attempt, p.probe, ev.Outcome), ev.Outcome.Err)
+	return nil
+}
+
+// onSendDone deletes the original once its successor is sent, or hides it to try again.
+func (m *Machine) onSendDone(ev SendDone) error {
+	p, ok := m.pending[ev.Receipt]
+	if !ok || p.stage != stageSend {
+		return fmt.Errorf("%w: SendDone for receipt %s, which sends nothing", ErrMisuse, cut(ev.Receipt))
+	}
+	if ev.Err != nil {
+		m.stats.SendsFailed++
+		m.note(NoteWarn, "send failed; the message comes back", "message", p.msgID, "send", p.why.String(), "err", ev.Err.Error())
+		m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Hide, Visibility: SendRetryDelay, Err: "send failed: " + ev.Err.Error()})
+		return nil
+	}
+	m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Delete})
+	return nil
+}
+
+// perform turns a decision that ends a delivery into its effect; why is the failure a hide
+// retries.
+func (m *Machine) perform(receipt string, p *pending, pl plan, why string) {
+	switch pl.Action {
+	case actAck:
+		m.end(receipt, Done{Receipt: receipt, Disposition: Delete})
+	case actHide:
+		m.end(receipt, Done{Receipt: receipt, Disposition: Hide, Visibility: pl.Visibility, Err: why})
+	case actResend, actDeadLetter:
+		s := Send{Receipt: receipt, To: ToQueue, Why: WhyRetry, Attrs: pl.Send.Attrs}
+		switch {
+		case pl.Action == actDeadLetter:
+			s.To, s.Why = ToDeadLetter, WhyDead
+			a := pl.Send.Attrs
+			m.note(NoteWarn, "job dead", "message", p.msgID, "kind", a.Kind, "target", a.Target,
+				"reason", string(a.Reason), "attempts", strconv.Itoa(a.Attempts), "err", a.LastErr)
+		case pl.Deferred:
+			s.Why = WhyDefer
+		}
+		s.Message = Encode(pl.Send.Attrs, p.payload)
+		s.Message.Delay = pl.Send.Delay
+		p.stage, p.why = stageSend, s.Why
+		m.ready.Sends = append(m.ready.Sends, s)
+	default:
+		panic(fmt.Sprintf("qjobs: plan %v does not end a delivery", pl.Action))
+	}
+}
+
+func (m *Machine) end(receipt string, d Done) {
+	delete(m.pending, receipt)
+	m.ready.Done = append(m.ready.Done, d)
+}
+
+func (m *Machine) note(l NoteLevel, text string, args ...string) {
+	m.ready.Notes = append(m.ready.Notes, Note{Level: l, Text: text, Args: args})
+}
+
+// Ready returns the effects produced since the last call, and forgets them.
+func (m *Machine) Ready() Ready {
+	r := m.ready
+	m.ready = Ready{}
+	return r
+}
+
+// WakeAt is always zero: the job layer keeps no timer. Every wait leaves as a send's delay or
+// a message's visibility, which the queue keeps.
+func (m *Machine) WakeAt() time.Time { return time.Time{} }
+
+// Status returns a copy of the counters and the sizes of the machine's state.
+func (m *Machine) Status() Status {
+	return Status{Stats: m.stats, Deliveries: len(m.pending), Kinds: len(m.kinds)}
+}
+
+// cut shortens a receipt for an error message.
+func cut(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// String renders a Send on one line for traces: what it is for, where it goes, the job's
+// attempts, the delay, and a dead letter's reason.
+func (s Send) String() string {
+	to := "queue"
+	if s.To == ToDeadLetter {
+		to = "dead-letter"
+	}
+	out := "send " + s.Why.String() + " to " + to
+	if s.Why == WhyNotJob {
+		return out
+	}
+	out += " attempts=" + strconv.Itoa(s.Attrs.Attempts) + " delay=" + s.Message.Delay.String()
+	if s.Attrs.Reason != "" {
+		out += " reason=" + string(s.Attrs.Reason)
+	}
+	return out
+}
+
+// String renders a Done on one line for traces.
+func (d Done) String() string {
+	if d.Disposition == Hide {
+		return "done hide " + d.Visibility.String()
+	}
+	return "done " + d.Disposition.String()
+}
