@@ -10,7 +10,7 @@
 //  2. Randomness comes only from named streams, Stream(seed, name): FNV-1a 64 of the name mixed
 //     with the seed by splitmix64. Each concern has its own stream ("swarm", "workload",
 //     "executor", "network", "faults", "schedule", "crash-point", "damage", "forge", "breach",
-//     "disk/N" (and the disk's own read-fault stream), "jitter/N", "misconfig/<name>",
+//     "disk/N" (and the disk's own read-fault stream), "jitter/N",
 //     "defaults/<name>", "operator/<name>", "queue"), so adding draws to one never shifts
 //     another. Fault families added after the first swarm draw their rates from
 //     "swarm-more" (faults.Set.PickMore), leaving every older choice of a seed where it was.

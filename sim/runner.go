@@ -70,8 +70,6 @@ type runnerNode struct {
 	node *runner.Node
 	e    *runner.Engine // node's, for reads and checks
 
-	longSpec string // tooLongSpec's, for the RecordMax it was built for
-
 	up      bool
 	gen     int
 	refused bool // open refused a corrupted journal (bitflip profile): the node stays down
@@ -95,8 +93,6 @@ type runnerNode struct {
 	durable       journal.LSN     // the journal's durable LSN then
 	scheds        []*simSched     // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand      // their changes
-	rSchedProbe   *rand.Rand      // the misuse probes of schedules, kinds and options (probe_schedule.go)
-	rProbe        *rand.Rand      // the runner probe family's draws (probe_runner.go)
 	rLimits       *rand.Rand      // per-job attempts and deadlines (drawLimits)
 	rErr          *rand.Rand      // long error texts (longError)
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
@@ -107,7 +103,7 @@ type runnerNode struct {
 	commitAfter bool
 	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
 
-	script *scripted // RunScript's node: no misuse probes, scripted handlers, an observer
+	script *scripted // RunScript's node: scripted handlers, an observer
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -344,11 +340,6 @@ func (n *runnerNode) start() {
 	if n.refused {
 		return
 	}
-	if n.gen == 0 && n.script == nil {
-		if r := Stream(w.cfg.Seed, "misconfig/"+n.name); misconfigDrawn(r) {
-			n.tryBadRunnerConfig(r)
-		}
-	}
 	w.chk.OpenAttempted(n.id)
 	leftover := n.armLeftover() // journal_fam.go
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
@@ -387,9 +378,7 @@ func (n *runnerNode) start() {
 		return
 	}
 	var ncfg runner.NodeConfig
-	if n.script == nil {
-		n.probeKinds(e)
-	} else {
+	if n.script != nil {
 		ncfg.Observe = n.script.observe
 	}
 	// The recovered state is judged as Open left it: the Node's first landing may compact a
@@ -1038,9 +1027,6 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 			// a pruned state the live engine did not prune. Recovery checks that case.)
 			n.checkReplay(views)
 			n.checkList(views)
-			if n.script == nil {
-				n.probeRunner()
-			}
 		}
 	}
 	if rd.Close {
