@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/forge"
 	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
@@ -154,7 +155,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvReplayEqualsLive)
-	n.checkForgedCopy(cp) // forge_schedule.go
+	n.checkForgedCopy(cp) // forge.go
 }
 
 // checkList pages through the node's jobs as an operator's listing does (List: a filter on one
@@ -1417,7 +1418,7 @@ func (n *runnerNode) traceJournal() {
 // header, or, for a first record forged into an older format, as a journal of an earlier
 // sluice (runner.ErrFormat, which must not also claim corruption).
 func refusal(err error, what string) bool {
-	if strings.Contains(what, olderFormat) {
+	if strings.Contains(what, forge.OlderFormat) {
 		return errors.Is(err, runner.ErrFormat) && !errors.Is(err, journal.ErrCorrupt)
 	}
 	return errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)
