@@ -36,6 +36,8 @@
 //  9. Everything that explains a run is derived from its trace by running the seed again, in
 //     sim/explain: Explain (the focused report), WriteTimeline (the HTML page), Shrink (a
 //     search over shrink tokens, each a replayable override of the drawn configuration).
+//  10. Damaged journal images are built by sim/forge. A program's misuse of the machines' APIs
+//     (bad configurations, calls a buggy driver makes) is tested in core's own packages.
 //
 // Invariants of the world itself: simulated time never decreases (Loop); a process's events
 // from before a crash never act after it (each process counts incarnations); nothing is

@@ -1532,8 +1532,8 @@ func (sc *scripted) landed(n *runnerNode) {
 	}
 }
 
-// RunScript runs s through one runner node of a calm world (no producer, no faults, no misuse
-// probes; the checker's invariants on), reporting every input its Node takes and every Ready
+// RunScript runs s through one runner node of a calm world (no producer, no faults; the
+// checker's invariants on), reporting every input its Node takes and every Ready
 // it returns to observe, until the node has stopped. It returns the first violation, if any.
 func RunScript(s Script, observe func(runner.Input, *runner.Effects)) error {
 	cfg, err := NewConfig(1, "calm")

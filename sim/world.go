@@ -483,7 +483,7 @@ func (w *World) damage(n *runnerNode) {
 			return
 		}
 	}
-	if w.forgeScheduleFrame(n, end, last) { // forge_schedule.go
+	if w.forgeScheduleFrame(n, end, last) { // forge.go
 		return
 	}
 	if w.rForge.Intn(3) == 0 && w.forgeFrame(n, end, last) {
