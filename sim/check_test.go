@@ -1,11 +1,8 @@
 package sim
 
 import (
-	"errors"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core/runner"
 )
 
 var testParams = RunnerParams{Capacity: 2, Attempts: 3, Deadline: time.Minute, Base: time.Second, Cap: 8 * time.Second,
@@ -167,17 +164,7 @@ func TestInvariantFires(t *testing.T) {
 		}},
 		{InvRecoveryOpens, func(c *Checker) { c.Fail(InvRecoveryOpens, "open failed: journal: corrupt") }},
 		{InvRecordLimit, func(c *Checker) { c.Fail(InvRecordLimit, "an enqueue of 5000 bytes was accepted") }},
-		{InvConfigRefused + "/wrong-field", func(c *Checker) {
-			err := &runner.ConfigError{Err: runner.ErrInvalidConfig, Field: "Capacity", Value: -1, Rule: "must be ≥ 1"}
-			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, true)
-		}},
-		{InvConfigRefused + "/not-wrapped", func(c *Checker) {
-			checkConfigRefusal(&World{chk: c}, "node/1", errors.New("Grace is bad"), runner.ErrInvalidConfig, "Grace", "", true)
-		}},
-		{InvConfigRefused + "/touched-disk", func(c *Checker) {
-			err := &runner.ConfigError{Err: runner.ErrInvalidConfig, Field: "Grace", Value: -1, Rule: "must be ≥ 0"}
-			checkConfigRefusal(&World{chk: c}, "node/1", err, runner.ErrInvalidConfig, "Grace", err.Field, false)
-		}},
+		{InvConfigRefused, func(c *Checker) { c.Fail(InvConfigRefused, "fleet/1: qjobs.New with a bad Attempts: <nil>") }},
 		{InvMachine, func(c *Checker) { c.Fail(InvMachine, "runner: checkInvariants: boom") }},
 		{InvUniqueRespected, func(c *Checker) {
 			enqueue(c, 1, "a")

@@ -10,7 +10,7 @@
 //  2. Randomness comes only from named streams, Stream(seed, name): FNV-1a 64 of the name mixed
 //     with the seed by splitmix64. Each concern has its own stream ("swarm", "workload",
 //     "executor", "network", "faults", "schedule", "crash-point", "damage", "forge", "breach",
-//     "disk/N" (and the disk's own read-fault stream), "jitter/N", "misconfig/<name>",
+//     "disk/N" (and the disk's own read-fault stream), "jitter/N",
 //     "defaults/<name>", "operator/<name>", "queue"), so adding draws to one never shifts
 //     another. Fault families added after the first swarm draw their rates from
 //     "swarm-more" (faults.Set.PickMore), leaving every older choice of a seed where it was.
@@ -36,6 +36,8 @@
 //  9. Everything that explains a run is derived from its trace by running the seed again, in
 //     sim/explain: Explain (the focused report), WriteTimeline (the HTML page), Shrink (a
 //     search over shrink tokens, each a replayable override of the drawn configuration).
+//  10. Damaged journal images are built by sim/forge. A program's misuse of the machines' APIs
+//     (bad configurations, calls a buggy driver makes) is tested in core's own packages.
 //
 // Invariants of the world itself: simulated time never decreases (Loop); a process's events
 // from before a crash never act after it (each process counts incarnations); nothing is

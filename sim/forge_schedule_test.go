@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
+	"github.com/sluicehq/sluice/sim/forge"
 )
 
 // scheduleJournal builds a journal with schedules set, changed, removed and fired, compacted
@@ -76,7 +77,7 @@ func TestForgedSchedulesAreRefusedAsCorruption(t *testing.T) {
 	seen := map[string]bool{}
 	for seed := int64(1); seed <= 600; seed++ {
 		b := append([]byte(nil), img...)
-		what := forgeSchedule(rand.New(rand.NewSource(seed)), b, len(b))
+		what := forge.Schedule(rand.New(rand.NewSource(seed)), b, len(b))
 		if what == "" {
 			t.Fatalf("seed %d: nothing forged in a journal with schedule records", seed)
 		}
@@ -112,7 +113,7 @@ func TestResizedScheduleForgeriesAreRefused(t *testing.T) {
 	img := scheduleJournal(t)
 	seen := map[string]bool{}
 	for seed := int64(1); seed <= 100; seed++ {
-		b, what := forgeScheduleResized(rand.New(rand.NewSource(seed)), img, len(img))
+		b, what := forge.ScheduleResized(rand.New(rand.NewSource(seed)), img, len(img))
 		if b == nil {
 			t.Fatalf("seed %d: nothing forged", seed)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/forge"
 	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
@@ -70,8 +71,6 @@ type runnerNode struct {
 	node *runner.Node
 	e    *runner.Engine // node's, for reads and checks
 
-	longSpec string // tooLongSpec's, for the RecordMax it was built for
-
 	up      bool
 	gen     int
 	refused bool // open refused a corrupted journal (bitflip profile): the node stays down
@@ -95,8 +94,6 @@ type runnerNode struct {
 	durable       journal.LSN     // the journal's durable LSN then
 	scheds        []*simSched     // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand      // their changes
-	rSchedProbe   *rand.Rand      // the misuse probes of schedules, kinds and options (probe_schedule.go)
-	rProbe        *rand.Rand      // the runner probe family's draws (probe_runner.go)
 	rLimits       *rand.Rand      // per-job attempts and deadlines (drawLimits)
 	rErr          *rand.Rand      // long error texts (longError)
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
@@ -107,7 +104,7 @@ type runnerNode struct {
 	commitAfter bool
 	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
 
-	script *scripted // RunScript's node: no misuse probes, scripted handlers, an observer
+	script *scripted // RunScript's node: scripted handlers, an observer
 }
 
 // replayDue says whether the world replays a copy of a node's disk after its k-th successful
@@ -158,7 +155,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvReplayEqualsLive)
-	n.checkForgedCopy(cp) // forge_schedule.go
+	n.checkForgedCopy(cp) // forge.go
 }
 
 // checkList pages through the node's jobs as an operator's listing does (List: a filter on one
@@ -344,11 +341,6 @@ func (n *runnerNode) start() {
 	if n.refused {
 		return
 	}
-	if n.gen == 0 && n.script == nil {
-		if r := Stream(w.cfg.Seed, "misconfig/"+n.name); misconfigDrawn(r) {
-			n.tryBadRunnerConfig(r)
-		}
-	}
 	w.chk.OpenAttempted(n.id)
 	leftover := n.armLeftover() // journal_fam.go
 	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
@@ -387,9 +379,7 @@ func (n *runnerNode) start() {
 		return
 	}
 	var ncfg runner.NodeConfig
-	if n.script == nil {
-		n.probeKinds(e)
-	} else {
+	if n.script != nil {
 		ncfg.Observe = n.script.observe
 	}
 	// The recovered state is judged as Open left it: the Node's first landing may compact a
@@ -1038,9 +1028,6 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 			// a pruned state the live engine did not prune. Recovery checks that case.)
 			n.checkReplay(views)
 			n.checkList(views)
-			if n.script == nil {
-				n.probeRunner()
-			}
 		}
 	}
 	if rd.Close {
@@ -1431,7 +1418,7 @@ func (n *runnerNode) traceJournal() {
 // header, or, for a first record forged into an older format, as a journal of an earlier
 // sluice (runner.ErrFormat, which must not also claim corruption).
 func refusal(err error, what string) bool {
-	if strings.Contains(what, olderFormat) {
+	if strings.Contains(what, forge.OlderFormat) {
 		return errors.Is(err, runner.ErrFormat) && !errors.Is(err, journal.ErrCorrupt)
 	}
 	return errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrBadHeader)
@@ -1545,8 +1532,8 @@ func (sc *scripted) landed(n *runnerNode) {
 	}
 }
 
-// RunScript runs s through one runner node of a calm world (no producer, no faults, no misuse
-// probes; the checker's invariants on), reporting every input its Node takes and every Ready
+// RunScript runs s through one runner node of a calm world (no producer, no faults; the
+// checker's invariants on), reporting every input its Node takes and every Ready
 // it returns to observe, until the node has stopped. It returns the first violation, if any.
 func RunScript(s Script, observe func(runner.Input, *runner.Effects)) error {
 	cfg, err := NewConfig(1, "calm")

@@ -87,7 +87,6 @@ func (n *runnerNode) registerSchedules() {
 			n.schedule(s)
 		}
 	}
-	n.probeSchedules()
 }
 
 // beforeCommit runs before each commit: it ends the schedules at the liveness phase and notes

@@ -213,9 +213,6 @@ func (p *workerProc) start() {
 	w := p.w
 	p.up, p.stopping, p.asked, p.pending = true, false, false, false
 	p.gen++
-	if p.gen == 1 {
-		p.tryBadWorkerConfig() // the misconfiguration family (misconfig.go)
-	}
 	e, err := worker.NewNode(p.zeroWorkerDefaults(p.config()))
 	if err != nil {
 		w.chk.Fail(InvMachine, "%s: worker.NewNode: %v", p.name, err)

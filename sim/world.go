@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/forge"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -482,7 +483,7 @@ func (w *World) damage(n *runnerNode) {
 			return
 		}
 	}
-	if w.forgeScheduleFrame(n, end, last) { // forge_schedule.go
+	if w.forgeScheduleFrame(n, end, last) { // forge.go
 		return
 	}
 	if w.rForge.Intn(3) == 0 && w.forgeFrame(n, end, last) {
@@ -494,10 +495,10 @@ func (w *World) damage(n *runnerNode) {
 	w.trace(n.name, "FLIP "+n.flipped)
 }
 
-// forgeFrame rewrites one synced frame before end so that its CRC still matches (forge.go),
+// forgeFrame rewrites one synced frame before end so that its CRC still matches (forge.Synced),
 // bit by bit through the disk's FlipBit. It reports whether it did.
 func (w *World) forgeFrame(n *runnerNode, end, last int64) bool {
-	return w.forgeOnDisk(n, end, last, "forged-frame", func(b []byte, end int) string { return forge(w.rForge, b, end) })
+	return w.forgeOnDisk(n, end, last, "forged-frame", func(b []byte, end int) string { return forge.Synced(w.rForge, b, end) })
 }
 
 // damaged reports whether node id's synced data is damaged at its crashes: every node under the

@@ -1,4 +1,4 @@
-package sim
+package forge
 
 import (
 	"bytes"
@@ -7,26 +7,9 @@ import (
 	"hash/crc32"
 	"math/rand"
 	"slices"
-	"strconv"
 
 	"github.com/sluicehq/sluice/core/runner"
-	"github.com/sluicehq/sluice/sim/disk"
-	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
-
-// Forged schedule records, with the damage family: at a damaged node's crash, when its synced
-// journal holds schedule records (tags 20 to 22) or a snapshot, one time in two one of them is
-// rewritten instead of the forger's other choices (forge.go), its CRC resealed: a field the
-// codec refuses (an id on a record that has none, a catch-up or skip out of range, options out
-// of range, a next period not after its period) or one replay refuses (a spec that does not
-// parse, a removal or a period of a schedule never set, a period other than the schedule's
-// next, a job that is not the one just enqueued, a skip the state contradicts), or in a
-// snapshot's schedules (a count the data cannot hold, names out of order, a catch-up out of
-// range, a next period not after the last, a last job past the next id, options out of range,
-// a spec that does not parse). Open, journal.Scan and runner.Replay must refuse each as
-// corruption (corruption-refused), never apply it. The forger knows the schedule records'
-// layout (core/runner/schedule_record.go). Draws come from the node's own
-// "forge-schedule/<node>/<crash>" stream, so no other draw moves.
 
 // schedRec holds the offsets of a schedule record's fields in its data (or of a snapshot's
 // schedule: period is its last period, skip its last job).
@@ -104,21 +87,11 @@ func parseSchedRecord(tag uint8, d []byte) (s schedRec, ok bool) {
 	return s, off == len(d)
 }
 
-// forgeScheduleFrame is the hook from the damage family (world.go): it reports whether it
-// forged a schedule record or a snapshot's schedules of node n's journal, before end.
-func (w *World) forgeScheduleFrame(n *runnerNode, end, last int64) bool {
-	r := Stream(w.cfg.Seed, "forge-schedule/"+n.name+"/"+strconv.Itoa(n.disk.Crashes()))
-	if r.Intn(2) == 0 {
-		return false
-	}
-	return w.forgeOnDisk(n, end, last, "forged-schedule", func(b []byte, end int) string { return forgeSchedule(r, b, end) })
-}
-
-// forgeSchedule rewrites one schedule record or snapshot of image b (frames wholly before end)
+// Schedule rewrites one schedule record or snapshot of image b (frames wholly before end)
 // so that it must be refused, and reseals the frame's CRC; "" when none fits.
-func forgeSchedule(r *rand.Rand, b []byte, end int) string {
+func Schedule(r *rand.Rand, b []byte, end int) string {
 	type cand struct {
-		f   forgedFrame
+		f   Frame
 		rec schedRec
 	}
 	var cands []cand
@@ -126,10 +99,10 @@ func forgeSchedule(r *rand.Rand, b []byte, end int) string {
 	firedAt := map[int]bool{}  // candidates (by frame offset) set again after a period
 	keyed := map[string]bool{} // by its last Set record: a schedule whose jobs hold a unique key
 	noKey := map[int]bool{}    // candidates (by frame offset) of a schedule known to hold none
-	for _, f := range framesBefore(b, end) {
-		p := b[f.off+frameHdr : f.off+frameHdr+f.n]
-		tag, data := p[17], p[payloadHdr:]
-		if f.flags&snapFlag != 0 {
+	for _, f := range Frames(b, end) {
+		p := b[f.Off+FrameHdr : f.Off+FrameHdr+f.N]
+		tag, data := p[17], p[PayloadHdr:]
+		if f.Flags&SnapFlag != 0 {
 			if len(data) >= 4 {
 				cands = append(cands, cand{f: f})
 			}
@@ -145,7 +118,7 @@ func forgeSchedule(r *rand.Rand, b []byte, end int) string {
 		name := string(data[rec.name : rec.name+rec.nameLen])
 		switch tag {
 		case runner.TagScheduleSet:
-			firedAt[f.off] = fired[name]
+			firedAt[f.Off] = fired[name]
 			keyed[name] = rec.uniqueLen > 0
 		case runner.TagScheduleRemoved:
 			delete(fired, name)
@@ -153,7 +126,7 @@ func forgeSchedule(r *rand.Rand, b []byte, end int) string {
 			fired[name] = true
 		}
 		if k, ok := keyed[name]; ok && !k {
-			noKey[f.off] = true
+			noKey[f.Off] = true
 		}
 		cands = append(cands, cand{f, rec})
 	}
@@ -174,21 +147,21 @@ func forgeSchedule(r *rand.Rand, b []byte, end int) string {
 	slices.Sort(tags)
 	of := kinds[tags[r.Intn(len(tags))]]
 	c := of[r.Intn(len(of))]
-	p := b[c.f.off+frameHdr : c.f.off+frameHdr+c.f.n]
-	data := p[payloadHdr:]
+	p := b[c.f.Off+FrameHdr : c.f.Off+FrameHdr+c.f.N]
+	data := p[PayloadHdr:]
 	var what string
-	if c.f.flags&snapFlag != 0 {
+	if c.f.Flags&SnapFlag != 0 {
 		what = forgeSnapshotSchedules(r, data)
 	} else {
-		what = forgeSchedRecord(r, c.rec, data, firedAt[c.f.off], noKey[c.f.off])
+		what = forgeSchedRecord(r, c.rec, data, firedAt[c.f.Off], noKey[c.f.Off])
 	}
 	if what == "" {
 		return ""
 	}
-	fr := b[c.f.off : c.f.off+frameHdr+c.f.n]
+	fr := b[c.f.Off : c.f.Off+FrameHdr+c.f.N]
 	crc := crc32.Update(0, castagnoli, fr[0:4])
-	binary.LittleEndian.PutUint32(fr[4:8], crc32.Update(crc, castagnoli, fr[frameHdr:]))
-	return fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed", c.f.off, what)
+	binary.LittleEndian.PutUint32(fr[4:8], crc32.Update(crc, castagnoli, fr[FrameHdr:]))
+	return fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed", c.f.Off, what)
 }
 
 // unparsable overwrites a spec's bytes (same length) with ones no parser takes.
@@ -427,66 +400,22 @@ func parseSnapshotSchedules(d []byte, at int) ([]schedRec, bool) {
 	return ss, off == len(d)
 }
 
-// checkForgedCopy is the same forgery on a copy (cp: the node's files, copied for the
-// replay-equals-live check after a commit), one replay check in four: the copy's journal gets
-// one schedule record or snapshot forged before its last complete batch, and runner.Replay of
-// it must refuse it as corruption (corruption-refused). The node's own disk is not touched, so
-// every seed with schedules checks the refusals, not only the damage family's.
-func (n *runnerNode) checkForgedCopy(cp *disk.Disk) {
-	w := n.w
-	r := Stream(w.cfg.Seed, "forge-copy/"+n.name+"/"+strconv.Itoa(n.commits))
-	if r.Intn(4) != 0 || len(n.boundaries) < 2 {
-		return
-	}
-	b, err := readFile(cp, journalName)
-	end := n.boundaries[len(n.boundaries)-2]
-	if err != nil || int64(len(b)) < end {
-		return
-	}
-	var what string
-	if r.Intn(4) == 0 {
-		// A rewrite of the whole file can also leave a field out.
-		if img, w := forgeScheduleResized(r, b, int(end)); img != nil {
-			b, what = img, w
-		}
-	}
-	if what == "" {
-		what = forgeSchedule(r, b, int(end))
-	}
-	if what == "" {
-		return
-	}
-	if err := writeSynced(cp, journalName, b); err != nil {
-		w.chk.Fail(InvMachine, "%s: writing a forged copy: %v", n.name, err)
-		return
-	}
-	cfg := n.cfg
-	cfg.Rand = lazyrand.New(1) // never draw from the live engine's stream
-	_, err = runner.Replay(cp, journalName, cfg)
-	if !refusal(err, what) {
-		w.chk.Fail(InvCorruptionRefused, "%s: a copy of its journal with %s replayed with %v, want a refusal naming corruption", n.name, what, err)
-		return
-	}
-	w.chk.Pass(InvCorruptionRefused)
-	w.trace(n.name, "forged copy refused: "+what)
-}
-
-// forgeScheduleResized forges a schedule record before end of image b by leaving a field out
+// ScheduleResized forges a schedule record before end of image b by leaving a field out
 // (a name of no bytes, a set with an empty target or without a next period), which changes the
 // frame's length and so needs a rewrite of the whole file: it returns the new image and what
 // it did, or nil.
-func forgeScheduleResized(r *rand.Rand, b []byte, end int) ([]byte, string) {
+func ScheduleResized(r *rand.Rand, b []byte, end int) ([]byte, string) {
 	type cand struct {
-		f   forgedFrame
+		f   Frame
 		rec schedRec
 	}
 	var cands []cand
-	for _, f := range framesBefore(b, end) {
-		p := b[f.off+frameHdr : f.off+frameHdr+f.n]
-		if f.flags&snapFlag != 0 || p[17] < runner.TagScheduleSet || p[17] > runner.TagScheduleFired {
+	for _, f := range Frames(b, end) {
+		p := b[f.Off+FrameHdr : f.Off+FrameHdr+f.N]
+		if f.Flags&SnapFlag != 0 || p[17] < runner.TagScheduleSet || p[17] > runner.TagScheduleFired {
 			continue
 		}
-		if rec, ok := parseSchedRecord(p[17], p[payloadHdr:]); ok {
+		if rec, ok := parseSchedRecord(p[17], p[PayloadHdr:]); ok {
 			cands = append(cands, cand{f, rec})
 		}
 	}
@@ -494,8 +423,8 @@ func forgeScheduleResized(r *rand.Rand, b []byte, end int) ([]byte, string) {
 		return nil, ""
 	}
 	c := cands[r.Intn(len(cands))]
-	p := b[c.f.off+frameHdr : c.f.off+frameHdr+c.f.n]
-	data, s := p[payloadHdr:], c.rec
+	p := b[c.f.Off+FrameHdr : c.f.Off+FrameHdr+c.f.N]
+	data, s := p[PayloadHdr:], c.rec
 	cut := func(from, to int, with ...byte) []byte {
 		return slices.Concat(data[:from], with, data[to:])
 	}
@@ -509,10 +438,10 @@ func forgeScheduleResized(r *rand.Rand, b []byte, end int) ([]byte, string) {
 	default:
 		nd, what = cut(s.name-4, s.name+s.nameLen, 0, 0, 0, 0), "a schedule record with an empty name"
 	}
-	payload := slices.Concat(p[:payloadHdr], nd)
+	payload := slices.Concat(p[:PayloadHdr], nd)
 	fr := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
 	crc := crc32.Update(0, castagnoli, fr)
 	fr = binary.LittleEndian.AppendUint32(fr, crc32.Update(crc, castagnoli, payload))
-	img := slices.Concat(b[:c.f.off], fr, payload, b[c.f.off+frameHdr+c.f.n:])
-	return img, fmt.Sprintf("the frame at byte %d rewritten with %s, %d bytes shorter, its CRC resealed", c.f.off, what, len(data)-len(nd))
+	img := slices.Concat(b[:c.f.Off], fr, payload, b[c.f.Off+FrameHdr+c.f.N:])
+	return img, fmt.Sprintf("the frame at byte %d rewritten with %s, %d bytes shorter, its CRC resealed", c.f.Off, what, len(data)-len(nd))
 }
