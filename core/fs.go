@@ -1,5 +1,10 @@
 package core
 
+import (
+	"fmt"
+	"io"
+)
+
 // FS is the file-system port: one flat directory of files. Names are plain file names
 // (no separators). Every call can fail, and callers handle each failure.
 //
@@ -45,4 +50,23 @@ type File interface {
 	Size() (int64, error)
 	// Close releases the file; it does not sync.
 	Close() error
+}
+
+// ReadFile reads the whole of name from fsys: the inspections, fault layers and checkers that
+// need a file's bytes share it.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); err != nil && !(err == io.EOF && int64(n) == size) {
+		return nil, fmt.Errorf("core: reading %q: %w", name, err)
+	}
+	return b, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/forge"
@@ -116,7 +117,7 @@ func (n *runnerNode) checkForgedCopy(cp *disk.Disk) {
 	if r.Intn(4) != 0 || len(n.boundaries) < 2 {
 		return
 	}
-	b, err := readFile(cp, journalName)
+	b, err := core.ReadFile(cp, journalName)
 	end := n.boundaries[len(n.boundaries)-2]
 	if err != nil || int64(len(b)) < end {
 		return

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/retry"
@@ -208,25 +209,8 @@ func (n *runnerNode) checkList(live []JobView) {
 
 // readAll reads a whole file as the world's inspections do: past the read-side faults.
 func readAll(fsys *disk.Disk, name string) (b []byte, err error) {
-	fsys.WithoutReadFaults(func() { b, err = readFile(fsys, name) })
+	fsys.WithoutReadFaults(func() { b, err = core.ReadFile(fsys, name) })
 	return b, err
-}
-
-func readFile(fsys *disk.Disk, name string) ([]byte, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, size)
-	if _, err := f.ReadAt(buf, 0); err != nil && size > 0 {
-		return nil, err
-	}
-	return buf, nil
 }
 
 // writeSynced makes name hold data, durable; fsys may keep data, which the caller must not

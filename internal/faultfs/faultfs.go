@@ -3,7 +3,6 @@ package faultfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/rand"
 	"slices"
 	"sync"
@@ -442,22 +441,4 @@ func (fl *file) Close() error {
 	fl.closed = true
 	fl.fs.open = slices.DeleteFunc(fl.fs.open, func(o *file) bool { return o == fl })
 	return fl.in.Close()
-}
-
-// readAll reads the whole of name from the wrapped FS.
-func readAll(fsys core.FS, name string) ([]byte, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, size)
-	if n, err := f.ReadAt(b, 0); err != nil && !(err == io.EOF && int64(n) == size) {
-		return nil, fmt.Errorf("faultfs: reading %q: %w", name, err)
-	}
-	return b, nil
 }

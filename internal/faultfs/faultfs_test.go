@@ -42,7 +42,7 @@ func mustWrite(t *testing.T, f core.File, s string) {
 
 func contents(t *testing.T, fsys core.FS, name string) (string, bool) {
 	t.Helper()
-	b, err := readAll(fsys, name)
+	b, err := core.ReadFile(fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false
 	}

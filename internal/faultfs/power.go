@@ -8,6 +8,8 @@ import (
 	"math/rand"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/core"
 )
 
 // sectorLen is the unit a disk writes atomically: a torn write's garbage stays inside one.
@@ -130,7 +132,7 @@ func (f *FS) adopt() error {
 	}
 	f.st = state{dir: map[string]*node{}}
 	for _, name := range names {
-		b, err := readAll(f.inner, name)
+		b, err := core.ReadFile(f.inner, name)
 		if err != nil {
 			return fmt.Errorf("faultfs: adopting %q: %w", name, err)
 		}
