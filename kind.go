@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // DefaultKind is the kind Open registers for its one type of job.
@@ -46,8 +47,9 @@ type kindEntry struct {
 	name   string
 	limit  int
 	decode func([]byte) (any, error)
-	// start runs the handler for one attempt whose payload decode made value.
-	start func(ctx context.Context, a runner.Attempt) Outcome
+	// start runs the handler for one attempt whose payload decode made value; a panic is a
+	// *PanicError.
+	start func(ctx context.Context, a runner.Attempt) error
 }
 
 // Register adds a kind of job named name to r, with its codec and handler, and returns its
@@ -90,8 +92,9 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	}
 	e := kindEntry{name: name, limit: s.limit,
 		decode: func(b []byte) (any, error) { return codec.Decode(b) },
-		start: func(ctx context.Context, a runner.Attempt) Outcome {
-			return runHandler(ctx, handler, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
+		start: func(ctx context.Context, a runner.Attempt) (err error) {
+			defer outcome.Recover(&err)
+			return handler(ctx, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
 				Due: a.FirstDue, Payload: a.Value.(A)})
 		}}
 	rep, err := r.call(context.Background(), command{kind: cmdRegister, reg: e})

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // wakeMin is the shortest timer the owner sets, so a wake time at or before now cannot spin.
@@ -250,11 +251,11 @@ func (o *owner) wait(c command) {
 func (o *owner) outcome(d doneMsg) {
 	o.running[d.tok](nil) // release the attempt's context
 	delete(o.running, d.tok)
-	if d.out.Kind != KindSucceeded {
+	if d.err != nil {
 		o.r.log.Debug("sluice: attempt failed", "job", d.tok.ID, "attempt", d.tok.Attempt,
-			"outcome", d.out.Kind.String(), "retryable", d.out.Retryable, "err", d.out.Err)
+			"outcome", OutcomeName(d.err), "err", d.err)
 	}
-	o.node.Step(runner.Ended{Token: d.tok, Outcome: coreOutcome(d.out)})
+	o.node.Step(runner.Ended{Token: d.tok, Outcome: outcome.Runner(d.err)})
 }
 
 // perform carries out one Ready in the order of its fields. It reports true once the runner
@@ -357,13 +358,12 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 }
 
 // attempt runs one attempt's handler, through the middleware chain when one is set.
-func (r *Runner) attempt(ctx context.Context, k kindEntry, s runner.Attempt) Outcome {
+func (r *Runner) attempt(ctx context.Context, k kindEntry, s runner.Attempt) error {
 	if r.chain == nil {
 		return k.start(ctx, s)
 	}
 	call := Call{ID: strconv.FormatUint(s.Token.ID, 10), Kind: s.Kind, Target: s.Target, Attempt: s.Token.Attempt}
-	call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(k.start(ctx, s)) }
-	return outcomeOfVerdict(callChain(ctx, r.chain, call))
+	return callThrough(ctx, r.chain, call, func(ctx context.Context) error { return k.start(ctx, s) })
 }
 
 // work runs attempts one after another until the owner has stopped, so a busy runner starts
@@ -372,7 +372,7 @@ func work(r *Runner, in <-chan attemptRun) {
 	for {
 		select {
 		case a := <-in:
-			r.done.put(doneMsg{tok: a.a.Token, out: r.attempt(a.ctx, a.kind, a.a)})
+			r.done.put(doneMsg{tok: a.a.Token, err: r.attempt(a.ctx, a.kind, a.a)})
 		case <-r.exit:
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/qjobs"
 	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // The send port of the queue-backed runner (adapters/sqs implements it on SQS).
@@ -79,7 +80,7 @@ type QueueRunner struct {
 // queueKind is a registered kind with its type erased.
 type queueKind struct {
 	name string
-	run  func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) Outcome
+	run  func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error
 }
 
 // Registrar is what Register takes: a *Runner (local, journaled) or a *QueueRunner.
@@ -125,12 +126,14 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 	if _, ok := q.kinds[name]; ok {
 		return nil, fmt.Errorf("sluice: Register %q: the kind is registered already", name)
 	}
-	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) Outcome {
+	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error {
 		v, err := codec.Decode(payload)
 		if err != nil {
-			return Failed(fmt.Errorf("decode payload: %w", err), false)
+			return Permanent(fmt.Errorf("decode payload: %w", err))
 		}
-		return runHandler(ctx, handler, Job[A]{Kind: name, Target: a.Target, Attempt: attempt, Due: a.FirstDue, Payload: v})
+		return outcome.Call(ctx, func(ctx context.Context) error {
+			return handler(ctx, Job[A]{Kind: name, Target: a.Target, Attempt: attempt, Due: a.FirstDue, Payload: v})
+		})
 	}}
 	return &Kind[A]{name: name, codec: codec, q: q}, nil
 }
@@ -253,7 +256,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 }
 
 // handle is the worker's handler: it executes the job layer's plans for one delivery.
-func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
+func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 	received := q.clk.Now()
 	a, payload, err := qjobs.Decode(core.Message{ID: msg.ID, Body: msg.Body, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes})
 	if err != nil {
@@ -266,7 +269,7 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 		if serr != nil {
 			return RetryAfter(serr, time.Second)
 		}
-		return Ack()
+		return nil
 	}
 	q.mu.Lock()
 	k, ok := q.kinds[a.Kind]
@@ -284,22 +287,23 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 		return q.execute(ctx, msg, p, payload)
 	}
 	out := k.run(ctx, a, p.Attempt, payload)
-	if ctx.Err() != nil && out.Kind != KindSucceeded {
+	kind, after := outcome.Of(out)
+	if ctx.Err() != nil && kind != outcome.KindSucceeded {
 		// Lease lost or stopping: the queue redelivers; the attempt counts.
 		q.mu.Lock()
 		q.m.Abandon(a.Target, p.Probe)
 		q.mu.Unlock()
 		return RetryAfter(context.Cause(ctx), 0)
 	}
-	o := qjobs.Outcome{Result: qjobs.Success, After: out.After}
-	switch {
-	case out.Kind == KindSucceeded:
-	case out.Kind == KindFailed && out.Retryable:
-		o.Result, o.Err = qjobs.Retryable, errText(out.Err)
-	case out.Kind == KindPanicked:
-		o.Result, o.Err = qjobs.Panicked, errText(out.Err)
+	o := qjobs.Outcome{Result: qjobs.Success, After: after}
+	switch kind {
+	case outcome.KindSucceeded:
+	case outcome.KindRetry:
+		o.Result, o.Err = qjobs.Retryable, outcome.Text(out)
+	case outcome.KindPanicked:
+		o.Result, o.Err = qjobs.Panicked, outcome.Text(out)
 	default:
-		o.Result, o.Err = qjobs.Permanent, errText(out.Err)
+		o.Result, o.Err = qjobs.Permanent, outcome.Text(out)
 	}
 	q.mu.Lock()
 	f := q.m.Finish(q.clk.Now(), d, p.Attempt, p.Probe, o)
@@ -307,18 +311,11 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 	return q.execute(ctx, msg, f, payload)
 }
 
-func errText(err error) string {
-	if err == nil {
-		return "failed without an error"
-	}
-	return err.Error()
-}
-
 // execute performs a plan that ends a delivery.
-func (q *QueueRunner) execute(ctx context.Context, msg Message, p qjobs.Plan, payload []byte) Result {
+func (q *QueueRunner) execute(ctx context.Context, msg Message, p qjobs.Plan, payload []byte) error {
 	switch p.Action {
 	case qjobs.Ack:
-		return Ack()
+		return nil
 	case qjobs.Hide:
 		return RetryAfter(errors.New("retry"), p.Visibility)
 	case qjobs.Resend, qjobs.DeadLetter:
@@ -339,7 +336,7 @@ func (q *QueueRunner) execute(ctx context.Context, msg Message, p qjobs.Plan, pa
 			q.log.Warn("sluice: queue runner: send failed; the message comes back", "message", msg.ID, "action", p.Action.String(), "err", err)
 			return RetryAfter(err, time.Second)
 		}
-		return Ack() // the original is deleted once its successor is sent
+		return nil // the original is deleted once its successor is sent
 	}
 	panic(fmt.Sprintf("sluice: queue runner: plan %v ends no delivery", p.Action))
 }

@@ -176,7 +176,7 @@ func (sc *WorkerScenario) sweep() sweep {
 			if sc.Setup == nil {
 				return errors.New("sluicetest: WorkerScenario.Setup is nil: it must build the handler")
 			}
-			_, err := sc.kit(func(context.Context, sluice.Message) sluice.Result { return sluice.Ack() }, nil)
+			_, err := sc.kit(func(context.Context, sluice.Message) error { return nil }, nil)
 			return err
 		},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/outcome"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
@@ -411,10 +412,10 @@ func (w *world[A]) outcome(a *attempt) {
 	a.cancel(nil)
 	out := a.out
 	w.logf("end    %v %s", a.tok, describeOutcome(out))
-	if out.Kind == sluice.KindSucceeded {
+	if out == nil {
 		w.reported[a.tok.ID] = true
 	}
-	w.step(runner.Ended{Token: a.tok, Outcome: coreOutcome(out)})
+	w.step(runner.Ended{Token: a.tok, Outcome: outcome.Runner(out)})
 }
 
 // commit performs the Node's Readys. A written batch's sync lands as an event of this instant,
@@ -528,9 +529,9 @@ func (w *world[A]) start(s runner.Attempt) {
 	w.logf("start  %v target=%s", s.Token, s.Target)
 	h := w.handler
 	go func() {
-		var out sluice.Outcome
+		var out error
 		defer func() { w.yield <- yieldMsg{att: a, done: true, out: out} }()
-		out = callHandler(ctx, h, job)
+		out = outcome.Call(ctx, func(ctx context.Context) error { return h(ctx, job) })
 	}()
 	w.await(a)
 }
@@ -713,52 +714,16 @@ func (w *world[A]) provided() []Invariant[A] {
 	}
 }
 
-// callHandler runs h, turning a panic into a Panicked outcome and a zero Outcome into a
-// non-retryable failure, as the production runner does.
-func callHandler[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) (out sluice.Outcome) {
-	defer func() {
-		if v := recover(); v != nil {
-			out = sluice.Outcome{Kind: sluice.KindPanicked, Err: &sluice.PanicError{Value: v}}
-		}
-	}()
-	out = h(ctx, job)
-	switch out.Kind {
-	case sluice.KindSucceeded, sluice.KindPanicked:
-	case sluice.KindFailed:
-		if out.Err == nil {
-			out.Err = errors.New("sluice: handler failed with a nil error")
-		}
-	default:
-		out = sluice.Outcome{Kind: sluice.KindFailed, Err: fmt.Errorf("sluice: handler returned an invalid outcome (kind %d)", out.Kind)}
-	}
-	return out
-}
-
-func describeOutcome(o sluice.Outcome) string {
-	switch o.Kind {
-	case sluice.KindSucceeded:
+func describeOutcome(err error) string {
+	switch k, _ := outcome.Of(err); k {
+	case outcome.KindSucceeded:
 		return "succeeded"
-	case sluice.KindFailed:
-		return fmt.Sprintf("failed (retryable=%v): %v", o.Retryable, o.Err)
+	case outcome.KindRetry:
+		return fmt.Sprintf("failed (retryable=true): %v", err)
+	case outcome.KindPanicked:
+		return fmt.Sprintf("panicked: %v", err)
 	}
-	return fmt.Sprintf("%s: %v", o.Kind, o.Err)
-}
-
-// coreOutcome is the production driver's translation of an outcome.
-func coreOutcome(out sluice.Outcome) runner.Outcome {
-	switch out.Kind {
-	case sluice.KindSucceeded:
-		return runner.Success()
-	case sluice.KindPanicked:
-		var pe *sluice.PanicError
-		if errors.As(out.Err, &pe) {
-			return runner.Panicked(fmt.Sprint(pe.Value))
-		}
-		return runner.Panicked(fmt.Sprint(out.Err))
-	}
-	o := runner.Failure(fmt.Sprint(out.Err), out.Retryable)
-	o.After = out.After
-	return o
+	return fmt.Sprintf("failed (retryable=false): %v", err)
 }
 
 // publicState is a job's state as sluice.Runner.Get reports it (pending, waiting, deferred).
