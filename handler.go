@@ -19,7 +19,8 @@ type Job[A any] struct {
 
 // Handler runs one attempt of a job and returns what became of it, as an error (see
 // docs/results.md): nil succeeds; Permanent(err) fails for good; RetryAfter(err, d) retries
-// after d; any other error is retried per the Policy. Its context is cancelled when the
+// after d; Snooze(d) runs it again after d without spending an attempt; any other error is
+// retried per the Policy. Its context is cancelled when the
 // runner shuts down (after the grace period) and when the job is cancelled; the result of a
 // cancelled job is ignored. A panic is recovered and recorded as a non-retryable failure
 // (a *PanicError).
@@ -35,6 +36,8 @@ type (
 	RetryAfterError = outcome.RetryAfterError
 	// DeadLetterError sends a worker's message to the dead-letter queue (DeadLetter).
 	DeadLetterError = outcome.DeadLetterError
+	// SnoozeError moves a job's due time without spending an attempt (Snooze).
+	SnoozeError = outcome.SnoozeError
 	// PanicError is the error recorded for a handler or a middleware that panicked.
 	PanicError = outcome.PanicError
 )
@@ -53,8 +56,16 @@ func RetryAfter(err error, d time.Duration) error { return outcome.RetryAfter(er
 // Permanent.
 func DeadLetter(err error) error { return outcome.DeadLetter(err) }
 
+// Snooze asks to run the job again after d without spending an attempt (River's JobSnooze):
+// the runner journals the attempt as snoozed, not counted and not judged by the target's
+// breaker, and the job is due again at now+d (its retry deadline still counts from its first
+// due). The worker makes the message visible again after d (whole seconds), and the queue
+// counts the redelivery against the receive budget; the queue runner retries the job after
+// d, as RetryAfter does.
+func Snooze(d time.Duration) error { return outcome.Snooze(d) }
+
 // OutcomeName is the word hooks, logs and metrics use for a handler's returned error:
-// "succeeded" (nil), "retry", "permanent", "panicked" or "deadletter".
+// "succeeded" (nil), "retry", "permanent", "panicked", "deadletter" or "snoozed".
 func OutcomeName(err error) string {
 	k, _ := outcome.Of(err)
 	return k.String()

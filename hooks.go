@@ -38,6 +38,7 @@ type AttemptEnded struct {
 	// Next is what the runner made of the attempt: StateWaiting (retried at Due),
 	// StateSucceeded or StateDead (Reason says why).
 	Released bool // a stop cut it: not counted, the job waits again at its due time
+	Snoozed  bool // the handler returned Snooze: not counted, the job waits until Due
 	Err      string
 	Next     State
 	Due      time.Time
@@ -48,10 +49,13 @@ type AttemptEnded struct {
 }
 
 // Outcome is how the attempt ended as one word: "released", or OutcomeName of the handler's
-// error ("succeeded", "retry", "permanent", "panicked").
+// error ("succeeded", "retry", "permanent", "panicked", "snoozed").
 func (e AttemptEnded) Outcome() string {
-	if e.Released {
+	switch {
+	case e.Released:
 		return "released"
+	case e.Snoozed:
+		return "snoozed"
 	}
 	return e.outcome.String()
 }
@@ -160,7 +164,7 @@ func reportTransitions(cfg *Config, ts []runner.Transition) {
 		switch t.Tag {
 		case runner.TagDeferred:
 			cfg.OnDeferred(Deferred{ID: t.ID, Target: t.Target, Until: t.Due})
-		case runner.TagFinished, runner.TagReleased:
+		case runner.TagFinished, runner.TagReleased, runner.TagSnoozed:
 			cfg.OnAttemptEnded(attemptEnded(t))
 		}
 	}
@@ -171,8 +175,12 @@ func attemptEnded(t runner.Transition) AttemptEnded {
 	if !t.Start.IsZero() && t.End.After(t.Start) {
 		e.Duration = t.End.Sub(t.Start)
 	}
-	if t.Tag == runner.TagReleased {
+	switch t.Tag {
+	case runner.TagReleased:
 		e.Released, e.Next = true, StateWaiting
+		return e
+	case runner.TagSnoozed:
+		e.Snoozed, e.Next, e.Due = true, StateWaiting, t.Due
 		return e
 	}
 	switch {

@@ -279,3 +279,57 @@ func TestHooksReportAttemptsACrashInterrupted(t *testing.T) {
 		_ = old.Close()
 	})
 }
+
+// TestSnoozeMovesTheDueWithoutAnAttempt: with one attempt allowed and a breaker that opens on
+// one failure, a handler that snoozes twice still runs a third time and succeeds: the
+// snoozes spend no attempt and do not open the breaker, each waits its time, and the hooks
+// and the middleware name them.
+func TestSnoozeMovesTheDueWithoutAnAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log eventLog
+		t0 := time.Now()
+		calls := 0
+		cfg := Config{Capacity: 1, Policy: Policy{Attempts: 1}, Circuit: Circuit{Threshold: 1, Cooldown: time.Hour},
+			Middleware: []Middleware{recording(&log, "mw")},
+			OnAttemptEnded: func(e AttemptEnded) {
+				due := ""
+				if e.Next == StateWaiting {
+					due = fmt.Sprintf(" due=+%v", e.Due.Sub(t0).Round(time.Second))
+				}
+				log.add("ended %d#%d %s next=%v%s", e.ID, e.Attempt, e.Outcome(), e.Next, due)
+			},
+		}
+		r := openOn(t, disk.New(1), cfg, func(ctx context.Context, j Job[string]) error {
+			if calls++; calls < 3 {
+				return Snooze(30 * time.Second)
+			}
+			log.add("ran at +%v", time.Since(t0).Round(time.Second))
+			return nil
+		})
+		defer r.Close()
+		ctx := context.Background()
+		id, err := r.Enqueue(ctx, time.Time{}, "t", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		j, _ := r.Get(id)
+		var hist []string
+		for _, a := range j.History {
+			hist = append(hist, fmt.Sprintf("%d:%s", a.Number, a.Outcome))
+		}
+		if j.State != StateSucceeded || j.Attempts != 1 || strings.Join(hist, ",") != "1:snoozed,1:snoozed,1:succeeded" {
+			t.Errorf("job %v attempts %d history %v, want succeeded after 1 attempt and 2 snoozes", j.State, j.Attempts, hist)
+		}
+		want := []string{
+			"mw> t 1#1", "mw< t 1#1 snoozed", "ended 1#1 snoozed next=waiting due=+30s",
+			"mw> t 1#1", "mw< t 1#1 snoozed", "ended 1#1 snoozed next=waiting due=+1m0s",
+			"mw> t 1#1", "ran at +1m0s", "mw< t 1#1 succeeded", "ended 1#1 succeeded next=succeeded",
+		}
+		if diff := cmp.Diff(want, log.get()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
+}

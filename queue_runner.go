@@ -298,7 +298,7 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 	o := qjobs.Outcome{Result: qjobs.Success, After: after}
 	switch kind {
 	case outcome.KindSucceeded:
-	case outcome.KindRetry:
+	case outcome.KindRetry, outcome.KindSnooze:
 		o.Result, o.Err = qjobs.Retryable, outcome.Text(out)
 	case outcome.KindPanicked:
 		o.Result, o.Err = qjobs.Panicked, outcome.Text(out)

@@ -34,6 +34,11 @@ type RetryAfterError struct {
 func (e *RetryAfterError) Error() string { return fmt.Sprintf("retry after %v: %v", e.After, e.Err) }
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
+// SnoozeError asks to run the job again after After, without spending an attempt.
+type SnoozeError struct{ After time.Duration }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.After) }
+
 // DeadLetterError asks a worker to hide its message for the queue's redrive policy.
 type DeadLetterError struct{ Err error }
 
@@ -57,6 +62,8 @@ func RetryAfter(err error, d time.Duration) error {
 
 func DeadLetter(err error) error { return &DeadLetterError{Err: orNil(err)} }
 
+func Snooze(d time.Duration) error { return &SnoozeError{After: max(d, 0)} }
+
 func orNil(err error) error {
 	if err == nil {
 		return ErrNil
@@ -73,6 +80,7 @@ const (
 	KindPermanent                  // Permanent
 	KindPanicked                   // the handler or a middleware panicked
 	KindDeadLetter                 // DeadLetter
+	KindSnooze                     // Snooze
 )
 
 // Names are the words hooks and metrics use for each Kind.
@@ -88,13 +96,15 @@ func (k Kind) String() string {
 		return "panicked"
 	case KindDeadLetter:
 		return "deadletter"
+	case KindSnooze:
+		return "snoozed"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Of classifies err; after is the wait a RetryAfter asked for (nil otherwise). The outermost
-// wrapper in err's chain that says something decides, in the order panic, dead letter,
-// permanent, retry-after.
+// Of classifies err; after is the wait a RetryAfter or a Snooze asked for (nil otherwise).
+// A wrapper anywhere in err's chain decides, in the order panic, dead letter, permanent,
+// snooze, retry-after.
 func Of(err error) (k Kind, after *time.Duration) {
 	if err == nil {
 		return KindSucceeded, nil
@@ -103,6 +113,7 @@ func Of(err error) (k Kind, after *time.Duration) {
 	var dl *DeadLetterError
 	var pm *PermanentError
 	var ra *RetryAfterError
+	var sn *SnoozeError
 	switch {
 	case errors.As(err, &pe):
 		return KindPanicked, nil
@@ -110,6 +121,9 @@ func Of(err error) (k Kind, after *time.Duration) {
 		return KindDeadLetter, nil
 	case errors.As(err, &pm):
 		return KindPermanent, nil
+	case errors.As(err, &sn):
+		d := sn.After
+		return KindSnooze, &d
 	case errors.As(err, &ra):
 		d := ra.After
 		return KindRetry, &d
@@ -141,6 +155,8 @@ func Runner(err error) runner.Outcome {
 		var pe *PanicError
 		errors.As(err, &pe)
 		return runner.Panicked(fmt.Sprint(pe.Value))
+	case KindSnooze:
+		return runner.Snoozed(*after)
 	case KindRetry:
 		o := runner.Failure(Text(err), true)
 		o.After = after
@@ -167,13 +183,15 @@ func Text(err error) string {
 	return err.Error()
 }
 
-// Worker is a handler's error as the worker's machine takes it. A panic is a permanent failure.
+// Worker is a handler's error as the worker's machine takes it. A panic is a permanent
+// failure; a snooze makes the message visible again after its wait (a redelivery, which the
+// queue counts).
 func Worker(err error) worker.Result {
 	k, after := Of(err)
 	switch k {
 	case KindSucceeded:
 		return worker.Result{Outcome: worker.Success}
-	case KindRetry:
+	case KindRetry, KindSnooze:
 		return worker.Result{Outcome: worker.Retryable, Err: err, After: after}
 	case KindDeadLetter:
 		return worker.Result{Outcome: worker.Terminal, Err: err}

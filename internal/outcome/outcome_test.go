@@ -30,6 +30,7 @@ func TestTranslations(t *testing.T) {
 		{"permanent", fmt.Errorf("x: %w", Permanent(boom)), runner.Failure("x: permanent: boom", false), worker.Permanent, nil},
 		{"dead letter", DeadLetter(boom), runner.Failure("boom", false), worker.Terminal, nil},
 		{"panic", &PanicError{Value: "p"}, runner.Panicked("p"), worker.Permanent, nil},
+		{"snooze", fmt.Errorf("busy: %w", Snooze(sec)), runner.Snoozed(sec), worker.Retryable, &sec},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.runner, Runner(tt.err)); diff != "" {
