@@ -159,6 +159,18 @@ func attemptStarted(s runner.Attempt, now time.Time) AttemptStarted {
 }
 
 // reportTransitions hands a commit's durable transitions to the hooks.
+// reportDurable reports what a Ready made durable to cfg's hooks: the landed batch, timed to
+// now, the attempts' ends and deferrals, the settled jobs.
+func reportDurable(cfg *Config, rd runner.Effects, now time.Time) {
+	if l := rd.Landed; l != nil && l.Records > 0 {
+		cfg.OnCommitted(Committed{Records: l.Records, Duration: now.Sub(l.Began)})
+	}
+	reportTransitions(cfg, rd.Transitions)
+	for _, s := range rd.Settled {
+		cfg.OnSettled(settledOf(s))
+	}
+}
+
 func reportTransitions(cfg *Config, ts []runner.Transition) {
 	for _, t := range ts {
 		switch t.Tag {

@@ -264,16 +264,10 @@ func (o *owner) perform(rd runner.Effects) bool {
 	if !rd.Sync.Empty() {
 		o.startSync(rd.Sync)
 	}
-	if l := rd.Landed; l != nil && l.Records > 0 {
-		o.r.cfg.OnCommitted(Committed{Records: l.Records, Duration: o.r.clk.Since(l.Began)})
-	}
 	for _, a := range rd.Acks {
 		o.answer(a)
 	}
-	reportTransitions(&o.r.cfg, rd.Transitions)
-	for _, s := range rd.Settled {
-		o.r.cfg.OnSettled(settledOf(s))
-	}
+	reportDurable(&o.r.cfg, rd, o.r.clk.Now())
 	for _, c := range rd.Cancels {
 		o.running[c.Token](causeOf(c.Why))
 	}
@@ -346,7 +340,7 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	o.running[s.Token] = cancel
-	o.r.cfg.OnAttemptStarted(attemptStarted(s, now))
+	o.r.cfg.OnAttemptStarted(attemptStarted(s, now)) // as runnerkit.Kit.Started
 	if o.work == nil {
 		o.work = make(chan attemptRun, o.r.cfg.Capacity)
 	}
@@ -359,11 +353,16 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 
 // attempt runs one attempt's handler, through the middleware chain when one is set.
 func (r *Runner) attempt(ctx context.Context, k kindEntry, s runner.Attempt) error {
-	if r.chain == nil {
+	return runAttempt(ctx, r.chain, k, s)
+}
+
+// runAttempt runs k's handler for s through chain (nil: directly); a panic is a *PanicError.
+func runAttempt(ctx context.Context, chain CallHandler, k kindEntry, s runner.Attempt) error {
+	if chain == nil {
 		return k.start(ctx, s)
 	}
 	call := Call{ID: strconv.FormatUint(s.Token.ID, 10), Kind: s.Kind, Target: s.Target, Attempt: s.Token.Attempt}
-	return callThrough(ctx, r.chain, call, func(ctx context.Context) error { return k.start(ctx, s) })
+	return callThrough(ctx, chain, call, func(ctx context.Context) error { return k.start(ctx, s) })
 }
 
 // work runs attempts one after another until the owner has stopped, so a busy runner starts

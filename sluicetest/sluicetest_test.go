@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,5 +323,44 @@ func TestGoroutineOutlivingItsHandlerIsReported(t *testing.T) {
 	res := run(&sc, 1, Knobs{Jobs: 2, Horizon: 2 * time.Second})
 	if res.violation == nil || res.violation.Invariant != "determinism" || !strings.Contains(res.violation.Err.Error(), "outlived") {
 		t.Fatalf("want the outliving goroutine reported, got %v", res.violation)
+	}
+}
+
+// TestConfigMiddlewareAndHooksRunInTheWorld: the world runs the scenario's Config as a Runner
+// does: its middleware wraps every attempt (here it makes a charge the service refused
+// permanent, which the handler alone would retry) and every hook reports.
+func TestConfigMiddlewareAndHooksRunInTheWorld(t *testing.T) {
+	var mu sync.Mutex
+	count := map[string]int{}
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		count[what]++
+	}
+	sc := charge(true, ServiceFaults{Fail: 0.2})
+	sc.Config.AgeMax = time.Minute
+	sc.Config.Middleware = []sluice.Middleware{func(next sluice.CallHandler) sluice.CallHandler {
+		return func(ctx context.Context, c sluice.Call) error {
+			note("middleware")
+			err := next(ctx, c)
+			if err != nil {
+				note("made permanent")
+				return sluice.Permanent(err)
+			}
+			return nil
+		}
+	}}
+	sc.Config.OnAttemptStarted = func(sluice.AttemptStarted) { note("started") }
+	sc.Config.OnAttemptEnded = func(e sluice.AttemptEnded) { note("ended " + e.Outcome()) }
+	sc.Config.OnCommitted = func(sluice.Committed) { note("committed") }
+	sc.Config.OnSettled = func(s sluice.Settled) { note("settled " + s.State.String()) }
+	Check(t, sc, Seeds(20))
+	for _, what := range []string{"middleware", "made permanent", "started", "ended succeeded", "ended permanent", "committed", "settled succeeded", "settled dead"} {
+		if count[what] == 0 {
+			t.Errorf("%q never happened in 20 seeds: %v", what, count)
+		}
+	}
+	if count["ended retry"] != 0 {
+		t.Errorf("%d attempts ended retry, want none: the middleware makes every failure permanent", count["ended retry"])
 	}
 }

@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/core/breaker"
-	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/internal/outcome"
+	"github.com/sluicehq/sluice/internal/runnerkit"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
@@ -48,7 +47,7 @@ type world[A any] struct {
 	ecfg    runner.Config
 	rJitter *rand.Rand
 	rFault  *rand.Rand
-	handler sluice.Handler[A]
+	kit     runnerkit.Kit // the user's Config as a Runner runs it: middleware, hooks, defaults
 
 	node       *runner.Node   // nil while the process is down
 	eng        *runner.Engine // node's, for reads
@@ -150,9 +149,12 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	if k.DiskFaults {
 		w.disk.SetFaults(diskStorm)
 	}
-	w.ecfg = sc.engineConfig()
+	kit, err := sluice.NewRunnerKit(sc.simConfig(), "", sc.Setup(&Env{w: w.sched}))
+	if err != nil {
+		panic(err) // validate refused it before any run
+	}
+	w.kit, w.ecfg = kit, kit.Engine
 	w.ecfg.Decode = func(b []byte) (any, error) { return w.codec.Decode(b) }
-	w.handler = sc.Setup(&Env{w: w.sched})
 
 	// The workload first, from its own stream, so the knobs never shift its draws.
 	p := &Plan[A]{jobsMax: k.Jobs}
@@ -198,24 +200,15 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	return w
 }
 
-// engineConfig is the user's Config in the engine's terms, as the production driver maps it
-// (Capacity 0 means 4: the simulation does not read the CPU count).
-func (sc *Scenario[A]) engineConfig() runner.Config {
+// simConfig is the user's Config with the world's parts: Capacity 0 means 4 (the simulation
+// does not read the CPU count), and the logs are discarded (the timeline says what happened).
+func (sc *Scenario[A]) simConfig() sluice.Config {
 	cfg := sc.Config
-	capacity := cfg.Capacity
-	if capacity == 0 {
-		capacity = capacityDefault
+	if cfg.Capacity == 0 {
+		cfg.Capacity = capacityDefault
 	}
-	return runner.Config{
-		Policy:       retry.Policy(cfg.Policy),
-		Circuit:      breaker.Circuit(cfg.Circuit),
-		Capacity:     capacity,
-		CompactBytes: cfg.CompactBytes,
-		Retention:    cfg.Retention,
-		RecordMax:    cfg.RecordMax,
-		Grace:        cfg.Grace,
-		Logger:       slog.New(slog.DiscardHandler),
-	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	return cfg
 }
 
 func randDur(r *rand.Rand, d time.Duration) time.Duration {
@@ -481,12 +474,10 @@ func (w *world[A]) perform(rd runner.Effects) {
 			w.logf("ack    retry of job %d", w.refID[op.ref])
 		}
 	}
+	w.kit.Durable(rd, w.now)
 	for _, s := range rd.Settled {
 		w.settled[s.ID] = s.State
 		w.logf("settle job %d %s after %d attempts", s.ID, s.State, s.Attempts)
-		if cb := w.sc.Config.OnSettled; cb != nil {
-			cb(settledOf(s))
-		}
 	}
 	for _, c := range rd.Cancels {
 		a := w.running[c.Token]
@@ -525,13 +516,13 @@ func (w *world[A]) start(s runner.Attempt) {
 	}
 	a.cancel = cancel
 	w.running[s.Token] = a
-	job := sluice.Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
 	w.logf("start  %v target=%s", s.Token, s.Target)
-	h := w.handler
+	w.kit.Started(s, w.now)
+	attempt := w.kit.Attempt
 	go func() {
 		var out error
 		defer func() { w.yield <- yieldMsg{att: a, done: true, out: out} }()
-		out = outcome.Call(ctx, func(ctx context.Context) error { return h(ctx, job) })
+		out = attempt(ctx, s)
 	}()
 	w.await(a)
 }
@@ -753,18 +744,6 @@ func stateOf(s runner.JobState) sluice.State {
 		return sluice.StateCancelled
 	}
 	return 0
-}
-
-func settledOf(s runner.Settled) sluice.Settled {
-	var err error
-	if s.LastErr != "" && s.State == runner.Dead {
-		err = errors.New(s.LastErr)
-	}
-	var reason sluice.Reason
-	if s.Reason != runner.NoReason {
-		reason = sluice.Reason(s.Reason.String())
-	}
-	return sluice.Settled{ID: s.ID, State: stateOf(s.State), Attempts: s.Attempts, Reason: reason, Err: err}
 }
 
 // deadlineCtx reports the job's retry deadline in simulated time; it never fires on its own
