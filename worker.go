@@ -97,22 +97,22 @@ type WorkerStats struct {
 // eventsMax bounds the events waiting for the loop; senders block beyond it.
 const eventsMax = 1024
 
-func init() {
-	workerkit.Build = func(cfg, handler any) (workerkit.Kit, error) {
-		c, ok := cfg.(WorkerConfig)
-		h, ok2 := handler.(WorkerHandler)
-		if !ok || !ok2 {
-			panic(fmt.Sprintf("sluice: workerkit.Build(%T, %T), want a WorkerConfig and a WorkerHandler", cfg, handler))
-		}
-		_, kit, err := newKit(c, h)
-		if err != nil {
-			return kit, err
-		}
-		if err := kit.Config.Validate(); err != nil {
-			return kit, configErr(err)
-		}
-		return kit, nil
+// NewWorkerKit is exported for package sluicetest and is of no use to a program. sluicetest
+// executes a worker's host in a simulated world, and with it runs cfg and handler as NewWorker
+// does: the machine's configuration, the handler through cfg.Middleware with panics
+// recovered, and the hooks. It refuses cfg as NewWorker does, naming the field.
+func NewWorkerKit(cfg WorkerConfig, handler WorkerHandler) (workerkit.Kit, error) {
+	if handler == nil {
+		return workerkit.Kit{}, errors.New("sluice: NewWorkerKit: the handler is nil")
 	}
+	_, kit, err := newKit(cfg, handler)
+	if err != nil {
+		return kit, err
+	}
+	if err := kit.Config.Validate(); err != nil {
+		return kit, configErr(err)
+	}
+	return kit, nil
 }
 
 // NewWorker returns a worker over t. It does nothing until Run.

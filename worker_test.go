@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/worker"
-	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -622,7 +621,7 @@ func TestWorkerSuccessBehindAStalledRenewalIsDeleted(t *testing.T) {
 // results map through the table, panics and invalid results are permanent failures, the
 // middleware wraps the handler, and a drop's reason becomes the context's cause.
 func TestWorkerKitIsNewWorkers(t *testing.T) {
-	if _, err := workerkit.Build(WorkerConfig{RedriveMax: -1}, WorkerHandler(func(context.Context, Message) error { return nil })); err == nil ||
+	if _, err := NewWorkerKit(WorkerConfig{RedriveMax: -1}, WorkerHandler(func(context.Context, Message) error { return nil })); err == nil ||
 		!strings.Contains(err.Error(), "WorkerConfig.RedriveMax") {
 		t.Fatalf("Build with RedriveMax -1: %v, want a refusal naming WorkerConfig.RedriveMax", err)
 	}
@@ -645,7 +644,7 @@ func TestWorkerKitIsNewWorkers(t *testing.T) {
 			}
 		}}, worker.Retryable},
 	} {
-		kit, err := workerkit.Build(WorkerConfig{Middleware: tc.mw}, tc.h)
+		kit, err := NewWorkerKit(WorkerConfig{Middleware: tc.mw}, tc.h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -653,7 +652,7 @@ func TestWorkerKitIsNewWorkers(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	kit, err := workerkit.Build(WorkerConfig{}, WorkerHandler(func(context.Context, Message) error { return nil }))
+	kit, err := NewWorkerKit(WorkerConfig{}, WorkerHandler(func(context.Context, Message) error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
