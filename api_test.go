@@ -3,11 +3,13 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/sim/disk"
 )
 
 func TestJSONCodecRoundTrip(t *testing.T) {
@@ -51,56 +53,62 @@ func TestBytesCodecCopies(t *testing.T) {
 	}
 }
 
-func TestOutcomeOf(t *testing.T) {
+// TestOutcomeNameClassifiesWrappers: the outermost wrapper that says something decides,
+// through any wrapping, and a nil error given to a wrapper is still a failure.
+func TestOutcomeNameClassifiesWrappers(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
-		name      string
-		err       error
-		kind      OutcomeKind
-		retryable bool
+		name string
+		err  error
+		want string
 	}{
-		{"nil", nil, KindSucceeded, false},
-		{"plain", boom, KindFailed, true},
-		{"permanent", Permanent(boom), KindFailed, false},
-		{"wrapped permanent", errors.Join(errors.New("ctx"), Permanent(boom)), KindFailed, false},
+		{"nil", nil, "succeeded"},
+		{"plain", boom, "retry"},
+		{"retry after", RetryAfter(boom, time.Second), "retry"},
+		{"permanent", Permanent(boom), "permanent"},
+		{"wrapped permanent", errors.Join(errors.New("ctx"), Permanent(boom)), "permanent"},
+		{"fmt-wrapped permanent", fmt.Errorf("sending: %w", Permanent(boom)), "permanent"},
+		{"dead letter", DeadLetter(boom), "deadletter"},
+		{"permanent nil", Permanent(nil), "permanent"},
+		{"panic", &PanicError{Value: 1}, "panicked"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := OutcomeOf(tt.err)
-			got := struct {
-				Kind      OutcomeKind
-				Retryable bool
-			}{o.Kind, o.Retryable}
-			want := struct {
-				Kind      OutcomeKind
-				Retryable bool
-			}{tt.kind, tt.retryable}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("OutcomeOf(%v) (-want +got):\n%s", tt.err, diff)
-			}
-		})
+		if got := OutcomeName(tt.err); got != tt.want {
+			t.Errorf("%s: OutcomeName(%v) = %q, want %q", tt.name, tt.err, got, tt.want)
+		}
 	}
-	o := FailedAfter(boom, -time.Second)
-	if !o.Retryable || o.After == nil || *o.After != 0 {
-		t.Errorf("FailedAfter(-1s) = %+v, want retryable with After 0", o)
+	var ra *RetryAfterError
+	if err := RetryAfter(boom, -time.Second); !errors.As(err, &ra) || ra.After != 0 || !errors.Is(err, boom) {
+		t.Errorf("RetryAfter(boom, -1s) = %#v, want a RetryAfterError wrapping boom with After 0", err)
+	}
+	if err := Permanent(nil); err.Error() == "" || !errors.Is(err, errNilFailure) {
+		t.Errorf("Permanent(nil) = %q, want a failure saying it had no error", err)
 	}
 }
 
-func TestRunHandlerRecoversPanicsAndBadOutcomes(t *testing.T) {
-	job := Job[int]{ID: 1, Attempt: 1}
-	panicky := func(context.Context, Job[int]) Outcome { panic("kaboom") }
-	o := runHandler(context.Background(), Handler[int](panicky), job)
+// TestHandlerPanicIsRecordedNotRetried: a handler's panic reaches the middleware as a
+// *PanicError with its stack, and the job is dead (reason panic) after one attempt, with and
+// without middleware.
+func TestHandlerPanicIsRecordedNotRetried(t *testing.T) {
+	ctx := context.Background()
+	var seen error
+	watch := func(next CallHandler) CallHandler {
+		return func(ctx context.Context, c Call) error { seen = next(ctx, c); return seen }
+	}
+	for _, mws := range [][]Middleware{nil, {watch}} {
+		r := openOn(t, disk.New(1), Config{Capacity: 1, Middleware: mws}, func(context.Context, Job[string]) error { panic("kaboom") })
+		id, _ := r.Enqueue(ctx, time.Time{}, "t", "x")
+		if err := r.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := r.Get(id); j.State != StateDead || j.Reason != ReasonPanic || j.Attempts != 1 || j.LastErr != "kaboom" {
+			t.Errorf("middleware %d: job %+v, want dead (panic) after one attempt", len(mws), j)
+		}
+		r.Close()
+	}
 	var pe *PanicError
-	if o.Kind != KindPanicked || !errors.As(o.Err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
-		t.Errorf("panicking handler gave %+v, want Panicked with value kaboom and a stack", o)
-	}
-	zero := func(context.Context, Job[int]) Outcome { return Outcome{} }
-	if o := runHandler(context.Background(), Handler[int](zero), job); o.Kind != KindFailed || o.Retryable || o.Err == nil {
-		t.Errorf("zero outcome gave %+v, want a non-retryable failure", o)
-	}
-	nilErr := func(context.Context, Job[int]) Outcome { return Outcome{Kind: KindFailed, Retryable: true} }
-	if o := runHandler(context.Background(), Handler[int](nilErr), job); o.Err == nil || !o.Retryable {
-		t.Errorf("failure without error gave %+v, want a retryable failure with an error", o)
+	if !errors.As(seen, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
+		t.Errorf("middleware saw %v, want a PanicError with value kaboom and a stack", seen)
 	}
 }
 
@@ -174,7 +182,7 @@ func TestConfigNeverBlamesAnUnsetField(t *testing.T) {
 // TestWorkerConfigErrorsNameTheFieldSet: NewWorker's errors name the WorkerConfig field the
 // user set (a 13h Window is a bad Window, not a bad default Ceiling).
 func TestWorkerConfigErrorsNameTheFieldSet(t *testing.T) {
-	h := func(context.Context, Message) Result { return Ack() }
+	h := func(context.Context, Message) error { return nil }
 	if _, err := NewWorker(newMemQueue(), WorkerConfig{RedriveMax: 7, Logger: quiet}, h); err != nil {
 		t.Fatal(err)
 	}
@@ -197,20 +205,5 @@ func TestWorkerConfigErrorsNameTheFieldSet(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Field != tt.field {
 			t.Errorf("%+v: err = %v, want a ConfigError naming %s", tt.cfg, err, tt.field)
 		}
-	}
-}
-
-func TestResultOf(t *testing.T) {
-	boom := errors.New("boom")
-	for _, tt := range []struct {
-		err  error
-		want ResultKind
-	}{{nil, ResultAck}, {boom, ResultRetry}, {Permanent(boom), ResultPermanent}} {
-		if got := ResultOf(tt.err).Kind; got != tt.want {
-			t.Errorf("ResultOf(%v) = %v, want %v", tt.err, got, tt.want)
-		}
-	}
-	if r := RetryAfter(boom, -1); r.After == nil || *r.After != 0 {
-		t.Errorf("RetryAfter(-1) = %+v, want After 0", r)
 	}
 }

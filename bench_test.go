@@ -25,7 +25,7 @@ func endToEnd(b *testing.B, syncEvery bool, jobs, producers int) (time.Duration,
 		}
 	}}
 	cfg.opts.SyncEveryRecord = syncEvery
-	r, err := Open(b.TempDir(), cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+	r, err := Open(b.TempDir(), cfg, Bytes(), func(context.Context, Job[[]byte]) error { return nil })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func BenchmarkReplay(b *testing.B) {
 	var total, cpu time.Duration
 	for b.Loop() {
 		t0, c0 := time.Now(), processCPU()
-		r, err := Open(dir, cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+		r, err := Open(dir, cfg, Bytes(), func(context.Context, Job[[]byte]) error { return nil })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -159,11 +159,11 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 		var acked atomic.Int64
 		all := make(chan struct{})
 		w, err := NewWorker(mq, WorkerConfig{Window: 30 * time.Second, Wait: time.Second, Logger: quiet},
-			func(context.Context, Message) Result {
+			func(context.Context, Message) error {
 				if acked.Add(1) == messages {
 					close(all)
 				}
-				return Ack()
+				return nil
 			})
 		if err != nil {
 			b.Fatal(err)
@@ -196,7 +196,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	payload := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
 	open := func() *Kind[[]byte] {
 		r, err := Open(b.TempDir(), Config{Logger: quiet, Capacity: 8}, Bytes(),
-			func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+			func(context.Context, Job[[]byte]) error { return nil })
 		if err != nil {
 			b.Fatal(err)
 		}

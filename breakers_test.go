@@ -15,11 +15,11 @@ import (
 // is not listed, and one failure leaves a closed breaker that remembers it.
 func TestBreakersReportsOpenTargetsWithCooldown(t *testing.T) {
 	dir := t.TempDir()
-	h := func(_ context.Context, j Job[string]) Outcome {
+	h := func(_ context.Context, j Job[string]) error {
 		if j.Payload == "fail" {
-			return Failed(errors.New("503"), true)
+			return errors.New("503")
 		}
-		return Succeeded()
+		return nil
 	}
 	cfg := Config{Capacity: 1, Circuit: Circuit{Threshold: 2, Window: time.Minute, Cooldown: time.Hour}}
 	r, err := Open(dir, cfg, JSON[string](), h)

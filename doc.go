@@ -13,8 +13,8 @@
 //
 //	func main() {
 //		r, err := sluice.Open("jobs", sluice.Config{}, sluice.JSON[Email](),
-//			func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
-//				return sluice.OutcomeOf(send(ctx, j.Payload)) // nil: done; else retried
+//			func(ctx context.Context, j sluice.Job[Email]) error {
+//				return send(ctx, j.Payload) // nil: done; else retried
 //			})
 //		if err != nil {
 //			log.Fatal(err)

@@ -105,23 +105,6 @@ func mapErr(err error) error {
 	return err
 }
 
-// coreOutcome is out in the engine's terms.
-func coreOutcome(out Outcome) runner.Outcome {
-	switch out.Kind {
-	case KindSucceeded:
-		return runner.Success()
-	case KindPanicked:
-		var pe *PanicError
-		if errors.As(out.Err, &pe) {
-			return runner.Panicked(fmt.Sprint(pe.Value))
-		}
-		return runner.Panicked(fmt.Sprint(out.Err))
-	}
-	o := runner.Failure(fmt.Sprint(out.Err), out.Retryable)
-	o.After = out.After
-	return o
-}
-
 // causeOf is the context cause for an engine's cancel.
 func causeOf(w runner.Why) error {
 	if w == runner.ByStop {

@@ -1,6 +1,10 @@
 package sluice
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/internal/outcome"
+)
 
 var (
 	// ErrClosed is returned by calls on a runner or worker that has been closed.
@@ -19,5 +23,5 @@ var (
 	// shutdown grace ended, after which the message's receipt is left to lapse.
 	ErrShutdown = errors.New("sluice: shutting down")
 
-	errNilFailure = errors.New("sluice: handler reported a failure without an error")
+	errNilFailure = outcome.ErrNil
 )

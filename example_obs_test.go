@@ -30,7 +30,7 @@ func openExample(cfg sluice.Config, h sluice.Handler[string]) (r *sluice.Kind[st
 // Cancel ends a job that has not finished, durably: it will not start (or, if it runs, its
 // context is cancelled with ErrJobCancelled and its outcome ignored).
 func ExampleRunner_Cancel() {
-	r, done := openExample(sluice.Config{}, func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
+	r, done := openExample(sluice.Config{}, func(context.Context, sluice.Job[string]) error { return nil })
 	defer done()
 	ctx := context.Background()
 	id, err := r.Enqueue(ctx, time.Now().Add(time.Hour), "reports", "monthly")
@@ -51,11 +51,11 @@ func ExampleRunner_Cancel() {
 // Retry gives a dead job another round of attempts, due now; its history is kept.
 func ExampleRunner_Retry() {
 	fixed := false
-	r, done := openExample(sluice.Config{Capacity: 1}, func(ctx context.Context, j sluice.Job[string]) sluice.Outcome {
+	r, done := openExample(sluice.Config{Capacity: 1}, func(ctx context.Context, j sluice.Job[string]) error {
 		if !fixed {
-			return sluice.Failed(errors.New("template missing"), false) // permanent: dead at once
+			return sluice.Permanent(errors.New("template missing")) // permanent: dead at once
 		}
-		return sluice.Succeeded()
+		return nil
 	})
 	defer done()
 	ctx := context.Background()
@@ -89,8 +89,8 @@ func ExampleConfig_hooks() {
 			fmt.Printf("job %d settled %s after %d attempts (%s)\n", s.ID, s.State, s.Attempts, s.Reason)
 		},
 	}
-	r, done := openExample(cfg, func(context.Context, sluice.Job[string]) sluice.Outcome {
-		return sluice.Failed(errors.New("503"), true)
+	r, done := openExample(cfg, func(context.Context, sluice.Job[string]) error {
+		return errors.New("503")
 	})
 	defer done()
 	ctx := context.Background()
@@ -103,17 +103,17 @@ func ExampleConfig_hooks() {
 }
 
 // Middleware wraps the runner's and the worker's handlers alike: it sees a Call (an attempt
-// or a delivery) and the Verdict, in the vocabulary both share (docs/results.md).
+// or a delivery) and the handler's error, in the vocabulary both share (docs/results.md).
 func ExampleMiddleware() {
 	logCalls := func(next sluice.CallHandler) sluice.CallHandler {
-		return func(ctx context.Context, c sluice.Call) sluice.Verdict {
-			v := next(ctx, c)
-			fmt.Printf("%s #%s attempt %d: %s\n", c.Target, c.ID, c.Attempt, v.Kind)
-			return v
+		return func(ctx context.Context, c sluice.Call) error {
+			err := next(ctx, c)
+			fmt.Printf("%s #%s attempt %d: %s\n", c.Target, c.ID, c.Attempt, sluice.OutcomeName(err))
+			return err
 		}
 	}
 	r, done := openExample(sluice.Config{Middleware: []sluice.Middleware{logCalls}},
-		func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[string]) error { return nil })
 	defer done()
 	ctx := context.Background()
 	_, _ = r.Enqueue(ctx, time.Time{}, "thumbnails", "cat.jpg")
@@ -134,10 +134,10 @@ func ExampleWorker() {
 
 	ctx, stop := context.WithCancel(context.Background())
 	w, err := sluice.NewWorker(transport, sluice.WorkerConfig{Window: 30 * time.Second},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
+		func(ctx context.Context, m sluice.Message) error {
 			fmt.Printf("%s (delivery %d)\n", m.Body, m.ReceiveCount)
 			stop() // one message is enough for the example
-			return sluice.Ack()
+			return nil
 		})
 	if err != nil {
 		log.Fatal(err)

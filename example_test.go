@@ -21,9 +21,9 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 
-	send := func(ctx context.Context, j sluice.Job[email]) sluice.Outcome {
+	send := func(ctx context.Context, j sluice.Job[email]) error {
 		fmt.Printf("attempt %d: mail %q to %s\n", j.Attempt, j.Payload.Subject, j.Payload.To)
-		return sluice.Succeeded()
+		return nil
 	}
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](), send)
 	if err != nil {
@@ -56,7 +56,7 @@ func ExampleInspect() {
 	}
 	defer os.RemoveAll(dir)
 	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
-		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[email]) error { return nil })
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -90,9 +90,9 @@ func ExampleWithPriority() {
 	}
 	defer os.RemoveAll(dir)
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](),
-		func(_ context.Context, j sluice.Job[email]) sluice.Outcome {
+		func(_ context.Context, j sluice.Job[email]) error {
 			fmt.Println("sending", j.Payload.Subject)
-			return sluice.Succeeded()
+			return nil
 		})
 	if err != nil {
 		log.Fatal(err)
@@ -125,7 +125,7 @@ func ExampleKind_EnqueueMany() {
 	}
 	defer os.RemoveAll(dir)
 	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
-		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[email]) error { return nil })
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func ExampleWithUnique() {
 	}
 	defer os.RemoveAll(dir)
 	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[email](),
-		func(context.Context, sluice.Job[email]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[email]) error { return nil })
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -176,11 +176,11 @@ func ExampleKind_List() {
 	}
 	defer os.RemoveAll(dir)
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[email](),
-		func(_ context.Context, j sluice.Job[email]) sluice.Outcome {
+		func(_ context.Context, j sluice.Job[email]) error {
 			if j.Payload.To == "" {
-				return sluice.OutcomeOf(sluice.Permanent(fmt.Errorf("no recipient")))
+				return sluice.Permanent(fmt.Errorf("no recipient"))
 			}
-			return sluice.Succeeded()
+			return nil
 		})
 	if err != nil {
 		log.Fatal(err)
@@ -210,9 +210,9 @@ func ExampleKind_List() {
 		f.After = page.Next
 	}
 	// Output:
-	// job 1 dead true permanent: no recipient
-	// job 3 dead true permanent: no recipient
-	// job 4 dead true permanent: no recipient
+	// job 1 dead true no recipient
+	// job 3 dead true no recipient
+	// job 4 dead true no recipient
 }
 
 type resize struct {
@@ -236,17 +236,17 @@ func ExampleRegister() {
 	}
 	defer r.Close()
 	emails, err := sluice.Register(r, "email", sluice.JSON[email](),
-		func(ctx context.Context, j sluice.Job[email]) sluice.Outcome {
+		func(ctx context.Context, j sluice.Job[email]) error {
 			fmt.Printf("mail %q to %s\n", j.Payload.Subject, j.Payload.To)
-			return sluice.Succeeded()
+			return nil
 		})
 	if err != nil {
 		log.Fatal(err)
 	}
 	resizes, err := sluice.Register(r, "resize", sluice.JSON[resize](),
-		func(ctx context.Context, j sluice.Job[resize]) sluice.Outcome {
+		func(ctx context.Context, j sluice.Job[resize]) error {
 			fmt.Printf("resize %s to %d px\n", j.Payload.Image, j.Payload.Width)
-			return sluice.Succeeded()
+			return nil
 		}, sluice.WithConcurrency(1))
 	if err != nil {
 		log.Fatal(err)

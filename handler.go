@@ -2,10 +2,9 @@ package sluice
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"runtime/debug"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // Job is what a handler receives for one attempt.
@@ -18,114 +17,56 @@ type Job[A any] struct {
 	Payload A
 }
 
-// Handler runs one attempt of a job. Its context is cancelled when the runner shuts down (after
-// the grace period) and when the job is cancelled; the outcome of a cancelled job is ignored.
-// A panic is recovered and recorded as a non-retryable failure (Panicked).
-type Handler[A any] func(ctx context.Context, job Job[A]) Outcome
+// Handler runs one attempt of a job and returns what became of it, as an error (see
+// docs/results.md): nil succeeds; Permanent(err) fails for good; RetryAfter(err, d) retries
+// after d; Snooze(d) runs it again after d without spending an attempt; any other error is
+// retried per the Policy. Its context is cancelled when the
+// runner shuts down (after the grace period) and when the job is cancelled; the result of a
+// cancelled job is ignored. A panic is recovered and recorded as a non-retryable failure
+// (a *PanicError).
+type Handler[A any] func(ctx context.Context, job Job[A]) error
 
-// OutcomeKind says how an attempt ended (docs/runner.md).
-type OutcomeKind uint8
-
-const (
-	// KindSucceeded: the job is done.
-	KindSucceeded OutcomeKind = iota + 1
-	// KindFailed: the attempt failed; Retryable says whether the policy may try again.
-	KindFailed
-	// KindPanicked: the handler panicked; treated as a non-retryable failure.
-	KindPanicked
+// The wrappers a handler (or a middleware) returns to say more than "retry": every one wraps
+// an error, which errors.Is and errors.As see through. A nil err is replaced by one saying a
+// failure came without an error, never read as success.
+type (
+	// PermanentError is a failure that retrying cannot fix (Permanent).
+	PermanentError = outcome.PermanentError
+	// RetryAfterError is a retryable failure with the wait before the next try (RetryAfter).
+	RetryAfterError = outcome.RetryAfterError
+	// DeadLetterError sends a worker's message to the dead-letter queue (DeadLetter).
+	DeadLetterError = outcome.DeadLetterError
+	// SnoozeError moves a job's due time without spending an attempt (Snooze).
+	SnoozeError = outcome.SnoozeError
+	// PanicError is the error recorded for a handler or a middleware that panicked.
+	PanicError = outcome.PanicError
 )
 
-func (k OutcomeKind) String() string {
-	switch k {
-	case KindSucceeded:
-		return "succeeded"
-	case KindFailed:
-		return "failed"
-	case KindPanicked:
-		return "panicked"
-	}
-	return fmt.Sprintf("OutcomeKind(%d)", uint8(k))
-}
+// Permanent wraps err as a failure no retry can fix: the runner makes the job dead (reason
+// permanent); the worker deletes the message, or dead-letters it with a redrive policy.
+func Permanent(err error) error { return outcome.Permanent(err) }
 
-// Outcome is how one attempt ended. Build it with Succeeded, Failed, FailedAfter or OutcomeOf;
-// the zero Outcome is invalid and is recorded as a non-retryable failure.
-type Outcome struct {
-	Kind      OutcomeKind
-	Err       error          // the failure (KindFailed, KindPanicked)
-	Retryable bool           // KindFailed only
-	After     *time.Duration // a server-requested wait (Retry-After); replaces the jittered backoff, capped at Policy.Cap
-}
+// RetryAfter wraps err as a retryable failure whose next try comes after d (a server's
+// Retry-After), instead of the policy's backoff: the runner caps d at Policy.Cap and still
+// counts the attempt; the worker makes the message visible again after d (whole seconds).
+func RetryAfter(err error, d time.Duration) error { return outcome.RetryAfter(err, d) }
 
-// Succeeded reports a successful attempt.
-func Succeeded() Outcome { return Outcome{Kind: KindSucceeded} }
+// DeadLetter wraps err so that a worker hides the message for 300 s for the queue's redrive
+// policy to move it to the dead-letter queue. The runner keeps dead jobs itself: there it is
+// Permanent.
+func DeadLetter(err error) error { return outcome.DeadLetter(err) }
 
-// Failed reports a failed attempt. A retryable failure is retried per the Policy and counts
-// against the target's breaker; a non-retryable one makes the job dead at once. A nil err is
-// recorded as a failure saying so, never as a success.
-func Failed(err error, retryable bool) Outcome {
-	if err == nil {
-		err = errNilFailure
-	}
-	return Outcome{Kind: KindFailed, Err: err, Retryable: retryable}
-}
+// Snooze asks to run the job again after d without spending an attempt (River's JobSnooze):
+// the runner journals the attempt as snoozed, not counted and not judged by the target's
+// breaker, and the job is due again at now+d (its retry deadline still counts from its first
+// due). The worker makes the message visible again after d (whole seconds), and the queue
+// counts the redelivery against the receive budget; the queue runner retries the job after
+// d, as RetryAfter does.
+func Snooze(d time.Duration) error { return outcome.Snooze(d) }
 
-// FailedAfter reports a retryable failure whose server asked to wait after before the next try.
-func FailedAfter(err error, after time.Duration) Outcome {
-	o := Failed(err, true)
-	if after < 0 {
-		after = 0
-	}
-	o.After = &after
-	return o
-}
-
-// OutcomeOf maps an error to an outcome: nil succeeds, an error wrapping a *PermanentError
-// fails for good, anything else is a retryable failure.
-func OutcomeOf(err error) Outcome {
-	if err == nil {
-		return Succeeded()
-	}
-	var pe *PermanentError
-	if errors.As(err, &pe) {
-		return Failed(err, false)
-	}
-	return Failed(err, true)
-}
-
-// PermanentError marks an error that retrying cannot fix (see OutcomeOf).
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// Permanent wraps err so that OutcomeOf reports a non-retryable failure.
-func Permanent(err error) error { return &PermanentError{Err: err} }
-
-// PanicError is the error recorded for a handler that panicked.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("sluice: handler panicked: %v", e.Value) }
-
-// runHandler calls h and turns a panic into a Panicked outcome and a zero Outcome into a
-// non-retryable failure.
-func runHandler[A any](ctx context.Context, h Handler[A], job Job[A]) (out Outcome) {
-	defer func() {
-		if v := recover(); v != nil {
-			out = Outcome{Kind: KindPanicked, Err: &PanicError{Value: v, Stack: debug.Stack()}}
-		}
-	}()
-	out = h(ctx, job)
-	switch out.Kind {
-	case KindSucceeded, KindPanicked:
-	case KindFailed:
-		if out.Err == nil {
-			out.Err = errNilFailure
-		}
-	default:
-		out = Outcome{Kind: KindFailed, Err: fmt.Errorf("sluice: handler returned an invalid outcome (kind %d)", out.Kind)}
-	}
-	return out
+// OutcomeName is the word hooks, logs and metrics use for a handler's returned error:
+// "succeeded" (nil), "retry", "permanent", "panicked", "deadletter" or "snoozed".
+func OutcomeName(err error) string {
+	k, _ := outcome.Of(err)
+	return k.String()
 }

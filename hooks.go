@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // Hooks report what a runner or a worker did, as it did it (docs/observability.md). Each is a
@@ -28,29 +29,35 @@ type AttemptStarted struct {
 
 // AttemptEnded reports an attempt whose end is durable (Config.OnAttemptEnded): a handler's
 // outcome, an attempt a stop gave back (Released), or one a crash interrupted (found at Open:
-// Verdict VerdictRetry, Err "interrupted"). The outcome of an attempt whose job was cancelled
+// Outcome "retry", Err "interrupted"). The outcome of an attempt whose job was cancelled
 // is ignored, so none is reported; OnSettled reports the cancellation.
 type AttemptEnded struct {
 	ID      uint64
 	Target  string
 	Attempt int
-	// Verdict is how it ended (Released: zero). Next is what the runner made of it: StateWaiting
-	// (retried at Due), StateSucceeded or StateDead (Reason says why).
-	Verdict  VerdictKind
+	// Next is what the runner made of the attempt: StateWaiting (retried at Due),
+	// StateSucceeded or StateDead (Reason says why).
 	Released bool // a stop cut it: not counted, the job waits again at its due time
+	Snoozed  bool // the handler returned Snooze: not counted, the job waits until Due
 	Err      string
 	Next     State
 	Due      time.Time
 	Reason   Reason
 	Duration time.Duration // from the Started record to the end (0 when unknown)
+
+	outcome outcome.Kind
 }
 
-// Outcome is the attempt's outcome as one word: a VerdictKind's name or "released".
+// Outcome is how the attempt ended as one word: "released", or OutcomeName of the handler's
+// error ("succeeded", "retry", "permanent", "panicked", "snoozed").
 func (e AttemptEnded) Outcome() string {
-	if e.Released {
+	switch {
+	case e.Released:
 		return "released"
+	case e.Snoozed:
+		return "snoozed"
 	}
-	return e.Verdict.String()
+	return e.outcome.String()
 }
 
 // Deferred reports a job its target's breaker held back (Config.OnDeferred): no attempt was
@@ -152,12 +159,24 @@ func attemptStarted(s runner.Attempt, now time.Time) AttemptStarted {
 }
 
 // reportTransitions hands a commit's durable transitions to the hooks.
+// reportDurable reports what a Ready made durable to cfg's hooks: the landed batch, timed to
+// now, the attempts' ends and deferrals, the settled jobs.
+func reportDurable(cfg *Config, rd runner.Effects, now time.Time) {
+	if l := rd.Landed; l != nil && l.Records > 0 {
+		cfg.OnCommitted(Committed{Records: l.Records, Duration: now.Sub(l.Began)})
+	}
+	reportTransitions(cfg, rd.Transitions)
+	for _, s := range rd.Settled {
+		cfg.OnSettled(settledOf(s))
+	}
+}
+
 func reportTransitions(cfg *Config, ts []runner.Transition) {
 	for _, t := range ts {
 		switch t.Tag {
 		case runner.TagDeferred:
 			cfg.OnDeferred(Deferred{ID: t.ID, Target: t.Target, Until: t.Due})
-		case runner.TagFinished, runner.TagReleased:
+		case runner.TagFinished, runner.TagReleased, runner.TagSnoozed:
 			cfg.OnAttemptEnded(attemptEnded(t))
 		}
 	}
@@ -168,19 +187,23 @@ func attemptEnded(t runner.Transition) AttemptEnded {
 	if !t.Start.IsZero() && t.End.After(t.Start) {
 		e.Duration = t.End.Sub(t.Start)
 	}
-	if t.Tag == runner.TagReleased {
+	switch t.Tag {
+	case runner.TagReleased:
 		e.Released, e.Next = true, StateWaiting
+		return e
+	case runner.TagSnoozed:
+		e.Snoozed, e.Next, e.Due = true, StateWaiting, t.Due
 		return e
 	}
 	switch {
 	case t.Kind == runner.OutcomeSucceeded:
-		e.Verdict = VerdictSucceeded
+		e.outcome = outcome.KindSucceeded
 	case t.Kind == runner.OutcomePanicked:
-		e.Verdict = VerdictPanicked
+		e.outcome = outcome.KindPanicked
 	case t.Retryable:
-		e.Verdict = VerdictRetry
+		e.outcome = outcome.KindRetry
 	default:
-		e.Verdict = VerdictPermanent
+		e.outcome = outcome.KindPermanent
 	}
 	e.Next = stateOf(t.Next, false, t.Attempt)
 	if t.Next == runner.Waiting {

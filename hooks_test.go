@@ -37,11 +37,11 @@ func (l *eventLog) get() []string {
 // recording is middleware that logs each call and its verdict under name.
 func recording(l *eventLog, name string) Middleware {
 	return func(next CallHandler) CallHandler {
-		return func(ctx context.Context, c Call) Verdict {
+		return func(ctx context.Context, c Call) error {
 			l.add("%s> %s %s#%d", name, c.Target, c.ID, c.Attempt)
-			v := next(ctx, c)
-			l.add("%s< %s %s#%d %v", name, c.Target, c.ID, c.Attempt, v.Kind)
-			return v
+			err := next(ctx, c)
+			l.add("%s< %s %s#%d %v", name, c.Target, c.ID, c.Attempt, OutcomeName(err))
+			return err
 		}
 	}
 }
@@ -68,12 +68,12 @@ func TestHooksReportEachDurableTransitionOnce(t *testing.T) {
 			OnSettled:   func(s Settled) { log.add("settled %d %v", s.ID, s.State) },
 			OnCommitted: func(c Committed) { records += c.Records }, // the owner goroutine only
 		}
-		r := openOn(t, disk.New(1), cfg, func(ctx context.Context, j Job[string]) Outcome {
+		r := openOn(t, disk.New(1), cfg, func(ctx context.Context, j Job[string]) error {
 			if j.Target == "bad" {
-				return Failed(errors.New("503"), true)
+				return errors.New("503")
 			}
 			time.Sleep(2 * time.Second)
-			return Succeeded()
+			return nil
 		})
 		ctx := context.Background()
 		for _, target := range []string{"good", "bad", "bad"} {
@@ -107,21 +107,21 @@ func TestHooksReportEachDurableTransitionOnce(t *testing.T) {
 	})
 }
 
-// TestMiddlewareVerdictReplacesTheOutcome: a middleware's verdict is what the runner
+// TestMiddlewareErrorReplacesTheHandlers: the error a middleware returns is what the runner
 // records, and a panicking middleware is recorded as a panic.
-func TestMiddlewareVerdictReplacesTheOutcome(t *testing.T) {
+func TestMiddlewareErrorReplacesTheHandlers(t *testing.T) {
 	ctx := context.Background()
 	strict := func(next CallHandler) CallHandler {
-		return func(ctx context.Context, c Call) Verdict {
-			if v := next(ctx, c); v.Kind == VerdictRetry {
-				return Verdict{Kind: VerdictPermanent, Err: fmt.Errorf("no retries here: %w", v.Err)}
+		return func(ctx context.Context, c Call) error {
+			if err := next(ctx, c); OutcomeName(err) == "retry" {
+				return Permanent(fmt.Errorf("no retries here: %w", err))
 			} else {
-				return v
+				return err
 			}
 		}
 	}
-	r := openOn(t, disk.New(1), Config{Capacity: 1, Middleware: []Middleware{strict}}, func(context.Context, Job[string]) Outcome {
-		return Failed(errors.New("503"), true)
+	r := openOn(t, disk.New(1), Config{Capacity: 1, Middleware: []Middleware{strict}}, func(context.Context, Job[string]) error {
+		return errors.New("503")
 	})
 	id, _ := r.Enqueue(ctx, time.Time{}, "t", "x")
 	if err := r.Drain(ctx); err != nil {
@@ -133,7 +133,7 @@ func TestMiddlewareVerdictReplacesTheOutcome(t *testing.T) {
 	r.Close()
 
 	boom := func(next CallHandler) CallHandler {
-		return func(ctx context.Context, c Call) Verdict { panic("middleware bug") }
+		return func(ctx context.Context, c Call) error { panic("middleware bug") }
 	}
 	r = openOn(t, disk.New(1), Config{Capacity: 1, Middleware: []Middleware{boom}}, succeedString)
 	defer r.Close()
@@ -143,23 +143,6 @@ func TestMiddlewareVerdictReplacesTheOutcome(t *testing.T) {
 	}
 	if j, _ := r.Get(id); j.State != StateDead || j.Reason != ReasonPanic {
 		t.Errorf("job %+v, want dead (panic)", j)
-	}
-}
-
-// TestVerdictRoundTripsBothVocabularies: every runner outcome and worker result maps to a
-// verdict and back to itself, so a middleware that passes the verdict on changes nothing.
-func TestVerdictRoundTripsBothVocabularies(t *testing.T) {
-	err := errors.New("x")
-	after := 3 * time.Second
-	for _, o := range []Outcome{Succeeded(), Failed(err, true), Failed(err, false), FailedAfter(err, after), {Kind: KindPanicked, Err: err}} {
-		if diff := cmp.Diff(o, outcomeOfVerdict(verdictOfOutcome(o)), cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
-			t.Errorf("outcome %+v (-want +got):\n%s", o, diff)
-		}
-	}
-	for _, r := range []Result{Ack(), Retry(err), RetryAfter(err, after), Reject(err), DeadLetter(err)} {
-		if diff := cmp.Diff(r, resultOfVerdict(verdictOfResult(r)), cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
-			t.Errorf("result %+v (-want +got):\n%s", r, diff)
-		}
 	}
 }
 
@@ -198,27 +181,27 @@ func TestWorkerHooksReportReceiveRenewDropDispose(t *testing.T) {
 				}
 			},
 			Middleware: []Middleware{func(next CallHandler) CallHandler {
-				return func(ctx context.Context, c Call) Verdict {
-					v := next(ctx, c)
-					calls.add("%s#%d %v", c.ID, c.Attempt, v.Kind)
-					return v
+				return func(ctx context.Context, c Call) error {
+					err := next(ctx, c)
+					calls.add("%s#%d %v", c.ID, c.Attempt, OutcomeName(err))
+					return err
 				}
 			}},
 		}
-		w, cancel, wait := startWorker(t, mq, cfg, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, cfg, func(ctx context.Context, m Message) error {
 			switch string(m.Body) {
 			case "flaky":
 				if m.ReceiveCount == 1 {
-					return Retry(errors.New("503"))
+					return errors.New("503")
 				}
 			case "slow", "lost":
 				select {
 				case <-ctx.Done():
-					return Retry(context.Cause(ctx))
+					return context.Cause(ctx)
 				case <-time.After(12 * time.Second):
 				}
 			}
-			return Ack()
+			return nil
 		})
 		time.Sleep(time.Minute)
 		cancel()
@@ -265,10 +248,10 @@ func TestHooksReportAttemptsACrashInterrupted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := disk.New(1)
 		started, finish := make(chan struct{}), make(chan struct{})
-		old := openOn(t, d, Config{Capacity: 1, Policy: Policy{Attempts: 1}}, func(ctx context.Context, j Job[string]) Outcome {
+		old := openOn(t, d, Config{Capacity: 1, Policy: Policy{Attempts: 1}}, func(ctx context.Context, j Job[string]) error {
 			close(started)
 			<-finish
-			return Succeeded()
+			return nil
 		})
 		ctx := context.Background()
 		id, _ := old.Enqueue(ctx, time.Time{}, "a", "x")
@@ -294,5 +277,59 @@ func TestHooksReportAttemptsACrashInterrupted(t *testing.T) {
 		_ = r.Close()
 		close(finish)
 		_ = old.Close()
+	})
+}
+
+// TestSnoozeMovesTheDueWithoutAnAttempt: with one attempt allowed and a breaker that opens on
+// one failure, a handler that snoozes twice still runs a third time and succeeds: the
+// snoozes spend no attempt and do not open the breaker, each waits its time, and the hooks
+// and the middleware name them.
+func TestSnoozeMovesTheDueWithoutAnAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log eventLog
+		t0 := time.Now()
+		calls := 0
+		cfg := Config{Capacity: 1, Policy: Policy{Attempts: 1}, Circuit: Circuit{Threshold: 1, Cooldown: time.Hour},
+			Middleware: []Middleware{recording(&log, "mw")},
+			OnAttemptEnded: func(e AttemptEnded) {
+				due := ""
+				if e.Next == StateWaiting {
+					due = fmt.Sprintf(" due=+%v", e.Due.Sub(t0).Round(time.Second))
+				}
+				log.add("ended %d#%d %s next=%v%s", e.ID, e.Attempt, e.Outcome(), e.Next, due)
+			},
+		}
+		r := openOn(t, disk.New(1), cfg, func(ctx context.Context, j Job[string]) error {
+			if calls++; calls < 3 {
+				return Snooze(30 * time.Second)
+			}
+			log.add("ran at +%v", time.Since(t0).Round(time.Second))
+			return nil
+		})
+		defer r.Close()
+		ctx := context.Background()
+		id, err := r.Enqueue(ctx, time.Time{}, "t", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		j, _ := r.Get(id)
+		var hist []string
+		for _, a := range j.History {
+			hist = append(hist, fmt.Sprintf("%d:%s", a.Number, a.Outcome))
+		}
+		if j.State != StateSucceeded || j.Attempts != 1 || strings.Join(hist, ",") != "1:snoozed,1:snoozed,1:succeeded" {
+			t.Errorf("job %v attempts %d history %v, want succeeded after 1 attempt and 2 snoozes", j.State, j.Attempts, hist)
+		}
+		want := []string{
+			"mw> t 1#1", "mw< t 1#1 snoozed", "ended 1#1 snoozed next=waiting due=+30s",
+			"mw> t 1#1", "mw< t 1#1 snoozed", "ended 1#1 snoozed next=waiting due=+1m0s",
+			"mw> t 1#1", "ran at +1m0s", "mw< t 1#1 succeeded", "ended 1#1 succeeded next=succeeded",
+		}
+		if diff := cmp.Diff(want, log.get()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
 	})
 }

@@ -132,7 +132,7 @@ func runHostScript(t *testing.T, s sim.Script, tr *transcript) {
 	cfg := Config{Capacity: s.Config.Capacity, Policy: Policy(s.Config.Policy), Seed: 1, Logger: quiet,
 		OnSettled: func(Settled) { settled <- struct{}{} }}
 	cfg.opts = runneropt.Options{FS: disk.New(1), Observe: tr.observe}
-	k, err := Open("", cfg, JSON[string](), func(ctx context.Context, j Job[string]) Outcome {
+	k, err := Open("", cfg, JSON[string](), func(ctx context.Context, j Job[string]) error {
 		time.Sleep(s.Hold)
 		return scriptOutcome(s, j.Payload, j.Attempt)
 	})
@@ -160,17 +160,20 @@ func runHostScript(t *testing.T, s sim.Script, tr *transcript) {
 	}
 }
 
-func scriptOutcome(s sim.Script, payload string, attempt int) Outcome {
+func scriptOutcome(s sim.Script, payload string, attempt int) error {
 	for _, j := range s.Jobs {
 		if j.Payload != payload || attempt > len(j.Outcomes) {
 			continue
 		}
 		switch o := j.Outcomes[attempt-1]; o.Kind {
 		case runner.OutcomeFailed:
-			return Failed(errors.New(o.Err), o.Retryable)
+			if !o.Retryable {
+				return Permanent(errors.New(o.Err))
+			}
+			return errors.New(o.Err)
 		case runner.OutcomePanicked:
 			panic(o.Err)
 		}
 	}
-	return Succeeded()
+	return nil
 }

@@ -63,7 +63,7 @@ const (
 type Attempt struct {
 	Number     int       // 1-based; a manual Retry starts again at 1
 	Start, End time.Time // End is zero while it runs
-	Outcome    string    // "running", "succeeded", "failed", "panicked", "released" (given back by a stop)
+	Outcome    string    // "running", "succeeded", "failed", "panicked", "released" (given back by a stop), "snoozed"
 	Err        string
 }
 

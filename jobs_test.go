@@ -252,14 +252,14 @@ func TestListFiltersAndPaginates(t *testing.T) {
 func TestDrainDueWorksWhatIsDueAndReturns(t *testing.T) {
 	var ran []string
 	var mu sync.Mutex
-	h := func(_ context.Context, j Job[string]) Outcome {
+	h := func(_ context.Context, j Job[string]) error {
 		mu.Lock()
 		ran = append(ran, j.Payload)
 		mu.Unlock()
 		if j.Payload == "flaky" {
-			return Failed(errors.New("try later"), true)
+			return errors.New("try later")
 		}
-		return Succeeded()
+		return nil
 	}
 	r := openOn(t, disk.New(1), Config{Capacity: 2, Policy: Policy{Base: time.Hour, Cap: time.Hour}}, h)
 	defer r.Close()
@@ -289,11 +289,11 @@ func TestDrainDueWorksWhatIsDueAndReturns(t *testing.T) {
 // attempt is added after the old ones, numbered from 1 again.
 func TestRetryKeepsTheAttemptHistory(t *testing.T) {
 	var calls sync.Map
-	h := func(_ context.Context, j Job[string]) Outcome {
+	h := func(_ context.Context, j Job[string]) error {
 		if _, again := calls.LoadOrStore(j.ID, true); !again {
-			return Failed(errors.New("bad gateway"), false)
+			return Permanent(errors.New("bad gateway"))
 		}
-		return Succeeded()
+		return nil
 	}
 	r := openOn(t, disk.New(1), Config{Capacity: 1}, h)
 	defer r.Close()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // DefaultKind is the kind Open registers for its one type of job.
@@ -46,8 +47,9 @@ type kindEntry struct {
 	name   string
 	limit  int
 	decode func([]byte) (any, error)
-	// start runs the handler for one attempt whose payload decode made value.
-	start func(ctx context.Context, a runner.Attempt) Outcome
+	// start runs the handler for one attempt whose payload decode made value; a panic is a
+	// *PanicError.
+	start func(ctx context.Context, a runner.Attempt) error
 }
 
 // Register adds a kind of job named name to r, with its codec and handler, and returns its
@@ -90,10 +92,7 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	}
 	e := kindEntry{name: name, limit: s.limit,
 		decode: func(b []byte) (any, error) { return codec.Decode(b) },
-		start: func(ctx context.Context, a runner.Attempt) Outcome {
-			return runHandler(ctx, handler, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
-				Due: a.FirstDue, Payload: a.Value.(A)})
-		}}
+		start:  startOf(name, handler)}
 	rep, err := r.call(context.Background(), command{kind: cmdRegister, reg: e})
 	if err == nil {
 		err = rep.err
@@ -102,6 +101,15 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 		return nil, err
 	}
 	return &Kind[A]{Runner: r, name: name, codec: codec}, nil
+}
+
+// startOf is a kind's start: handler called with the attempt's job; a panic is a *PanicError.
+func startOf[A any](name string, handler Handler[A]) func(ctx context.Context, a runner.Attempt) error {
+	return func(ctx context.Context, a runner.Attempt) (err error) {
+		defer outcome.Recover(&err)
+		return handler(ctx, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
+			Due: a.FirstDue, Payload: a.Value.(A)})
+	}
 }
 
 // Name is the kind's name, as journaled with each of its jobs.

@@ -49,17 +49,17 @@ func TestKindsShareOneRunner(t *testing.T) {
 	defer r.Close()
 	var mu sync.Mutex
 	var ran []string
-	strs := mustRegister(t, r, "str", JSON[string](), func(_ context.Context, j Job[string]) Outcome {
+	strs := mustRegister(t, r, "str", JSON[string](), func(_ context.Context, j Job[string]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ran = append(ran, j.Kind+":"+j.Payload)
-		return Succeeded()
+		return nil
 	})
-	ints := mustRegister(t, r, "int", JSON[int](), func(_ context.Context, j Job[int]) Outcome {
+	ints := mustRegister(t, r, "int", JSON[int](), func(_ context.Context, j Job[int]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ran = append(ran, j.Kind+":"+strings.Repeat("i", j.Payload))
-		return Succeeded()
+		return nil
 	})
 	ctx := context.Background()
 	sid, err := strs.Enqueue(ctx, time.Time{}, "a", "hello")
@@ -194,16 +194,16 @@ func TestKindConcurrencyLimit(t *testing.T) {
 	release := make(chan struct{})
 	var fastDone sync.WaitGroup
 	fastDone.Add(2)
-	slow := mustRegister(t, r, "slow", JSON[string](), func(ctx context.Context, _ Job[string]) Outcome {
+	slow := mustRegister(t, r, "slow", JSON[string](), func(ctx context.Context, _ Job[string]) error {
 		select {
 		case <-release:
 		case <-ctx.Done():
 		}
-		return Succeeded()
+		return nil
 	}, WithConcurrency(1))
-	fast := mustRegister(t, r, "fast", JSON[string](), func(context.Context, Job[string]) Outcome {
+	fast := mustRegister(t, r, "fast", JSON[string](), func(context.Context, Job[string]) error {
 		fastDone.Done()
-		return Succeeded()
+		return nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

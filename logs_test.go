@@ -23,7 +23,7 @@ func TestWorkerShutdownLogsOneInfoLine(t *testing.T) {
 		var logs syncBuffer
 		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		_, cancel, wait := startWorker(t, newMemQueue(), WorkerConfig{Window: 30 * time.Second, Logger: logger},
-			func(context.Context, Message) Result { return Ack() })
+			func(context.Context, Message) error { return nil })
 		time.Sleep(time.Second) // the long poll is waiting
 		cancel()
 		wait()
@@ -60,8 +60,8 @@ func TestDeadJobAndCrashRecoveryLogAtWarn(t *testing.T) {
 			}
 			return k
 		}
-		k := openOn(t, d, cfg, func(context.Context, Job[string]) Outcome {
-			return Failed(errors.New("smtp 550"), false)
+		k := openOn(t, d, cfg, func(context.Context, Job[string]) error {
+			return Permanent(errors.New("smtp 550"))
 		})
 		id, _ := k.Enqueue(ctx, time.Time{}, "a", "x")
 		if err := k.DrainDue(ctx); err != nil {
@@ -74,10 +74,10 @@ func TestDeadJobAndCrashRecoveryLogAtWarn(t *testing.T) {
 		}
 
 		started, finish := make(chan struct{}), make(chan struct{})
-		old := openOn(t, d, cfg, func(context.Context, Job[string]) Outcome {
+		old := openOn(t, d, cfg, func(context.Context, Job[string]) error {
 			close(started)
 			<-finish
-			return Succeeded()
+			return nil
 		})
 		_, _ = old.Enqueue(ctx, time.Time{}, "a", "y")
 		go func() { _ = old.Drain(ctx) }()

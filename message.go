@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -48,87 +47,15 @@ type Message struct {
 	Attributes map[string]string
 }
 
-// WorkerHandler processes one message. Its context is cancelled when the message's lease is
-// lost (the message may then be redelivered to someone else) and when shutdown's grace period
-// ends; context.Cause(ctx) says which: ErrShutdown, ErrMessageGone, or an error wrapping
-// ErrLeaseLost. A panic is recovered and treated as a permanent failure (Reject).
-type WorkerHandler func(ctx context.Context, msg Message) Result
-
-// ResultKind is a handler's verdict on a message (docs/worker.md).
-type ResultKind uint8
-
-const (
-	// ResultAck: done; the message is deleted.
-	ResultAck ResultKind = iota + 1
-	// ResultRetry: release it for another delivery after the backoff (or After).
-	ResultRetry
-	// ResultPermanent: it can never succeed: deleted and logged at Error, or dead-lettered when
-	// the queue has a redrive policy.
-	ResultPermanent
-	// ResultTerminal: hide it long enough for the redrive policy to move it to the DLQ.
-	ResultTerminal
-)
-
-func (k ResultKind) String() string {
-	switch k {
-	case ResultAck:
-		return "ack"
-	case ResultRetry:
-		return "retry"
-	case ResultPermanent:
-		return "permanent"
-	case ResultTerminal:
-		return "terminal"
-	}
-	return fmt.Sprintf("ResultKind(%d)", uint8(k))
-}
-
-// Result is a handler's verdict. Build it with Ack, Retry, RetryAfter, Reject, DeadLetter or
-// ResultOf.
-type Result struct {
-	Kind  ResultKind
-	Err   error
-	After *time.Duration // ResultRetry: the visibility to set instead of the policy's backoff
-}
-
-// Ack reports success: the message is deleted (DeleteMessageBatch with others ready at once).
-func Ack() Result { return Result{Kind: ResultAck} }
-
-// Retry reports a failure worth another try: the message is made visible again after the
-// worker policy's backoff for its receive count (ChangeMessageVisibility), and is redelivered
-// until its receive count reaches the budget.
-func Retry(err error) Result { return Result{Kind: ResultRetry, Err: err} }
-
-// RetryAfter is Retry with the wait given: the message is made visible again after d
-// (rounded up to whole seconds; 0: at once) instead of the policy's backoff.
-func RetryAfter(err error, d time.Duration) Result {
-	d = max(d, 0)
-	return Result{Kind: ResultRetry, Err: err, After: &d}
-}
-
-// Reject reports a failure no retry can fix: without a redrive policy (RedriveMax 0) the
-// message is deleted and the error logged at Error; with one, it is hidden for 300 s like
-// DeadLetter so the queue moves it to the dead-letter queue once its receive count allows.
-func Reject(err error) Result { return Result{Kind: ResultPermanent, Err: err} }
-
-// DeadLetter hides the message for 300 s (ChangeMessageVisibility) so that the queue's redrive
-// policy moves it to the dead-letter queue on a later receive; without a redrive policy it
-// simply reappears after 300 s.
-func DeadLetter(err error) Result { return Result{Kind: ResultTerminal, Err: err} }
-
-// ResultOf maps an error: nil is Ack (deleted), an error wrapping a *PermanentError is Reject
-// (deleted, or dead-lettered with a redrive policy), anything else is Retry (visible again
-// after the policy's backoff).
-func ResultOf(err error) Result {
-	if err == nil {
-		return Ack()
-	}
-	var pe *PermanentError
-	if errors.As(err, &pe) {
-		return Reject(err)
-	}
-	return Retry(err)
-}
+// WorkerHandler processes one message and returns what became of it, as an error (see
+// docs/results.md): nil deletes the message; Permanent(err) deletes it and logs at Error (or,
+// with a redrive policy, dead-letters it); DeadLetter(err) hides it for the queue's redrive
+// policy; RetryAfter(err, d) makes it visible again after d; any other error after the
+// policy's backoff. Its context is cancelled when the message's lease is lost (the message
+// may then be redelivered to someone else) and when shutdown's grace period ends;
+// context.Cause(ctx) says which: ErrShutdown, ErrMessageGone, or an error wrapping
+// ErrLeaseLost. A panic is recovered and treated as Permanent.
+type WorkerHandler func(ctx context.Context, msg Message) error
 
 // WorkerConfig configures a Worker. The zero WorkerConfig is valid.
 type WorkerConfig struct {

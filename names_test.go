@@ -18,7 +18,7 @@ import (
 func TestNamesShareOneRule(t *testing.T) {
 	r := newOn(t, disk.New(1), Config{})
 	defer r.Close()
-	ok := func(context.Context, Job[string]) Outcome { return Succeeded() }
+	ok := func(context.Context, Job[string]) error { return nil }
 	long := strings.Repeat("k", NameMax+1)
 	for _, name := range []string{long, strings.Repeat("k", 1<<20), "bad\x00kind", ""} {
 		if _, err := Register(r, name, JSON[string](), ok); err == nil || len(err.Error()) > 300 {
@@ -68,8 +68,8 @@ func TestNamesShareOneRule(t *testing.T) {
 // to 4,096 bytes at most, and stays valid UTF-8 (it was cut mid-character before).
 func TestLongHandlerErrorIsCutOnARuneBoundary(t *testing.T) {
 	msg := "x" + strings.Repeat("é", 3000) // 6,001 bytes: a byte cut at 4,096 falls inside an é
-	k := openOn(t, disk.New(1), Config{}, func(context.Context, Job[string]) Outcome {
-		return Failed(errors.New(msg), false)
+	k := openOn(t, disk.New(1), Config{}, func(context.Context, Job[string]) error {
+		return Permanent(errors.New(msg))
 	})
 	defer k.Close()
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // wakeMin is the shortest timer the owner sets, so a wake time at or before now cannot spin.
@@ -250,11 +251,11 @@ func (o *owner) wait(c command) {
 func (o *owner) outcome(d doneMsg) {
 	o.running[d.tok](nil) // release the attempt's context
 	delete(o.running, d.tok)
-	if d.out.Kind != KindSucceeded {
+	if d.err != nil {
 		o.r.log.Debug("sluice: attempt failed", "job", d.tok.ID, "attempt", d.tok.Attempt,
-			"outcome", d.out.Kind.String(), "retryable", d.out.Retryable, "err", d.out.Err)
+			"outcome", OutcomeName(d.err), "err", d.err)
 	}
-	o.node.Step(runner.Ended{Token: d.tok, Outcome: coreOutcome(d.out)})
+	o.node.Step(runner.Ended{Token: d.tok, Outcome: outcome.Runner(d.err)})
 }
 
 // perform carries out one Ready in the order of its fields. It reports true once the runner
@@ -263,16 +264,10 @@ func (o *owner) perform(rd runner.Effects) bool {
 	if !rd.Sync.Empty() {
 		o.startSync(rd.Sync)
 	}
-	if l := rd.Landed; l != nil && l.Records > 0 {
-		o.r.cfg.OnCommitted(Committed{Records: l.Records, Duration: o.r.clk.Since(l.Began)})
-	}
 	for _, a := range rd.Acks {
 		o.answer(a)
 	}
-	reportTransitions(&o.r.cfg, rd.Transitions)
-	for _, s := range rd.Settled {
-		o.r.cfg.OnSettled(settledOf(s))
-	}
+	reportDurable(&o.r.cfg, rd, o.r.clk.Now())
 	for _, c := range rd.Cancels {
 		o.running[c.Token](causeOf(c.Why))
 	}
@@ -345,7 +340,7 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	o.running[s.Token] = cancel
-	o.r.cfg.OnAttemptStarted(attemptStarted(s, now))
+	o.r.cfg.OnAttemptStarted(attemptStarted(s, now)) // as runnerkit.Kit.Started
 	if o.work == nil {
 		o.work = make(chan attemptRun, o.r.cfg.Capacity)
 	}
@@ -357,13 +352,17 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 }
 
 // attempt runs one attempt's handler, through the middleware chain when one is set.
-func (r *Runner) attempt(ctx context.Context, k kindEntry, s runner.Attempt) Outcome {
-	if r.chain == nil {
+func (r *Runner) attempt(ctx context.Context, k kindEntry, s runner.Attempt) error {
+	return runAttempt(ctx, r.chain, k, s)
+}
+
+// runAttempt runs k's handler for s through chain (nil: directly); a panic is a *PanicError.
+func runAttempt(ctx context.Context, chain CallHandler, k kindEntry, s runner.Attempt) error {
+	if chain == nil {
 		return k.start(ctx, s)
 	}
 	call := Call{ID: strconv.FormatUint(s.Token.ID, 10), Kind: s.Kind, Target: s.Target, Attempt: s.Token.Attempt}
-	call.inner = func(ctx context.Context) Verdict { return verdictOfOutcome(k.start(ctx, s)) }
-	return outcomeOfVerdict(callChain(ctx, r.chain, call))
+	return callThrough(ctx, chain, call, func(ctx context.Context) error { return k.start(ctx, s) })
 }
 
 // work runs attempts one after another until the owner has stopped, so a busy runner starts
@@ -372,7 +371,7 @@ func work(r *Runner, in <-chan attemptRun) {
 	for {
 		select {
 		case a := <-in:
-			r.done.put(doneMsg{tok: a.a.Token, out: r.attempt(a.ctx, a.kind, a.a)})
+			r.done.put(doneMsg{tok: a.a.Token, err: r.attempt(a.ctx, a.kind, a.a)})
 		case <-r.exit:
 			return
 		}

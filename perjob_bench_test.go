@@ -40,7 +40,7 @@ func BenchmarkOwnerPerJob(b *testing.B) {
 		b.Skipf("no tmpfs at /dev/shm: %v", err)
 	}
 	defer os.RemoveAll(dir)
-	r, err := Open(dir, cfg, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+	r, err := Open(dir, cfg, Bytes(), func(context.Context, Job[[]byte]) error { return nil })
 	if err != nil {
 		b.Fatal(err)
 	}

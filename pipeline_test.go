@@ -212,9 +212,9 @@ func TestPipelinedCommitWritesBatchNPlus1OnlyAfterSyncNReturned(t *testing.T) {
 		var mu sync.Mutex
 		settled := 0
 		cfg := Config{Capacity: 4, OnSettled: func(Settled) { mu.Lock(); settled++; mu.Unlock() }}
-		r := openOn(t, g, cfg, func(ctx context.Context, j Job[string]) Outcome {
+		r := openOn(t, g, cfg, func(ctx context.Context, j Job[string]) error {
 			time.Sleep(time.Millisecond)
-			return Succeeded()
+			return nil
 		})
 		g.mu.Lock()
 		g.gated, g.log = true, nil
@@ -275,7 +275,7 @@ func TestPipelinedAttemptStartsOnlyAfterItsStartedRecordIsSynced(t *testing.T) {
 		starts, settled := 0, 0
 		cfg := Config{Capacity: 3, Policy: Policy{Attempts: 3, Base: time.Millisecond, Cap: time.Millisecond},
 			OnSettled: func(Settled) { mu.Lock(); settled++; mu.Unlock() }}
-		r := openOn(t, g, cfg, func(ctx context.Context, j Job[string]) Outcome {
+		r := openOn(t, g, cfg, func(ctx context.Context, j Job[string]) error {
 			s, err := g.syncedState()
 			mu.Lock()
 			defer mu.Unlock()
@@ -293,9 +293,9 @@ func TestPipelinedAttemptStartsOnlyAfterItsStartedRecordIsSynced(t *testing.T) {
 				bad = append(bad, fmt.Sprintf("job %d attempt %d started; synced journal lacks it (%v)", j.ID, j.Attempt, err))
 			}
 			if j.ID%2 == 0 && j.Attempt == 1 {
-				return Failed(errors.New("once"), true) // a retry: its Started shares later batches
+				return errors.New("once") // a retry: its Started shares later batches
 			}
-			return Succeeded()
+			return nil
 		})
 		g.mu.Lock()
 		g.gated = true

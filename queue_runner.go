@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/qjobs"
 	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // The send port of the queue-backed runner (adapters/sqs implements it on SQS).
@@ -81,7 +82,7 @@ type QueueRunner struct {
 // queueKind is a registered kind with its type erased.
 type queueKind struct {
 	name string
-	run  func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) Outcome
+	run  func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error
 }
 
 // Registrar is what Register takes: a *Runner (local, journaled) or a *QueueRunner.
@@ -130,12 +131,14 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 	if err := q.m.Step(qjobs.Register{Kind: name}); err != nil {
 		return nil, fmt.Errorf("sluice: Register %q: %w", name, err)
 	}
-	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) Outcome {
+	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error {
 		v, err := codec.Decode(payload)
 		if err != nil {
-			return Failed(fmt.Errorf("decode payload: %w", err), false)
+			return Permanent(fmt.Errorf("decode payload: %w", err))
 		}
-		return runHandler(ctx, handler, Job[A]{Kind: name, Target: a.Target, Attempt: attempt, Due: a.FirstDue, Payload: v})
+		return outcome.Call(ctx, func(ctx context.Context) error {
+			return handler(ctx, Job[A]{Kind: name, Target: a.Target, Attempt: attempt, Due: a.FirstDue, Payload: v})
+		})
 	}}
 	return &Kind[A]{name: name, codec: codec, q: q}, nil
 }
@@ -272,7 +275,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 
 // handle is the worker's handler: it performs the job layer's effects for one delivery, in
 // turn, until its Done. A delivery takes at most three steps (Deliver, AttemptDone, SendDone).
-func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
+func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 	q.mu.Lock()
 	q.next++
 	receipt := "d" + strconv.FormatUint(q.next, 10)
@@ -317,32 +320,26 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) Result {
 }
 
 // jobOutcome is a handler's outcome in the job layer's terms.
-func jobOutcome(out Outcome) qjobs.Outcome {
-	o := qjobs.Outcome{Result: qjobs.Success, After: out.After}
-	switch {
-	case out.Kind == KindSucceeded:
-	case out.Kind == KindFailed && out.Retryable:
-		o.Result, o.Err = qjobs.Retryable, errText(out.Err)
-	case out.Kind == KindPanicked:
-		o.Result, o.Err = qjobs.Panicked, errText(out.Err)
+func jobOutcome(out error) qjobs.Outcome {
+	kind, after := outcome.Of(out)
+	o := qjobs.Outcome{Result: qjobs.Success, After: after}
+	switch kind {
+	case outcome.KindSucceeded:
+	case outcome.KindRetry, outcome.KindSnooze:
+		o.Result, o.Err = qjobs.Retryable, outcome.Text(out)
+	case outcome.KindPanicked:
+		o.Result, o.Err = qjobs.Panicked, outcome.Text(out)
 	default:
-		o.Result, o.Err = qjobs.Permanent, errText(out.Err)
+		o.Result, o.Err = qjobs.Permanent, outcome.Text(out)
 	}
 	return o
 }
 
-func errText(err error) string {
-	if err == nil {
-		return "failed without an error"
-	}
-	return err.Error()
-}
-
 // doneResult is a delivery's Done as the worker's handler result.
-func doneResult(d qjobs.Done) Result {
+func doneResult(d qjobs.Done) error {
 	switch d.Disposition {
 	case qjobs.Delete:
-		return Ack()
+		return nil
 	case qjobs.Hide:
 		return RetryAfter(errors.New(d.Err), d.Visibility)
 	}

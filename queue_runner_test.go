@@ -145,7 +145,7 @@ func TestQueueRunnerRunsKindsLikeTheLocalRunner(t *testing.T) {
 		attempts := map[string][]int{}
 		var ranAt time.Time
 		start := time.Now()
-		emails, err := sluice.Register(r, "email", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) sluice.Outcome {
+		emails, err := sluice.Register(r, "email", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
 			mu.Lock()
 			attempts[j.Payload.To] = append(attempts[j.Payload.To], j.Attempt)
 			if j.Payload.To == "later" {
@@ -153,9 +153,9 @@ func TestQueueRunnerRunsKindsLikeTheLocalRunner(t *testing.T) {
 			}
 			mu.Unlock()
 			if j.Target == "down" {
-				return sluice.Failed(fmt.Errorf("smtp down for %s", j.Payload.To), true)
+				return fmt.Errorf("smtp down for %s", j.Payload.To)
 			}
-			return sluice.Succeeded()
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -226,7 +226,7 @@ func TestQueueRunnerRefusesWhatAQueueCannotHonour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := func(context.Context, sluice.Job[mail]) sluice.Outcome { return sluice.Succeeded() }
+	h := func(context.Context, sluice.Job[mail]) error { return nil }
 	if _, err := sluice.Register(r, "limited", sluice.JSON[mail](), h, sluice.WithConcurrency(2)); !errors.Is(err, sluice.ErrQueueUnsupported) || !strings.Contains(err.Error(), "WithConcurrency") {
 		t.Errorf("WithConcurrency: %v", err)
 	}
@@ -280,7 +280,7 @@ func TestQueueRunnerDelaysFarDuesAtMost15Minutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := sluice.Register(r, "email", sluice.JSON[mail](), func(context.Context, sluice.Job[mail]) sluice.Outcome { return sluice.Succeeded() })
+	k, err := sluice.Register(r, "email", sluice.JSON[mail](), func(context.Context, sluice.Job[mail]) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestQueueRunnerMovesStrangersToTheDeadLetterQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := func(context.Context, sluice.Job[mail]) sluice.Outcome { return sluice.Succeeded() }
+		h := func(context.Context, sluice.Job[mail]) error { return nil }
 		if _, err := sluice.Register(r, "mail", sluice.JSON[mail](), h); err != nil {
 			t.Fatal(err)
 		}

@@ -70,13 +70,13 @@ func TestReadmeRunnerBlocksRun(t *testing.T) {
 
 	handled = nil
 	ctx, stop = context.WithCancel(context.Background())
-	sendEmail := func(_ context.Context, j sluice.Job[Email]) sluice.Outcome {
+	sendEmail := func(_ context.Context, j sluice.Job[Email]) error {
 		handle(stop, 2, "mail "+j.Payload.Subject)
-		return sluice.Succeeded()
+		return nil
 	}
-	resize := func(_ context.Context, j sluice.Job[Resize]) sluice.Outcome {
+	resize := func(_ context.Context, j sluice.Job[Resize]) error {
 		handle(stop, 2, "resize "+j.Payload.Image)
-		return sluice.Succeeded()
+		return nil
 	}
 	if err := readmeKinds(ctx, t.TempDir(), sendEmail, resize); err != nil {
 		t.Fatalf("the New block: %v", err)
@@ -90,8 +90,8 @@ func TestReadmeRunnerBlocksRun(t *testing.T) {
 func readmeOpen(ctx context.Context, dir string, send func(context.Context, Email) error) error {
 	// open:begin
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 8}, sluice.JSON[Email](),
-		func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
-			return sluice.OutcomeOf(send(ctx, j.Payload)) // nil → succeeded, Permanent(err) → dead, else retried
+		func(ctx context.Context, j sluice.Job[Email]) error {
+			return send(ctx, j.Payload) // nil → succeeded, Permanent(err) → dead, else retried
 		})
 	if err != nil {
 		return err
@@ -135,9 +135,9 @@ func ExampleKind_Enqueue() {
 	dir := tempDir("sluice-readme-options")
 	defer os.RemoveAll(dir)
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[Email](),
-		func(_ context.Context, j sluice.Job[Email]) sluice.Outcome {
+		func(_ context.Context, j sluice.Job[Email]) error {
 			fmt.Println("mail", j.Payload.Subject)
-			return sluice.Succeeded()
+			return nil
 		})
 	if err != nil {
 		log.Fatal(err)
@@ -178,16 +178,16 @@ func ExampleKind_Schedule_twoSchedules() {
 		log.Fatal(err)
 	}
 	defer r.Close()
-	reports, err := sluice.Register(r, "report", sluice.JSON[Report](), func(_ context.Context, j sluice.Job[Report]) sluice.Outcome {
+	reports, err := sluice.Register(r, "report", sluice.JSON[Report](), func(_ context.Context, j sluice.Job[Report]) error {
 		fmt.Println("report for", j.Payload.Team)
-		return sluice.Succeeded()
+		return nil
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	syncs, err := sluice.Register(r, "sync", sluice.JSON[Sync](), func(_ context.Context, j sluice.Job[Sync]) sluice.Outcome {
+	syncs, err := sluice.Register(r, "sync", sluice.JSON[Sync](), func(_ context.Context, j sluice.Job[Sync]) error {
 		fmt.Println("sync at", j.Due.Format("15:04"))
-		return sluice.Succeeded()
+		return nil
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -103,7 +103,7 @@ type reply struct {
 
 type doneMsg struct {
 	tok runner.Token
-	out Outcome
+	err error // the handler's, through the middleware
 }
 
 // outbox carries the attempts' outcomes to the owner. Attempt goroutines append; the append

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/journal"
 )
 
-func succeed(context.Context, Job[string]) Outcome { return Succeeded() }
+func succeed(context.Context, Job[string]) error { return nil }
 
 func TestOpenReopenKeepsJobsAndIDs(t *testing.T) {
 	dir := t.TempDir()
@@ -99,7 +99,7 @@ func TestOpenValidatesConfig(t *testing.T) {
 // record with its target and framing > RecordMax).
 func TestEnqueueRefusesTooLargePayloadBeforeJournaling(t *testing.T) {
 	dir := t.TempDir()
-	r, err := Open(dir, Config{Logger: quiet, RecordMax: 1024}, Bytes(), func(context.Context, Job[[]byte]) Outcome { return Succeeded() })
+	r, err := Open(dir, Config{Logger: quiet, RecordMax: 1024}, Bytes(), func(context.Context, Job[[]byte]) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +196,11 @@ func TestOpenRefusesACorruptJournalNamingFileAndOffset(t *testing.T) {
 
 func TestRetryRevivesADeadJob(t *testing.T) {
 	fail := true
-	r, err := Open(t.TempDir(), Config{Logger: quiet, Capacity: 1}, JSON[string](), func(context.Context, Job[string]) Outcome {
+	r, err := Open(t.TempDir(), Config{Logger: quiet, Capacity: 1}, JSON[string](), func(context.Context, Job[string]) error {
 		if fail {
-			return Failed(errors.New("bad input"), false)
+			return Permanent(errors.New("bad input"))
 		}
-		return Succeeded()
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

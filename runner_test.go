@@ -63,17 +63,17 @@ func forEachOpener(t *testing.T, f func(t *testing.T, open openFn)) {
 	})
 }
 
-func succeedString(context.Context, Job[string]) Outcome { return Succeeded() }
+func succeedString(context.Context, Job[string]) error { return nil }
 
 func TestDriverEnqueueDrainSucceedsAll(t *testing.T) {
 	forEachOpener(t, func(t *testing.T, open openFn) {
 		var runs atomic.Int64
-		r := open(t, Config{Capacity: 4}, func(ctx context.Context, j Job[string]) Outcome {
+		r := open(t, Config{Capacity: 4}, func(ctx context.Context, j Job[string]) error {
 			runs.Add(1)
 			if j.Payload != fmt.Sprint("p", j.ID) {
-				return Failed(fmt.Errorf("payload %q for job %d", j.Payload, j.ID), false)
+				return Permanent(fmt.Errorf("payload %q for job %d", j.Payload, j.ID))
 			}
-			return Succeeded()
+			return nil
 		})
 		defer r.Close()
 		ctx := context.Background()
@@ -264,11 +264,11 @@ func TestDriverCancelCancelsRunningHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		running := make(chan struct{})
 		var cause atomic.Value
-		r := openOn(t, disk.New(1), Config{Capacity: 1}, func(ctx context.Context, j Job[string]) Outcome {
+		r := openOn(t, disk.New(1), Config{Capacity: 1}, func(ctx context.Context, j Job[string]) error {
 			close(running)
 			<-ctx.Done()
 			cause.Store(context.Cause(ctx))
-			return Failed(ctx.Err(), true)
+			return ctx.Err()
 		})
 		defer r.Close()
 		id, drained := drainOne(t, r)
@@ -291,14 +291,14 @@ func TestDriverRetryWaitsForBackoffOnTheClock(t *testing.T) {
 		var starts []time.Time
 		var mu sync.Mutex
 		r := openOn(t, disk.New(1), Config{Capacity: 1, Policy: Policy{Attempts: 3, Base: time.Minute, Cap: time.Minute}},
-			func(ctx context.Context, j Job[string]) Outcome {
+			func(ctx context.Context, j Job[string]) error {
 				mu.Lock()
 				starts = append(starts, time.Now())
 				mu.Unlock()
 				if j.Attempt < 3 {
-					return Failed(errors.New("flaky"), true)
+					return errors.New("flaky")
 				}
-				return Succeeded()
+				return nil
 			})
 		defer r.Close()
 		ctx := context.Background()
@@ -327,7 +327,7 @@ func TestDriverPanicIsRecordedDead(t *testing.T) {
 		var settled []Settled
 		var mu sync.Mutex
 		cfg := Config{Capacity: 2, OnSettled: func(s Settled) { mu.Lock(); settled = append(settled, s); mu.Unlock() }}
-		r := open(t, cfg, func(ctx context.Context, j Job[string]) Outcome { panic("boom") })
+		r := open(t, cfg, func(ctx context.Context, j Job[string]) error { panic("boom") })
 		defer r.Close()
 		ctx := context.Background()
 		id, _ := r.Enqueue(ctx, time.Time{}, "t", "x")
@@ -359,16 +359,16 @@ func TestDriverGracefulStopReleasesTheAttempt(t *testing.T) {
 		var cause atomic.Value
 		var cancelledAfter atomic.Int64
 		t0 := time.Now()
-		r := openOn(t, d, cfg, func(ctx context.Context, j Job[string]) Outcome {
+		r := openOn(t, d, cfg, func(ctx context.Context, j Job[string]) error {
 			started <- struct{}{}
 			if j.Payload == "quick" {
 				time.Sleep(2 * time.Second) // within the grace
-				return Succeeded()
+				return nil
 			}
 			<-ctx.Done()
 			cancelledAfter.Store(int64(time.Since(t0)))
 			cause.Store(context.Cause(ctx))
-			return Failed(ctx.Err(), true)
+			return ctx.Err()
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		quick, _ := r.Enqueue(ctx, time.Time{}, "a", "quick")
@@ -395,7 +395,7 @@ func TestDriverGracefulStopReleasesTheAttempt(t *testing.T) {
 		}
 
 		ran := make(chan string, 1)
-		r = openOn(t, d, cfg, func(ctx context.Context, j Job[string]) Outcome { ran <- j.Payload; return Succeeded() })
+		r = openOn(t, d, cfg, func(ctx context.Context, j Job[string]) error { ran <- j.Payload; return nil })
 		defer r.Close()
 		if j, _ := r.Get(quick); j.State != StateSucceeded {
 			t.Errorf("quick job after reopen: %+v, want succeeded", j)
@@ -420,10 +420,10 @@ func TestDriverAbandonsAHandlerIgnoringTheStop(t *testing.T) {
 		d := disk.New(1)
 		cfg := Config{Capacity: 1, Grace: 5 * time.Second, Policy: Policy{Attempts: 1}}
 		started, finish := make(chan struct{}), make(chan struct{})
-		r := openOn(t, d, cfg, func(ctx context.Context, j Job[string]) Outcome {
+		r := openOn(t, d, cfg, func(ctx context.Context, j Job[string]) error {
 			close(started)
 			<-finish // ignores ctx
-			return Succeeded()
+			return nil
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		id, _ := r.Enqueue(ctx, time.Time{}, "a", "deaf")
@@ -456,10 +456,10 @@ func TestDriverCrashCountsTheAttempt(t *testing.T) {
 		d := disk.New(1)
 		cfg := Config{Capacity: 1, Policy: Policy{Attempts: 1}}
 		started, finish := make(chan struct{}), make(chan struct{})
-		old := openOn(t, d, cfg, func(ctx context.Context, j Job[string]) Outcome {
+		old := openOn(t, d, cfg, func(ctx context.Context, j Job[string]) error {
 			close(started)
 			<-finish
-			return Succeeded()
+			return nil
 		})
 		ctx := context.Background()
 		running, _ := old.Enqueue(ctx, time.Time{}, "a", "x")
@@ -550,7 +550,7 @@ func (c failingCodec) Decode(b []byte) (string, error) {
 func TestDriverUndecodablePayloadFailsTheJob(t *testing.T) {
 	var ran atomic.Int64
 	r := openCodecOn(t, disk.New(1), Config{}, Codec[string](failingCodec{JSON[string]()}),
-		func(context.Context, Job[string]) Outcome { ran.Add(1); return Succeeded() })
+		func(context.Context, Job[string]) error { ran.Add(1); return nil })
 	defer r.Close()
 	ctx := context.Background()
 	bad, _ := r.Enqueue(ctx, time.Time{}, "t", "undecodable")
@@ -621,10 +621,10 @@ func TestDriverLostCompactionFailsAtOnce(t *testing.T) {
 func TestInspectWritesNothingAndReportsInterrupted(t *testing.T) {
 	d := disk.New(1)
 	started, finish := make(chan struct{}), make(chan struct{})
-	r := openOn(t, d, Config{Capacity: 1}, func(ctx context.Context, j Job[string]) Outcome {
+	r := openOn(t, d, Config{Capacity: 1}, func(ctx context.Context, j Job[string]) error {
 		close(started)
 		<-finish
-		return Succeeded()
+		return nil
 	})
 	defer func() { close(finish); _ = r.Close() }()
 	ctx := context.Background()

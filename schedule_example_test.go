@@ -26,9 +26,9 @@ func ExampleKind_Schedule() {
 	clk := clock.NewMock()
 	clk.Set(time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC))
 
-	send := func(ctx context.Context, j sluice.Job[report]) sluice.Outcome {
+	send := func(ctx context.Context, j sluice.Job[report]) error {
 		fmt.Println("report for", j.Payload.Team, "of the period", j.Due.Format("Jan 2 15:04"))
-		return sluice.Succeeded()
+		return nil
 	}
 	reports, err := sluice.Open(dir, sluice.Config{Capacity: 1, Clock: clk}, sluice.JSON[report](), send)
 	if err != nil {

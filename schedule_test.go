@@ -20,7 +20,7 @@ func TestScheduleIsDurableAcrossReopen(t *testing.T) {
 	clk := clock.NewMock()
 	clk.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var runs atomic.Int64
-	h := func(context.Context, Job[string]) Outcome { runs.Add(1); return Succeeded() }
+	h := func(context.Context, Job[string]) error { runs.Add(1); return nil }
 	ctx := context.Background()
 	r := openOn(t, d, Config{Capacity: 1, Clock: clk}, h)
 	if err := r.Schedule(ctx, "tick", Every(time.Minute), "a", "p", SkipMissed()); err != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/outcome"
 	"github.com/sluicehq/sluice/internal/workerkit"
 )
 
@@ -67,8 +67,8 @@ type WorkerStats struct {
 	Started   int // handlers started
 	Succeeded int // handlers that acked: the message was deleted
 	Released  int // Retry results: the message was made visible again after its backoff
-	Permanent int // Reject results without a redrive policy: deleted, logged at Error
-	Terminal  int // DeadLetter results, and Reject with a redrive policy: hidden for the redrive
+	Permanent int // Permanent errors (and panics) without a redrive policy: deleted, logged at Error
+	Terminal  int // DeadLetter errors, and Permanent ones with a redrive policy: hidden for the redrive
 	Retired   int // deliveries over the receive budget: deleted without running, logged at Error
 	Poison    int // deliveries Decode refused (never handled)
 	Dropped   int // leases lost before a disposition (handler cancelled, or never started)
@@ -97,22 +97,22 @@ type WorkerStats struct {
 // eventsMax bounds the events waiting for the loop; senders block beyond it.
 const eventsMax = 1024
 
-func init() {
-	workerkit.Build = func(cfg, handler any) (workerkit.Kit, error) {
-		c, ok := cfg.(WorkerConfig)
-		h, ok2 := handler.(WorkerHandler)
-		if !ok || !ok2 {
-			panic(fmt.Sprintf("sluice: workerkit.Build(%T, %T), want a WorkerConfig and a WorkerHandler", cfg, handler))
-		}
-		_, kit, err := newKit(c, h)
-		if err != nil {
-			return kit, err
-		}
-		if err := kit.Config.Validate(); err != nil {
-			return kit, configErr(err)
-		}
-		return kit, nil
+// NewWorkerKit is exported for package sluicetest and is of no use to a program. sluicetest
+// executes a worker's host in a simulated world, and with it runs cfg and handler as NewWorker
+// does: the machine's configuration, the handler through cfg.Middleware with panics
+// recovered, and the hooks. It refuses cfg as NewWorker does, naming the field.
+func NewWorkerKit(cfg WorkerConfig, handler WorkerHandler) (workerkit.Kit, error) {
+	if handler == nil {
+		return workerkit.Kit{}, errors.New("sluice: NewWorkerKit: the handler is nil")
 	}
+	_, kit, err := newKit(cfg, handler)
+	if err != nil {
+		return kit, err
+	}
+	if err := kit.Config.Validate(); err != nil {
+		return kit, configErr(err)
+	}
+	return kit, nil
 }
 
 // NewWorker returns a worker over t. It does nothing until Run.
@@ -449,40 +449,11 @@ type workerHandle struct {
 	chain CallHandler // WorkerConfig.Middleware around h; nil without middleware
 }
 
-// run calls the handler through the middleware, if any, and maps its Result to the machine's.
+// run calls the handler through the middleware, if any, and maps its error to the machine's
+// result.
 func (wh *workerHandle) run(ctx context.Context, m core.Message) worker.Result {
 	msg := messageOf(m)
-	if wh.chain == nil {
-		return machineResult(callWorkerHandler(ctx, wh.h, msg))
-	}
-	call := messageCall(msg)
-	call.inner = func(ctx context.Context) Verdict { return verdictOfResult(callWorkerHandler(ctx, wh.h, msg)) }
-	return machineResult(resultOfVerdict(callChain(ctx, wh.chain, call)))
-}
-
-// callWorkerHandler calls h; a panic is a permanent failure carrying a *PanicError.
-func callWorkerHandler(ctx context.Context, h WorkerHandler, msg Message) (r Result) {
-	defer func() {
-		if v := recover(); v != nil {
-			r = Reject(&PanicError{Value: v, Stack: debug.Stack()})
-		}
-	}()
-	return h(ctx, msg)
-}
-
-// machineResult maps a Result to the machine's; an invalid one is a permanent failure.
-func machineResult(r Result) worker.Result {
-	switch r.Kind {
-	case ResultAck:
-		return worker.Result{Outcome: worker.Success}
-	case ResultRetry:
-		return worker.Result{Outcome: worker.Retryable, Err: r.Err, After: r.After}
-	case ResultPermanent:
-		return worker.Result{Outcome: worker.Permanent, Err: r.Err}
-	case ResultTerminal:
-		return worker.Result{Outcome: worker.Terminal, Err: r.Err}
-	}
-	return worker.Result{Outcome: worker.Permanent, Err: errors.New("sluice: handler returned an invalid Result")}
+	return outcome.Worker(callThrough(ctx, wh.chain, messageCall(msg), func(ctx context.Context) error { return wh.h(ctx, msg) }))
 }
 
 // setTimer re-arms t for wake (zero: leave it stopped), at least wakeMin from now.

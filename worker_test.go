@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/worker"
-	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -197,16 +196,16 @@ func startWorker(t *testing.T, mq *memQueue, cfg WorkerConfig, h WorkerHandler) 
 
 // workWatching is a handler's body that works for n half-seconds, calling check after each;
 // it retries if its context ends first and acks otherwise.
-func workWatching(ctx context.Context, n int, check func()) Result {
+func workWatching(ctx context.Context, n int, check func()) error {
 	for range n {
 		select {
 		case <-ctx.Done():
-			return Retry(ctx.Err())
+			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 		check()
 	}
-	return Ack()
+	return nil
 }
 
 func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
@@ -215,7 +214,7 @@ func TestWorkerSlowHandlerKeepsItsMessageHidden(t *testing.T) {
 		id := mq.send("slow")
 		const window = 5 * time.Second
 		var checks, visible atomic.Int64
-		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: window, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: window, Logger: quiet}, func(ctx context.Context, m Message) error {
 			// Work for six windows, checking the queue every 500 ms: the message must stay
 			// in flight under its first delivery the whole time.
 			return workWatching(ctx, 60, func() {
@@ -253,7 +252,7 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 		mq.goneOn[lost] = true // its first delivery's renewals are answered gone
 		kept := mq.send("kept")
 		cancelledAfter := make(chan time.Duration, 1)
-		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) error {
 			t0 := time.Now()
 			select {
 			case <-ctx.Done():
@@ -261,9 +260,9 @@ func TestWorkerDroppedLeaseCancelsTheHandler(t *testing.T) {
 					t.Errorf("cause %v, want ErrMessageGone", context.Cause(ctx))
 				}
 				cancelledAfter <- time.Since(t0)
-				return Ack() // ignored: the lease is gone
+				return nil // ignored: the lease is gone
 			case <-time.After(20 * time.Second):
-				return Ack()
+				return nil
 			}
 		})
 		select {
@@ -303,10 +302,10 @@ func TestWorkerShutdownReleasesWaitingAndGivesRunningAGrace(t *testing.T) {
 		second, third := mq.send("second"), mq.send("third")
 		started := make(chan string, 3)
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Concurrency: 1, Prefetch: 2, Grace: 10 * time.Second, Logger: quiet},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				started <- m.ID
 				time.Sleep(4 * time.Second) // finishes inside the grace period
-				return Ack()
+				return nil
 			})
 		if got := <-started; got != first {
 			t.Fatalf("first handler for %s, want %s", got, first)
@@ -347,12 +346,12 @@ func TestWorkerRetryReleasesAndPoisonIsRetired(t *testing.T) {
 				}
 				return nil
 			}},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				runs.Add(1)
 				if m.ReceiveCount < 3 {
-					return Retry(errors.New("upstream 503"))
+					return errors.New("upstream 503")
 				}
-				return Ack()
+				return nil
 			})
 		time.Sleep(time.Minute)
 		if s := mq.status(flaky); s.State != queue.Deleted || s.ReceiveCount != 3 {
@@ -381,10 +380,10 @@ func TestWorkerAbandonsHandlersThatIgnoreCancellation(t *testing.T) {
 		release := make(chan struct{})
 		started := make(chan struct{})
 		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Grace: 3 * time.Second, Logger: quiet},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				close(started)
 				<-release // ignores ctx
-				return Ack()
+				return nil
 			})
 		<-started
 		t0 := time.Now()
@@ -409,7 +408,7 @@ func TestWorkerRidesOutFailedRenewalsWithLatency(t *testing.T) {
 		mq.flaky = 2 // two throttled renewals before each success (docs/worker.md: no drop)
 		id := mq.send("slow")
 		var visible atomic.Int64
-		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 10 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) error {
 			return workWatching(ctx, 120, func() { // a minute of work, six windows
 				if s := mq.status(m.ID); s.State != queue.InFlight || s.ReceiveCount != 1 {
 					visible.Add(1)
@@ -438,9 +437,9 @@ func TestWorkerShutdownCancelsALongPoll(t *testing.T) {
 		mq := newMemQueue()
 		var runs atomic.Int64
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 30 * time.Second, Wait: 20 * time.Second, Logger: quiet},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				runs.Add(1)
-				return Ack()
+				return nil
 			})
 		time.Sleep(2 * time.Second) // an empty queue: the first 20 s long poll is waiting
 		t0 := time.Now()
@@ -474,13 +473,13 @@ func TestWorkerFatalReceiveEndsRun(t *testing.T) {
 		mq.send("one")
 		cause := make(chan error, 1)
 		w, err := NewWorker(mq, WorkerConfig{Window: 5 * time.Second, Grace: 2 * time.Second, Logger: quiet},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				mq.mu.Lock()
 				mq.fatalReceive = true // the queue is deleted while the handler runs
 				mq.mu.Unlock()
 				<-ctx.Done()
 				cause <- context.Cause(ctx)
-				return Retry(ctx.Err())
+				return ctx.Err()
 			})
 		if err != nil {
 			t.Fatal(err)
@@ -510,7 +509,7 @@ func TestWorkerSurvivesATransportBreakingTheBatchContract(t *testing.T) {
 		ids := []string{mq.send("a"), mq.send("b"), mq.send("c")}
 		var visible atomic.Int64
 		w, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Concurrency: 1, Logger: quiet},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				return workWatching(ctx, 20, func() { // 10 s: two windows, so renewals must work
 					if s := mq.status(m.ID); s.State != queue.InFlight {
 						visible.Add(1)
@@ -544,11 +543,11 @@ func TestWorkerGracefulShutdownLogsNoLeaseLost(t *testing.T) {
 		started := make(chan struct{})
 		cause := make(chan error, 1)
 		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 5 * time.Second, Grace: time.Second, Logger: logger},
-			func(ctx context.Context, m Message) Result {
+			func(ctx context.Context, m Message) error {
 				close(started)
 				<-ctx.Done()
 				cause <- context.Cause(ctx)
-				return Retry(ctx.Err())
+				return ctx.Err()
 			})
 		<-started
 		cancel()
@@ -589,12 +588,12 @@ func TestWorkerSuccessBehindAStalledRenewalIsDeleted(t *testing.T) {
 		mq := newMemQueue()
 		mq.stallRenewals = true
 		id := mq.send("behind a renewal")
-		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 6 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) Result {
+		_, cancel, wait := startWorker(t, mq, WorkerConfig{Window: 6 * time.Second, Logger: quiet}, func(ctx context.Context, m Message) error {
 			select {
 			case <-time.After(2500 * time.Millisecond): // past the first renewal, sent at 2 s
-				return Ack()
+				return nil
 			case <-ctx.Done():
-				return Retry(ctx.Err())
+				return ctx.Err()
 			}
 		})
 		time.Sleep(6 * time.Second)
@@ -622,7 +621,7 @@ func TestWorkerSuccessBehindAStalledRenewalIsDeleted(t *testing.T) {
 // results map through the table, panics and invalid results are permanent failures, the
 // middleware wraps the handler, and a drop's reason becomes the context's cause.
 func TestWorkerKitIsNewWorkers(t *testing.T) {
-	if _, err := workerkit.Build(WorkerConfig{RedriveMax: -1}, WorkerHandler(func(context.Context, Message) Result { return Ack() })); err == nil ||
+	if _, err := NewWorkerKit(WorkerConfig{RedriveMax: -1}, WorkerHandler(func(context.Context, Message) error { return nil })); err == nil ||
 		!strings.Contains(err.Error(), "WorkerConfig.RedriveMax") {
 		t.Fatalf("Build with RedriveMax -1: %v, want a refusal naming WorkerConfig.RedriveMax", err)
 	}
@@ -633,20 +632,19 @@ func TestWorkerKitIsNewWorkers(t *testing.T) {
 		mw   []Middleware
 		want worker.Outcome
 	}{
-		{"ack", func(context.Context, Message) Result { return Ack() }, nil, worker.Success},
-		{"retry-after", func(context.Context, Message) Result { return RetryAfter(errors.New("busy"), after) }, nil, worker.Retryable},
-		{"reject", func(context.Context, Message) Result { return Reject(errors.New("bad")) }, nil, worker.Permanent},
-		{"dead-letter", func(context.Context, Message) Result { return DeadLetter(errors.New("bad")) }, nil, worker.Terminal},
-		{"panic", func(context.Context, Message) Result { panic("boom") }, nil, worker.Permanent},
-		{"invalid", func(context.Context, Message) Result { return Result{} }, nil, worker.Permanent},
-		{"middleware", func(context.Context, Message) Result { return Ack() }, []Middleware{func(next CallHandler) CallHandler {
-			return func(ctx context.Context, c Call) Verdict {
+		{"ack", func(context.Context, Message) error { return nil }, nil, worker.Success},
+		{"retry-after", func(context.Context, Message) error { return RetryAfter(errors.New("busy"), after) }, nil, worker.Retryable},
+		{"reject", func(context.Context, Message) error { return Permanent(errors.New("bad")) }, nil, worker.Permanent},
+		{"dead-letter", func(context.Context, Message) error { return DeadLetter(errors.New("bad")) }, nil, worker.Terminal},
+		{"panic", func(context.Context, Message) error { panic("boom") }, nil, worker.Permanent},
+		{"middleware", func(context.Context, Message) error { return nil }, []Middleware{func(next CallHandler) CallHandler {
+			return func(ctx context.Context, c Call) error {
 				next(ctx, c)
-				return Verdict{Kind: VerdictRetry, Err: errors.New("middleware says retry")}
+				return errors.New("middleware says retry")
 			}
 		}}, worker.Retryable},
 	} {
-		kit, err := workerkit.Build(WorkerConfig{Middleware: tc.mw}, tc.h)
+		kit, err := NewWorkerKit(WorkerConfig{Middleware: tc.mw}, tc.h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -654,7 +652,7 @@ func TestWorkerKitIsNewWorkers(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	kit, err := workerkit.Build(WorkerConfig{}, WorkerHandler(func(context.Context, Message) Result { return Ack() }))
+	kit, err := NewWorkerKit(WorkerConfig{}, WorkerHandler(func(context.Context, Message) error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

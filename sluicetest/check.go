@@ -2,6 +2,7 @@ package sluicetest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice"
 )
 
 // SeedEnv names the environment variable that replays one run instead of the sweep: a seed
@@ -206,8 +207,9 @@ func (sc *Scenario[A]) validate() error {
 	if sc.Setup == nil {
 		return errors.New("sluicetest: Scenario.Setup is nil: it must build the handler")
 	}
-	var ce *runner.ConfigError
-	if _, err := sc.engineConfig().WithDefaults(); errors.As(err, &ce) {
+	noop := func(context.Context, sluice.Job[A]) error { return nil }
+	var ce *sluice.ConfigError
+	if _, err := sluice.NewRunnerKit(sc.simConfig(), "", noop); errors.As(err, &ce) {
 		return fmt.Errorf("sluicetest: invalid Scenario.Config: %s = %v: %s", ce.Field, ce.Value, ce.Rule)
 	} else if err != nil {
 		return fmt.Errorf("sluicetest: invalid Scenario.Config: %w", err)

@@ -10,9 +10,10 @@
 // The simulated world executes core/runner's Node, the host the production runner executes, over
 // sim/disk on a simulated clock: a batch's sync lands as an event of the instant it was written
 // (what that instant still steps goes into the next batch), and a graceful stop is the Node's
-// (admission off, the graces, a flush, a compaction when CompactOnClose, close). Of Config it
-// applies the policy, breaker, capacity, journal limits, Grace, CompactOnClose and OnSettled, not
-// Middleware, the other hooks or AgeMax. Each attempt's handler runs on its own goroutine, but
+// (admission off, the graces, a flush, a compaction when CompactOnClose, close). It runs Config
+// as a Runner does, through the same code (its defaults and checks, AgeMax, the middleware
+// around every attempt, every hook), but for Logger, Clock and Seed, which are the world's, and
+// Capacity 0, which means 4. Each attempt's handler runs on its own goroutine, but
 // only one goroutine runs at a time: a handler yields to the world whenever it calls a Service,
 // and resumes when the world's clock reaches the call's completion. So:
 //

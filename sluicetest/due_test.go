@@ -22,11 +22,11 @@ func TestDrainDueWorksOnlyWhatIsDue(t *testing.T) {
 		ran []string
 	)
 	r, err := sluice.Open(t.TempDir(), sluice.Config{Clock: mock, Capacity: 2, Seed: 1}, sluice.JSON[string](),
-		func(ctx context.Context, j sluice.Job[string]) sluice.Outcome {
+		func(ctx context.Context, j sluice.Job[string]) error {
 			mu.Lock()
 			defer mu.Unlock()
 			ran = append(ran, j.Payload)
-			return sluice.Succeeded()
+			return nil
 		})
 	if err != nil {
 		t.Fatal(err)

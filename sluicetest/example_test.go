@@ -30,8 +30,8 @@ func (m simMailer) Send(ctx context.Context, to, key string) error {
 
 // sendWelcome is the production handler: it sends without an idempotency key.
 func sendWelcome(m Mailer) sluice.Handler[Email] {
-	return func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
-		return sluice.OutcomeOf(m.Send(ctx, j.Payload.To, ""))
+	return func(ctx context.Context, j sluice.Job[Email]) error {
+		return m.Send(ctx, j.Payload.To, "")
 	}
 }
 
@@ -86,9 +86,9 @@ func ExampleFindWorker() {
 		Config: sluice.WorkerConfig{Window: 5 * time.Second, Concurrency: 2},
 		Setup: func(env *sluicetest.Env) sluice.WorkerHandler {
 			ship := env.Service("ship", sluicetest.ServiceFaults{})
-			return func(ctx context.Context, m sluice.Message) sluice.Result {
+			return func(ctx context.Context, m sluice.Message) error {
 				_, err := ship.Do(ctx, sluicetest.Request{Op: "ship", Key: string(m.Body)}) // no idempotency key
-				return sluice.ResultOf(err)
+				return err
 			}
 		},
 		Workload: func(r *rand.Rand, p *sluicetest.Sends) {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/outcome"
 )
 
 // FakeJob is attempt 1 of job 1 for payload, targeted "test", due at the simulated epoch.
@@ -23,10 +24,10 @@ func WithNow(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, fixedNowKey{}, t)
 }
 
-// RunJob runs h once for job, as the runner would: a panic becomes a Panicked outcome and an
-// invalid Outcome a non-retryable failure. No simulation: the handler's calls are real.
-func RunJob[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) sluice.Outcome {
-	return callHandler(ctx, h, job)
+// RunJob runs h once for job, as the runner would: a panic becomes a *sluice.PanicError. No
+// simulation: the handler's calls are real.
+func RunJob[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) error {
+	return outcome.Call(ctx, func(ctx context.Context) error { return h(ctx, job) })
 }
 
 // Enqueuer is what code that enqueues needs; *sluice.Kind[A] and *Recorder[A] implement it.

@@ -13,9 +13,9 @@ import (
 // Scenario is what a sweep runs: the user's handler, configuration and codec, a workload and
 // the invariants.
 type Scenario[A any] struct {
-	// Config is the runner's configuration as in production, but for the fields the package
-	// doc names as not applied. Capacity 0 means 4 here (the simulation does not read the CPU
-	// count); Logger, Clock and Seed are the world's.
+	// Config is the runner's configuration as in production, middleware and hooks included.
+	// Capacity 0 means 4 here (the simulation does not read the CPU count); Logger, Clock and
+	// Seed are the world's.
 	Config sluice.Config
 	// Codec is the payload codec (nil: sluice.JSON).
 	Codec sluice.Codec[A]

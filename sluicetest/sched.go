@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/core/runner"
 )
 
@@ -79,7 +78,7 @@ type attempt struct {
 	userCancelled bool
 	calls         int // service calls issued so far
 	finished      atomic.Bool
-	out           sluice.Outcome
+	out           error
 }
 
 type reply struct {
@@ -92,7 +91,7 @@ type yieldMsg struct {
 	att  *attempt
 	call *pendingCall
 	done bool
-	out  sluice.Outcome
+	out  error
 }
 
 type attemptKey struct{}

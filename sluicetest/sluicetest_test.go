@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,13 +29,13 @@ func charge(idem bool, f ServiceFaults) Scenario[order] {
 		Config: sluice.Config{Policy: sluice.Policy{Attempts: 10, Base: 100 * time.Millisecond, Cap: time.Second}},
 		Setup: func(env *Env) sluice.Handler[order] {
 			pay := env.Service("pay", f)
-			return func(ctx context.Context, j sluice.Job[order]) sluice.Outcome {
+			return func(ctx context.Context, j sluice.Job[order]) error {
 				key := ""
 				if idem {
 					key = "charge-" + j.Payload.ID
 				}
 				_, err := pay.Do(ctx, Request{Op: "charge", Key: j.Payload.ID, IdempotencyKey: key})
-				return sluice.OutcomeOf(err)
+				return err
 			}
 		},
 		Workload: func(r *rand.Rand, p *Plan[order]) {
@@ -122,9 +123,9 @@ func TestDeterminismGuardNamesTheWallClock(t *testing.T) {
 	sc := charge(true, ServiceFaults{})
 	sc.Setup = func(env *Env) sluice.Handler[order] {
 		svc := env.Service("audit", ServiceFaults{})
-		return func(ctx context.Context, j sluice.Job[order]) sluice.Outcome {
+		return func(ctx context.Context, j sluice.Job[order]) error {
 			_, err := svc.Do(ctx, Request{Op: "log", Key: time.Now().Format(time.RFC3339Nano)})
-			return sluice.OutcomeOf(err)
+			return err
 		}
 	}
 	sc.Invariants = nil
@@ -140,10 +141,10 @@ func TestNoEffectAfterCancelCatchesWithoutCancel(t *testing.T) {
 	sc := Scenario[order]{
 		Setup: func(env *Env) sluice.Handler[order] {
 			pay := env.Service("pay", ServiceFaults{LatencyMin: 100 * time.Millisecond, LatencyMax: 100 * time.Millisecond})
-			return func(ctx context.Context, j sluice.Job[order]) sluice.Outcome {
+			return func(ctx context.Context, j sluice.Job[order]) error {
 				_, _ = pay.Do(ctx, Request{Op: "reserve", Key: j.Payload.ID})
 				_, err := pay.Do(context.WithoutCancel(ctx), Request{Op: "charge", Key: j.Payload.ID + "-charge"})
-				return sluice.OutcomeOf(err)
+				return err
 			}
 		},
 		Workload: func(r *rand.Rand, p *Plan[order]) {
@@ -168,9 +169,9 @@ func TestBlockedHandlerIsReported(t *testing.T) {
 	defer close(release)
 	sc := Scenario[order]{
 		Setup: func(env *Env) sluice.Handler[order] {
-			return func(ctx context.Context, j sluice.Job[order]) sluice.Outcome {
+			return func(ctx context.Context, j sluice.Job[order]) error {
 				<-release
-				return sluice.Succeeded()
+				return nil
 			}
 		},
 		Workload: func(r *rand.Rand, p *Plan[order]) { p.Enqueue(0, "t", order{ID: "a"}) },
@@ -230,18 +231,18 @@ func TestRecorderRoundTripsThroughTheCodec(t *testing.T) {
 func TestRunJobRecoversPanicsAndReadsNow(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	var seen time.Time
-	h := func(ctx context.Context, j sluice.Job[int]) sluice.Outcome {
+	h := func(ctx context.Context, j sluice.Job[int]) error {
 		seen = Now(ctx)
 		if j.Payload < 0 {
 			panic("negative")
 		}
-		return sluice.Succeeded()
+		return nil
 	}
-	if out := RunJob(WithNow(context.Background(), at), h, FakeJob(1)); out.Kind != sluice.KindSucceeded || !seen.Equal(at) {
-		t.Fatalf("outcome %v, Now %v; want succeeded at %v", out.Kind, seen, at)
+	if out := RunJob(WithNow(context.Background(), at), h, FakeJob(1)); out != nil || !seen.Equal(at) {
+		t.Fatalf("outcome %v, Now %v; want succeeded at %v", out, seen, at)
 	}
-	if out := RunJob(context.Background(), h, FakeJob(-1)); out.Kind != sluice.KindPanicked {
-		t.Fatalf("outcome %v, want panicked", out.Kind)
+	if out := RunJob(context.Background(), h, FakeJob(-1)); sluice.OutcomeName(out) != "panicked" {
+		t.Fatalf("outcome %v, want panicked", out)
 	}
 }
 
@@ -300,18 +301,18 @@ func TestGoroutineOutlivingItsHandlerIsReported(t *testing.T) {
 		Config: sluice.Config{Capacity: 1},
 		Setup: func(env *Env) sluice.Handler[order] {
 			svc := env.Service("audit", ServiceFaults{})
-			return func(ctx context.Context, j sluice.Job[order]) sluice.Outcome {
+			return func(ctx context.Context, j sluice.Job[order]) error {
 				if j.Payload.ID == "first" {
 					go func() {
 						<-ch
 						_, _ = svc.Do(ctx, Request{Op: "late", Key: "x"})
 						close(done)
 					}()
-					return sluice.Succeeded()
+					return nil
 				}
 				close(ch)
 				<-done
-				return sluice.Succeeded()
+				return nil
 			}
 		},
 		Workload: func(r *rand.Rand, p *Plan[order]) {
@@ -322,5 +323,44 @@ func TestGoroutineOutlivingItsHandlerIsReported(t *testing.T) {
 	res := run(&sc, 1, Knobs{Jobs: 2, Horizon: 2 * time.Second})
 	if res.violation == nil || res.violation.Invariant != "determinism" || !strings.Contains(res.violation.Err.Error(), "outlived") {
 		t.Fatalf("want the outliving goroutine reported, got %v", res.violation)
+	}
+}
+
+// TestConfigMiddlewareAndHooksRunInTheWorld: the world runs the scenario's Config as a Runner
+// does: its middleware wraps every attempt (here it makes a charge the service refused
+// permanent, which the handler alone would retry) and every hook reports.
+func TestConfigMiddlewareAndHooksRunInTheWorld(t *testing.T) {
+	var mu sync.Mutex
+	count := map[string]int{}
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		count[what]++
+	}
+	sc := charge(true, ServiceFaults{Fail: 0.2})
+	sc.Config.AgeMax = time.Minute
+	sc.Config.Middleware = []sluice.Middleware{func(next sluice.CallHandler) sluice.CallHandler {
+		return func(ctx context.Context, c sluice.Call) error {
+			note("middleware")
+			err := next(ctx, c)
+			if err != nil {
+				note("made permanent")
+				return sluice.Permanent(err)
+			}
+			return nil
+		}
+	}}
+	sc.Config.OnAttemptStarted = func(sluice.AttemptStarted) { note("started") }
+	sc.Config.OnAttemptEnded = func(e sluice.AttemptEnded) { note("ended " + e.Outcome()) }
+	sc.Config.OnCommitted = func(sluice.Committed) { note("committed") }
+	sc.Config.OnSettled = func(s sluice.Settled) { note("settled " + s.State.String()) }
+	Check(t, sc, Seeds(20))
+	for _, what := range []string{"middleware", "made permanent", "started", "ended succeeded", "ended permanent", "committed", "settled succeeded", "settled dead"} {
+		if count[what] == 0 {
+			t.Errorf("%q never happened in 20 seeds: %v", what, count)
+		}
+	}
+	if count["ended retry"] != 0 {
+		t.Errorf("%d attempts ended retry, want none: the middleware makes every failure permanent", count["ended retry"])
 	}
 }

@@ -176,7 +176,7 @@ func (sc *WorkerScenario) sweep() sweep {
 			if sc.Setup == nil {
 				return errors.New("sluicetest: WorkerScenario.Setup is nil: it must build the handler")
 			}
-			_, err := sc.kit(func(context.Context, sluice.Message) sluice.Result { return sluice.Ack() }, nil)
+			_, err := sc.kit(func(context.Context, sluice.Message) error { return nil }, nil)
 			return err
 		},
 	}
@@ -187,7 +187,7 @@ func (sc *WorkerScenario) sweep() sweep {
 // its middleware and panic capture, the causes of cancellation, the hooks. r replaces the
 // jitter's seed; logs are discarded unless WorkerConfig.Logger is set.
 func (sc *WorkerScenario) kit(h sluice.WorkerHandler, r *rand.Rand) (workerkit.Kit, error) {
-	kit, err := workerkit.Build(sc.Config, h)
+	kit, err := sluice.NewWorkerKit(sc.Config, h)
 	if err != nil {
 		return kit, fmt.Errorf("sluicetest: invalid WorkerScenario.Config: %w", err)
 	}

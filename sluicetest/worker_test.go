@@ -19,13 +19,13 @@ func shipping(idem bool, f ServiceFaults) WorkerScenario {
 			Policy: sluice.Policy{Base: 100 * time.Millisecond, Cap: time.Second}, Grace: time.Second},
 		Setup: func(env *Env) sluice.WorkerHandler {
 			ship := env.Service("ship", f)
-			return func(ctx context.Context, m sluice.Message) sluice.Result {
+			return func(ctx context.Context, m sluice.Message) error {
 				key := ""
 				if idem {
 					key = "ship-" + string(m.Body)
 				}
 				_, err := ship.Do(ctx, Request{Op: "ship", Key: string(m.Body), IdempotencyKey: key})
-				return sluice.ResultOf(err)
+				return err
 			}
 		},
 		Workload: func(r *rand.Rand, p *Sends) {
@@ -78,7 +78,7 @@ func TestWorkerRedrivePolicyDeadLetters(t *testing.T) {
 	sc := WorkerScenario{
 		Config: sluice.WorkerConfig{Window: 2 * time.Second, RedriveMax: 2},
 		Setup: func(env *Env) sluice.WorkerHandler {
-			return func(ctx context.Context, m sluice.Message) sluice.Result {
+			return func(ctx context.Context, m sluice.Message) error {
 				return sluice.DeadLetter(fmt.Errorf("cannot handle %s", m.Body))
 			}
 		},

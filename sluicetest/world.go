@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/core/breaker"
-	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/internal/outcome"
+	"github.com/sluicehq/sluice/internal/runnerkit"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
@@ -47,7 +47,7 @@ type world[A any] struct {
 	ecfg    runner.Config
 	rJitter *rand.Rand
 	rFault  *rand.Rand
-	handler sluice.Handler[A]
+	kit     runnerkit.Kit // the user's Config as a Runner runs it: middleware, hooks, defaults
 
 	node       *runner.Node   // nil while the process is down
 	eng        *runner.Engine // node's, for reads
@@ -149,9 +149,12 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	if k.DiskFaults {
 		w.disk.SetFaults(diskStorm)
 	}
-	w.ecfg = sc.engineConfig()
+	kit, err := sluice.NewRunnerKit(sc.simConfig(), "", sc.Setup(&Env{w: w.sched}))
+	if err != nil {
+		panic(err) // validate refused it before any run
+	}
+	w.kit, w.ecfg = kit, kit.Engine
 	w.ecfg.Decode = func(b []byte) (any, error) { return w.codec.Decode(b) }
-	w.handler = sc.Setup(&Env{w: w.sched})
 
 	// The workload first, from its own stream, so the knobs never shift its draws.
 	p := &Plan[A]{jobsMax: k.Jobs}
@@ -197,24 +200,15 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	return w
 }
 
-// engineConfig is the user's Config in the engine's terms, as the production driver maps it
-// (Capacity 0 means 4: the simulation does not read the CPU count).
-func (sc *Scenario[A]) engineConfig() runner.Config {
+// simConfig is the user's Config with the world's parts: Capacity 0 means 4 (the simulation
+// does not read the CPU count), and the logs are discarded (the timeline says what happened).
+func (sc *Scenario[A]) simConfig() sluice.Config {
 	cfg := sc.Config
-	capacity := cfg.Capacity
-	if capacity == 0 {
-		capacity = capacityDefault
+	if cfg.Capacity == 0 {
+		cfg.Capacity = capacityDefault
 	}
-	return runner.Config{
-		Policy:       retry.Policy(cfg.Policy),
-		Circuit:      breaker.Circuit(cfg.Circuit),
-		Capacity:     capacity,
-		CompactBytes: cfg.CompactBytes,
-		Retention:    cfg.Retention,
-		RecordMax:    cfg.RecordMax,
-		Grace:        cfg.Grace,
-		Logger:       slog.New(slog.DiscardHandler),
-	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	return cfg
 }
 
 func randDur(r *rand.Rand, d time.Duration) time.Duration {
@@ -411,10 +405,10 @@ func (w *world[A]) outcome(a *attempt) {
 	a.cancel(nil)
 	out := a.out
 	w.logf("end    %v %s", a.tok, describeOutcome(out))
-	if out.Kind == sluice.KindSucceeded {
+	if out == nil {
 		w.reported[a.tok.ID] = true
 	}
-	w.step(runner.Ended{Token: a.tok, Outcome: coreOutcome(out)})
+	w.step(runner.Ended{Token: a.tok, Outcome: outcome.Runner(out)})
 }
 
 // commit performs the Node's Readys. A written batch's sync lands as an event of this instant,
@@ -480,12 +474,10 @@ func (w *world[A]) perform(rd runner.Effects) {
 			w.logf("ack    retry of job %d", w.refID[op.ref])
 		}
 	}
+	w.kit.Durable(rd, w.now)
 	for _, s := range rd.Settled {
 		w.settled[s.ID] = s.State
 		w.logf("settle job %d %s after %d attempts", s.ID, s.State, s.Attempts)
-		if cb := w.sc.Config.OnSettled; cb != nil {
-			cb(settledOf(s))
-		}
 	}
 	for _, c := range rd.Cancels {
 		a := w.running[c.Token]
@@ -524,13 +516,13 @@ func (w *world[A]) start(s runner.Attempt) {
 	}
 	a.cancel = cancel
 	w.running[s.Token] = a
-	job := sluice.Job[A]{ID: s.Token.ID, Target: s.Target, Attempt: s.Token.Attempt, Due: s.FirstDue, Payload: s.Value.(A)}
 	w.logf("start  %v target=%s", s.Token, s.Target)
-	h := w.handler
+	w.kit.Started(s, w.now)
+	attempt := w.kit.Attempt
 	go func() {
-		var out sluice.Outcome
+		var out error
 		defer func() { w.yield <- yieldMsg{att: a, done: true, out: out} }()
-		out = callHandler(ctx, h, job)
+		out = attempt(ctx, s)
 	}()
 	w.await(a)
 }
@@ -713,52 +705,16 @@ func (w *world[A]) provided() []Invariant[A] {
 	}
 }
 
-// callHandler runs h, turning a panic into a Panicked outcome and a zero Outcome into a
-// non-retryable failure, as the production runner does.
-func callHandler[A any](ctx context.Context, h sluice.Handler[A], job sluice.Job[A]) (out sluice.Outcome) {
-	defer func() {
-		if v := recover(); v != nil {
-			out = sluice.Outcome{Kind: sluice.KindPanicked, Err: &sluice.PanicError{Value: v}}
-		}
-	}()
-	out = h(ctx, job)
-	switch out.Kind {
-	case sluice.KindSucceeded, sluice.KindPanicked:
-	case sluice.KindFailed:
-		if out.Err == nil {
-			out.Err = errors.New("sluice: handler failed with a nil error")
-		}
-	default:
-		out = sluice.Outcome{Kind: sluice.KindFailed, Err: fmt.Errorf("sluice: handler returned an invalid outcome (kind %d)", out.Kind)}
-	}
-	return out
-}
-
-func describeOutcome(o sluice.Outcome) string {
-	switch o.Kind {
-	case sluice.KindSucceeded:
+func describeOutcome(err error) string {
+	switch k, _ := outcome.Of(err); k {
+	case outcome.KindSucceeded:
 		return "succeeded"
-	case sluice.KindFailed:
-		return fmt.Sprintf("failed (retryable=%v): %v", o.Retryable, o.Err)
+	case outcome.KindRetry:
+		return fmt.Sprintf("failed (retryable=true): %v", err)
+	case outcome.KindPanicked:
+		return fmt.Sprintf("panicked: %v", err)
 	}
-	return fmt.Sprintf("%s: %v", o.Kind, o.Err)
-}
-
-// coreOutcome is the production driver's translation of an outcome.
-func coreOutcome(out sluice.Outcome) runner.Outcome {
-	switch out.Kind {
-	case sluice.KindSucceeded:
-		return runner.Success()
-	case sluice.KindPanicked:
-		var pe *sluice.PanicError
-		if errors.As(out.Err, &pe) {
-			return runner.Panicked(fmt.Sprint(pe.Value))
-		}
-		return runner.Panicked(fmt.Sprint(out.Err))
-	}
-	o := runner.Failure(fmt.Sprint(out.Err), out.Retryable)
-	o.After = out.After
-	return o
+	return fmt.Sprintf("failed (retryable=false): %v", err)
 }
 
 // publicState is a job's state as sluice.Runner.Get reports it (pending, waiting, deferred).
@@ -788,18 +744,6 @@ func stateOf(s runner.JobState) sluice.State {
 		return sluice.StateCancelled
 	}
 	return 0
-}
-
-func settledOf(s runner.Settled) sluice.Settled {
-	var err error
-	if s.LastErr != "" && s.State == runner.Dead {
-		err = errors.New(s.LastErr)
-	}
-	var reason sluice.Reason
-	if s.Reason != runner.NoReason {
-		reason = sluice.Reason(s.Reason.String())
-	}
-	return sluice.Settled{ID: s.ID, State: stateOf(s.State), Attempts: s.Attempts, Reason: reason, Err: err}
 }
 
 // deadlineCtx reports the job's retry deadline in simulated time; it never fires on its own

@@ -17,7 +17,7 @@ import (
 // cost), against the overview as the baseline.
 func BenchmarkJobsPage(b *testing.B) {
 	r, err := sluice.Open(b.TempDir(), sluice.Config{}, sluice.JSON[string](),
-		func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[string]) error { return nil })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func BenchmarkJobsPage(b *testing.B) {
 // ratio to idle.
 func BenchmarkEnqueueBesideHostileRequests(b *testing.B) {
 	r, err := sluice.Open(b.TempDir(), sluice.Config{}, sluice.JSON[string](),
-		func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[string]) error { return nil })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	codec := sluice.JSON[string]()
 	r, err := sluice.Open(dir, sluice.Config{}, codec,
-		func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[string]) error { return nil })
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -260,8 +260,8 @@ func TestMountedUnderAPrefix(t *testing.T) {
 }
 
 func TestBreakersPageShowsOpenTargetWithCooldown(t *testing.T) {
-	h := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {
-		return sluice.Failed(errors.New("503 from upstream"), true)
+	h := func(_ context.Context, j sluice.Job[string]) error {
+		return errors.New("503 from upstream")
 	}
 	cfg := sluice.Config{Capacity: 1, Circuit: sluice.Circuit{Threshold: 1, Window: time.Minute, Cooldown: time.Hour}}
 	r, err := sluice.Open(t.TempDir(), cfg, sluice.JSON[string](), h)

@@ -47,14 +47,14 @@ func TestSchedulesAndKindsFromBothSources(t *testing.T) {
 // "last error" (its history does).
 func TestJobPageSaysWhyItWaits(t *testing.T) {
 	tries := 0
-	h := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {
+	h := func(_ context.Context, j sluice.Job[string]) error {
 		if j.Target == "flaky.example" {
 			if tries++; tries == 1 {
-				return sluice.Failed(errors.New("interrupted"), true)
+				return errors.New("interrupted")
 			}
-			return sluice.Succeeded()
+			return nil
 		}
-		return sluice.Failed(errors.New("503"), true)
+		return errors.New("503")
 	}
 	cfg := sluice.Config{Capacity: 1, Logger: quiet, Circuit: sluice.Circuit{Threshold: 2, Window: time.Minute, Cooldown: time.Hour},
 		Policy: sluice.Policy{Base: time.Millisecond, Cap: time.Millisecond, Attempts: 5}}

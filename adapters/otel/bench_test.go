@@ -36,8 +36,8 @@ func benchInstruments(b *testing.B) *sluiceotel.Instruments {
 // a worker call the two metric records), so both see the same machine load; it reports the
 // cost of each per call and their difference.
 func BenchmarkMiddlewareCall(b *testing.B) {
-	inner := func(context.Context, sluice.Call) sluice.Verdict {
-		return sluice.Verdict{Kind: sluice.VerdictSucceeded}
+	inner := func(context.Context, sluice.Call) error {
+		return nil
 	}
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -93,8 +93,8 @@ func BenchmarkRunnerAttempt(b *testing.B) {
 		b.StopTimer()
 		defer b.StartTimer()
 		runneropt.Set(&cfg, runneropt.Options{FS: disk.New(1)})
-		r, err := sluice.Open("", cfg, sluice.JSON[string](), func(context.Context, sluice.Job[string]) sluice.Outcome {
-			return sluice.Succeeded()
+		r, err := sluice.Open("", cfg, sluice.JSON[string](), func(context.Context, sluice.Job[string]) error {
+			return nil
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -26,7 +26,7 @@ import (
 func Example_prometheus() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
-	handler := func(ctx context.Context, j sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() }
+	handler := func(ctx context.Context, j sluice.Job[string]) error { return nil }
 
 	// README:begin
 	reg := prometheus.NewRegistry() // prometheus.DefaultRegisterer in a service

@@ -230,32 +230,29 @@ func (in *Instruments) ObserveWorker(stats func() sluice.WorkerStats) (metric.Re
 }
 
 // Middleware starts a span per handler call and, for the worker, records the call's duration
-// and outcome. It passes the verdict on unchanged.
+// and outcome. It passes the handler's error on unchanged.
 func (in *Instruments) Middleware() sluice.Middleware {
 	return func(next sluice.CallHandler) sluice.CallHandler {
-		return func(ctx context.Context, c sluice.Call) sluice.Verdict {
+		return func(ctx context.Context, c sluice.Call) error {
 			name, attrs := spanOf(c)
 			ctx, span := in.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 			start := time.Now()
-			v := next(ctx, c)
+			err := next(ctx, c)
+			outcome := sluice.OutcomeName(err)
 			if c.Worker {
-				set := in.option(optKey{"worker", v.Kind.String(), "", ""}, func() []attribute.KeyValue {
-					return []attribute.KeyValue{roleWorker, attribute.String("outcome", v.Kind.String())}
+				set := in.option(optKey{"worker", outcome, "", ""}, func() []attribute.KeyValue {
+					return []attribute.KeyValue{roleWorker, attribute.String("outcome", outcome)}
 				})
 				in.duration.Record(ctx, time.Since(start).Seconds(), set)
 				in.outcomes.Add(ctx, 1, set)
 			}
-			span.SetAttributes(attribute.String("sluice.outcome", v.Kind.String()))
-			if v.Kind != sluice.VerdictSucceeded {
-				if v.Err != nil {
-					span.RecordError(v.Err)
-					span.SetStatus(codes.Error, v.Err.Error())
-				} else {
-					span.SetStatus(codes.Error, v.Kind.String())
-				}
+			span.SetAttributes(attribute.String("sluice.outcome", outcome))
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
 			}
 			span.End()
-			return v
+			return err
 		}
 	}
 }

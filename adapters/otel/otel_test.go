@@ -109,12 +109,12 @@ func TestOTelRunnerReportsMetricsAndSpansOfARun(t *testing.T) {
 		s := newSDK(t)
 		cfg := s.in.Runner(sluice.Config{Capacity: 1, Logger: quiet,
 			Policy: sluice.Policy{Attempts: 1}, Circuit: sluice.Circuit{Threshold: 1, Cooldown: time.Minute}})
-		r, err := sluice.Open(t.TempDir(), cfg, sluice.JSON[string](), func(ctx context.Context, j sluice.Job[string]) sluice.Outcome {
+		r, err := sluice.Open(t.TempDir(), cfg, sluice.JSON[string](), func(ctx context.Context, j sluice.Job[string]) error {
 			if j.Target == "bad" {
-				return sluice.Failed(errors.New("503 from bad"), true)
+				return errors.New("503 from bad")
 			}
 			time.Sleep(100 * time.Millisecond)
-			return sluice.Succeeded()
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -275,14 +275,14 @@ func TestOTelWorkerReportsMetricsAndSpansOfARun(t *testing.T) {
 		q.Send(time.Now(), []byte("flaky"))
 		cfg := s.in.Worker(sluice.WorkerConfig{Window: 5 * time.Second, Logger: quiet,
 			Policy: sluice.Policy{Base: time.Second, Cap: time.Second}})
-		w, err := sluice.NewWorker(lq, cfg, func(ctx context.Context, m sluice.Message) sluice.Result {
+		w, err := sluice.NewWorker(lq, cfg, func(ctx context.Context, m sluice.Message) error {
 			if string(m.Body) == "flaky" && m.ReceiveCount == 1 {
-				return sluice.Retry(errors.New("503"))
+				return errors.New("503")
 			}
 			if string(m.Body) == "slow" {
 				time.Sleep(12 * time.Second)
 			}
-			return sluice.Ack()
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -86,11 +86,8 @@ func (s Sluice) Open(ctx context.Context, dir string, workers int, h harness.Han
 	// The baseline without group commit is an internal option, not part of sluice.Config.
 	runneropt.Set(&cfg, runneropt.Options{SyncEveryRecord: !s.GroupCommit})
 	r, err := sluice.Open(dir, cfg, sluice.Codec[harness.Payload](payloadCodec{}),
-		func(ctx context.Context, j sluice.Job[harness.Payload]) sluice.Outcome {
-			if err := h(ctx, j.Payload); err != nil {
-				return sluice.Failed(err, true)
-			}
-			return sluice.Succeeded()
+		func(ctx context.Context, j sluice.Job[harness.Payload]) error {
+			return h(ctx, j.Payload)
 		})
 	if err != nil {
 		return nil, err

@@ -82,7 +82,7 @@ type changer interface {
 // is never Run). Its warnings (a torn tail cut) go to stderr.
 func openForChange(dir string) (changer, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	never := func(context.Context, sluice.Job[[]byte]) sluice.Outcome {
+	never := func(context.Context, sluice.Job[[]byte]) error {
 		panic("sluice: the inspector's runner started an attempt")
 	}
 	return sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)

@@ -106,10 +106,10 @@ func TestMoreHintQuotesItsArguments(t *testing.T) {
 func TestBesideABusyRunner(t *testing.T) {
 	dir := t.TempDir()
 	started, release := make(chan struct{}), make(chan struct{})
-	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[string](), func(ctx context.Context, _ sluice.Job[string]) sluice.Outcome {
+	r, err := sluice.Open(dir, sluice.Config{Capacity: 1}, sluice.JSON[string](), func(ctx context.Context, _ sluice.Job[string]) error {
 		close(started)
 		<-release
-		return sluice.Succeeded()
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -146,11 +146,11 @@ func TestSucceededJobHidesItsEarlierError(t *testing.T) {
 	dir := t.TempDir()
 	tries := 0
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 1, Policy: sluice.Policy{Base: time.Millisecond, Cap: time.Millisecond}},
-		sluice.JSON[string](), func(context.Context, sluice.Job[string]) sluice.Outcome {
+		sluice.JSON[string](), func(context.Context, sluice.Job[string]) error {
 			if tries++; tries == 1 {
-				return sluice.Failed(fmt.Errorf("interrupted"), true)
+				return fmt.Errorf("interrupted")
 			}
-			return sluice.Succeeded()
+			return nil
 		})
 	if err != nil {
 		t.Fatal(err)

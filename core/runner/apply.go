@@ -49,7 +49,7 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
 	}
 	switch r.Tag {
-	case TagFinished, TagReleased, TagDeferred:
+	case TagFinished, TagReleased, TagSnoozed, TagDeferred:
 		m.noting = append(m.noting, pendingTransition{m.seq, transitionOf(&r, j)})
 	}
 }
@@ -118,7 +118,7 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 	}
 	want := Waiting
 	switch r.Tag {
-	case TagFinished, TagReleased:
+	case TagFinished, TagReleased, TagSnoozed:
 		want = Running
 	case TagRetried:
 		want = Dead
@@ -201,6 +201,14 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 		// The attempt is given back: not counted, the job waits again at the due it started at.
 		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
+		m.qpush(j)
+	case TagSnoozed:
+		if r.Attempt != j.Attempts {
+			return fmt.Errorf("job %d: snoozed attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
+		}
+		// Not counted, as a release, but the job is due again at the due the handler asked.
+		j.endAttempt(r.Attempt, r.At, AttemptSnoozed, "")
+		j.State, j.Attempts, j.dueKey, j.Deferred = Waiting, j.Attempts-1, r.Due.UnixNano(), false
 		m.qpush(j)
 	case TagExpired:
 		m.qremove(j)

@@ -8,7 +8,7 @@
 // Contract (numbered rules):
 //
 //  1. Every durable transition is one journal record (Enqueued, Started, Finished, Deferred,
-//     Cancelled, Retried, Expired, Released, Snapshot; see record.go). Records and snapshots carry a
+//     Cancelled, Retried, Expired, Released, Snoozed, Snapshot; see record.go). Records and snapshots carry a
 //     format byte (3); another format is refused whole with ErrFormat, naming what to do,
 //     never misread. The machine applies a record to its
 //     state through one function, apply, both live and in replay, so replaying the journal gives
@@ -66,8 +66,8 @@
 //     only targets that failed within the Window or are open or half-open.
 //  8. Retry(id) of a dead job re-enqueues it at now with a fresh budget (attempts 0, first due
 //     now); its last error and its attempt history are kept. The history (Job.History, the
-//     last HistoryMax attempts) is built by apply from the times Started, Finished and
-//     Released carry, so replay and snapshots give the same history as the live machine.
+//     last HistoryMax attempts) is built by apply from the times Started, Finished,
+//     Released and Snoozed carry, so replay and snapshots give the same history as the live machine.
 //  9. Compaction (Commit, when the journal grew past CompactBytes, or Compact) writes one
 //     snapshot of the whole state minus all but the last Retention terminal jobs (by the order
 //     they became terminal). Kept failure: error reported, old journal stands, engine goes on.
@@ -81,6 +81,8 @@
 //     still running are abandoned: Status().Stopped (and Result.Stopped) tells the driver to
 //     Flush, optionally Compact, and Close; their Started records stand, so the next Open
 //     counts them as interrupted. A crash (no stop) counts the attempt, per rule 7.
+//     An attempt whose outcome is OutcomeSnoozed is given back the same way (a Snoozed
+//     record), except that the job is due again at its end plus Outcome.After.
 //  12. Periodic jobs (schedule.go): a schedule (SetSchedule, RemoveSchedule; at most
 //     SchedulesMax) is journaled state; its spec ("@every D" or cron, UTC) is re-parsed at
 //     replay. While dispatching, each Tick handles every due period, in name order, as one

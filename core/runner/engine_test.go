@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand"
 	"strings"
 	"testing"
@@ -579,4 +580,76 @@ func (m *Machine) breakerState(target string) breaker.State {
 		return b.Status().State
 	}
 	return breaker.Closed
+}
+
+// TestSnoozeSpendsNoAttemptAndFreesTheProbe: a snoozing probe gives its probe back (the
+// breaker does not judge the target: another job starts as the probe at once), its job waits
+// until now+d with no attempt counted, and survives a compaction so. A snooze past the
+// journal's time range is a permanent failure, never a job lost in time.
+func TestSnoozeSpendsNoAttemptAndFreesTheProbe(t *testing.T) {
+	cfg := Config{Capacity: 2, Policy: retry.Policy{Attempts: 2, Base: time.Hour, Cap: time.Hour},
+		Circuit: breaker.Circuit{Threshold: 1, Window: time.Minute, Cooldown: 10 * time.Second, Probes: 1}}
+	d := disk.New(1)
+	e, err := Open(d, journalName, cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Dispatch(epoch, true)
+	e.Enqueue(epoch, epoch, "a", nil)
+	res, _ := e.Commit(epoch)
+	e.AttemptDone(epoch, res.Starts[0].Token, Failure("503", true)) // opens "a" until +10s
+	e.Enqueue(epoch, epoch, "a", nil)
+	e.Commit(epoch)
+	at := epoch.Add(10 * time.Second)
+	res, err = e.Commit(at)
+	if err != nil || len(res.Starts) != 1 || !res.Starts[0].Probe {
+		t.Fatalf("at +10s: %+v %v, want job 2 as the probe", res, err)
+	}
+	e.AttemptDone(at, res.Starts[0].Token, Snoozed(time.Minute))
+	e.Enqueue(at, at, "a", nil)
+	res, err = e.Commit(at)
+	if err != nil || len(res.Starts) != 1 || res.Starts[0].Token != (Token{3, 1}) || !res.Starts[0].Probe {
+		t.Fatalf("after the snooze: %+v %v, want job 3 as the probe", res, err)
+	}
+	type view struct {
+		State    JobState
+		Attempts int
+		Due      time.Duration
+		History  string
+	}
+	get := func(e *Engine) view {
+		j, _ := e.Get(2)
+		var h []string
+		for _, a := range j.History {
+			h = append(h, a.Outcome.String())
+		}
+		return view{j.State, j.Attempts, j.Due.Sub(epoch), strings.Join(h, ",")}
+	}
+	want := view{Waiting, 0, 70 * time.Second, "snoozed"}
+	if diff := cmp.Diff(want, get(e)); diff != "" {
+		t.Fatalf("snoozed job (-want +got)\n%s", diff)
+	}
+	if err := e.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	e.AttemptDone(at, res.Starts[0].Token, Snoozed(math.MaxInt64))
+	if _, err := e.Commit(at); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := e.Get(3); j.State != Dead || j.Reason != Permanent || !strings.Contains(j.LastErr, "time range") {
+		t.Errorf("job 3 snoozed 292 years: %v %v %q, want dead (permanent) saying why", j.State, j.Reason, j.LastErr)
+	}
+	ec, err := cfg.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Replay(d, journalName, ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range s.Jobs {
+		if j.ID == 2 && (j.State != Waiting || j.Attempts != 0 || !j.Due.Equal(epoch.Add(70*time.Second))) {
+			t.Errorf("replayed job 2: %v attempts %d due %v, want waiting, 0, +70s", j.State, j.Attempts, j.Due.Sub(epoch))
+		}
+	}
 }

@@ -47,7 +47,7 @@ func (j *Job) broken(termSeq uint64) string {
 func brokenJob(id uint64, state JobState, why Reason, seq, termSeq uint64, deferred bool, attempts int, o *Opts, hist []AttemptRecord) string {
 	history := len(hist) <= HistoryMax
 	for _, h := range hist {
-		history = history && h.Attempt >= 1 && h.Attempt <= math.MaxUint32 && h.Outcome <= AttemptReleased
+		history = history && h.Attempt >= 1 && h.Attempt <= math.MaxUint32 && h.Outcome <= AttemptSnoozed
 	}
 	opts := o.validate()
 	if state < Waiting || state > Cancelled || (state == Dead) != (why != NoReason) || why > Panic ||
@@ -104,6 +104,9 @@ const (
 	OutcomeSucceeded OutcomeKind = iota + 1
 	OutcomeFailed
 	OutcomePanicked
+	// OutcomeSnoozed: the handler asked to run again after Outcome.After; the attempt is
+	// not counted and the breaker does not judge it.
+	OutcomeSnoozed
 )
 
 func (k OutcomeKind) String() string {
@@ -114,6 +117,8 @@ func (k OutcomeKind) String() string {
 		return "failed"
 	case OutcomePanicked:
 		return "panicked"
+	case OutcomeSnoozed:
+		return "snoozed"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(k))
 }
@@ -126,6 +131,7 @@ type Outcome struct {
 	// Retryable applies to OutcomeFailed only.
 	Retryable bool
 	// After is a server-requested wait (Retry-After); it replaces the jittered backoff.
+	// OutcomeSnoozed: the wait before the job is due again (required).
 	After *time.Duration
 }
 
@@ -139,6 +145,12 @@ func Failure(err string, retryable bool) Outcome {
 
 // Panicked is an attempt whose handler panicked with value v (as text).
 func Panicked(v string) Outcome { return Outcome{Kind: OutcomePanicked, Err: v} }
+
+// Snoozed is an attempt that asks to run again after d (< 0: 0), not counted.
+func Snoozed(d time.Duration) Outcome {
+	d = max(d, 0)
+	return Outcome{Kind: OutcomeSnoozed, After: &d}
+}
 
 // Interrupted is the error text of an attempt found running at open (docs/journal.md).
 const Interrupted = "interrupted"
@@ -216,6 +228,7 @@ const (
 	AttemptFailed
 	AttemptPanicked
 	AttemptReleased // a graceful stop gave it back; not counted
+	AttemptSnoozed  // the handler asked to run later; not counted
 )
 
 func (o AttemptOutcome) String() string {
@@ -230,6 +243,8 @@ func (o AttemptOutcome) String() string {
 		return "panicked"
 	case AttemptReleased:
 		return "released"
+	case AttemptSnoozed:
+		return "snoozed"
 	}
 	return fmt.Sprintf("attempt-outcome(%d)", uint8(o))
 }

@@ -717,6 +717,10 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		}
 		return
 	}
+	if ev.Outcome.Kind == OutcomeSnoozed {
+		m.snooze(j, current, now, target, probe, ev.Outcome)
+		return
+	}
 	// A result that does not count leaves a new breaker idle: forgotten at once, so none is made.
 	if res := breakerResult(ev.Outcome); res.Counts() || m.breakers[target] != nil {
 		m.breakerFor(target).Step(breaker.Record{Now: now, Result: res, Probe: probe})
@@ -727,6 +731,26 @@ func (m *Machine) attemptDone(ev AttemptDone) {
 		return
 	}
 	m.finish(j, now, ev.Outcome)
+}
+
+// snooze journals a snoozed attempt: given back like a release, the breaker not judging the
+// target, and the job due again after o.After. A due past the journal's range is a
+// permanent failure instead.
+func (m *Machine) snooze(j *job, current bool, now time.Time, target string, probe breaker.Probe, o Outcome) {
+	m.breakerFor(target).Step(breaker.Release{Probe: probe})
+	if !current {
+		return // a stale outcome: the job has moved on
+	}
+	var d time.Duration
+	if o.After != nil {
+		d = max(*o.After, 0)
+	}
+	due := now.Add(d)
+	if !inRange(due) {
+		m.finish(j, now, Failure(fmt.Sprintf("runner: snoozed %v, past the journal's time range", d), false))
+		return
+	}
+	m.record(Record{Tag: TagSnoozed, ID: j.ID, Attempt: j.Attempts, At: now, Due: norm(due)})
 }
 
 // finish journals the end of j's current attempt at now.

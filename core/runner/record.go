@@ -18,7 +18,8 @@ const (
 	TagRetried   uint8 = 6
 	TagExpired   uint8 = 7 // dead at admission (late or spent), no attempt ran
 	TagSnapshot  uint8 = 8
-	TagReleased  uint8 = 9 // a graceful stop gave the running attempt back: not counted
+	TagReleased  uint8 = 9  // a graceful stop gave the running attempt back: not counted
+	TagSnoozed   uint8 = 10 // the handler snoozed: not counted, the job waits until a new due
 )
 
 // codecVersion is the first byte of every record and snapshot payload. Version 2 added the
@@ -72,6 +73,7 @@ func formatError(what string, v uint8) error {
 //	Retried    | ver | id | due time |
 //	Expired    | ver | id | reason u8 |
 //	Released   | ver | id | attempt u32 | at time |
+//	Snoozed    | ver | id | attempt u32 | at time | due time |
 //	Snapshot   | ver | next id u64 | terminal seq u64 | count u32 | count × job |
 //	  job      | id u64 | state u8 | reason u8 | deferred u8 | attempts u32 | first due | due |
 //	           | terminal seq u64 | target str | payload bytes | last err str | priority i32 |
@@ -86,8 +88,8 @@ func formatError(what string, v uint8) error {
 type Record struct {
 	Tag       uint8
 	ID        uint64
-	Attempt   int         // Started, Finished, Released
-	Due       time.Time   // Enqueued, Deferred, Retried; Finished when Next is Waiting
+	Attempt   int         // Started, Finished, Released, Snoozed
+	Due       time.Time   // Enqueued, Deferred, Retried, Snoozed; Finished when Next is Waiting
 	Target    string      // Enqueued
 	Payload   []byte      // Enqueued
 	Kind      OutcomeKind // Finished
@@ -96,7 +98,7 @@ type Record struct {
 	Next      JobState    // Finished: Waiting, Succeeded or Dead
 	Reason    Reason      // Finished and Expired when dead
 	Opts      Opts        // Enqueued
-	At        time.Time   // Started, Finished, Released: when (for the attempt history); ScheduleSet, ScheduleFired
+	At        time.Time   // Started, Finished, Released, Snoozed: when (for the attempt history); ScheduleSet, ScheduleFired
 	Sched     SchedRecord // the schedule records (schedule_record.go)
 }
 
@@ -117,7 +119,7 @@ func (r *Record) validate() error {
 			return bad("%v", err)
 		}
 	case TagDeferred, TagRetried, TagCancelled:
-	case TagStarted, TagReleased:
+	case TagStarted, TagReleased, TagSnoozed:
 		if r.Attempt < 1 || r.Attempt > math.MaxUint32 {
 			return bad("attempt %d out of range", r.Attempt)
 		}
@@ -179,9 +181,12 @@ func appendRecord(b []byte, r Record) []byte {
 		w.str(r.Target)
 		w.bytes(r.Payload)
 		w.opts(r.Opts)
-	case TagStarted, TagReleased:
+	case TagStarted, TagReleased, TagSnoozed:
 		w.u32(uint32(r.Attempt))
 		w.time(r.At)
+		if r.Tag == TagSnoozed {
+			w.time(r.Due)
+		}
 	case TagFinished:
 		w.u32(uint32(r.Attempt))
 		w.u8(uint8(r.Kind))
@@ -218,7 +223,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 // place (a Record is hundreds of bytes: replay reuses one rather than copy one per record).
 func decodeRecord(rd reader, tag uint8, r *Record) error {
 	*r = Record{Tag: tag}
-	if tag == TagSnapshot || tag == 0 || (tag > TagReleased && !scheduleTag(tag)) {
+	if tag == TagSnapshot || tag == 0 || (tag > TagSnoozed && !scheduleTag(tag)) {
 		return fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
@@ -234,9 +239,12 @@ func decodeRecord(rd reader, tag uint8, r *Record) error {
 		r.Target = rd.name()
 		r.Payload = rd.payload()
 		r.Opts = rd.opts()
-	case TagStarted, TagReleased:
+	case TagStarted, TagReleased, TagSnoozed:
 		r.Attempt = int(rd.u32())
 		r.At = rd.time()
+		if tag == TagSnoozed {
+			r.Due = rd.time()
+		}
 	case TagFinished:
 		r.Attempt = int(rd.u32())
 		r.Kind = OutcomeKind(rd.u8())

@@ -25,7 +25,7 @@ func genTime(t *rapid.T, label string) time.Time {
 
 func genRecord(t *rapid.T) Record {
 	r := Record{ID: rapid.Uint64Min(1).Draw(t, "id")}
-	r.Tag = rapid.SampledFrom([]uint8{TagEnqueued, TagStarted, TagFinished, TagDeferred, TagCancelled, TagRetried, TagExpired}).Draw(t, "tag")
+	r.Tag = rapid.SampledFrom([]uint8{TagEnqueued, TagStarted, TagFinished, TagDeferred, TagCancelled, TagRetried, TagExpired, TagSnoozed}).Draw(t, "tag")
 	switch r.Tag {
 	case TagEnqueued:
 		r.Due = genTime(t, "due")
@@ -37,6 +37,9 @@ func genRecord(t *rapid.T) Record {
 	case TagStarted:
 		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
 		r.At = genTime(t, "at")
+	case TagSnoozed:
+		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
+		r.At, r.Due = genTime(t, "at"), genTime(t, "due")
 	case TagFinished:
 		r.Attempt = rapid.IntRange(1, 1<<32-1).Draw(t, "attempt")
 		r.At = genTime(t, "at")

@@ -32,7 +32,7 @@ import (
 //	                          submit (D: offset from the epoch)
 //	enqueue-many              one batch; each input line "job <enqueue's arguments>"
 //	cancel id=N | retry id=N
-//	done id=N attempt=K outcome=success|retry|permanent|panic [after=D] [err=S]
+//	done id=N attempt=K outcome=success|retry|permanent|panic|snooze [after=D] [err=S]
 //	commit                    one batch; prints acks, starts, cancels, wake
 //	flush                     a batch that admits nothing (the stop path)
 //	dispatch on=true|false    admission on, or off to begin a graceful stop
@@ -223,6 +223,8 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			o = Failure(argStr(t, d, "err", "bad input"), false)
 		case "panic":
 			o = Panicked(argStr(t, d, "err", "nil map"))
+		case "snooze":
+			o = Snoozed(argDur(t, d, "after", 0))
 		default:
 			t.Fatalf("%s: outcome %q", d.Pos, k)
 		}

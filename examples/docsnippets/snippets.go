@@ -30,7 +30,7 @@ func alert(id uint64, target, err string) { fmt.Println("dead:", id, target, err
 
 func isAdmin(*http.Request) bool { return false }
 
-func sendEmail(context.Context, sluice.Job[Email]) sluice.Outcome { return sluice.Succeeded() }
+func sendEmail(context.Context, sluice.Job[Email]) error { return nil }
 
 // hooks is docs/observability.md's hook.
 func hooks() sluice.Config {

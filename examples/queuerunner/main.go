@@ -95,32 +95,32 @@ func newRunner(ctx context.Context, o options, log *slog.Logger) (*sluice.QueueR
 // deliver is the handler: "flaky" targets fail their first attempt, "bad" ones always fail
 // permanently; the rest succeed after a short while.
 func deliver(doneFile string, work time.Duration) sluice.Handler[Email] {
-	return func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
+	return func(ctx context.Context, j sluice.Job[Email]) error {
 		select {
 		case <-ctx.Done():
-			return sluice.Failed(ctx.Err(), true)
+			return ctx.Err()
 		case <-time.After(work):
 		}
 		switch {
 		case j.Target == "bad":
-			return sluice.Failed(errors.New("mailbox does not exist"), false)
+			return sluice.Permanent(errors.New("mailbox does not exist"))
 		case j.Target == "flaky" && j.Attempt == 1:
-			return sluice.Failed(errors.New("smtp: 421 try again later"), true)
+			return errors.New("smtp: 421 try again later")
 		}
 		if doneFile != "" {
 			f, err := os.OpenFile(doneFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 			if err != nil {
-				return sluice.Failed(err, true)
+				return err
 			}
 			_, err = f.WriteString(j.Payload.To + "\n") // one small O_APPEND write: atomic
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
-				return sluice.Failed(err, true)
+				return err
 			}
 		}
-		return sluice.Succeeded()
+		return nil
 	}
 }
 

@@ -45,8 +45,8 @@ func main() {
 func run(dir string) error {
 	// README:begin
 	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[Email](),
-		func(ctx context.Context, j sluice.Job[Email]) sluice.Outcome {
-			return sluice.OutcomeOf(send(ctx, j.Payload)) // nil: succeeded; Permanent(err): dead; else retried
+		func(ctx context.Context, j sluice.Job[Email]) error {
+			return send(ctx, j.Payload) // nil: succeeded; Permanent(err): dead; else retried
 		})
 	if err != nil {
 		return err

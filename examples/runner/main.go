@@ -154,7 +154,7 @@ func run() error {
 // that began.
 func handler(runLog *os.File, sleep time.Duration) sluice.Handler[string] {
 	var mu sync.Mutex
-	return func(ctx context.Context, j sluice.Job[string]) sluice.Outcome {
+	return func(ctx context.Context, j sluice.Job[string]) error {
 		mu.Lock()
 		_, err := fmt.Fprintf(runLog, "run %d %d\n", j.ID, j.Attempt)
 		if err == nil {
@@ -162,24 +162,24 @@ func handler(runLog *os.File, sleep time.Duration) sluice.Handler[string] {
 		}
 		mu.Unlock()
 		if err != nil {
-			return sluice.Failed(fmt.Errorf("writing run log: %w", err), true)
+			return fmt.Errorf("writing run log: %w", err)
 		}
 		if sleep > 0 {
 			select {
 			case <-time.After(rand.N(sleep)):
 			case <-ctx.Done():
-				return sluice.Failed(ctx.Err(), true)
+				return ctx.Err()
 			}
 		}
 		switch {
 		case j.ID%13 == 0:
 			panic(fmt.Sprintf("job %d panics on purpose", j.ID))
 		case j.ID%11 == 0:
-			return sluice.Failed(errors.New("permanent failure on purpose"), false)
+			return sluice.Permanent(errors.New("permanent failure on purpose"))
 		case j.ID%5 == 0 && j.Attempt <= 2:
-			return sluice.Failed(errors.New("retryable failure on purpose"), true)
+			return errors.New("retryable failure on purpose")
 		}
-		return sluice.Succeeded()
+		return nil
 	}
 }
 

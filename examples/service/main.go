@@ -160,14 +160,14 @@ func bearer(token string) func(*http.Request, sluiceui.Action) error {
 	}
 }
 
-func sendWelcome(ctx context.Context, j sluice.Job[Welcome]) sluice.Outcome {
+func sendWelcome(ctx context.Context, j sluice.Job[Welcome]) error {
 	slog.InfoContext(ctx, "sending welcome", "to", j.Payload.To, "job", j.ID)
-	return sluice.Succeeded()
+	return nil
 }
 
-func resize(ctx context.Context, j sluice.Job[Thumbnail]) sluice.Outcome {
+func resize(ctx context.Context, j sluice.Job[Thumbnail]) error {
 	if j.Payload.Width <= 0 {
-		return sluice.Failed(fmt.Errorf("resize %s: width %d", j.Payload.Image, j.Payload.Width), false)
+		return sluice.Permanent(fmt.Errorf("resize %s: width %d", j.Payload.Image, j.Payload.Width))
 	}
-	return sluice.Succeeded()
+	return nil
 }

@@ -64,7 +64,7 @@ func BenchmarkWorkerOnFauxqs(b *testing.B) {
 	start = time.Now()
 	w, err := sluice.NewWorker(e.transport(e.url), sluice.WorkerConfig{Window: 30 * time.Second, Wait: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		func(context.Context, sluice.Message) sluice.Result { return sluice.Ack() })
+		func(context.Context, sluice.Message) error { return nil })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -186,15 +186,15 @@ func TestLongHandlerIsNotRedeliveredWhileRunning(t *testing.T) {
 	var seen deliveries
 	var finished atomic.Bool
 	w, stop := e.start(sluice.WorkerConfig{Window: window, Wait: time.Second, Concurrency: 2},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
+		func(ctx context.Context, m sluice.Message) error {
 			seen.add(m)
 			select {
 			case <-time.After(7 * time.Second):
 			case <-ctx.Done():
-				return sluice.Retry(ctx.Err())
+				return ctx.Err()
 			}
 			finished.Store(true)
-			return sluice.Ack()
+			return nil
 		})
 	id := e.send("long")
 	eventually(t, 10*time.Second, "handler started", func() bool { return len(seen.of(id)) == 1 })
@@ -238,12 +238,12 @@ func TestRetryableFailureIsReleasedAndRedeliveredWithHigherCount(t *testing.T) {
 	var seen deliveries
 	w, stop := e.start(sluice.WorkerConfig{Window: 30 * time.Second, Wait: time.Second,
 		Policy: sluice.Policy{Base: time.Second, Cap: 2 * time.Second}},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
+		func(ctx context.Context, m sluice.Message) error {
 			seen.add(m)
 			if m.ReceiveCount == 1 {
-				return sluice.Retry(errors.New("transient"))
+				return errors.New("transient")
 			}
-			return sluice.Ack()
+			return nil
 		})
 	id := e.send("flaky")
 	start := time.Now()
@@ -272,9 +272,9 @@ func TestPoisonMessagesReachTheDeadLetterQueue(t *testing.T) {
 	e := newEnv(t, 2)
 	var seen deliveries
 	w, stop := e.start(sluice.WorkerConfig{Window: 2 * time.Second, Wait: time.Second, RedriveMax: 2, Decode: decode},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
+		func(ctx context.Context, m sluice.Message) error {
 			seen.add(m)
-			return sluice.Ack()
+			return nil
 		})
 	poison := []string{e.send("poison-1"), e.send("poison-2")}
 	good := e.send("good")
@@ -321,11 +321,11 @@ func TestGracefulShutdownReleasesUnstartedMessagesAtOnce(t *testing.T) {
 	var cancelled atomic.Bool
 	w, stop := e.start(sluice.WorkerConfig{Window: 30 * time.Second, Wait: time.Second,
 		Concurrency: 1, Prefetch: 5, Grace: 500 * time.Millisecond},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
+		func(ctx context.Context, m sluice.Message) error {
 			started.Add(1)
 			<-ctx.Done()
 			cancelled.Store(true)
-			return sluice.Retry(ctx.Err())
+			return ctx.Err()
 		})
 	sent := map[string]bool{}
 	for i := range 6 {
@@ -386,7 +386,7 @@ func TestExampleProgramWorksAQueue(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	text := out.String()
-	for _, want := range []string{"result=ack body=hello", "result=ack body=sleep=100ms world", "result=permanent body=reject", "stopped received=3 succeeded=2"} {
+	for _, want := range []string{"result=succeeded body=hello", "result=succeeded body=sleep=100ms world", "result=permanent body=reject", "stopped received=3 succeeded=2"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("output lacks %q:\n%s", want, text)
 		}
@@ -443,7 +443,7 @@ func TestMissingQueueEndsRun(t *testing.T) {
 	e := newEnv(t, 0)
 	missing := e.url + "-missing"
 	w, err := sluice.NewWorker(e.transport(missing), sluice.WorkerConfig{Wait: time.Second, Logger: e.logger()},
-		func(ctx context.Context, m sluice.Message) sluice.Result { return sluice.Ack() })
+		func(ctx context.Context, m sluice.Message) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

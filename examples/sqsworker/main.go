@@ -15,7 +15,7 @@
 // "sleep=2s" sleeps first (cut short if the lease is lost or shutdown's grace ends), "fail"
 // fails retryably (released after a backoff), "reject" fails permanently, a body starting
 // with "poison" cannot be decoded (never handled; the redrive policy takes it), and anything
-// else succeeds. It prints "handled <id> count=<n> result=<kind> body=<body>" per message.
+// else succeeds. It prints "handled <id> count=<n> result=<outcome> body=<body>" per message.
 // SIGINT or SIGTERM starts a graceful shutdown: unstarted messages are released at once.
 package main
 
@@ -142,29 +142,29 @@ func decode(m sluice.Message) error {
 // handler interprets the body's words (see the command doc).
 func handler(out io.Writer) sluice.WorkerHandler {
 	var mu sync.Mutex
-	return func(ctx context.Context, m sluice.Message) sluice.Result {
-		res := sluice.Ack()
+	return func(ctx context.Context, m sluice.Message) error {
+		var res error
 		for _, word := range strings.Fields(string(m.Body)) {
 			switch {
 			case strings.HasPrefix(word, "sleep="):
 				d, err := time.ParseDuration(strings.TrimPrefix(word, "sleep="))
 				if err != nil {
-					res = sluice.Reject(fmt.Errorf("bad %q: %w", word, err))
+					res = sluice.Permanent(fmt.Errorf("bad %q: %w", word, err))
 					break
 				}
 				select {
 				case <-time.After(d):
 				case <-ctx.Done():
-					res = sluice.Retry(ctx.Err())
+					res = ctx.Err()
 				}
 			case word == "fail":
-				res = sluice.Retry(errors.New("asked to fail"))
+				res = errors.New("asked to fail")
 			case word == "reject":
-				res = sluice.Reject(errors.New("asked to reject"))
+				res = sluice.Permanent(errors.New("asked to reject"))
 			}
 		}
 		mu.Lock()
-		fmt.Fprintf(out, "handled %s count=%d result=%s body=%s\n", m.ID, m.ReceiveCount, res.Kind, m.Body)
+		fmt.Fprintf(out, "handled %s count=%d result=%s body=%s\n", m.ID, m.ReceiveCount, sluice.OutcomeName(res), m.Body)
 		mu.Unlock()
 		return res
 	}

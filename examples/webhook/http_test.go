@@ -17,19 +17,18 @@ import (
 // permanent, 429 and 5xx are retried.
 func TestHTTPReceiverSendsTheKeyAndClassifiesStatuses(t *testing.T) {
 	type got struct {
-		Key   string
-		Order string
-		Kind  sluice.OutcomeKind
-		Retry bool
+		Key     string
+		Order   string
+		Outcome string
 	}
 	for _, tc := range []struct {
 		status int
 		want   got
 	}{
-		{http.StatusOK, got{Key: "order-1/order.paid", Order: "order-1", Kind: sluice.KindSucceeded}},
-		{http.StatusBadRequest, got{Key: "order-1/order.paid", Order: "order-1", Kind: sluice.KindFailed}},
-		{http.StatusTooManyRequests, got{Key: "order-1/order.paid", Order: "order-1", Kind: sluice.KindFailed, Retry: true}},
-		{http.StatusBadGateway, got{Key: "order-1/order.paid", Order: "order-1", Kind: sluice.KindFailed, Retry: true}},
+		{http.StatusOK, got{Key: "order-1/order.paid", Order: "order-1", Outcome: "succeeded"}},
+		{http.StatusBadRequest, got{Key: "order-1/order.paid", Order: "order-1", Outcome: "permanent"}},
+		{http.StatusTooManyRequests, got{Key: "order-1/order.paid", Order: "order-1", Outcome: "retry"}},
+		{http.StatusBadGateway, got{Key: "order-1/order.paid", Order: "order-1", Outcome: "retry"}},
 	} {
 		var g got
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,7 +38,7 @@ func TestHTTPReceiverSendsTheKeyAndClassifiesStatuses(t *testing.T) {
 		h := Handler(HTTPReceiver{URL: srv.URL, Client: srv.Client()})
 		out := h(context.Background(), sluice.Job[Delivery]{ID: 1, Attempt: 1, Payload: Delivery{Order: "order-1", Event: "order.paid"}})
 		srv.Close()
-		g.Kind, g.Retry = out.Kind, out.Retryable
+		g.Outcome = sluice.OutcomeName(out)
 		if diff := cmp.Diff(tc.want, g); diff != "" {
 			t.Errorf("status %d (-want +got):\n%s", tc.status, diff)
 		}

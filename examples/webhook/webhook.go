@@ -31,17 +31,17 @@ type Receiver interface {
 // receiver whose answer is lost (a timeout, a 502 after the write, a crash of this process
 // before the success is journaled) is delivered again on the retry.
 func NaiveHandler(r Receiver) sluice.Handler[Delivery] {
-	return func(ctx context.Context, j sluice.Job[Delivery]) sluice.Outcome {
-		return sluice.OutcomeOf(r.Post(ctx, j.Payload.Order, j.Payload.Event, ""))
+	return func(ctx context.Context, j sluice.Job[Delivery]) error {
+		return r.Post(ctx, j.Payload.Order, j.Payload.Event, "")
 	}
 }
 
 // Handler posts with an idempotency key naming the event, so the receiver applies each event
 // once however often it is delivered.
 func Handler(r Receiver) sluice.Handler[Delivery] {
-	return func(ctx context.Context, j sluice.Job[Delivery]) sluice.Outcome {
+	return func(ctx context.Context, j sluice.Job[Delivery]) error {
 		key := j.Payload.Order + "/" + j.Payload.Event
-		return sluice.OutcomeOf(r.Post(ctx, j.Payload.Order, j.Payload.Event, key))
+		return r.Post(ctx, j.Payload.Order, j.Payload.Event, key)
 	}
 }
 

@@ -177,26 +177,26 @@ func behaviour(rnd *rand.Rand, window time.Duration) string {
 }
 
 func handler(rc *recorder) sluice.WorkerHandler {
-	return func(ctx context.Context, m sluice.Message) sluice.Result {
+	return func(ctx context.Context, m sluice.Message) error {
 		rc.begin(m.ID)
 		r := run{msg: m.ID, count: m.ReceiveCount, start: time.Now()}
 		kind, arg, _ := strings.Cut(string(m.Body), ":")
 		ms, _ := strconv.Atoi(arg)
-		res := sluice.Ack()
+		var res error
 		switch {
 		case kind == "never" || (kind == "once" && m.ReceiveCount == 1):
 			ms = 30
-			res = sluice.Retry(fmt.Errorf("flaky: %s fails", kind))
+			res = fmt.Errorf("flaky: %s fails", kind)
 		}
 		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			res = sluice.Retry(ctx.Err())
+			res = ctx.Err()
 		}
 		t.Stop()
 		r.end = time.Now()
-		r.success = res.Kind == sluice.ResultAck && ctx.Err() == nil
+		r.success = res == nil && ctx.Err() == nil
 		rc.finish(r)
 		return res
 	}

@@ -43,8 +43,8 @@ func OpenHostile(t testing.TB) (*sluice.Runner, string) {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	ctx := context.Background()
-	fail := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {
-		return sluice.Failed(errors.New("handler says: "+j.Payload), false)
+	fail := func(_ context.Context, j sluice.Job[string]) error {
+		return sluice.Permanent(errors.New("handler says: " + j.Payload))
 	}
 	var kinds []*sluice.Kind[string]
 	for _, name := range HostileKinds() {

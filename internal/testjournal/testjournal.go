@@ -30,11 +30,11 @@ import (
 func Open(t testing.TB) (*sluice.Kind[string], string) {
 	t.Helper()
 	dir := t.TempDir()
-	h := func(_ context.Context, j sluice.Job[string]) sluice.Outcome {
+	h := func(_ context.Context, j sluice.Job[string]) error {
 		if strings.HasPrefix(j.Payload, "bad") {
-			return sluice.Failed(errors.New("smtp 550: mailbox unavailable"), false)
+			return sluice.Permanent(errors.New("smtp 550: mailbox unavailable"))
 		}
-		return sluice.Succeeded()
+		return nil
 	}
 	r, err := sluice.Open(dir, sluice.Config{Capacity: 2, Logger: slog.New(slog.DiscardHandler)}, sluice.JSON[string](), h)
 	if err != nil {
@@ -77,7 +77,7 @@ func Closed(t testing.TB) string {
 func Reopen(t testing.TB, dir string) *sluice.Kind[string] {
 	t.Helper()
 	r, err := sluice.Open(dir, sluice.Config{}, sluice.JSON[string](),
-		func(context.Context, sluice.Job[string]) sluice.Outcome { return sluice.Succeeded() })
+		func(context.Context, sluice.Job[string]) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 // Package workerkit is the part of a sluice.Worker that does not depend on how it is executed:
 // the machine's configuration made from a WorkerConfig, the handler call (middleware, panic
-// capture, the mapping of its Result), the cause a cancelled handler's context reports, and
-// the hooks. Package sluice builds the Kit for its Worker and installs Build; sluicetest
-// builds the same Kit for its simulated worker, so neither copies the other.
+// capture, the mapping of the error it returns), the cause a cancelled handler's context
+// reports, and the hooks. Package sluice builds the Kit for its own Worker and, through
+// sluice.NewWorkerKit, for sluicetest's simulated worker, so neither copies the other.
 package workerkit
 
 import (
@@ -19,7 +19,7 @@ type Kit struct {
 	// the decoder, the logger, the jitter seeded from WorkerConfig.Seed).
 	Config worker.Config
 	// Handle runs the handler for msg through the middleware; a panic is a permanent
-	// failure, a Result outside the table too.
+	// failure.
 	Handle func(ctx context.Context, msg core.Message) worker.Result
 	// Cause is the context cause of a handler cancelled because its lease ended for reason.
 	Cause func(reason lease.DropReason) error
@@ -29,8 +29,3 @@ type Kit struct {
 	// Received reports the deliveries a receive returned to the OnReceived hook.
 	Received func(msgs []core.Message)
 }
-
-// Build makes the Kit of a sluice.WorkerConfig and a sluice.WorkerHandler (this package
-// cannot name them: package sluice imports it). It refuses a configuration as NewWorker
-// does, naming the WorkerConfig field. Package sluice installs it when it is linked.
-var Build func(cfg, handler any) (Kit, error)

@@ -65,8 +65,8 @@ func run(ctx context.Context, queueURL, endpoint, region string, work bool) erro
 		return err
 	}
 	w, err := sluice.NewWorker(transport, sluice.WorkerConfig{},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
-			return sluice.ResultOf(handle(ctx, m.Body)) // nil: delete; Permanent(err): reject; else retry
+		func(ctx context.Context, m sluice.Message) error {
+			return handle(ctx, m.Body) // nil: delete; Permanent(err): reject; else retry
 		})
 	if err != nil {
 		return err

@@ -32,8 +32,8 @@ func work(ctx context.Context, client *awssqs.Client, url string) error {
 		return err
 	}
 	w, err := sluice.NewWorker(t, sluice.WorkerConfig{Window: 30 * time.Second},
-		func(ctx context.Context, m sluice.Message) sluice.Result {
-			return sluice.ResultOf(handle(ctx, m.Body)) // nil → delete, Permanent(err) → reject, else release with backoff
+		func(ctx context.Context, m sluice.Message) error {
+			return handle(ctx, m.Body) // nil → delete, Permanent(err) → reject, else release with backoff
 		})
 	if err != nil {
 		return err

@@ -1,0 +1,29 @@
+// Package runnerkit is the part of a sluice.Runner that does not depend on how its host is
+// executed: the engine's configuration made from a sluice.Config (defaults, AgeMax, the
+// policy), the attempt pipeline (middleware, the handler, panic capture) and the hooks.
+// Package sluice builds a Kit for its own owner goroutine and, through sluice.NewRunnerKit,
+// for sluicetest's simulated runner, so the two run a user's Config the same way and neither
+// copies the other.
+package runnerkit
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/core/runner"
+)
+
+// Kit is one runner's executor-independent parts.
+type Kit struct {
+	// Engine is the engine's configuration, defaults filled and checked as Open does.
+	Engine runner.Config
+	// Attempt runs the handler of a through the middleware and returns its error (a panic in
+	// either is a *sluice.PanicError); internal/outcome.Runner makes the engine's outcome.
+	Attempt func(ctx context.Context, a runner.Attempt) error
+	// Started reports an attempt the executor starts at now (OnAttemptStarted).
+	Started func(a runner.Attempt, now time.Time)
+	// Durable reports what a Ready made durable, as the executor performs it: the landed batch
+	// (OnCommitted, timed to now), the attempts' ends and deferrals (OnAttemptEnded,
+	// OnDeferred) and the settled jobs (OnSettled).
+	Durable func(rd runner.Effects, now time.Time)
+}
