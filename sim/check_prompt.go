@@ -230,8 +230,12 @@ func (c *Checker) RunnerWake(node int, wake, armed time.Duration) {
 	id := uint64(0)
 	for _, v := range n.live {
 		if v.State == "waiting" && v.Due > c.now && v.Due < earliest {
-			if j := c.job(n, v.ID); j != nil && n.kindFull(j.kind) {
+			j := c.job(n, v.ID)
+			if j != nil && n.kindFull(j.kind) {
 				continue // its kind's limit holds it: an attempt's end, not a timer, frees it
+			}
+			if j != nil && (j.cancelAsk || j.cancelled) {
+				continue // cancelled in the live state: the next commit makes it durable
 			}
 			earliest, id = v.Due, v.ID
 		}

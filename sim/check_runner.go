@@ -73,6 +73,7 @@ type jobModel struct {
 	payload   string
 	acked     bool
 	cancelled bool   // a cancel was acknowledged
+	cancelAsk bool   // a cancel was taken and not yet acknowledged (lost at a crash)
 	terminal  string // durable terminal state seen in the live runner, "" if none
 	running   bool
 	attempt   int    // attempt number of the running (or last) attempt
@@ -358,10 +359,19 @@ func (c *Checker) JobAcked(node int, id uint64) {
 	j.acked = true
 }
 
+// CancelSubmitted: node's runner took a cancel of id. Stepped while a commit is in flight, it
+// leaves the job waiting in that commit's durable state but cancelled in the live one, whose
+// WakeAt then owes it nothing.
+func (c *Checker) CancelSubmitted(node int, id uint64) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.cancelAsk = true
+	}
+}
+
 // CancelAcked: node's runner acknowledged a cancel of id.
 func (c *Checker) CancelAcked(node int, id uint64) {
 	if j := c.jobs[jobKey{node, id}]; j != nil {
-		j.cancelled = true
+		j.cancelled, j.cancelAsk = true, false
 	}
 }
 
@@ -676,6 +686,7 @@ func (c *Checker) NodeCrashed(node int) {
 	for k, j := range c.jobs { // order does not matter: each job is reset alike
 		if k.node == node {
 			j.running, j.probe, j.fail, j.stopCut, j.released = false, 0, nil, false, nil
+			j.cancelAsk = false
 		}
 	}
 }

@@ -448,6 +448,10 @@ func TestInvariantsHoldOnValidHistory(t *testing.T) {
 	c.NodeRecovered(1, []JobView{view(2, "waiting", 2, sec(8.5), "t"), view(4, "due", 0, sec(5), "u")})
 	c.CheckPrompt() // job 4 is due, and due only since the open: on time
 	c.RunnerWake(1, sec(8.5), sec(8.5))
+	// A cancel taken while a commit is in flight: the commit's durable state still shows job 2
+	// waiting, the live one (and its WakeAt: none) has it cancelled (swarm seed 2025).
+	c.CancelSubmitted(1, 2)
+	c.RunnerWake(1, 0, 0)
 
 	c.Received(1, "m1", "r1", 0)
 	c.HandlerStarted("r1")

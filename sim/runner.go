@@ -676,6 +676,7 @@ func (n *runnerNode) produce() {
 		if err == nil {
 			n.pending[t] = pendingCmd{kind: cmdCancel, id: id}
 			w.trace(n.name, "cancel id="+strconv.FormatUint(id, 10))
+			w.chk.CancelSubmitted(n.id, id)
 		}
 	}
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
