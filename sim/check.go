@@ -22,6 +22,7 @@ const (
 	InvNoRestartTerminal = "no-restart-terminal"
 	InvCorruptionRefused = "corruption-refused"
 	InvRecoveryOpens     = "open-recovers"
+	InvJournalDurable    = "journal-entry-durable"
 	InvRecordLimit       = "record-limit"
 	InvMachine           = "machine-invariants"
 	InvStopSpendsNothing = "stop-spends-nothing"
@@ -56,6 +57,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvNoRestartTerminal, "no cancelled or terminal job starts again"},
 	{InvCorruptionRefused, "open refuses a journal whose synced data was corrupted, with an error naming it"},
 	{InvRecoveryOpens, "open recovers every journal a crash (without media corruption) can leave behind"},
+	{InvJournalDurable, "after an open and after a compaction that returned success, the journal's directory entry is durable: a crash then leaves the file the engine appends to under its name"},
 	{InvRecordLimit, "an enqueue whose record would exceed RecordMax is refused (ErrTooLarge) before anything is written"},
 	{InvMachine, "every machine's own checkInvariants holds after every step"},
 	{InvStopSpendsNothing, "an attempt a graceful stop cut (and that did not succeed) is given back: the job waits again at its due with the attempt uncounted, and its breaker records nothing"},

@@ -346,7 +346,7 @@ func (n *runnerNode) start() {
 	}
 	w.chk.OpenAttempted(n.id)
 	leftover := n.armLeftover() // journal_fam.go
-	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
+	e, err := runner.Open(n.fsys(), journalName, n.cfg, w.now())
 	n.checkLeftover(leftover, err)
 	if err != nil && w.injected(err) && w.faultsOn {
 		// An injected fault, before any verdict on the journal (a damaged one is judged at the
@@ -406,6 +406,7 @@ func (n *runnerNode) start() {
 	n.noteBoundary()
 	n.checkMachine()
 	n.checkDisk()
+	n.checkEntryDurable("an open") // journal_fam.go
 	n.registerSchedules()
 	n.scheduleCommit()
 }
@@ -500,6 +501,7 @@ func (n *runnerNode) finishStop() {
 		} else {
 			w.chk.Compacted(n.id, jobViewsAfter(n.views, n.e.State()))
 			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
+			n.checkEntryDurable("a compaction at close")
 			w.trace(n.name, "compacted at close")
 		}
 		if armed {
@@ -995,6 +997,7 @@ func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
 	}
 	if res.Compacted {
 		n.boundaries = n.boundaries[:0]
+		n.checkEntryDurable("a compaction") // journal_fam.go
 		w.chk.Compacted(n.id, views)
 	}
 	if len(res.Acks)+len(res.Starts)+len(res.Cancels) > 0 || res.Compacted || res.CompactErr != nil {

@@ -97,6 +97,7 @@ const (
 	mutLateHandler            // the worker driver starts each handler a millisecond after the machine says
 	mutLateDelete             // the worker driver sends each delete a millisecond after the machine says
 	mutSplitFiring            // a period's job and its schedule's advance in two batches, a crash between
+	mutNoDirSync              // the runner's file system drops every directory fsync (journal_fam.go)
 )
 
 // Stats counts what a run did.
@@ -465,6 +466,11 @@ func (w *World) damage(n *runnerNode) {
 	}
 	end := n.boundaries[len(n.boundaries)-2]
 	last := n.boundaries[len(n.boundaries)-1]
+	if why := w.journalIntact(n, end, last); why != "" { // journal_fam.go
+		w.fault("damage-skipped")
+		w.trace(n.name, "damage skipped: "+why)
+		return
+	}
 	off := w.rFaults.Int63n(end - journal.MarkLen)
 	if off >= journal.MarkOffset { // the clean-close mark is not synced state: skip it
 		off += journal.MarkLen
