@@ -74,6 +74,8 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvNoConcurrent, "no message is processed by two consumers at once while one holds its lease"},
 	{InvSingleDisposition, "each delivery gets at most one disposition (a retry follows only a retryable failure of the last)"},
 	{InvConfigRefused, "an open or start with a field of its configuration out of range is refused before it does anything, with an error naming that field"},
+	{InvReadsMatch, "what Get and List return of a job (state, attempt count, last error, the history of its last ten attempts) agrees with the checker's record of its starts, outcomes, retries and cancels"},
+	{InvStartWhenFree, "after a commit, while the node dispatches with a unit free, no job is left waiting that was due, not deferred, and not held by its kind's limit: the commit started it"},
 	{InvWorkConserving, "while a node dispatches with a unit free, a due job whose breaker admits it starts within one commit cycle"},
 	{InvRetryOnTime, "a retried job starts by its computed due (its failure + the policy's longest wait) plus one commit cycle, when a unit is free"},
 	{InvDeferredOnTime, "a deferred job starts by its breaker's reopening plus one commit cycle, when a unit is free and the breaker admits it"},

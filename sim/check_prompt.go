@@ -26,6 +26,7 @@ const (
 	InvRenewalOnTime     = "renewal-on-time"
 	InvDropAtMargin      = "drop-at-margin"
 	InvWakeAtNotLate     = "wakeat-not-late"
+	InvStartWhenFree     = "start-when-free"
 )
 
 // never is a deadline that never comes.
@@ -216,6 +217,32 @@ func (c *Checker) CheckPrompt() {
 		c.check(n.dueInv, false, "node %d: nothing started by %s (one commit cycle %s after %s): %s",
 			id, Offset(n.dueBy+c.cycle()), c.cycle(), Offset(n.dueBy), n.dueWhy.String())
 	}
+}
+
+// CommitDispatched checks the state a commit's Begin left (views, at now: the flight takes
+// no simulated time) after its starts were reported: while the node dispatches with a unit
+// free, no job is left waiting that was due, not deferred, not cancelled, and whose kind's
+// limit does not hold it. Begin's admission starts such a job, defers it (its breaker refuses:
+// a later due), or ends it (spent, late); leaving it for a later commit is a scheduler that
+// stops short.
+func (c *Checker) CommitDispatched(node int, views []JobView) {
+	n := c.node(node)
+	if !n.up || n.stopping || n.running >= n.p.Capacity {
+		return
+	}
+	for _, v := range views {
+		if v.State != "waiting" || v.Deferred || v.Due > c.now {
+			continue
+		}
+		j := c.job(n, v.ID)
+		if j == nil || j.cancelled || j.cancelAsk || j.running || n.kindFull(j.kind) {
+			continue
+		}
+		c.check(InvStartWhenFree, false, "node %d: a commit at %s left job %d (due %s, kind %s) waiting with %d of %d units free",
+			node, Offset(c.now), v.ID, Offset(v.Due), j.kind, n.p.Capacity-n.running, n.p.Capacity)
+		return
+	}
+	c.pass(InvStartWhenFree)
 }
 
 // RunnerWake checks node's wake after a commit: with a unit free while dispatching, the

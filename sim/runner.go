@@ -689,11 +689,13 @@ func (n *runnerNode) produce() {
 		switch {
 		case err == nil:
 			n.pending[t] = pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()}
+			w.chk.RetrySubmitted(n.id, id)
 			w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
 		case !ok && !errors.Is(err, runner.ErrNotFound), ok && j.State != runner.Dead && !errors.Is(err, runner.ErrNotDead):
 			w.chk.Fail(InvMachine, "%s: a retry of job %d (found %v, %v) was refused with %v", n.name, id, ok, j.State, err)
 		}
 	}
+	n.operate() // check_reads.go
 	n.maybeChangeSchedule()
 	if n.up {
 		n.scheduleCommit()
@@ -985,6 +987,7 @@ func (n *runnerNode) finishCommit(f *flight, res runner.Result, err error) {
 		}()
 	}
 	views := n.absorb(res, f)
+	n.checkCommitted(f, res) // check_reads.go
 	st := n.e.Status()
 	n.open = st.Waiting + st.Running
 	n.commits++
@@ -1250,6 +1253,7 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 		}
 		out := ex.out
 		failure := out.Kind == runner.OutcomePanicked || (out.Kind == runner.OutcomeFailed && out.Retryable)
+		w.chk.OutcomeFed(n.id, tok.ID, tok.Attempt, out.Kind.String(), out.Err)
 		if out.Kind == runner.OutcomeFailed && out.Retryable {
 			w.chk.AttemptFailed(n.id, tok.ID, tok.Attempt, out.After)
 		}
