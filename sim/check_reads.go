@@ -120,8 +120,10 @@ func (c *Checker) JobRead(node int, v ReadView, how string) {
 		fail("its history holds %d attempts, more than the %d kept", n, historyCap)
 		return
 	}
-	if strings.HasPrefix(j.payload, undecodable) {
-		c.pass(InvReadsMatch) // its attempts start and end inside a commit, unseen by the world
+	if strings.HasPrefix(j.payload, undecodable) || j.cancelled || j.cancelAsk {
+		// Its attempts start and end inside a commit, unseen by the world; or a cancel taken
+		// during a flight withdrew a start the batch had journaled.
+		c.pass(InvReadsMatch)
 		return
 	}
 	if h.starts < 0 {

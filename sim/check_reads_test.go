@@ -67,3 +67,23 @@ func TestCorePanickerNamesTheMachine(t *testing.T) {
 func faultyMachine() {
 	runner.EncodeSnapshot(runner.Snapshot{NextID: 9, Jobs: []runner.Job{{ID: 5, State: runner.Running}}})
 }
+
+// A start journaled by Begin and withdrawn by a cancel taken during the flight holds its unit
+// until the commit lands (swarm seed 5666); without it, the job left waiting is caught.
+func TestStartWhenFreeCountsWithdrawnStarts(t *testing.T) {
+	c := newTestChecker()
+	c.NodeRecovered(1, nil)
+	for id := uint64(1); id <= 3; id++ {
+		enqueue(c, id, "a")
+	}
+	c.AttemptStarted(1, 1, 1)
+	c.CancelSubmitted(1, 2)
+	c.CommitDispatched(1, []JobView{view(1, "running", 1, 0, "a"), view(2, "running", 1, 0, "a"), view(3, "waiting", 0, 0, "a")})
+	if v := c.Violation(); v != nil {
+		t.Fatalf("unexpected violation: %v", v)
+	}
+	c.CommitDispatched(1, []JobView{view(1, "running", 1, 0, "a"), view(3, "waiting", 0, 0, "a")})
+	if v := c.Violation(); v == nil || v.Invariant != InvStartWhenFree {
+		t.Fatalf("violation %v, want %s", v, InvStartWhenFree)
+	}
+}
