@@ -22,6 +22,7 @@ const (
 	InvNoRestartTerminal = "no-restart-terminal"
 	InvCorruptionRefused = "corruption-refused"
 	InvRecoveryOpens     = "open-recovers"
+	InvJournalDurable    = "journal-entry-durable"
 	InvRecordLimit       = "record-limit"
 	InvMachine           = "machine-invariants"
 	InvStopSpendsNothing = "stop-spends-nothing"
@@ -56,6 +57,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvNoRestartTerminal, "no cancelled or terminal job starts again"},
 	{InvCorruptionRefused, "open refuses a journal whose synced data was corrupted, with an error naming it"},
 	{InvRecoveryOpens, "open recovers every journal a crash (without media corruption) can leave behind"},
+	{InvJournalDurable, "after an open and after a compaction that returned success, the journal's directory entry is durable: a crash then leaves the file the engine appends to under its name"},
 	{InvRecordLimit, "an enqueue whose record would exceed RecordMax is refused (ErrTooLarge) before anything is written"},
 	{InvMachine, "every machine's own checkInvariants holds after every step"},
 	{InvStopSpendsNothing, "an attempt a graceful stop cut (and that did not succeed) is given back: the job waits again at its due with the attempt uncounted, and its breaker records nothing"},
@@ -72,6 +74,8 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvNoConcurrent, "no message is processed by two consumers at once while one holds its lease"},
 	{InvSingleDisposition, "each delivery gets at most one disposition (a retry follows only a retryable failure of the last)"},
 	{InvConfigRefused, "an open or start with a field of its configuration out of range is refused before it does anything, with an error naming that field"},
+	{InvReadsMatch, "what Get and List return of a job (state, attempt count, last error, the history of its last ten attempts) agrees with the checker's record of its starts, outcomes, retries and cancels"},
+	{InvStartWhenFree, "after a commit, while the node dispatches with a unit free, no job is left waiting that was due, not deferred, and not held by its kind's limit: the commit started it"},
 	{InvWorkConserving, "while a node dispatches with a unit free, a due job whose breaker admits it starts within one commit cycle"},
 	{InvRetryOnTime, "a retried job starts by its computed due (its failure + the policy's longest wait) plus one commit cycle, when a unit is free"},
 	{InvDeferredOnTime, "a deferred job starts by its breaker's reopening plus one commit cycle, when a unit is free and the breaker admits it"},

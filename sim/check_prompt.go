@@ -25,6 +25,7 @@ const (
 	InvRenewalOnTime     = "renewal-on-time"
 	InvDropAtMargin      = "drop-at-margin"
 	InvWakeAtNotLate     = "wakeat-not-late"
+	InvStartWhenFree     = "start-when-free"
 )
 
 // never is a deadline that never comes.
@@ -217,6 +218,43 @@ func (c *Checker) CheckPrompt() {
 	}
 }
 
+// CommitDispatched checks the state a commit's Begin left (views, at now: the flight takes
+// no simulated time) after its starts were reported: while the node dispatches with a unit
+// free, no job is left waiting that was due, not deferred, not cancelled, and whose kind's
+// limit does not hold it. Begin's admission starts such a job, defers it (its breaker refuses:
+// a later due), or ends it (spent, late); leaving it for a later commit is a scheduler that
+// stops short.
+func (c *Checker) CommitDispatched(node int, views []JobView) {
+	n := c.node(node)
+	if !n.up || n.stopping {
+		return
+	}
+	// A start the batch journaled and a cancel taken during the flight withdrew holds its unit
+	// until the commit lands: running in views, never reported started.
+	held := n.running
+	for _, v := range views {
+		if j := c.job(n, v.ID); v.State == "running" && (j == nil || !j.running) {
+			held++
+		}
+	}
+	if held >= n.p.Capacity {
+		return
+	}
+	for _, v := range views {
+		if v.State != "waiting" || v.Deferred || v.Due > c.now {
+			continue
+		}
+		j := c.job(n, v.ID)
+		if j == nil || j.cancelled || j.cancelAsk || j.running || n.kindFull(j.kind) {
+			continue
+		}
+		c.check(InvStartWhenFree, false, "node %d: a commit at %s left job %d (due %s, kind %s) waiting with %d of %d units free",
+			node, Offset(c.now), v.ID, Offset(v.Due), j.kind, n.p.Capacity-held, n.p.Capacity)
+		return
+	}
+	c.pass(InvStartWhenFree)
+}
+
 // RunnerWake checks node's wake after a commit: with a unit free while dispatching, the
 // machine's WakeAt (wake, 0: none) and the timer the driver holds (armed, 0: none) are never
 // later than the earliest due of a waiting job in the committed state.
@@ -229,8 +267,12 @@ func (c *Checker) RunnerWake(node int, wake, armed time.Duration) {
 	id := uint64(0)
 	for _, v := range n.live {
 		if v.State == "waiting" && v.Due > c.now && v.Due < earliest {
-			if j := c.job(n, v.ID); j != nil && n.kindFull(j.kind) {
+			j := c.job(n, v.ID)
+			if j != nil && n.kindFull(j.kind) {
 				continue // its kind's limit holds it: an attempt's end, not a timer, frees it
+			}
+			if j != nil && (j.cancelAsk || j.cancelled) {
+				continue // cancelled in the live state: the next commit makes it durable
 			}
 			earliest, id = v.Due, v.ID
 		}

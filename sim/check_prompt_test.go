@@ -58,9 +58,16 @@ func TestPlantedDoubleBackoffIsCaughtByRetryOnTime(t *testing.T) {
 	wantPlanted(t, v, seed, InvRetryOnTime)
 }
 
-// A runner engine given half the configured pool leaves units the checker counts as free.
-func TestPlantedHalfPoolIsCaughtByWorkConserving(t *testing.T) {
+// A runner engine given half the configured pool leaves units the checker counts as free: a
+// commit leaves a due job waiting beside them.
+func TestPlantedHalfPoolIsCaughtByStartWhenFree(t *testing.T) {
 	v, seed := runPlanted(t, "calm", mutHalfPool, 1000)
+	wantPlanted(t, v, seed, InvStartWhenFree)
+}
+
+// The same, start-when-free off: the job is still waiting a commit cycle later.
+func TestPlantedHalfPoolIsCaughtByWorkConserving(t *testing.T) {
+	v, seed := runPlanted(t, "calm", mutHalfPool, 1000, InvStartWhenFree)
 	wantPlanted(t, v, seed, InvWorkConserving, InvRetryOnTime, InvDeferredOnTime)
 }
 
@@ -98,7 +105,7 @@ func TestPlantedLateDeleteIsCaughtByDispositionPrompt(t *testing.T) {
 }
 
 // promptness lists the invariants that see a slow runner before liveness does.
-var promptness = []string{InvWorkConserving, InvRetryOnTime, InvDeferredOnTime, InvWakeAtNotLate, InvBackoff}
+var promptness = []string{InvStartWhenFree, InvWorkConserving, InvRetryOnTime, InvDeferredOnTime, InvWakeAtNotLate, InvBackoff}
 
 // A runner engine given twice the configured backoff settles past the critical-path bound on
 // some seed (every earlier check muted: liveness alone catches it).

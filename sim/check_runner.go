@@ -72,6 +72,7 @@ type jobModel struct {
 	payload   string
 	acked     bool
 	cancelled bool   // a cancel was acknowledged
+	cancelAsk bool   // a cancel was taken and not yet acknowledged (lost at a crash)
 	terminal  string // durable terminal state seen in the live runner, "" if none
 	running   bool
 	attempt   int    // attempt number of the running (or last) attempt
@@ -86,6 +87,7 @@ type jobModel struct {
 	// The job's own attempts and deadline (JobLimits); 0: the policy's.
 	attemptsMax int
 	deadline    time.Duration
+	hist        histModel // what reads must show of its attempts (check_reads.go)
 }
 
 // releaseFact is an attempt a graceful stop gave back: the next commit must show the job
@@ -335,10 +337,19 @@ func (c *Checker) JobAcked(node int, id uint64) {
 	j.acked = true
 }
 
+// CancelSubmitted: node's runner took a cancel of id. Stepped while a commit is in flight, it
+// leaves the job waiting in that commit's durable state but cancelled in the live one, whose
+// WakeAt then owes it nothing.
+func (c *Checker) CancelSubmitted(node int, id uint64) {
+	if j := c.jobs[jobKey{node, id}]; j != nil {
+		j.cancelAsk = true
+	}
+}
+
 // CancelAcked: node's runner acknowledged a cancel of id.
 func (c *Checker) CancelAcked(node int, id uint64) {
 	if j := c.jobs[jobKey{node, id}]; j != nil {
-		j.cancelled = true
+		j.cancelled, j.cancelAsk = true, false
 	}
 }
 
@@ -347,6 +358,7 @@ func (c *Checker) CancelAcked(node int, id uint64) {
 func (c *Checker) RetryAcked(node int, id uint64, at time.Duration) {
 	if j := c.jobs[jobKey{node, id}]; j != nil {
 		j.terminal, j.firstDue, j.attempts, j.due, j.retriedAt = "", at, 0, at, c.now
+		j.hist.attempts = 0
 	}
 }
 
@@ -419,6 +431,7 @@ func (c *Checker) AttemptStarted(node int, id uint64, attempt int) {
 	c.check(InvBreakerRespected, ok, "node %d started job %d attempt %d on target %s while its breaker is %s", node, id, attempt, j.target, why)
 
 	j.running, j.attempt, j.probe, j.stopCut = true, attempt, probe, false
+	j.hist.started(attempt)
 	if attempt > j.attempts {
 		j.attempts = attempt
 	}
@@ -653,6 +666,8 @@ func (c *Checker) NodeCrashed(node int) {
 	for k, j := range c.jobs { // order does not matter: each job is reset alike
 		if k.node == node {
 			j.running, j.probe, j.fail, j.stopCut, j.released = false, 0, nil, false, nil
+			j.cancelAsk = false
+			j.hist.forget()
 		}
 	}
 }
@@ -694,6 +709,17 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	// Attempts running at the crash come back as interrupted failures at now, through the policy
 	// (unless the recovered job is the one a written-but-unacknowledged commit left).
 	liveByID, pendByID := indexViews(n.live), indexViews(n.pending)
+	for _, v := range jobs {
+		// A start the world never saw (written by a commit not acknowledged) shows as a
+		// count unlike the last acknowledged one, or after a retry (a new first due): its
+		// history is taken from the next read.
+		if j := c.job(n, v.ID); j != nil {
+			if lv, ok := liveByID.get(v.ID); !ok || lv.Attempts != v.Attempts || lv.FirstDue != v.FirstDue {
+				j.hist.starts = -1
+			}
+			j.hist.attempts = v.Attempts
+		}
+	}
 	for _, v := range jobs {
 		lv, ok := liveByID.get(v.ID)
 		if !ok || lv.State != "running" || v.State != "waiting" || v.Attempts != lv.Attempts {

@@ -40,7 +40,14 @@ type schedNode struct {
 	periods map[periodKey]*periodFact
 	live    []ScheduleView // the schedules after the last acknowledged commit
 	pending []ScheduleView // after a commit written but not acknowledged, if any
+	// ahead holds, per schedule, a period that a set already showed handled (its Last) before
+	// the checker heard of it: a commit's Begin handled it and the set came during the flight;
+	// its report follows when the commit lands, and the set's next period stands after it.
+	ahead map[string]aheadFact
 }
+
+// aheadFact is a period a set showed handled early, and the period expected before the set.
+type aheadFact struct{ last, want time.Duration }
 
 type periodKey struct {
 	name   string
@@ -59,7 +66,7 @@ func (c *Checker) schedNode(node int) *schedNode {
 	}
 	sn := c.scheds[node]
 	if sn == nil {
-		sn = &schedNode{expect: map[string]time.Duration{}, periods: map[periodKey]*periodFact{}}
+		sn = &schedNode{expect: map[string]time.Duration{}, periods: map[periodKey]*periodFact{}, ahead: map[string]aheadFact{}}
 		c.scheds[node] = sn
 	}
 	return sn
@@ -121,12 +128,18 @@ func parseCron(spec string) cron.Schedule {
 
 // ScheduleSubmitted: node's runner took a set (add or change) of a schedule; v is it now.
 func (c *Checker) ScheduleSubmitted(node int, v ScheduleView) {
-	c.schedNode(node).expect[v.Name] = v.Next
+	sn := c.schedNode(node)
+	if exp, ok := sn.expect[v.Name]; ok && v.Last >= 0 && v.Last >= exp && sn.periods[periodKey{v.Name, v.Last}] == nil {
+		sn.ahead[v.Name] = aheadFact{last: v.Last, want: exp}
+	}
+	sn.expect[v.Name] = v.Next
 }
 
 // ScheduleRemoveSubmitted: node's runner took the removal of schedule name.
 func (c *Checker) ScheduleRemoveSubmitted(node int, name string) {
-	delete(c.schedNode(node).expect, name)
+	sn := c.schedNode(node)
+	delete(sn.expect, name)
+	delete(sn.ahead, name)
 }
 
 // PeriodFired: a commit of node handled the period v.Last of schedule v (v as after the commit,
@@ -143,7 +156,13 @@ func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
 			node, Offset(v.Last), v.Name, f.job, v.LastJob, v)
 		return
 	}
-	if exp, ok := sn.expect[v.Name]; ok && exp != v.Last {
+	exp, ok := sn.expect[v.Name]
+	a, early := sn.ahead[v.Name]
+	if early = early && a.last == v.Last; early {
+		exp = a.want // the set that came after it moved the expectation on already
+		delete(sn.ahead, v.Name)
+	}
+	if ok && exp != v.Last {
 		c.check(InvPeriodOnce, false, "node %d: schedule %s handled period %s, but it was waiting for period %s (%v)",
 			node, v.Name, Offset(v.Last), Offset(exp), v)
 		return
@@ -162,7 +181,9 @@ func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
 		return
 	}
 	sn.periods[key] = &periodFact{job: v.LastJob, payload: v.Payload, durable: acked}
-	sn.expect[v.Name] = v.Next
+	if !early {
+		sn.expect[v.Name] = v.Next
+	}
 }
 
 // SchedulesCommitted: node's runner acknowledged a commit; views are its schedules after it.
@@ -219,6 +240,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 		}
 	}
 	sn.expect = map[string]time.Duration{}
+	clear(sn.ahead)
 	for _, v := range views {
 		sn.expect[v.Name] = v.Next
 	}

@@ -74,6 +74,19 @@ func TestPeriodOnceFiresOnViolatingHistories(t *testing.T) {
 			v.Unique = "mail/k"
 			c.PeriodFired(1, v, true)
 		}, `unique key "mail/k" held false`},
+		{"a set taken while the commit that handled a period is in flight (swarm seed 3675)", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			v := sched(10*s, 10*s, 20*s, 1)
+			v.Payload = "p2" // the set changes the payload and keeps the period Begin advanced to
+			c.ScheduleSubmitted(1, v)
+			c.PeriodFired(1, sched(10*s, 10*s, 20*s, 1), true) // reported when the commit lands
+			c.PeriodFired(1, sched(20*s, 20*s, 30*s, 2), true)
+		}, ""},
+		{"a period skipped before a set during the flight", func(c *Checker) {
+			c.ScheduleSubmitted(1, set)
+			c.ScheduleSubmitted(1, sched(20*s, 20*s, 30*s, 1))
+			c.PeriodFired(1, sched(20*s, 20*s, 30*s, 1), true)
+		}, "waiting for period 10.000s"},
 		{"recovery loses a committed change", func(c *Checker) {
 			c.SchedulesCommitted(1, []ScheduleView{set})
 			c.SchedulesRecovered(1, nil, nil)

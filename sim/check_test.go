@@ -366,6 +366,34 @@ func TestInvariantFires(t *testing.T) {
 			c.HandlerStarted("r1")
 			c.CheckWorker(1, true, []string{"r1"}, 1, 1, sec(11), sec(11))
 		}},
+		{InvReadsMatch, func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.JobRead(1, ReadView{ID: 1, State: "running", Attempts: 1}, "Get") // the newest attempt dropped
+		}},
+		{InvReadsMatch + "/cap", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.JobRead(1, ReadView{ID: 1, State: "dead", Attempts: 1, History: make([]ReadAttempt, 11)}, "List")
+		}},
+		{InvReadsMatch + "/outcome", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.OutcomeFed(1, 1, 1, "failed", "boom")
+			c.AttemptEnded(1, 1, 1, false, false)
+			c.JobRead(1, ReadView{ID: 1, State: "dead", Attempts: 1, LastErr: "boom", History: []ReadAttempt{{1, "succeeded"}}}, "Get")
+		}},
+		{InvReadsMatch + "/lasterr", func(c *Checker) {
+			enqueue(c, 1, "a")
+			c.AttemptStarted(1, 1, 1)
+			c.OutcomeFed(1, 1, 1, "failed", "boom")
+			c.AttemptEnded(1, 1, 1, false, false)
+			c.JobRead(1, ReadView{ID: 1, State: "dead", Attempts: 1, LastErr: "other", History: []ReadAttempt{{1, "failed"}}}, "Get")
+		}},
+		{InvStartWhenFree, func(c *Checker) {
+			c.NodeRecovered(1, nil)
+			enqueue(c, 1, "a")
+			c.CommitDispatched(1, []JobView{view(1, "waiting", 0, 0, "a")}) // due, a unit free, not started
+		}},
 		{InvLiveness, func(c *Checker) { c.Liveness(false, "job 3 still waiting at the bound") }},
 	}
 	covered := map[string]bool{}
@@ -435,6 +463,11 @@ func TestInvariantsHoldOnValidHistory(t *testing.T) {
 	c.NodeRecovered(1, []JobView{view(2, "waiting", 2, sec(8.5), "t"), view(4, "due", 0, sec(5), "u")})
 	c.CheckPrompt() // job 4 is due, and due only since the open: on time
 	c.RunnerWake(1, sec(8.5), sec(8.5))
+	c.CommitDispatched(1, []JobView{view(2, "waiting", 2, sec(8.5), "t"), view(4, "running", 1, sec(5), "u")})
+	// A cancel taken while a commit is in flight: the commit's durable state still shows job 2
+	// waiting, the live one (and its WakeAt: none) has it cancelled (swarm seed 2025).
+	c.CancelSubmitted(1, 2)
+	c.RunnerWake(1, 0, 0)
 
 	c.Received(1, "m1", "r1", 0)
 	c.HandlerStarted("r1")

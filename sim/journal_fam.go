@@ -428,3 +428,60 @@ func (n *runnerNode) damageClosed(closeErr error) {
 	w.fault("closed-flip")
 	w.trace(n.name, "FLIP "+n.flipped)
 }
+
+// journalIntact says why node n's journal, after a crash, is not the file its boundaries
+// describe ("" when it is): whole frames from the header to last, a batch ending at end and
+// one at last. A crash that rolled back a directory change the engine never made durable (a
+// create or a rename without its directory fsync) leaves another file under the name, or
+// none: there is no synced data of the engine's to damage, and recovery answers for what
+// was lost (no-lost-ack).
+func (w *World) journalIntact(n *runnerNode, end, last int64) string {
+	b, err := readAll(n.disk, journalName)
+	switch {
+	case err != nil:
+		return journalName + " is gone after the crash: " + err.Error()
+	case int64(len(b)) < last:
+		return fmt.Sprintf("%s holds %d bytes after the crash, the engine's synced batches %d", journalName, len(b), last)
+	}
+	fs := framesBefore(b, int(last))
+	atEnd, atLast := end == fileHdr, false
+	for _, f := range fs {
+		if f.flags&1 == 0 { // flagEnd: a batch ends with this frame
+			continue
+		}
+		stop := int64(f.off + frameHdr + f.n)
+		atEnd = atEnd || stop == end
+		atLast = atLast || stop == last
+	}
+	if !atEnd || !atLast {
+		return fmt.Sprintf("%s after the crash has no batches ending at bytes %d and %d, where the engine's did (another file is under its name)", journalName, end, last)
+	}
+	return ""
+}
+
+// checkEntryDurable checks, after what (an open, a compaction) returned success, that the
+// journal's directory entry is durable: a crash now leaves the file the engine appends to
+// under its name. A create or rename whose directory fsync was skipped is not, and a crash
+// would give back the old file, or none, with every batch appended since lost.
+func (n *runnerNode) checkEntryDurable(what string) {
+	if n.disk.EntryDurable(journalName) {
+		n.w.chk.Pass(InvJournalDurable)
+		return
+	}
+	n.w.chk.Fail(InvJournalDurable, "%s: after %s returned success, the directory entry of %s is not durable: a crash now would leave another file, or none, under its name",
+		n.name, what, journalName)
+}
+
+// fsys is the file system node n's engine runs on: its disk, or under mutNoDirSync one whose
+// directory fsync does nothing (the planted defect of an engine that never syncs the
+// directory after a create or a rename).
+func (n *runnerNode) fsys() core.FS {
+	if n.w.mutation == mutNoDirSync {
+		return noDirSync{n.disk}
+	}
+	return n.disk
+}
+
+type noDirSync struct{ *disk.Disk }
+
+func (noDirSync) SyncDir() error { return nil }

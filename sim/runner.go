@@ -327,7 +327,7 @@ func (n *runnerNode) start() {
 	}
 	w.chk.OpenAttempted(n.id)
 	leftover := n.armLeftover() // journal_fam.go
-	e, err := runner.Open(n.disk, journalName, n.cfg, w.now())
+	e, err := runner.Open(n.fsys(), journalName, n.cfg, w.now())
 	n.checkLeftover(leftover, err)
 	if err != nil && w.injected(err) && w.faultsOn {
 		// An injected fault, before any verdict on the journal (a damaged one is judged at the
@@ -379,9 +379,11 @@ func (n *runnerNode) start() {
 	views := jobViewsAfter(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
+	n.checkEntryDurable("an open") // journal_fam.go
 	n.node, n.up = runner.NewNode(e, ncfg), true
-	if e.Status().Compactions > 0 {
+	if e.Status().Compactions > 0 && e.Poisoned() == nil {
 		views = jobViewsAfter(views, e.State())
+		n.checkEntryDurable("a compaction at open")
 		w.chk.Compacted(n.id, views)
 		w.trace(n.name, "compacted at open")
 	}
@@ -482,6 +484,7 @@ func (n *runnerNode) finishStop(rd runner.Effects) {
 		} else {
 			w.chk.Compacted(n.id, jobViewsAfter(n.views, n.e.State()))
 			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
+			n.checkEntryDurable("a compaction at close")
 			w.trace(n.name, "compacted at close")
 		}
 		if armed {
@@ -656,6 +659,7 @@ func (n *runnerNode) produce() {
 		id := n.acked[w.rWork.Intn(len(n.acked))]
 		if _, err := n.propose(runner.Cancel{ID: id}, pendingCmd{kind: cmdCancel, id: id}); err == nil {
 			w.trace(n.name, "cancel id="+strconv.FormatUint(id, 10))
+			w.chk.CancelSubmitted(n.id, id)
 		}
 	}
 	if n.up && len(n.acked) > 0 && w.rWork.Float64() < c.CancelP {
@@ -665,11 +669,13 @@ func (n *runnerNode) produce() {
 		_, err := n.propose(runner.Retry{ID: id}, pendingCmd{kind: cmdRetry, id: id, at: w.loop.Now()})
 		switch {
 		case err == nil:
+			w.chk.RetrySubmitted(n.id, id)
 			w.trace(n.name, "retry id="+strconv.FormatUint(id, 10))
 		case !ok && !errors.Is(err, runner.ErrNotFound), ok && j.State != runner.Dead && !errors.Is(err, runner.ErrNotDead):
 			w.chk.Fail(InvMachine, "%s: a retry of job %d (found %v, %v) was refused with %v", n.name, id, ok, j.State, err)
 		}
 	}
+	n.operate() // check_reads.go
 	n.maybeChangeSchedule()
 	if n.up {
 		n.scheduleCommit()
@@ -999,6 +1005,7 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 		}()
 	}
 	views := n.absorb(rd, f)
+	n.checkCommitted(f, rd.Starts) // check_reads.go
 	n.noteCommit(f, rd, views, cut)
 	if lost {
 		n.crash("after a compaction poisoned it: " + rd.Failed.Error())
@@ -1052,6 +1059,7 @@ func (n *runnerNode) noteCommit(f *flight, rd runner.Effects, views []JobView, c
 	}
 	if l.Compacted {
 		n.boundaries = n.boundaries[:0]
+		n.checkEntryDurable("a compaction") // journal_fam.go
 		w.chk.Compacted(n.id, views)
 	}
 	if len(rd.Acks)+len(rd.Starts)+len(rd.Cancels) > 0 || l.Compacted || l.CompactErr != nil {
@@ -1321,6 +1329,7 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 		}
 		out := ex.out
 		failure := out.Kind == runner.OutcomePanicked || (out.Kind == runner.OutcomeFailed && out.Retryable)
+		w.chk.OutcomeFed(n.id, tok.ID, tok.Attempt, out.Kind.String(), out.Err)
 		if out.Kind == runner.OutcomeFailed && out.Retryable {
 			w.chk.AttemptFailed(n.id, tok.ID, tok.Attempt, out.After)
 		}

@@ -68,6 +68,7 @@ type World struct {
 	damagedNodes                []bool     // by node id, drawn at the first damage
 
 	jf *journalFam // the journal's families (journal_fam.go)
+	rd []*readNode // by node id: the reads checked against the model (check_reads.go)
 
 	queue      *queue.Queue
 	dlq        *queue.Queue
@@ -97,6 +98,7 @@ const (
 	mutLateHandler            // the worker driver starts each handler a millisecond after the machine says
 	mutLateDelete             // the worker driver sends each delete a millisecond after the machine says
 	mutSplitFiring            // a period's job and its schedule's advance in two batches, a crash between
+	mutNoDirSync              // the runner's file system drops every directory fsync (journal_fam.go)
 )
 
 // Stats counts what a run did.
@@ -221,11 +223,16 @@ func Run(o Options) (*Result, error) {
 	return res, nil
 }
 
-// runSafely runs the world and turns a panic inside it (a simulator or machine fault) into a
-// report: the value and the stack.
+// runSafely runs the world and turns a panic inside it into a report: raised by a machine
+// under test, a machine-invariants violation; else a simulator fault (the value and the stack).
 func (w *World) runSafely() (fault string) {
 	defer func() {
 		if r := recover(); r != nil {
+			if fn := corePanicker(); fn != "" { // check_panic.go
+				w.chk.Fail(InvMachine, "%s panicked: %s", fn, cut(fmt.Sprint(r)))
+				w.trace("world", "VIOLATION "+InvMachine+": "+fn+" panicked")
+				return
+			}
 			fault = fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
 			w.trace("world", fmt.Sprintf("SIMULATOR FAULT panic: %v", r))
 		}
@@ -465,6 +472,11 @@ func (w *World) damage(n *runnerNode) {
 	}
 	end := n.boundaries[len(n.boundaries)-2]
 	last := n.boundaries[len(n.boundaries)-1]
+	if why := w.journalIntact(n, end, last); why != "" { // journal_fam.go
+		w.fault("damage-skipped")
+		w.trace(n.name, "damage skipped: "+why)
+		return
+	}
 	off := w.rFaults.Int63n(end - journal.MarkLen)
 	if off >= journal.MarkOffset { // the clean-close mark is not synced state: skip it
 		off += journal.MarkLen

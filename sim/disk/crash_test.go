@@ -303,7 +303,15 @@ func TestDirectoryCrash(t *testing.T) {
 				durableFile(t, d, "old", []byte("OLD"))
 				durableFile(t, d, "target", []byte("TARGET"))
 				tc.ops(t, d)
+				// EntryDurable predicts what the crash leaves under "target".
+				durable := d.EntryDurable("target")
+				b, _ := contents(t, d, "target")
 				d.Crash()
+				if after, _ := contents(t, d, "target"); durable && string(after) != string(b) {
+					t.Fatalf("seed %d: EntryDurable(target) said durable, but the crash left %q, not %q", seed, after, b)
+				} else if !durable && string(after) == string(b) {
+					t.Fatalf("seed %d: EntryDurable(target) said not durable, but the crash kept %q", seed, after)
+				}
 				check(t, d)
 				got := map[string]string{}
 				names, err := d.List()

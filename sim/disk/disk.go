@@ -549,6 +549,16 @@ func (d *Disk) Unfail(op Op) {
 	d.failq[op] = nil
 }
 
+// EntryDurable reports whether a crash now would leave the named file under its name: the
+// directory's durable entry for name is the file reads see under it (its create or rename was
+// covered by a successful SyncDir). A missing name is not durable.
+func (d *Disk) EntryDurable(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.live[name]
+	return ino != nil && d.durable[name] == ino
+}
+
 // SettledLen returns the length of the named file's durable contents when no change of it is
 // pending (every write synced and settled), else -1: the bytes FlipBit and Cut can damage.
 func (d *Disk) SettledLen(name string) int64 {
