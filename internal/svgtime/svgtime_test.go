@@ -53,3 +53,46 @@ func TestPack(t *testing.T) {
 		t.Errorf("pack = %v, want [0 0 1]", got)
 	}
 }
+
+// The simulator's options: a lane with data attributes is a group with a band, ticks sit inside
+// their bar, a dot is a circle, a marker spans every lane, the axis shows the caller's labels.
+func TestSimulatorOptions(t *testing.T) {
+	t0 := time.Unix(0, 0).UTC()
+	c := Chart{From: t0, To: t0.Add(10 * time.Second), Width: 100, Label: 50, Lanes: []Lane{
+		{Name: "worker/1", Data: []Attr{{Name: "lane", Value: `w"1`}}, Bars: []Bar{{From: t0, To: t0.Add(5 * time.Second),
+			Class: "lease", Ticks: []time.Time{t0.Add(2 * time.Second)}, TickClass: "renew"}}},
+		{Name: "breaker", Marks: []Mark{{At: t0.Add(time.Second), Class: "dot ok", Dot: true}}},
+	}, Markers: []Marker{{At: t0.Add(5 * time.Second), Class: "violation", Data: []Attr{{Name: "invariant", Value: "lost-ack"}}}},
+		Axis: []Tick{{At: t0, Text: "0.000s"}, {At: t0.Add(10 * time.Second), Text: "<10s>"}}}
+	var b bytes.Buffer
+	if err := Write(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		`<g class="lane" data-lane="w&#34;1">`,
+		`<rect class="band" x="0" y="0" width="150" height="18"`,
+		`<line class="tick renew" x1="70.0" y1="0" x2="70.0" y2="18"`,
+		`<circle cx="60.0" cy="31" r="3"`,
+		`<line class="marker violation" data-invariant="lost-ack" x1="100.0" y1="0" x2="100.0" y2="44"`,
+		`text-anchor="end">&lt;10s&gt;</text>`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "1970-01-01") {
+		t.Errorf("the default stamps are drawn beside the caller's axis:\n%s", out)
+	}
+}
+
+// A data attribute name that is not one is refused, and nothing is written.
+func TestBadDataAttribute(t *testing.T) {
+	for _, name := range []string{"", `x="1" onload`, "Lane"} {
+		var b bytes.Buffer
+		err := Write(&b, Chart{Lanes: []Lane{{Name: "l", Data: []Attr{{Name: name}}}}})
+		if err == nil || !strings.Contains(err.Error(), "svgtime: data attribute name") || b.Len() > 0 {
+			t.Errorf("name %q: err %v, wrote %d bytes", name, err, b.Len())
+		}
+	}
+}

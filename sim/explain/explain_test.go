@@ -67,7 +67,7 @@ func TestRenderTimelineFromEvents(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{`data-lane="node/1"`, `data-lane="node/1 breaker t1"`, `data-lane="worker/1"`,
-		`class="att bad"`, `class="lease delete"`, `class="renew"`, `class="mark crash"`} {
+		`class="bar att bad"`, `class="bar lease delete"`, `class="tick renew"`, `class="mark crash"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("timeline lacks %s:\n%s", want, page)
 		}

@@ -6,10 +6,10 @@ import (
 	"html"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/svgtime"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -29,13 +29,14 @@ import (
 // The violation is a red line across every lane; the events of the entities it names (the
 // job, the target, the receipt's message) are drawn with a black outline and listed below.
 
-// Timeline geometry, in SVG user units.
+// Timeline geometry, in SVG user units (svgtime draws it).
 const (
 	tlLabel = 190  // label column
 	tlWidth = 1400 // plot width
-	tlRow   = 14   // one sub-row of bars
-	tlGap   = 6
 )
+
+// tlEpoch is offset zero on svgtime's axis: simulated offsets become instants after it.
+var tlEpoch = time.Unix(0, 0).UTC()
 
 type tlEvent struct {
 	at        time.Duration
@@ -49,7 +50,6 @@ type tlBar struct {
 	highlight bool
 	ticks     []time.Duration // renewals inside a lease window
 	owner     string          // the worker holding a lease window
-	row       int
 }
 
 type tlMark struct {
@@ -63,7 +63,6 @@ type tlLane struct {
 	name  string
 	bars  []*tlBar
 	marks []tlMark
-	rows  int
 }
 
 // WriteTimeline runs o with its trace captured and writes the run's timeline to out.
@@ -106,32 +105,24 @@ func renderTimeline(out io.Writer, res *sim.Result, evs []tlEvent) error {
 		}
 	}
 	sort.Slice(names, func(i, j int) bool { return laneOrder(names[i]) < laneOrder(names[j]) })
-	scale := func(d time.Duration) string {
-		x := float64(tlLabel)
-		if end > 0 {
-			x += float64(d) / float64(end) * tlWidth
-		}
-		return strconv.FormatFloat(x, 'f', 1, 64)
-	}
-	var body strings.Builder
-	y := 30
+	chart := svgtime.Chart{From: tlEpoch, To: tlEpoch.Add(max(end, 1)), Width: tlWidth, Label: tlLabel}
 	for _, n := range names {
-		y = drawLane(&body, c.lanes[n], y, end, scale)
+		chart.Lanes = append(chart.Lanes, chartLane(c.lanes[n]))
+	}
+	for i := 0; i <= 10; i++ {
+		t := end * time.Duration(i) / 10
+		chart.Axis = append(chart.Axis, svgtime.Tick{At: tlEpoch.Add(t), Text: sim.Offset(t)})
 	}
 	if v := res.Violation; v != nil {
-		x := scale(v.At)
-		fmt.Fprintf(&body, "<line class=\"violation\" data-invariant=\"%s\" x1=\"%s\" x2=\"%s\" y1=\"20\" y2=\"%d\"><title>VIOLATION %s at %s: %s</title></line>\n",
-			v.Invariant, x, x, y, v.Invariant, sim.Offset(v.At), html.EscapeString(v.Detail))
+		chart.Markers = []svgtime.Marker{{At: tlEpoch.Add(v.At), Class: "violation",
+			Data:  []svgtime.Attr{{Name: "invariant", Value: v.Invariant}},
+			Title: fmt.Sprintf("VIOLATION %s at %s: %s", v.Invariant, sim.Offset(v.At), v.Detail)}}
 	}
 	var b strings.Builder
 	writeHead(&b, res)
-	fmt.Fprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", tlLabel+tlWidth, y+10, tlLabel+tlWidth, y+10)
-	for i := 0; i <= 10; i++ {
-		t := end * time.Duration(i) / 10
-		fmt.Fprintf(&b, "<text class=\"axis\" x=\"%s\" y=\"14\">%s</text>\n", scale(t), sim.Offset(t))
+	if err := svgtime.Write(&b, chart); err != nil {
+		return err
 	}
-	b.WriteString(body.String())
-	b.WriteString("</svg>\n")
 	if res.Violation != nil {
 		b.WriteString("<h2>events leading to the violation (outlined above)</h2>\n<pre>\n")
 		for _, e := range evs {
@@ -288,41 +279,31 @@ func (c *collector) worker(e tlEvent, hl bool, verb, rest string) {
 	}
 }
 
-// drawLane writes lane l's band, bars and marks at height y and returns the next lane's y.
-func drawLane(body *strings.Builder, l *tlLane, y int, end time.Duration, scale func(time.Duration) string) int {
-	packRows(l)
-	h := max(1, l.rows)*tlRow + tlGap
-	fmt.Fprintf(body, "<g class=\"lane\" data-lane=\"%s\">\n", html.EscapeString(l.name))
-	fmt.Fprintf(body, "<rect class=\"band\" x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", y, tlLabel+tlWidth, h)
-	fmt.Fprintf(body, "<text class=\"name\" x=\"4\" y=\"%d\">%s</text>\n", y+11, html.EscapeString(l.name))
+// chartLane turns a collected lane into svgtime's: classes carry the colours (the page's style
+// sheet), "lead" outlines the events leading to the violation, titles carry the offsets.
+func chartLane(l *tlLane) svgtime.Lane {
+	out := svgtime.Lane{Name: l.name, Data: []svgtime.Attr{{Name: "lane", Value: l.name}}}
 	for _, bar := range l.bars {
-		cls := bar.class
-		if bar.highlight {
-			cls += " lead"
-		}
-		yy := y + bar.row*tlRow + 2
-		x0 := scale(bar.from)
-		w := strconv.FormatFloat(max(1, float64(bar.to-bar.from)/float64(max(end, 1))*tlWidth), 'f', 1, 64)
-		fmt.Fprintf(body, "<rect class=\"%s\" x=\"%s\" y=\"%d\" width=\"%s\" height=\"%d\"><title>%s %s..%s</title></rect>\n",
-			cls, x0, yy, w, tlRow-3, html.EscapeString(bar.label), sim.Offset(bar.from), sim.Offset(bar.to))
+		sb := svgtime.Bar{From: tlEpoch.Add(bar.from), To: tlEpoch.Add(max(bar.to, bar.from+1)), Class: withLead(bar.class, bar.highlight),
+			Title: fmt.Sprintf("%s %s..%s", bar.label, sim.Offset(bar.from), sim.Offset(bar.to))}
 		for _, t := range bar.ticks {
-			fmt.Fprintf(body, "<line class=\"renew\" x1=\"%s\" x2=\"%s\" y1=\"%d\" y2=\"%d\"/>\n", scale(t), scale(t), yy, yy+tlRow-3)
+			sb.Ticks = append(sb.Ticks, tlEpoch.Add(t))
+			sb.TickClass = "renew"
 		}
+		out.Bars = append(out.Bars, sb)
 	}
 	for _, m := range l.marks {
-		cls := "mark " + m.class
-		if m.highlight {
-			cls += " lead"
-		}
-		x := scale(m.at)
-		if strings.HasPrefix(m.class, "dot") {
-			fmt.Fprintf(body, "<circle class=\"%s\" cx=\"%s\" cy=\"%d\" r=\"3\"><title>%s %s</title></circle>\n", cls, x, y+tlRow/2+1, sim.Offset(m.at), html.EscapeString(m.title))
-			continue
-		}
-		fmt.Fprintf(body, "<line class=\"%s\" x1=\"%s\" x2=\"%s\" y1=\"%d\" y2=\"%d\"><title>%s %s</title></line>\n", cls, x, x, y, y+h-tlGap, sim.Offset(m.at), html.EscapeString(m.title))
+		out.Marks = append(out.Marks, svgtime.Mark{At: tlEpoch.Add(m.at), Class: withLead(m.class, m.highlight),
+			Title: sim.Offset(m.at) + " " + m.title, Dot: strings.HasPrefix(m.class, "dot")})
 	}
-	body.WriteString("</g>\n")
-	return y + h
+	return out
+}
+
+func withLead(class string, highlight bool) string {
+	if highlight {
+		return class + " lead"
+	}
+	return class
 }
 
 // writeHead writes the page up to the SVG: the title, the style sheet and the run's verdict.
@@ -342,15 +323,15 @@ const tlStyle = `<style>
 body { font-family: monospace; font-size: 12px; margin: 12px; }
 svg text { font-family: monospace; font-size: 11px; }
 .band { fill: #fafafa; stroke: #e4e4e4; }
-.att.ok { fill: #7bc47f; } .att.bad { fill: #f0b44c; } .att.other { fill: #b8b8b8; }
-.lease { fill: #cfe3f7; stroke: #7aa6d6; stroke-width: 0.5; }
-.lease.release { fill: #e6dcf5; } .lease.cancel { fill: #f7d0d0; } .lease.dead { fill: #ddd; }
-.renew { stroke: #1d5fa8; stroke-width: 1; }
-.mark { stroke-width: 1; } .crash { stroke: #d62728; stroke-width: 2; } .restart { stroke: #ff7f0e; stroke-width: 2; }
-.open { stroke: #2ca02c; } .sync { stroke: #999; stroke-width: 0.4; } .compact { stroke: #1f77b4; stroke-width: 2; }
-.phase { stroke: #555; stroke-dasharray: 4 2; } .enqueue { stroke: #9467bd; stroke-width: 2; }
-.dot.ok { fill: #2ca02c; } .dot.bad { fill: #d62728; } .dot.other { fill: #888; }
-.lead { stroke: #000; stroke-width: 1.5; }
+.att.ok rect { fill: #7bc47f; } .att.bad rect { fill: #f0b44c; } .att.other rect { fill: #b8b8b8; }
+.lease rect { fill: #cfe3f7; stroke: #7aa6d6; stroke-width: 0.5; }
+.lease.release rect { fill: #e6dcf5; } .lease.cancel rect { fill: #f7d0d0; } .lease.dead rect { fill: #ddd; }
+.renew { stroke: #1d5fa8; }
+.crash rect { fill: #d62728; } .restart rect { fill: #ff7f0e; } .open rect { fill: #2ca02c; }
+.sync rect { fill: #999; opacity: 0.3; } .compact rect { fill: #1f77b4; }
+.phase rect { fill: #555; } .enqueue rect { fill: #9467bd; }
+.dot.ok circle { fill: #2ca02c; } .dot.bad circle { fill: #d62728; } .dot.other circle { fill: #888; }
+.lead rect, .lead circle { stroke: #000; stroke-width: 1.5; }
 .violation { stroke: #d62728; stroke-width: 2; stroke-dasharray: 6 3; }
 </style>
 </head>
@@ -396,21 +377,4 @@ func outcomeClass(o string) string {
 		return "bad"
 	}
 	return "other"
-}
-
-// packRows gives each bar the first sub-row free at its start (greedy interval colouring).
-func packRows(l *tlLane) {
-	var ends []time.Duration
-	for _, b := range l.bars {
-		r := 0
-		for r < len(ends) && ends[r] > b.from {
-			r++
-		}
-		if r == len(ends) {
-			ends = append(ends, 0)
-		}
-		ends[r] = max(b.to, b.from+1)
-		b.row = r
-	}
-	l.rows = len(ends)
 }
