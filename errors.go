@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sluicehq/sluice/internal/outcome"
 )
@@ -25,3 +26,23 @@ var (
 
 	errNilFailure = outcome.ErrNil
 )
+
+// usageError is a public error whose message is written whole, with one "sluice:" prefix,
+// while errors.Is still finds its sentinel (whose own text would repeat the prefix).
+type usageError struct {
+	msg string
+	is  error
+}
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Unwrap() error { return e.is }
+
+// errorf is fmt.Errorf("sluice: "+format, args...) that unwraps to sentinel (nil: none).
+func errorf(sentinel error, format string, args ...any) error {
+	return &usageError{msg: "sluice: " + fmt.Sprintf(format, args...), is: sentinel}
+}
+
+// notMade is the error of a method called on a nil or zero handle: it acts as closed.
+func notMade(handle, maker string) error {
+	return errorf(ErrClosed, "the %s is nil or a zero value; make it with %s", handle, maker)
+}

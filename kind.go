@@ -61,11 +61,8 @@ type kindEntry struct {
 // r may be a *QueueRunner instead: the same kinds then run from a queue (docs/queue.md);
 // WithConcurrency is refused there (Worker.Concurrency bounds a process).
 func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler[A], opts ...KindOption) (*Kind[A], error) {
-	if codec == nil {
-		panic("sluice: Register with a nil codec")
-	}
-	if handler == nil {
-		panic("sluice: Register with a nil handler")
+	if codec == nil || handler == nil {
+		return nil, fmt.Errorf("sluice: Register %s: the codec and the handler must not be nil", runner.QuoteCut(name))
 	}
 	var s kindSettings
 	for _, o := range opts {
@@ -78,12 +75,18 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 		return nil, fmt.Errorf("sluice: Register: %w: a kind's name is journaled with each of its jobs (NameMax)", err)
 	}
 	if q, ok := reg.(*QueueRunner); ok {
+		if q.zero() {
+			return nil, errZeroQueueRunner
+		}
 		if s.limit != 0 {
 			return nil, fmt.Errorf("%w: Register %q: WithConcurrency: bound a process with QueueConfig.Worker.Concurrency", ErrQueueUnsupported, name)
 		}
 		return registerQueue(q, name, codec, handler)
 	}
-	r := reg.(*Runner)
+	r, _ := reg.(*Runner)
+	if r.zero() {
+		return nil, errZeroRunner
+	}
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
@@ -113,7 +116,23 @@ func startOf[A any](name string, handler Handler[A]) func(ctx context.Context, a
 }
 
 // Name is the kind's name, as journaled with each of its jobs.
-func (k *Kind[A]) Name() string { return k.name }
+func (k *Kind[A]) Name() string {
+	if k == nil {
+		return ""
+	}
+	return k.name
+}
+
+// check refuses a nil or zero Kind (not made by Register or Open), whose methods would
+// otherwise dereference a missing codec or runner.
+func (k *Kind[A]) check() error {
+	if k == nil || k.codec == nil {
+		return errZeroKind
+	}
+	return nil
+}
+
+var errZeroKind = notMade("Kind", "Register or Open")
 
 // Enqueue adds a job of this kind due at due (the zero time means now) for target, with
 // per-job options (WithPriority, WithAttempts, WithDeadline, WithUnique...), and returns its
@@ -122,6 +141,9 @@ func (k *Kind[A]) Name() string { return k.name }
 // record holds (TimeRange) or an option out of range (ErrInvalidJob). If ctx ends first,
 // Enqueue returns ctx.Err() and the job may or may not exist.
 func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...JobOption) (uint64, error) {
+	if err := k.check(); err != nil {
+		return 0, err
+	}
 	b, err := k.codec.Encode(payload)
 	if err != nil {
 		return 0, fmt.Errorf("sluice: enqueue: %w", err)
@@ -142,6 +164,9 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 // index, and writes nothing. If ctx ends first, EnqueueMany returns ctx.Err() and the jobs
 // may or may not exist.
 func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
+	if err := k.check(); err != nil {
+		return nil, err
+	}
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -169,6 +194,9 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 // Get returns a copy of the job with the given id, its payload decoded, or ErrNotFound (also
 // for a job of another kind).
 func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
+	if err := k.check(); err != nil {
+		return JobInfo[A]{}, err
+	}
 	if k.q != nil {
 		return JobInfo[A]{}, fmt.Errorf("%w: get %d: a queue cannot look a message up", ErrQueueUnsupported, id)
 	}
@@ -185,6 +213,9 @@ func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
 // List is Runner.List of this kind's jobs, payloads decoded. f.Kind must be empty or the
 // kind's name.
 func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
+	if err := k.check(); err != nil {
+		return Page[A]{}, err
+	}
 	if k.q != nil {
 		return Page[A]{}, fmt.Errorf("%w: list: a queue cannot list its messages", ErrQueueUnsupported)
 	}

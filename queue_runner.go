@@ -119,6 +119,11 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 	return &QueueRunner{q: q, cfg: cfg, log: cfg.Logger, clk: cfg.Clock, m: m, kinds: map[string]queueKind{}}, nil
 }
 
+// zero reports a nil or zero QueueRunner (not made by NewQueueRunner).
+func (q *QueueRunner) zero() bool { return q == nil || q.m == nil }
+
+var errZeroQueueRunner = notMade("QueueRunner", "NewQueueRunner")
+
 func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -237,6 +242,9 @@ type QueueStats struct {
 
 // Stats returns the job layer's counts and the worker's.
 func (q *QueueRunner) Stats() QueueStats {
+	if q.zero() {
+		return QueueStats{}
+	}
 	q.mu.Lock()
 	st := q.m.Status()
 	w := q.w
@@ -253,6 +261,9 @@ func (q *QueueRunner) Stats() QueueStats {
 // A job whose attempt was cancelled by the stop or by a lost lease is redelivered by the queue,
 // and that attempt counts. Run may be called once.
 func (q *QueueRunner) Run(ctx context.Context) error {
+	if q.zero() {
+		return errZeroQueueRunner
+	}
 	q.mu.Lock()
 	if q.started {
 		q.mu.Unlock()
@@ -363,6 +374,9 @@ func (q *QueueRunner) logNotes(ctx context.Context, notes []qjobs.Note) {
 
 // Kinds returns the registered kinds' names, sorted.
 func (q *QueueRunner) Kinds() []string {
+	if q.zero() {
+		return nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make([]string, 0, len(q.kinds))

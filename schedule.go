@@ -61,6 +61,9 @@ func SkipMissed() ScheduleOption {
 // written: a bad name or spec (ErrInvalidSchedule); a job Enqueue would refuse (ErrInvalidJob,
 // ErrTooLarge); more than 1,000 schedules.
 func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, payload A, opts ...ScheduleOption) error {
+	if err := k.check(); err != nil {
+		return err
+	}
 	if k.q != nil {
 		return fmt.Errorf("%w: schedule %q: periodic jobs live in the local runner's journal; enqueue from your own cron instead", ErrQueueUnsupported, name)
 	}
