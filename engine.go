@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sluicehq/sluice/adapters/osfs"
 	"github.com/sluicehq/sluice/core"
@@ -90,17 +91,20 @@ func openEngineOn(dir string, cfg Config, ecfg runner.Config, syncs *counter) (o
 func mapErr(err error) error {
 	switch {
 	case errors.Is(err, runner.ErrNotFound):
-		return fmt.Errorf("%w (%w)", ErrNotFound, err)
+		return reprefix(ErrNotFound, err)
 	case errors.Is(err, runner.ErrTooLarge):
-		return fmt.Errorf("%w (%w)", ErrTooLarge, err)
+		return reprefix(ErrTooLarge, err)
 	case errors.Is(err, runner.ErrDuplicate):
-		return fmt.Errorf("%w (%w)", ErrDuplicate, err)
+		return reprefix(ErrDuplicate, err)
 	case errors.Is(err, runner.ErrJob), errors.Is(err, runner.ErrTime):
-		return fmt.Errorf("%w (%w)", ErrInvalidJob, err)
+		return reprefix(ErrInvalidJob, err)
 	case errors.Is(err, runner.ErrPoisoned):
-		return fmt.Errorf("sluice: runner stopped: %w", err) // as Run and Drain return it
+		return wrapf(nil, err, "runner stopped") // as Run and Drain return it
 	case errors.Is(err, runner.ErrClosed):
 		return ErrClosed
+	}
+	if err != nil && !strings.HasPrefix(err.Error(), "sluice: ") {
+		return reprefix(nil, err) // a core refusal with no sentinel of its own (wrong state)
 	}
 	return err
 }

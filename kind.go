@@ -205,7 +205,7 @@ func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
 		return JobInfo[A]{}, err
 	}
 	if v.Kind != k.name {
-		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: the job is of kind %q, not %q: %w", id, v.Kind, k.name, ErrNotFound)
+		return JobInfo[A]{}, errorf(ErrNotFound, "get %d: job not found among kind %q: it is of kind %q; use that kind's handle or Runner.Get", id, k.name, v.Kind)
 	}
 	return decodeInfo(k.codec, v)
 }

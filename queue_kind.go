@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"fmt"
+
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 // The Runner methods a Kind reaches, answered for a kind registered on a QueueRunner (whose
@@ -110,7 +112,7 @@ func (k *Kind[A]) Stats() Stats {
 // Unschedule is Runner.Unschedule; a queue-backed kind has no schedules (ErrQueueUnsupported).
 func (k *Kind[A]) Unschedule(ctx context.Context, name string) error {
 	if k.queue() != nil {
-		return fmt.Errorf("%w: unschedule %q: a queue-backed kind has no schedules", ErrQueueUnsupported, name)
+		return fmt.Errorf("%w: unschedule %s: a queue-backed kind has no schedules", ErrQueueUnsupported, runner.QuoteCut(name))
 	}
 	return k.runner().Unschedule(ctx, name)
 }

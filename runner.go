@@ -284,7 +284,7 @@ func (r *Runner) Get(id uint64) (JobInfo[[]byte], error) {
 		return JobInfo[[]byte]{}, rep.err
 	}
 	if !rep.found {
-		return JobInfo[[]byte]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
+		return JobInfo[[]byte]{}, errorf(ErrNotFound, "get %d: job not found (never issued, or compacted after it ended)", id)
 	}
 	return rep.job, nil
 }

@@ -65,7 +65,7 @@ func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, paylo
 		return err
 	}
 	if k.q != nil {
-		return fmt.Errorf("%w: schedule %q: periodic jobs live in the local runner's journal; enqueue from your own cron instead", ErrQueueUnsupported, name)
+		return fmt.Errorf("%w: schedule %s: periodic jobs live in the local runner's journal; enqueue from your own cron instead", ErrQueueUnsupported, runner.QuoteCut(name))
 	}
 	var s scheduleSettings
 	for _, o := range opts {
@@ -136,9 +136,9 @@ func schedulesOf(scheds []runner.Schedule) []ScheduleInfo {
 func scheduleErr(err error) error {
 	switch {
 	case errors.Is(err, runner.ErrSchedule):
-		return fmt.Errorf("%w (%w)", ErrInvalidSchedule, err)
+		return reprefix(ErrInvalidSchedule, err)
 	case errors.Is(err, runner.ErrNoSchedule):
-		return fmt.Errorf("%w (%w)", ErrNoSchedule, err)
+		return reprefix(ErrNoSchedule, err)
 	}
 	return err
 }
