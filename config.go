@@ -89,9 +89,9 @@ type Config struct {
 	opts runneropt.Options
 }
 
-func init() {
-	runneropt.Set = func(cfg any, o runneropt.Options) { cfg.(*Config).opts = o }
-}
+// SetInternalOptions is for sluice's own tests and benchmarks, of no use to a program (which
+// cannot name runneropt.Options): it sets the seams a Config carries.
+func SetInternalOptions(cfg *Config, o runneropt.Options) { cfg.opts = o }
 
 // Settled reports a job whose terminal state is durable (see Config.OnSettled).
 type Settled struct {
