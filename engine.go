@@ -53,7 +53,7 @@ type opened struct {
 func openEngine(dir string, cfg Config, ecfg runner.Config, syncs *counter) (opened, error) {
 	op, err := openEngineOn(dir, cfg, ecfg, syncs)
 	if err != nil && !errors.Is(err, ErrLocked) {
-		err = fmt.Errorf("sluice: opening runner in %s: %w", dir, err)
+		err = wrapf(nil, err, "opening runner in %s", dir)
 	}
 	return op, err
 }
@@ -195,13 +195,13 @@ type Inspection struct {
 func Inspect(dir string) (Inspection, error) {
 	if _, err := os.Stat(filepath.Join(dir, journalName)); errors.Is(err, os.ErrNotExist) && !exists(filepath.Join(dir, journalName+".compact")) {
 		if _, derr := os.Stat(dir); derr != nil {
-			return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, derr)
+			return Inspection{}, wrapf(nil, derr, "inspecting %s", dir)
 		}
 		return Inspection{}, nil
 	}
 	fsys, err := osfs.New(dir)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, err)
+		return Inspection{}, wrapf(nil, err, "inspecting %s", dir)
 	}
 	defer fsys.Close()
 	return inspectFS(fsys)
@@ -218,7 +218,7 @@ func inspectFS(fsys core.FS) (Inspection, error) {
 	}
 	s, err := runner.Replay(fsys, journalName, ec)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("sluice: inspecting: %w", err)
+		return Inspection{}, wrapf(nil, err, "inspecting")
 	}
 	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs)), Schedules: schedulesOf(s.Schedules)}
 	for _, j := range s.Jobs {

@@ -79,6 +79,16 @@ func TestPublicErrorsHaveOnePrefix(t *testing.T) {
 		{"queue schedule", sluice.ErrQueueUnsupported, qk.Schedule(ctx, huge, "@every 1m", "t", "p")},
 		{"queue huge payload", sluice.ErrTooLarge, func() error { _, err := qk.Enqueue(ctx, time.Time{}, "t", huge); return err }()},
 	}
+	ch, err := sluice.Register(r, "ch", sluice.JSON[chan int](), func(context.Context, sluice.Job[chan int]) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, encErr := ch.Enqueue(ctx, time.Time{}, "t", make(chan int))
+	cases = append(cases, struct {
+		name string
+		is   error
+		err  error
+	}{"unencodable payload", nil, encErr})
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}

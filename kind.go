@@ -146,7 +146,7 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 	}
 	b, err := k.codec.Encode(payload)
 	if err != nil {
-		return 0, fmt.Errorf("sluice: enqueue: %w", err)
+		return 0, wrapf(nil, err, "enqueue")
 	}
 	if k.q != nil {
 		return 0, k.q.enqueue(ctx, k.name, []queueJob{{due: due, target: target, payload: b, opts: opts}})
@@ -178,7 +178,7 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 	for i, j := range jobs {
 		b, err := k.codec.Encode(j.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
 		s, err := jobOpts(j.Options)
 		if err != nil {
@@ -234,7 +234,7 @@ func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 			continue
 		}
 		if p.Jobs[i], err = decodeInfo(k.codec, v); err != nil {
-			return p, fmt.Errorf("sluice: list: %w", err)
+			return p, wrapf(nil, err, "list")
 		}
 	}
 	return p, nil

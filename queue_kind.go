@@ -43,7 +43,7 @@ func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64,
 	for i, j := range jobs {
 		b, err := k.codec.Encode(j.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
 		qj[i] = queueJob{due: j.Due, target: j.Target, payload: b, opts: j.Options}
 	}

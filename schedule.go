@@ -78,7 +78,7 @@ func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, paylo
 	js.o.Kind = k.name
 	b, err := k.codec.Encode(payload)
 	if err != nil {
-		return fmt.Errorf("sluice: schedule %q: %w", name, err)
+		return wrapf(nil, err, "schedule %q", name)
 	}
 	ns := runner.NewSchedule{Name: name, Spec: spec, Target: target, Payload: b, Opts: js.o, CatchUp: s.catchUp}
 	rep, err := k.Runner.call(ctx, command{kind: cmdSchedule, sched: ns})

@@ -142,7 +142,7 @@ func configErr(err error) error {
 		}
 		return fieldErr("WorkerConfig."+field, ce.Value, ce.Rule)
 	}
-	return fmt.Errorf("sluice: new worker: %w", err)
+	return wrapf(nil, err, "new worker")
 }
 
 // newKit fills cfg's defaults and makes the worker's executor-independent parts. The machine
