@@ -56,7 +56,7 @@ func TestPublicErrorsHaveOnePrefix(t *testing.T) {
 		{"bad attempts", sluice.ErrInvalidJob, enq(time.Time{}, "t", "p", sluice.WithAttempts(-1))},
 		{"huge unique", sluice.ErrInvalidJob, enq(time.Time{}, "t", "p", sluice.WithUnique(huge))},
 		{"duplicate unique", sluice.ErrDuplicate, enq(time.Time{}, "t", "p", sluice.WithUnique("u"), sluice.FailOnDuplicate())},
-		{"retry a waiting job", nil, k.Retry(ctx, id)},
+		{"retry a waiting job", sluice.ErrNotDead, k.Retry(ctx, id)},
 		{"cancel unknown id", sluice.ErrNotFound, k.Cancel(ctx, 99999)},
 		{"retry unknown id", sluice.ErrNotFound, k.Retry(ctx, 99999)},
 		{"bad list filter", sluice.ErrInvalidJob, func() error { _, err := k.List(ctx, sluice.ListFilter{Limit: -1}); return err }()},
