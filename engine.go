@@ -102,11 +102,22 @@ func mapErr(err error) error {
 		return wrapf(nil, err, "runner stopped") // as Run and Drain return it
 	case errors.Is(err, runner.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, runner.ErrNotDead):
+		return hint(reprefix(nil, err), "wait until it is dead, or Cancel it if it should not run")
+	case errors.Is(err, runner.ErrTerminal):
+		return hint(reprefix(nil, err), "Get shows how it ended")
 	}
 	if err != nil && !strings.HasPrefix(err.Error(), "sluice: ") {
 		return reprefix(nil, err) // a core refusal with no sentinel of its own (wrong state)
 	}
 	return err
+}
+
+// hint is e with what to do next added to its message.
+func hint(e error, next string) error {
+	u := e.(*usageError)
+	u.msg = bounded(u.msg + "; " + next)
+	return u
 }
 
 // causeOf is the context cause for an engine's cancel.
