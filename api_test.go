@@ -122,7 +122,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.Clock == nil || c.Seed == 0 {
 		t.Errorf("defaults not filled: %+v", c)
 	}
-	if diff := cmp.Diff(DefaultPolicy, c.Policy); diff != "" {
+	if diff := cmp.Diff(DefaultPolicy(), c.Policy); diff != "" {
 		t.Errorf("default policy (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(Circuit{Threshold: 5, Window: 30 * time.Second, Cooldown: 30 * time.Second, Probes: 1}, c.Circuit); diff != "" {

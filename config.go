@@ -19,7 +19,7 @@ import (
 
 // Policy is the retry policy: at most Attempts attempts in total; the n-th retry waits a
 // jittered min(Base·2^n, Cap) (a server's Retry-After replaces it, capped at Cap); no attempt
-// starts at or after first due + Deadline. Zero fields take DefaultPolicy's.
+// starts at or after first due + Deadline. Zero fields take DefaultPolicy()'s.
 type Policy struct {
 	Attempts int           // attempts in total, the first included
 	Base     time.Duration // backoff of the first retry
@@ -29,7 +29,7 @@ type Policy struct {
 
 // Circuit configures the breaker every target gets: Threshold counted failures within Window
 // open it for Cooldown; then it admits Probes attempts at once, and a probe's outcome closes or
-// reopens it. Zero fields take DefaultCircuit's.
+// reopens it. Zero fields take DefaultCircuit()'s.
 type Circuit struct {
 	Threshold int
 	Window    time.Duration
@@ -89,9 +89,9 @@ type Config struct {
 	opts runneropt.Options
 }
 
-func init() {
-	runneropt.Set = func(cfg any, o runneropt.Options) { cfg.(*Config).opts = o }
-}
+// SetInternalOptions is for sluice's own tests and benchmarks, of no use to a program (which
+// cannot name runneropt.Options): it sets the seams a Config carries.
+func SetInternalOptions(cfg *Config, o runneropt.Options) { cfg.opts = o }
 
 // Settled reports a job whose terminal state is durable (see Config.OnSettled).
 type Settled struct {
@@ -120,11 +120,12 @@ const (
 	DefaultRecordMax    = journal.RecordMaxDefault
 )
 
-// DefaultPolicy is the retry policy a zero Config.Policy gets.
-var DefaultPolicy = Policy(retry.DefaultPolicy())
+// DefaultPolicy returns the retry policy a zero Config.Policy gets. A function, not a
+// variable, so no package can change the defaults of every other.
+func DefaultPolicy() Policy { return Policy(retry.DefaultPolicy()) }
 
-// DefaultCircuit is the breaker a zero Config.Circuit gets.
-var DefaultCircuit = Circuit(breaker.DefaultCircuit())
+// DefaultCircuit returns the breaker a zero Config.Circuit gets (a function, as DefaultPolicy).
+func DefaultCircuit() Circuit { return Circuit(breaker.DefaultCircuit()) }
 
 // withDefaults fills the fields only the driver knows (capacity from the CPU count, logger,
 // clock, seed) and hands the rest to the engine's one table of defaults and checks. It returns

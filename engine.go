@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sluicehq/sluice/adapters/osfs"
 	"github.com/sluicehq/sluice/core"
@@ -52,7 +53,7 @@ type opened struct {
 func openEngine(dir string, cfg Config, ecfg runner.Config, syncs *counter) (opened, error) {
 	op, err := openEngineOn(dir, cfg, ecfg, syncs)
 	if err != nil && !errors.Is(err, ErrLocked) {
-		err = fmt.Errorf("sluice: opening runner in %s: %w", dir, err)
+		err = wrapf(nil, err, "opening runner in %s", dir)
 	}
 	return op, err
 }
@@ -90,19 +91,33 @@ func openEngineOn(dir string, cfg Config, ecfg runner.Config, syncs *counter) (o
 func mapErr(err error) error {
 	switch {
 	case errors.Is(err, runner.ErrNotFound):
-		return fmt.Errorf("%w (%w)", ErrNotFound, err)
+		return reprefix(ErrNotFound, err)
 	case errors.Is(err, runner.ErrTooLarge):
-		return fmt.Errorf("%w (%w)", ErrTooLarge, err)
+		return reprefix(ErrTooLarge, err)
 	case errors.Is(err, runner.ErrDuplicate):
-		return fmt.Errorf("%w (%w)", ErrDuplicate, err)
+		return reprefix(ErrDuplicate, err)
 	case errors.Is(err, runner.ErrJob), errors.Is(err, runner.ErrTime):
-		return fmt.Errorf("%w (%w)", ErrInvalidJob, err)
+		return reprefix(ErrInvalidJob, err)
 	case errors.Is(err, runner.ErrPoisoned):
-		return fmt.Errorf("sluice: runner stopped: %w", err) // as Run and Drain return it
+		return wrapf(nil, err, "runner stopped") // as Run and Drain return it
 	case errors.Is(err, runner.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, runner.ErrNotDead):
+		return hint(reprefix(nil, err), "wait until it is dead, or Cancel it if it should not run")
+	case errors.Is(err, runner.ErrTerminal):
+		return hint(reprefix(nil, err), "Get shows how it ended")
+	}
+	if err != nil && !strings.HasPrefix(err.Error(), "sluice: ") {
+		return reprefix(nil, err) // a core refusal with no sentinel of its own (wrong state)
 	}
 	return err
+}
+
+// hint is e with what to do next added to its message.
+func hint(e error, next string) error {
+	u := e.(*usageError)
+	u.msg = bounded(u.msg + "; " + next)
+	return u
 }
 
 // causeOf is the context cause for an engine's cancel.
@@ -191,13 +206,13 @@ type Inspection struct {
 func Inspect(dir string) (Inspection, error) {
 	if _, err := os.Stat(filepath.Join(dir, journalName)); errors.Is(err, os.ErrNotExist) && !exists(filepath.Join(dir, journalName+".compact")) {
 		if _, derr := os.Stat(dir); derr != nil {
-			return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, derr)
+			return Inspection{}, wrapf(nil, derr, "inspecting %s", dir)
 		}
 		return Inspection{}, nil
 	}
 	fsys, err := osfs.New(dir)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("sluice: inspecting %s: %w", dir, err)
+		return Inspection{}, wrapf(nil, err, "inspecting %s", dir)
 	}
 	defer fsys.Close()
 	return inspectFS(fsys)
@@ -214,7 +229,7 @@ func inspectFS(fsys core.FS) (Inspection, error) {
 	}
 	s, err := runner.Replay(fsys, journalName, ec)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("sluice: inspecting: %w", err)
+		return Inspection{}, wrapf(nil, err, "inspecting")
 	}
 	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs)), Schedules: schedulesOf(s.Schedules)}
 	for _, j := range s.Jobs {

@@ -61,11 +61,8 @@ type kindEntry struct {
 // r may be a *QueueRunner instead: the same kinds then run from a queue (docs/queue.md);
 // WithConcurrency is refused there (Worker.Concurrency bounds a process).
 func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler[A], opts ...KindOption) (*Kind[A], error) {
-	if codec == nil {
-		panic("sluice: Register with a nil codec")
-	}
-	if handler == nil {
-		panic("sluice: Register with a nil handler")
+	if codec == nil || handler == nil {
+		return nil, fmt.Errorf("sluice: Register %s: the codec and the handler must not be nil", runner.QuoteCut(name))
 	}
 	var s kindSettings
 	for _, o := range opts {
@@ -78,12 +75,18 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 		return nil, fmt.Errorf("sluice: Register: %w: a kind's name is journaled with each of its jobs (NameMax)", err)
 	}
 	if q, ok := reg.(*QueueRunner); ok {
+		if q.zero() {
+			return nil, errZeroQueueRunner
+		}
 		if s.limit != 0 {
 			return nil, fmt.Errorf("%w: Register %q: WithConcurrency: bound a process with QueueConfig.Worker.Concurrency", ErrQueueUnsupported, name)
 		}
 		return registerQueue(q, name, codec, handler)
 	}
-	r := reg.(*Runner)
+	r, _ := reg.(*Runner)
+	if r.zero() {
+		return nil, errZeroRunner
+	}
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
@@ -113,7 +116,23 @@ func startOf[A any](name string, handler Handler[A]) func(ctx context.Context, a
 }
 
 // Name is the kind's name, as journaled with each of its jobs.
-func (k *Kind[A]) Name() string { return k.name }
+func (k *Kind[A]) Name() string {
+	if k == nil {
+		return ""
+	}
+	return k.name
+}
+
+// check refuses a nil or zero Kind (not made by Register or Open), whose methods would
+// otherwise dereference a missing codec or runner.
+func (k *Kind[A]) check() error {
+	if k == nil || k.codec == nil {
+		return errZeroKind
+	}
+	return nil
+}
+
+var errZeroKind = notMade("Kind", "Register or Open")
 
 // Enqueue adds a job of this kind due at due (the zero time means now) for target, with
 // per-job options (WithPriority, WithAttempts, WithDeadline, WithUnique...), and returns its
@@ -122,9 +141,12 @@ func (k *Kind[A]) Name() string { return k.name }
 // record holds (TimeRange) or an option out of range (ErrInvalidJob). If ctx ends first,
 // Enqueue returns ctx.Err() and the job may or may not exist.
 func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, payload A, opts ...JobOption) (uint64, error) {
+	if err := k.check(); err != nil {
+		return 0, err
+	}
 	b, err := k.codec.Encode(payload)
 	if err != nil {
-		return 0, fmt.Errorf("sluice: enqueue: %w", err)
+		return 0, wrapf(nil, err, "enqueue")
 	}
 	if k.q != nil {
 		return 0, k.q.enqueue(ctx, k.name, []queueJob{{due: due, target: target, payload: b, opts: opts}})
@@ -142,6 +164,9 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 // index, and writes nothing. If ctx ends first, EnqueueMany returns ctx.Err() and the jobs
 // may or may not exist.
 func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
+	if err := k.check(); err != nil {
+		return nil, err
+	}
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -153,7 +178,7 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 	for i, j := range jobs {
 		b, err := k.codec.Encode(j.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
 		s, err := jobOpts(j.Options)
 		if err != nil {
@@ -169,6 +194,9 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 // Get returns a copy of the job with the given id, its payload decoded, or ErrNotFound (also
 // for a job of another kind).
 func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
+	if err := k.check(); err != nil {
+		return JobInfo[A]{}, err
+	}
 	if k.q != nil {
 		return JobInfo[A]{}, fmt.Errorf("%w: get %d: a queue cannot look a message up", ErrQueueUnsupported, id)
 	}
@@ -177,7 +205,7 @@ func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
 		return JobInfo[A]{}, err
 	}
 	if v.Kind != k.name {
-		return JobInfo[A]{}, fmt.Errorf("sluice: get %d: the job is of kind %q, not %q: %w", id, v.Kind, k.name, ErrNotFound)
+		return JobInfo[A]{}, errorf(ErrNotFound, "get %d: job not found among kind %q: it is of kind %q; use that kind's handle or Runner.Get", id, k.name, v.Kind)
 	}
 	return decodeInfo(k.codec, v)
 }
@@ -185,6 +213,9 @@ func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
 // List is Runner.List of this kind's jobs, payloads decoded. f.Kind must be empty or the
 // kind's name.
 func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
+	if err := k.check(); err != nil {
+		return Page[A]{}, err
+	}
 	if k.q != nil {
 		return Page[A]{}, fmt.Errorf("%w: list: a queue cannot list its messages", ErrQueueUnsupported)
 	}
@@ -203,7 +234,7 @@ func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 			continue
 		}
 		if p.Jobs[i], err = decodeInfo(k.codec, v); err != nil {
-			return p, fmt.Errorf("sluice: list: %w", err)
+			return p, wrapf(nil, err, "list")
 		}
 	}
 	return p, nil

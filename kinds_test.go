@@ -24,7 +24,7 @@ func newOn(t *testing.T, fsys core.FS, cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	runneropt.Set(&cfg, runneropt.Options{FS: fsys})
+	cfg.opts = runneropt.Options{FS: fsys}
 	r, err := New("", cfg)
 	if err != nil {
 		t.Fatal(err)

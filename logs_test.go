@@ -53,7 +53,7 @@ func TestDeadJobAndCrashRecoveryLogAtWarn(t *testing.T) {
 		ctx := context.Background()
 		openOn := func(t *testing.T, fsys core.FS, cfg Config, h Handler[string]) *Kind[string] {
 			t.Helper()
-			runneropt.Set(&cfg, runneropt.Options{FS: fsys})
+			cfg.opts = runneropt.Options{FS: fsys}
 			k, err := Open("", cfg, JSON[string](), h)
 			if err != nil {
 				t.Fatal(err)

@@ -82,7 +82,7 @@ func newPowerWorld(t *testing.T, seed int64) *powerWorld {
 func (w *powerWorld) live(t *testing.T) {
 	cfg := Config{Logger: quiet, Capacity: 1, CompactBytes: int64(1+w.rng.Intn(4)) << 10,
 		CompactOnClose: w.rng.Intn(3) == 0}
-	runneropt.Set(&cfg, runneropt.Options{FS: w.fs})
+	cfg.opts = runneropt.Options{FS: w.fs}
 	cutting := w.rng.Intn(3) != 0
 	if cutting {
 		w.fs.CutAfter(1 + w.rng.Intn(60))
@@ -108,7 +108,7 @@ func (w *powerWorld) live(t *testing.T) {
 // final opens the directory once more and checks it.
 func (w *powerWorld) final(t *testing.T) {
 	cfg := Config{Logger: quiet, Capacity: 1}
-	runneropt.Set(&cfg, runneropt.Options{FS: w.fs})
+	cfg.opts = runneropt.Options{FS: w.fs}
 	r, err := Open("", cfg, JSON[string](), succeed)
 	if err != nil {
 		t.Fatalf("seed %d: the last open: %v (cut: %s)", w.seed, err, w.fs.LastCut())

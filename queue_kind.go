@@ -3,11 +3,39 @@ package sluice
 import (
 	"context"
 	"fmt"
+
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 // The Runner methods a Kind reaches, answered for a kind registered on a QueueRunner (whose
 // embedded Runner is nil): Run and Stats go to the QueueRunner, the rest are refused with
 // ErrQueueUnsupported.
+
+// queue is the QueueRunner of a queue-backed kind; nil otherwise, and for a nil Kind.
+func (k *Kind[A]) queue() *QueueRunner {
+	if k == nil {
+		return nil
+	}
+	return k.q
+}
+
+// runner is the embedded Runner; nil for a nil Kind, whose calls then refuse as a zero
+// Runner's do.
+func (k *Kind[A]) runner() *Runner {
+	if k == nil {
+		return nil
+	}
+	return k.Runner
+}
+
+// Breakers is Runner.Breakers; a queue-backed kind's breakers live in each process's
+// worker, so it returns nil.
+func (k *Kind[A]) Breakers() []BreakerInfo {
+	if k.queue() != nil {
+		return nil
+	}
+	return k.runner().Breakers()
+}
 
 // enqueueQueue is EnqueueMany on a queue: ids are 0 (SQS names its messages itself).
 func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
@@ -15,7 +43,7 @@ func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64,
 	for i, j := range jobs {
 		b, err := k.codec.Encode(j.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("sluice: enqueue many: job %d: %w", i, err)
+			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
 		qj[i] = queueJob{due: j.Due, target: j.Target, payload: b, opts: j.Options}
 	}
@@ -27,72 +55,72 @@ func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64,
 
 // Run is Runner.Run, or QueueRunner.Run for a kind registered on one.
 func (k *Kind[A]) Run(ctx context.Context) error {
-	if k.q != nil {
+	if k.queue() != nil {
 		return k.q.Run(ctx)
 	}
-	return k.Runner.Run(ctx)
+	return k.runner().Run(ctx)
 }
 
 // Cancel is Runner.Cancel; a queue cannot cancel a message it holds (ErrQueueUnsupported).
 func (k *Kind[A]) Cancel(ctx context.Context, id uint64) error {
-	if k.q != nil {
+	if k.queue() != nil {
 		return fmt.Errorf("%w: cancel %d: a queue cannot withdraw a sent message; have the handler skip it", ErrQueueUnsupported, id)
 	}
-	return k.Runner.Cancel(ctx, id)
+	return k.runner().Cancel(ctx, id)
 }
 
 // Retry is Runner.Retry; on a queue, redrive the dead-letter queue instead (ErrQueueUnsupported).
 func (k *Kind[A]) Retry(ctx context.Context, id uint64) error {
-	if k.q != nil {
+	if k.queue() != nil {
 		return fmt.Errorf("%w: retry %d: redrive the dead-letter queue to run dead jobs again", ErrQueueUnsupported, id)
 	}
-	return k.Runner.Retry(ctx, id)
+	return k.runner().Retry(ctx, id)
 }
 
 // Drain is Runner.Drain; a queue has no end to wait for (ErrQueueUnsupported).
 func (k *Kind[A]) Drain(ctx context.Context) error {
-	if k.q != nil {
+	if k.queue() != nil {
 		return fmt.Errorf("%w: drain: a queue shared by a fleet is never known to be idle; use Run", ErrQueueUnsupported)
 	}
-	return k.Runner.Drain(ctx)
+	return k.runner().Drain(ctx)
 }
 
 // Close is Runner.Close; a QueueRunner holds nothing to close (Run's end stops it).
 func (k *Kind[A]) Close() error {
-	if k.q != nil {
+	if k.queue() != nil {
 		return nil
 	}
-	return k.Runner.Close()
+	return k.runner().Close()
 }
 
 // DrainDue is Runner.DrainDue; refused on a queue as Drain is.
 func (k *Kind[A]) DrainDue(ctx context.Context) error {
-	if k.q != nil {
+	if k.queue() != nil {
 		return fmt.Errorf("%w: drain: a queue shared by a fleet is never known to be idle; use Run", ErrQueueUnsupported)
 	}
-	return k.Runner.DrainDue(ctx)
+	return k.runner().DrainDue(ctx)
 }
 
 // Stats is Runner.Stats; for a kind on a QueueRunner it is zero (see QueueRunner.Stats).
 func (k *Kind[A]) Stats() Stats {
-	if k.q != nil {
+	if k.queue() != nil {
 		return Stats{}
 	}
-	return k.Runner.Stats()
+	return k.runner().Stats()
 }
 
 // Unschedule is Runner.Unschedule; a queue-backed kind has no schedules (ErrQueueUnsupported).
 func (k *Kind[A]) Unschedule(ctx context.Context, name string) error {
-	if k.q != nil {
-		return fmt.Errorf("%w: unschedule %q: a queue-backed kind has no schedules", ErrQueueUnsupported, name)
+	if k.queue() != nil {
+		return fmt.Errorf("%w: unschedule %s: a queue-backed kind has no schedules", ErrQueueUnsupported, runner.QuoteCut(name))
 	}
-	return k.Runner.Unschedule(ctx, name)
+	return k.runner().Unschedule(ctx, name)
 }
 
 // Schedules is Runner.Schedules; a queue-backed kind has none (ErrQueueUnsupported).
 func (k *Kind[A]) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
-	if k.q != nil {
+	if k.queue() != nil {
 		return nil, fmt.Errorf("%w: a queue-backed kind has no schedules", ErrQueueUnsupported)
 	}
-	return k.Runner.Schedules(ctx)
+	return k.runner().Schedules(ctx)
 }

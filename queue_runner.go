@@ -114,10 +114,15 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 	m, err := qjobs.New(qjobs.Config{Policy: retry.Policy(p), Circuit: c, Margin: window,
 		MessageMax: QueueMessageMax, Rand: rand.New(rand.NewSource(cfg.Seed))})
 	if err != nil {
-		return nil, fmt.Errorf("sluice: NewQueueRunner: %w", err)
+		return nil, wrapf(nil, err, "NewQueueRunner")
 	}
 	return &QueueRunner{q: q, cfg: cfg, log: cfg.Logger, clk: cfg.Clock, m: m, kinds: map[string]queueKind{}}, nil
 }
+
+// zero reports a nil or zero QueueRunner (not made by NewQueueRunner).
+func (q *QueueRunner) zero() bool { return q == nil || q.m == nil }
+
+var errZeroQueueRunner = notMade("QueueRunner", "NewQueueRunner")
 
 func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
 	q.mu.Lock()
@@ -129,7 +134,7 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 		return nil, fmt.Errorf("sluice: Register %q: the kind is registered already", name)
 	}
 	if err := q.m.Step(qjobs.Register{Kind: name}); err != nil {
-		return nil, fmt.Errorf("sluice: Register %q: %w", name, err)
+		return nil, wrapf(nil, err, "Register %q", name)
 	}
 	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error {
 		v, err := codec.Decode(payload)
@@ -194,7 +199,7 @@ func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob)
 	}
 	rd, err := q.step(qjobs.Enqueue{Now: q.clk.Now(), Jobs: nj})
 	if err != nil {
-		return fmt.Errorf("sluice: enqueue: %w", err)
+		return wrapf(nil, err, "enqueue")
 	}
 	if len(rd.Refused) > 0 {
 		return named(refusal(rd.Refused[0]), rd.Refused[0].Index)
@@ -207,11 +212,11 @@ func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob)
 		hi := min(lo+core.BatchMax, len(msgs))
 		errs, err := q.q.Send.SendBatch(ctx, msgs[lo:hi])
 		if err != nil {
-			return fmt.Errorf("sluice: enqueue: send jobs %d..%d: %w", lo, hi-1, err)
+			return wrapf(nil, err, "enqueue: send jobs %d..%d", lo, hi-1)
 		}
 		for i, e := range errs {
 			if e != nil {
-				return fmt.Errorf("sluice: enqueue: send job %d: %w", lo+i, e)
+				return wrapf(nil, e, "enqueue: send job %d", lo+i)
 			}
 		}
 	}
@@ -237,6 +242,9 @@ type QueueStats struct {
 
 // Stats returns the job layer's counts and the worker's.
 func (q *QueueRunner) Stats() QueueStats {
+	if q.zero() {
+		return QueueStats{}
+	}
 	q.mu.Lock()
 	st := q.m.Status()
 	w := q.w
@@ -253,6 +261,9 @@ func (q *QueueRunner) Stats() QueueStats {
 // A job whose attempt was cancelled by the stop or by a lost lease is redelivered by the queue,
 // and that attempt counts. Run may be called once.
 func (q *QueueRunner) Run(ctx context.Context) error {
+	if q.zero() {
+		return errZeroQueueRunner
+	}
 	q.mu.Lock()
 	if q.started {
 		q.mu.Unlock()
@@ -266,7 +277,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	w, err := NewWorker(q.q.Transport, wc, q.handle)
 	if err != nil {
 		q.mu.Unlock()
-		return fmt.Errorf("sluice: queue runner: %w", err)
+		return wrapf(nil, err, "queue runner")
 	}
 	q.w = w
 	q.mu.Unlock()
@@ -363,6 +374,9 @@ func (q *QueueRunner) logNotes(ctx context.Context, notes []qjobs.Note) {
 
 // Kinds returns the registered kinds' names, sorted.
 func (q *QueueRunner) Kinds() []string {
+	if q.zero() {
+		return nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make([]string, 0, len(q.kinds))

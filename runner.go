@@ -173,11 +173,8 @@ func New(dir string, cfg Config) (*Runner, error) {
 // Open is New and Register of one kind named DefaultKind, for a program with one kind of
 // job: the handle it returns carries the Runner's methods too (Run, Drain, Cancel, Close...).
 func Open[A any](dir string, cfg Config, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
-	if codec == nil {
-		panic("sluice: Open with a nil codec")
-	}
-	if handler == nil {
-		panic("sluice: Open with a nil handler")
+	if codec == nil || handler == nil {
+		return nil, errors.New("sluice: Open: the codec and the handler must not be nil")
 	}
 	r, err := New(dir, cfg)
 	if err != nil {
@@ -287,7 +284,7 @@ func (r *Runner) Get(id uint64) (JobInfo[[]byte], error) {
 		return JobInfo[[]byte]{}, rep.err
 	}
 	if !rep.found {
-		return JobInfo[[]byte]{}, fmt.Errorf("sluice: get %d: %w", id, ErrNotFound)
+		return JobInfo[[]byte]{}, errorf(ErrNotFound, "get %d: job not found (never issued, or compacted after it ended)", id)
 	}
 	return rep.job, nil
 }
@@ -324,6 +321,9 @@ func (r *Runner) Retry(ctx context.Context, id uint64) error {
 // Stats returns counts by state and the disk work done since Open. After Close it returns the
 // values at close (never zeros).
 func (r *Runner) Stats() Stats {
+	if r.zero() {
+		return Stats{}
+	}
 	rep, err := r.call(context.Background(), command{kind: cmdStats})
 	if err != nil || rep.err != nil {
 		<-r.exit // only a closed runner fails a read
@@ -372,6 +372,9 @@ func (r *Runner) Drain(ctx context.Context) error {
 // called (by Config.Clock) is waiting or running, then returns nil. It does not wait for jobs
 // due later, retries whose backoff ends later, or jobs a breaker deferred past that time.
 func (r *Runner) DrainDue(ctx context.Context) error {
+	if r.zero() {
+		return errZeroRunner
+	}
 	return r.drain(ctx, command{kind: cmdWaitDue, due: r.clk.Now()})
 }
 
@@ -405,6 +408,9 @@ func (r *Runner) drain(ctx context.Context, wait command) error {
 // Config.CompactOnClose, and closes the journal, which Close waits for. It returns the
 // journal's close error, if any; later calls return nil.
 func (r *Runner) Close() error {
+	if r.zero() {
+		return errZeroRunner
+	}
 	first := false
 	r.closeOnce.Do(func() {
 		first = true
@@ -419,6 +425,9 @@ func (r *Runner) Close() error {
 }
 
 func (r *Runner) begin() error {
+	if r.zero() {
+		return errZeroRunner
+	}
 	r.mu.Lock()
 	if r.active {
 		r.mu.Unlock()
@@ -456,6 +465,12 @@ func (r *Runner) stopDispatch() {
 	}
 }
 
+// zero reports a nil or zero Runner (not made by New or Open): its methods refuse at once
+// rather than block on nil channels.
+func (r *Runner) zero() bool { return r == nil || r.cmds == nil }
+
+var errZeroRunner = notMade("Runner", "New or Open")
+
 // failed returns a channel closed once the runner has failed (a poisoned journal).
 func (r *Runner) failed() <-chan struct{} { return r.failC }
 
@@ -478,6 +493,9 @@ func (r *Runner) fail(err error) {
 
 // call sends a command to the owner and waits for its reply.
 func (r *Runner) call(ctx context.Context, c command) (reply, error) {
+	if r.zero() {
+		return reply{}, errZeroRunner
+	}
 	c.reply = make(chan reply, 1)
 	select {
 	case r.cmds <- c:

@@ -34,7 +34,7 @@ func openOn(t *testing.T, fsys core.FS, cfg Config, h Handler[string]) *Kind[str
 func openCodecOn(t *testing.T, fsys core.FS, cfg Config, codec Codec[string], h Handler[string]) *Kind[string] {
 	t.Helper()
 	cfg.Logger = quiet
-	runneropt.Set(&cfg, runneropt.Options{FS: fsys, SyncEveryRecord: cfg.opts.SyncEveryRecord})
+	cfg.opts = runneropt.Options{FS: fsys, SyncEveryRecord: cfg.opts.SyncEveryRecord}
 	r, err := Open("", cfg, codec, h)
 	if err != nil {
 		t.Fatal(err)

@@ -61,8 +61,11 @@ func SkipMissed() ScheduleOption {
 // written: a bad name or spec (ErrInvalidSchedule); a job Enqueue would refuse (ErrInvalidJob,
 // ErrTooLarge); more than 1,000 schedules.
 func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, payload A, opts ...ScheduleOption) error {
+	if err := k.check(); err != nil {
+		return err
+	}
 	if k.q != nil {
-		return fmt.Errorf("%w: schedule %q: periodic jobs live in the local runner's journal; enqueue from your own cron instead", ErrQueueUnsupported, name)
+		return fmt.Errorf("%w: schedule %s: periodic jobs live in the local runner's journal; enqueue from your own cron instead", ErrQueueUnsupported, runner.QuoteCut(name))
 	}
 	var s scheduleSettings
 	for _, o := range opts {
@@ -75,7 +78,7 @@ func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, paylo
 	js.o.Kind = k.name
 	b, err := k.codec.Encode(payload)
 	if err != nil {
-		return fmt.Errorf("sluice: schedule %q: %w", name, err)
+		return wrapf(nil, err, "schedule %q", name)
 	}
 	ns := runner.NewSchedule{Name: name, Spec: spec, Target: target, Payload: b, Opts: js.o, CatchUp: s.catchUp}
 	rep, err := k.Runner.call(ctx, command{kind: cmdSchedule, sched: ns})
@@ -133,9 +136,9 @@ func schedulesOf(scheds []runner.Schedule) []ScheduleInfo {
 func scheduleErr(err error) error {
 	switch {
 	case errors.Is(err, runner.ErrSchedule):
-		return fmt.Errorf("%w (%w)", ErrInvalidSchedule, err)
+		return reprefix(ErrInvalidSchedule, err)
 	case errors.Is(err, runner.ErrNoSchedule):
-		return fmt.Errorf("%w (%w)", ErrNoSchedule, err)
+		return reprefix(ErrNoSchedule, err)
 	}
 	return err
 }

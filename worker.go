@@ -117,11 +117,8 @@ func NewWorkerKit(cfg WorkerConfig, handler WorkerHandler) (workerkit.Kit, error
 
 // NewWorker returns a worker over t. It does nothing until Run.
 func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, error) {
-	if t == nil {
-		panic("sluice: NewWorker with a nil transport")
-	}
-	if handler == nil {
-		panic("sluice: NewWorker with a nil handler")
+	if t == nil || handler == nil {
+		return nil, errors.New("sluice: NewWorker: the transport and the handler must not be nil")
 	}
 	cfg, kit, err := newKit(cfg, handler)
 	if err != nil {
@@ -145,7 +142,7 @@ func configErr(err error) error {
 		}
 		return fieldErr("WorkerConfig."+field, ce.Value, ce.Rule)
 	}
-	return fmt.Errorf("sluice: new worker: %w", err)
+	return wrapf(nil, err, "new worker")
 }
 
 // newKit fills cfg's defaults and makes the worker's executor-independent parts. The machine
@@ -198,6 +195,9 @@ func messageOf(m core.Message) Message {
 // Heartbeat returns when the worker's loop last ran (the zero time before Run). A loop that
 // stops moving for much longer than the long-poll wait is stuck.
 func (w *Worker) Heartbeat() time.Time {
+	if w == nil {
+		return time.Time{}
+	}
 	n := w.heartbeat.Load()
 	if n == 0 {
 		return time.Time{}
@@ -207,6 +207,9 @@ func (w *Worker) Heartbeat() time.Time {
 
 // Stats returns the counters as of the loop's last iteration.
 func (w *Worker) Stats() WorkerStats {
+	if w == nil {
+		return WorkerStats{}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stats
@@ -223,6 +226,9 @@ func (w *Worker) Stats() WorkerStats {
 // way, without waiting for ctx, and Run returns an error wrapping ErrFatal that names the
 // queue and the error code. Run may be called once; later calls return ErrStopped.
 func (w *Worker) Run(ctx context.Context) error {
+	if w == nil || w.n == nil {
+		return notMade("Worker", "NewWorker")
+	}
 	if !w.running.CompareAndSwap(false, true) {
 		select {
 		case <-w.stopped:

@@ -92,7 +92,7 @@ func BenchmarkRunnerAttempt(b *testing.B) {
 	round := func(cfg sluice.Config) time.Duration {
 		b.StopTimer()
 		defer b.StartTimer()
-		runneropt.Set(&cfg, runneropt.Options{FS: disk.New(1)})
+		sluice.SetInternalOptions(&cfg, runneropt.Options{FS: disk.New(1)})
 		r, err := sluice.Open("", cfg, sluice.JSON[string](), func(context.Context, sluice.Job[string]) error {
 			return nil
 		})

@@ -84,7 +84,7 @@ func (s Sluice) Open(ctx context.Context, dir string, workers int, h harness.Han
 		},
 	}
 	// The baseline without group commit is an internal option, not part of sluice.Config.
-	runneropt.Set(&cfg, runneropt.Options{SyncEveryRecord: !s.GroupCommit})
+	sluice.SetInternalOptions(&cfg, runneropt.Options{SyncEveryRecord: !s.GroupCommit})
 	r, err := sluice.Open(dir, cfg, sluice.Codec[harness.Payload](payloadCodec{}),
 		func(ctx context.Context, j sluice.Job[harness.Payload]) error {
 			return h(ctx, j.Payload)

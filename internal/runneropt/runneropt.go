@@ -1,5 +1,5 @@
 // Package runneropt holds the runner's internal seams, kept out of the public sluice.Config:
-// the root package's tests and the benchmark module set them, users cannot.
+// the root package's tests set Config's field, the benchmarks call sluice.SetInternalOptions.
 package runneropt
 
 import (
@@ -20,6 +20,3 @@ type Options struct {
 	// (runner.NodeConfig.Observe): tests that compare executors of the Node.
 	Observe func(runner.Input, *runner.Effects)
 }
-
-// Set attaches o to the *sluice.Config that cfg points to; package sluice installs it.
-var Set func(cfg any, o Options)
