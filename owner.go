@@ -319,7 +319,7 @@ func (o *owner) answer(a runner.Answer) {
 		o.kinds[c.reg.name] = c.reg
 		c.reply <- reply{}
 	case c.kind == cmdRegister && errors.Is(a.Err, runner.ErrInvalidConfig):
-		c.reply <- reply{err: fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before (%w)", c.reg.name, a.Err)}
+		c.reply <- reply{err: wrapf(nil, a.Err, "Register %q: the runner has started (Run or Drain); register every kind before", c.reg.name)}
 	case a.Err != nil:
 		c.reply <- reply{err: mapErr(a.Err)}
 	default:
