@@ -672,22 +672,31 @@ func (c *Checker) NodeCrashed(node int) {
 	}
 }
 
+// noPhantoms checks that every recovered job was appended as it is; false after a job that
+// never was (the rest of the recovery check is then moot).
+func (c *Checker) noPhantoms(node int, n *nodeModel, jobs []JobView) bool {
+	for _, v := range jobs {
+		j := c.job(n, v.ID)
+		if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d recovered job %d that was never appended: %v",
+			node, v.ID, v) {
+			return false
+		}
+		if !c.holds(InvNoPhantom, v.Target == j.target && v.Payload == j.payload) {
+			c.check(InvNoPhantom, false, "node %d recovered job %d as target %s payload %q, appended as target %s payload %q",
+				node, v.ID, v.Target, v.Payload, j.target, j.payload)
+		}
+	}
+	return true
+}
+
 // NodeRecovered: node's runner reopened; jobs is its state after recovery (attempts that were
 // running at the crash requeued as interrupted failures, or dead by the policy).
 func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	c.checkUnique(node, jobs, "recovered")
 	n := c.node(node)
 	got := indexViews(jobs)
-	for _, v := range jobs {
-		j := c.job(n, v.ID)
-		if !c.holds(InvNoPhantom, j != nil) && !c.check(InvNoPhantom, false, "node %d recovered job %d that was never appended: %v",
-			node, v.ID, v) {
-			return
-		}
-		if !c.holds(InvNoPhantom, v.Target == j.target && v.Payload == j.payload) {
-			c.check(InvNoPhantom, false, "node %d recovered job %d as target %s payload %q, appended as target %s payload %q",
-				node, v.ID, v.Target, v.Payload, j.target, j.payload)
-		}
+	if !c.noPhantoms(node, n, jobs) {
+		return
 	}
 	keys := c.jobKeys(n)
 	for _, k := range keys {
