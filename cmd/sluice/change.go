@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 )
@@ -53,13 +54,18 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	if cerr := r.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing %s: %w", o.dir, cerr)
 	}
+	// The API's errors carry their own "sluice:", which main prints once for the whole line.
+	why := ""
+	if err != nil {
+		why = strings.TrimPrefix(err.Error(), "sluice: ")
+	}
 	switch {
 	case errors.Is(err, sluice.ErrNotFound):
-		return exitFinding, fmt.Errorf("%s %d: %w (list the ids with `sluice jobs --dir %s`)", o.cmd, o.id, err, shellQuote(o.dir))
+		return exitFinding, fmt.Errorf("%s %d: %s (list the ids with `sluice jobs --dir %s`)", o.cmd, o.id, why, shellQuote(o.dir))
 	case errors.Is(err, sluice.ErrNotDead):
-		return exitFinding, fmt.Errorf("retry %d: only a dead job can be retried: %w (see `sluice show --dir %s %d`)", o.id, err, shellQuote(o.dir), o.id)
+		return exitFinding, fmt.Errorf("retry %d: only a dead job can be retried: %s (see `sluice show --dir %s %d`)", o.id, why, shellQuote(o.dir), o.id)
 	case errors.Is(err, sluice.ErrTerminal):
-		return exitFinding, fmt.Errorf("cancel %d: the job is already terminal: %w (see `sluice show --dir %s %d`)", o.id, err, shellQuote(o.dir), o.id)
+		return exitFinding, fmt.Errorf("cancel %d: the job is already terminal: %s (see `sluice show --dir %s %d`)", o.id, why, shellQuote(o.dir), o.id)
 	case err != nil:
 		return exitFinding, err
 	}

@@ -250,3 +250,17 @@ func TestVerifyTornTailIsNotDamage(t *testing.T) {
 	check(t, "verify grown after close", runArgs("verify", "--dir", closed), 1,
 		[]string{"damage", "closed cleanly at", "no longer matches"}, []string{"is damaged at offset"})
 }
+
+// TestChangeErrorsSaySluiceOnce: a refused retry or cancel prints the API's reason under the
+// command's one "sluice:" prefix, not a second one inside the line.
+func TestChangeErrorsSaySluiceOnce(t *testing.T) {
+	dir := testjournal.Closed(t)
+	for _, args := range [][]string{
+		{"retry", "--dir", dir, "99"}, {"retry", "--dir", dir, "1"}, {"cancel", "--dir", dir, "1"},
+	} {
+		r := runArgs(args...)
+		if n := strings.Count(r.stderr, "sluice:"); n != 1 {
+			t.Errorf("%v: stderr says sluice: %d times:\n%s", args, n, r.stderr)
+		}
+	}
+}
