@@ -44,8 +44,10 @@ type owner struct {
 	closeFS func() error
 	failed  error
 	timer   *clock.Timer
-	quit    <-chan struct{}      // Close was called; nil once stepped
-	kinds   map[string]kindEntry // registered (Register)
+	quit    <-chan struct{} // Close was called; nil once stepped
+	// dueTicked is the last wake time the loop fired at once, already reached.
+	dueTicked time.Time
+	kinds     map[string]kindEntry // registered (Register)
 
 	// Invariant: running holds exactly the attempts whose handler goroutine has not reported.
 	running map[runner.Token]context.CancelCauseFunc
@@ -93,6 +95,14 @@ func (o *owner) loop() {
 	for {
 		if o.pump() {
 			return
+		}
+		if w := o.node.WakeAt(); !w.IsZero() && !o.r.clk.Now().Before(w) && !w.Equal(o.dueTicked) {
+			// A wake time already reached is a timer that fires at once (a clock that does not
+			// move, such as a test's mock, never fires the shortest timer); once per wake time,
+			// so a wake the Node cannot act on yet waits for the timer instead of spinning.
+			o.dueTicked = w
+			o.tick()
+			continue
 		}
 		cmds, done, synced := o.r.cmds, o.r.done.ready, o.synced
 		if o.node.Room() == 0 {
