@@ -70,9 +70,13 @@ type Message struct {
 	Receipt      string
 	Body         []byte
 	ReceiveCount int // ApproximateReceiveCount, 1 on the first delivery
-	// Attributes are the message's String attributes as sent (SQS MessageAttributes); nil
-	// when it has none. Read only: a delivery must not change them.
+	// Attributes are the message's String and Number attributes as sent (SQS
+	// MessageAttributes), values as text; nil when it has none. Read only: a delivery must
+	// not change them.
 	Attributes map[string]string
+	// Typed holds every attribute, Binary included, with its data type, as the queue
+	// delivered it; nil from a transport that reports only Attributes.
+	Typed map[string]Attribute
 }
 
 // VisibilityChange asks for a receipt's message to stay hidden for Timeout (whole seconds)
