@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/sim/config"
 )
 
 // A corpus entry (corpus/sim/*.txt) pins one run: the seed, its profile, a one-line note of
@@ -28,7 +30,7 @@ type CorpusEntry struct {
 	Profile  string
 	Safety   time.Duration
 	Steps    int
-	Shrunk   string // a shrink token (token.go)
+	Shrunk   string // a shrink token (sim/config)
 	Note     string
 	Expected string // the lines after ----
 }
@@ -78,7 +80,7 @@ func ParseRunArgs(args []string) (CorpusEntry, error) {
 			e.Steps, err = strconv.Atoi(v)
 		case "shrunk":
 			e.Shrunk = v
-			_, err = ParseToken(v)
+			_, err = config.ParseToken(v)
 		default:
 			return e, fmt.Errorf("unknown argument %q", k)
 		}

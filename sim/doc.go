@@ -18,7 +18,7 @@
 //     jumps to the next event. Times print as offsets from Epoch. In the safety phase the
 //     scheduling families (Loop.Shift) may fire an event late, bunch it to a grain, or let later
 //     events of its instant overtake it; never earlier, never in the liveness phase.
-//  4. The seed's "swarm" stream draws the configuration and the fault mix (NewConfig); a
+//  4. The seed's "swarm" stream draws the configuration and the fault mix (sim/config); a
 //     profile pins the fault mix (sim/faults.Pick). Every profile makes the same draws.
 //  5. A run has a safety phase (faults on, Options.Safety long) and a liveness phase (faults
 //     off) that ends when every job and message has settled, or fails at a bound computed

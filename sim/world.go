@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/sim/config"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
@@ -25,7 +26,7 @@ type Options struct {
 	Safety  time.Duration // safety phase length; 0: SafetyDefault
 	Steps   int           // events max; 0: StepsMaxDefault
 	Trace   io.Writer     // when set, every trace line is written to it
-	// Shrunk is a shrink token (token.go): overrides of the seed's drawn configuration that
+	// Shrunk is a shrink token (sim/config): overrides of the seed's drawn configuration that
 	// replay a shrunk run byte for byte.
 	Shrunk string
 	// Perturb allocates the world's heap, maps and buffers with other capacities, for the
@@ -195,7 +196,7 @@ func Run(o Options) (*Result, error) {
 		return nil, err
 	}
 	if o.Shrunk != "" {
-		if cfg, err = ApplyToken(cfg, o.Shrunk); err != nil {
+		if cfg, err = config.ApplyToken(cfg, o.Shrunk); err != nil {
 			return nil, err
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/config"
 	"github.com/sluicehq/sluice/sim/explain"
 	"github.com/sluicehq/sluice/sim/faults"
 )
@@ -201,7 +202,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--shrink prints the reduction, not a trace: replay the shrunk run with --trace")
 	}
 	if o.shrunk != "" {
-		if _, err := sim.ParseToken(o.shrunk); err != nil {
+		if _, err := config.ParseToken(o.shrunk); err != nil {
 			return o, fmt.Errorf("--shrunk: %v", err)
 		}
 	}
