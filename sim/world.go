@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/trace"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -41,7 +42,7 @@ type Options struct {
 type World struct {
 	cfg  Config
 	loop Loop
-	tr   *Trace
+	tr   *trace.Trace
 	chk  *Checker
 	st   Stats
 	runs [256]string // repeated's strings of one byte, by the byte
@@ -249,13 +250,13 @@ func (w *World) perturb() {
 	w.chk.nodes = make(map[int]*nodeModel, 61)
 	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
 	w.chk.receipts = make(map[string]*receiptModel, 2003)
-	w.tr.buf, w.tr.prefixLen = make([]byte, 0, 4093), 0
+	w.tr.Perturb()
 	w.pollers = make([]*longPoll, 0, 37)
 }
 
 func newWorld(cfg Config, out io.Writer) *World {
 	w := &World{
-		cfg: cfg, tr: NewTrace(out), chk: NewChecker(), faultsOn: true,
+		cfg: cfg, tr: trace.New(out), chk: NewChecker(), faultsOn: true,
 		rNet: Stream(cfg.Seed, "network"), rFaults: Stream(cfg.Seed, "faults"),
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
 		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),
