@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/config"
+	"github.com/sluicehq/sluice/sim/corpus"
 	"github.com/sluicehq/sluice/sim/explain"
 	"github.com/sluicehq/sluice/sim/faults"
 )
@@ -328,7 +329,7 @@ func replay(o options, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
 		return exitUsage
 	}
-	entries, err := sim.ParseCorpus(o.replay, string(data))
+	entries, err := corpus.Parse(o.replay, string(data))
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
 		return exitUsage
