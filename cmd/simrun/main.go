@@ -271,7 +271,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := explain.Explain(res); err != nil {
 		fmt.Fprintf(stderr, "simrun: explaining the violation: %v\n", err)
 	}
-	if err := res.Report(stdout); err != nil {
+	if err := explain.Report(res, stdout); err != nil {
 		fmt.Fprintf(stderr, "simrun: writing the report: %v\n", err)
 		return exitViolation
 	}
@@ -341,7 +341,7 @@ func replay(o options, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "simrun: %s: %v\n", e.Where, err)
 			return exitUsage
 		}
-		if err := res.Report(stdout); err != nil {
+		if err := explain.Report(res, stdout); err != nil {
 			return exitViolation
 		}
 		if res.Fault != "" {
