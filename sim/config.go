@@ -99,14 +99,8 @@ type Config struct {
 // Every profile draws the same values in the same order; profiles only pin some of them.
 func NewConfig(seed int64, profile string) (Config, error) {
 	r := Stream(seed, "swarm")
-	fs, err := faults.Pick(profile, r)
+	fs, err := pickFaults(r, seed, profile)
 	if err != nil {
-		return Config{}, err
-	}
-	if err := fs.PickMore(Stream(seed, "swarm-more")); err != nil {
-		return Config{}, err
-	}
-	if err := fs.PickJournal(Stream(seed, "swarm-journal")); err != nil {
 		return Config{}, err
 	}
 	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}

@@ -1,7 +1,6 @@
 package sluicetest
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -27,15 +26,6 @@ import (
 // The simulated worker: an executor of core/worker's Node (the host production's Worker runs,
 // with its lease machine) against sim/queue over a faulty network, with the user's
 // WorkerHandler called through NewWorker's own code (internal/workerkit).
-
-// networkStorm is the transport fault model of a seed whose DiskFaults knob is on (for the
-// worker that knob means network faults): calls failing before or after taking effect,
-// throttling, and latency spikes beyond the lease margin, which lose leases.
-var networkStorm = faults.Transport{FailBefore: 0.03, FailAfter: 0.03, Throttle: 0.02,
-	LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond,
-	Spike: 0.02, SpikeMin: 2 * time.Second, SpikeMax: 8 * time.Second}
-
-var networkCalm = faults.Transport{LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond}
 
 // pollStep bounds how long a simulated long poll waits before looking at the queue again (a
 // message sent during the poll is delivered within it).
@@ -204,12 +194,9 @@ var discard = slog.New(slog.DiscardHandler)
 type wworld struct {
 	*sched
 	sc      *WorkerScenario
-	k       Knobs
-	seed    int64
 	q       *queue.Queue
 	net     faults.Transport
 	rNet    *rand.Rand
-	rFault  *rand.Rand
 	rJitter *rand.Rand
 	handler sluice.WorkerHandler
 	kit     workerkit.Kit
@@ -228,11 +215,7 @@ type wworld struct {
 
 	sends     []sendOp
 	sendsLeft int
-	stormOver bool
-	final     bool
-	steps     int
 	crashAt   []int
-	violation *Violation
 }
 
 func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
@@ -241,15 +224,16 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 		// The queue has the redrive policy the configuration says it has.
 		qcfg.DeadLetter, qcfg.MaxReceiveCount = queue.New(queue.Config{Name: "dlq"}, nil), n
 	}
-	w := &wworld{sched: newSched(seed), sc: sc, k: k, seed: seed,
+	w := &wworld{sched: newSched(seed, k, "network"), sc: sc,
 		q:    queue.New(qcfg, nil),
-		rNet: sim.Stream(seed, "network"), rFault: sim.Stream(seed, "faults"), rJitter: sim.Stream(seed, "jitter"),
+		rNet: sim.Stream(seed, "network"), rJitter: sim.Stream(seed, "jitter"),
 		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, results: map[*attempt]*worker.Result{},
 		acked: map[string]bool{}}
-	w.svcFault = k.ServiceFaults
-	w.net = networkCalm
+	w.net = w.calm()
 	if k.DiskFaults {
-		w.net = networkStorm
+		// simrun's network profile: calls failing before or after their effect, throttling,
+		// server errors, stale receipts, fatal errors, and latency spikes that lose leases.
+		w.net = w.fs.Transport
 	}
 	w.handler = sc.Setup(&Env{w: w.sched})
 	p := &Sends{max: k.Jobs}
@@ -259,25 +243,32 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 	w.sends = p.sends
 	w.sendsLeft = len(p.sends)
 	for i, s := range p.sends {
-		w.push(&event{at: epoch.Add(s.at), kind: evPlan, op: i})
+		w.at(epoch.Add(s.at), func() {
+			w.sendsLeft--
+			w.logf("send   %s", w.q.Send(w.now, w.sends[i].body))
+		})
 	}
 	callsGuess := 3 * k.Jobs
 	rc, rs := sim.Stream(seed, "crashes"), sim.Stream(seed, "stops")
 	for range k.Crashes {
 		kind, at, n := rc.Intn(2), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
 		if kind == 0 {
-			w.push(&event{at: epoch.Add(at), kind: evCrash})
+			w.at(epoch.Add(at), w.crash)
 		} else {
 			w.crashAt = append(w.crashAt, n)
 		}
 	}
 	for range k.Stops {
-		w.push(&event{at: epoch.Add(randDur(rs, k.Horizon)), kind: evStop})
+		w.at(epoch.Add(randDur(rs, k.Horizon)), w.stop)
 	}
 	slices.Sort(w.crashAt)
-	w.onCallDone = w.callHook
-	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
-	w.loop()
+	w.onCallDone, w.onOutcome = w.callHook, w.outcome
+	w.loop.AtExact(k.Horizon, w.horizon)
+	stepsMax := sc.StepsMax
+	if stepsMax <= 0 {
+		stepsMax = stepsMaxDefault
+	}
+	w.run(w, stepsMax, loopText{unsettled: "messages are not disposed", stepsField: "WorkerScenario.StepsMax", end: "every message disposed"})
 	return finished(w.violation, w.log)
 }
 
@@ -285,73 +276,23 @@ func (w *wworld) callHook() {
 	for len(w.crashAt) > 0 && w.crashAt[0] <= w.callsN {
 		w.crashAt = w.crashAt[1:]
 		if !w.stormOver {
-			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evCrash})
+			w.after(randDur(w.rFault, 20*time.Millisecond), w.crash)
 		}
 	}
 }
 
-func (w *wworld) fail(inv string, err error) {
-	if w.violation == nil {
-		w.logf("BROKEN %s: %v", inv, err)
-		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
+// release ends the handler goroutines a violation left parked.
+func (w *wworld) release() {
+	for _, a := range w.running { // order-free: each ends on its own, nothing is logged
+		w.kill(a)
 	}
 }
 
-func (w *wworld) loop() {
-	defer func() {
-		if w.aborted == nil {
-			for _, a := range w.running { // order-free: each ends on its own, nothing is logged
-				w.kill(a)
-			}
-		}
-	}()
-	w.logf("start  %s", w.k)
-	w.open()
-	stepsMax := w.sc.StepsMax
-	if stepsMax <= 0 {
-		stepsMax = stepsMaxDefault
-	}
-	for w.violation == nil {
-		if w.aborted != nil {
-			w.fail(w.abortedWhy, w.aborted)
-			return
-		}
-		if w.settled() {
-			break
-		}
-		if w.events.Len() == 0 {
-			w.fail("progress", errors.New("nothing left to happen but messages are not disposed"))
-			return
-		}
-		if w.steps >= stepsMax {
-			w.fail("progress", fmt.Errorf("messages not disposed after %d steps (raise WorkerScenario.StepsMax?)", w.steps))
-			return
-		}
-		w.steps++
-		if at := w.events[0].at; at.After(w.now) {
-			w.now = at
-		}
-		for w.events.Len() > 0 && !w.events[0].at.After(w.now) && w.aborted == nil && w.violation == nil {
-			w.handle(heap.Pop(&w.events).(*event))
-		}
-		if w.eng != nil && w.aborted == nil && w.violation == nil {
-			w.drive()
-		}
-		if msg := w.takeOutlived(); msg != "" {
-			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
-		}
-		w.checkAll()
-	}
-	if w.violation == nil {
-		w.final = true
-		w.logf("end    every message disposed")
-		w.checkAll()
-	}
-}
+func (w *wworld) up() bool { return w.eng != nil }
 
-// settled: the storm is over, every send made, every message deleted or dead-lettered, and no
-// handler or service call is left.
-func (w *wworld) settled() bool {
+// settledAll: the storm is over, every send made, every message deleted or dead-lettered,
+// and no handler or service call is left.
+func (w *wworld) settledAll() bool {
 	if !w.stormOver || w.sendsLeft > 0 || w.eng == nil || len(w.running) > 0 || w.inflight > 0 {
 		return false
 	}
@@ -392,47 +333,40 @@ func (w *wworld) checkAll() {
 	}
 }
 
-func (w *wworld) handle(ev *event) {
-	switch ev.kind {
-	case evPlan:
-		w.sendsLeft--
-		id := w.q.Send(w.now, w.sends[ev.op].body)
-		w.logf("send   %s", id)
-	case evCallDone:
-		w.completeCall(ev.call)
-	case evOutcome:
-		w.outcome(ev.att)
-	case evWake:
-		if w.eng != nil && ev.op == w.gen {
-			w.step(worker.Tick{Now: w.now})
+// calm is the network without faults, at LAN latency: the presets' latency (up to 200 ms a
+// leg) alone makes deletes miss a long poll's lease, which is a network fault here.
+func (w *wworld) calm() faults.Transport {
+	return faults.Transport{LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond}
+}
+
+// crash kills the worker process, if it runs and the storm is not over.
+func (w *wworld) crash() {
+	if w.eng != nil && !w.stormOver {
+		w.logf("CRASH  the worker process dies")
+		if w.recv != nil {
+			w.recv.dead = true // nobody is left to release what it returns
 		}
-	case evFunc:
-		ev.fn()
-	case evCrash:
-		if w.eng != nil && !w.stormOver {
-			w.logf("CRASH  the worker process dies")
-			if w.recv != nil {
-				w.recv.dead = true // nobody is left to release what it returns
-			}
-			w.exit()
-		}
-	case evStop:
-		if w.eng != nil && !w.stopping && !w.stormOver {
-			w.logf("stop   graceful shutdown begins")
-			w.stopping = true
-			w.step(worker.Shutdown{Now: w.now})
-		}
-	case evRestart:
-		w.restarting = false
-		w.open()
-	case evHorizon:
-		w.stormOver = true
-		w.svcFault = false
-		w.net = networkCalm
-		w.logf("calm   no more faults")
-		if w.eng == nil && !w.restarting {
-			w.scheduleRestart()
-		}
+		w.exit()
+	}
+}
+
+// stop begins a graceful shutdown: the Node's sequence.
+func (w *wworld) stop() {
+	if w.eng != nil && !w.stopping && !w.stormOver {
+		w.logf("stop   graceful shutdown begins")
+		w.stopping = true
+		w.step(worker.Shutdown{Now: w.now})
+	}
+}
+
+// horizon ends the storm: no more faults; a process down is restarted.
+func (w *wworld) horizon() {
+	w.stormOver = true
+	w.svcFault = false
+	w.net = w.calm()
+	w.logf("calm   no more faults")
+	if w.eng == nil && !w.restarting {
+		w.scheduleRestart()
 	}
 }
 
@@ -498,7 +432,10 @@ func sortedReceipts(m map[string]*attempt) []string {
 
 func (w *wworld) scheduleRestart() {
 	w.restarting = true
-	w.push(&event{at: w.now.Add(100*time.Millisecond + randDur(w.rFault, 2*time.Second)), kind: evRestart})
+	w.after(w.restartIn(), func() {
+		w.restarting = false
+		w.open()
+	})
 }
 
 func (w *wworld) step(ev worker.Event) {
@@ -531,7 +468,12 @@ func (w *wworld) drive() {
 	}
 	if wake := next.Wake; !wake.IsZero() && !wake.Equal(w.wakeAt) {
 		w.wakeAt = wake
-		w.push(&event{at: later(wake, w.now.Add(time.Millisecond)), kind: evWake, op: w.gen})
+		gen := w.gen
+		w.at(later(wake, w.now.Add(time.Millisecond)), func() {
+			if w.eng != nil && gen == w.gen {
+				w.step(worker.Tick{Now: w.now})
+			}
+		})
 	}
 }
 
@@ -608,23 +550,23 @@ func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string,
 		w.step(worker.CallDone{Call: id, Now: w.now, Entries: errs, Err: err})
 	}
 	c.end = func(err error) {
-		w.push(&event{at: w.now, kind: evFunc, fn: func() {
+		w.after(0, func() {
 			reply(nil, &core.TransportError{Class: core.Retryable, Op: op, Err: err})
-		}})
+		})
 	}
-	w.push(&event{at: later(deadline, w.now), kind: evFunc, fn: func() {
+	w.at(later(deadline, w.now), func() {
 		if !c.settled {
 			c.end(context.DeadlineExceeded)
 		}
-	}})
-	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: func() {
+	})
+	w.after(out, func() {
 		if c.settled {
 			return // its context ended before it reached the queue
 		}
 		w.logf("queue  %s %s: %s", op, what, fate)
 		errs, err := w.callFate(fate, op, apply)
-		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() { reply(errs, err) }})
-	}})
+		w.after(back, func() { reply(errs, err) })
+	})
 }
 
 // callFate applies a call at the queue as its drawn fate says.
@@ -686,7 +628,7 @@ func (w *wworld) Receive(r worker.Receive) {
 				if deadline.Before(next) {
 					next = deadline
 				}
-				w.push(&event{at: next, kind: evFunc, fn: poll})
+				w.at(next, poll)
 				return
 			}
 			if fate == faults.CallFailAfter {
@@ -699,7 +641,7 @@ func (w *wworld) Receive(r worker.Receive) {
 			err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: fmt.Errorf("%s", fate)}
 		}
 		rc.answered = true
-		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
+		w.after(back, func() {
 			if w.eng == nil || w.gen != gen {
 				return // the process died: the messages lapse back
 			}
@@ -709,9 +651,9 @@ func (w *wworld) Receive(r worker.Receive) {
 			}
 			w.kit.Received(msgs)
 			w.step(worker.ReceiveDone{Call: r.Call, Now: w.now, Messages: msgs, Err: err})
-		}})
+		})
 	}
-	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: poll})
+	w.after(out, poll)
 }
 
 // AbandonReceive cancels the call's context: a poll still waiting at the queue ends at once
@@ -729,13 +671,13 @@ func (w *wworld) AbandonReceive(call worker.CallID) {
 	}
 	rc.abandoned = true
 	gen := w.gen
-	w.push(&event{at: w.now, kind: evFunc, fn: func() {
+	w.after(0, func() {
 		if w.eng == nil || w.gen != gen {
 			return
 		}
 		w.recv = nil
 		w.step(worker.ReceiveDone{Call: call, Now: w.now, Err: context.Canceled})
-	}})
+	})
 }
 
 // StartHandler runs the handler for s on its own goroutine until it parks or returns.

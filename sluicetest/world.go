@@ -1,7 +1,6 @@
 package sluicetest
 
 import (
-	"container/heap"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -32,21 +31,15 @@ const (
 	restartsMax = 50
 )
 
-// diskStorm are the disk faults of a seed whose DiskFaults knob is on.
-var diskStorm = faults.Disk{WriteErr: 0.01, SyncErr: 0.02}
-
 // world is one run: core/runner's Node, the host the production owner executes, executed over
 // sim/disk with the world's clock and faults.
 type world[A any] struct {
 	*sched
 	sc      *Scenario[A]
 	codec   sluice.Codec[A]
-	k       Knobs
-	seed    int64
 	disk    *disk.Disk
 	ecfg    runner.Config
 	rJitter *rand.Rand
-	rFault  *rand.Rand
 	kit     runnerkit.Kit // the user's Config as a Runner runs it: middleware, hooks, defaults
 
 	node       *runner.Node   // nil while the process is down
@@ -72,10 +65,6 @@ type world[A any] struct {
 
 	crashCalls []int // crash after this many completed calls (ascending)
 	stopCalls  []int
-	stormOver  bool
-	final      bool
-	steps      int
-	violation  *Violation
 }
 
 // Violation is a broken invariant found by a run.
@@ -105,7 +94,7 @@ type result struct {
 // run runs the scenario once for seed with knobs k.
 func run[A any](sc *Scenario[A], seed int64, k Knobs) result {
 	w := newWorld(sc, seed, k)
-	w.loop()
+	w.run(w, w.stepsMax(), loopText{unsettled: "jobs have not settled", stepsField: "Scenario.StepsMax", end: "every job settled"})
 	return finished(w.violation, w.log)
 }
 
@@ -127,14 +116,11 @@ func finished(v *Violation, log []string) result {
 
 func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w := &world[A]{
-		sched:       newSched(seed),
+		sched:       newSched(seed, k, "disk"),
 		sc:          sc,
 		codec:       sc.Codec,
-		k:           k,
-		seed:        seed,
 		disk:        disk.New(sim.Stream(seed, "disk").Int63()),
 		rJitter:     sim.Stream(seed, "jitter"),
-		rFault:      sim.Stream(seed, "faults"),
 		pending:     map[runner.Ref]int{},
 		running:     map[runner.Token]*attempt{},
 		acked:       map[uint64]bool{},
@@ -145,9 +131,8 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	if w.codec == nil {
 		w.codec = sluice.JSON[A]()
 	}
-	w.svcFault = k.ServiceFaults
 	if k.DiskFaults {
-		w.disk.SetFaults(diskStorm)
+		w.disk.SetFaults(w.fs.Disk) // simrun's disk profile: every disk fault kind at its drawn rate
 	}
 	kit, err := sluice.NewRunnerKit(sc.simConfig(), "", sc.Setup(&Env{w: w.sched}))
 	if err != nil {
@@ -165,7 +150,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w.refID = make([]uint64, p.refs)
 	w.planLeft = len(w.plan)
 	for i, op := range w.plan {
-		w.push(&event{at: epoch.Add(op.at), kind: evPlan, op: i})
+		w.at(epoch.Add(op.at), func() { w.planLeft--; w.submit(i) })
 	}
 
 	// Fault points: a third each at a random time, after a random service call, and inside a
@@ -178,25 +163,25 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		kind, at, n := rc.Intn(3), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
 		switch kind {
 		case 0:
-			w.push(&event{at: epoch.Add(at), kind: evCrash})
+			w.at(epoch.Add(at), w.crashPoint)
 		case 1:
 			w.crashCalls = append(w.crashCalls, n)
 		default:
-			w.push(&event{at: epoch.Add(at), kind: evArmCommitCrash})
+			w.at(epoch.Add(at), w.armCommitCrash)
 		}
 	}
 	for range k.Stops {
 		kind, at, n := rs.Intn(2), randDur(rs, k.Horizon), 1+rs.Intn(callsGuess)
 		if kind == 0 {
-			w.push(&event{at: epoch.Add(at), kind: evStop})
+			w.at(epoch.Add(at), w.stop)
 		} else {
 			w.stopCalls = append(w.stopCalls, n)
 		}
 	}
 	slices.Sort(w.crashCalls)
 	slices.Sort(w.stopCalls)
-	w.onCallDone = w.callHook
-	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
+	w.onCallDone, w.onOutcome = w.callHook, w.outcome
+	w.loop.AtExact(k.Horizon, w.horizon)
 	return w
 }
 
@@ -223,13 +208,13 @@ func (w *world[A]) callHook() {
 	for len(w.crashCalls) > 0 && w.crashCalls[0] <= w.callsN {
 		w.crashCalls = w.crashCalls[1:]
 		if !w.stormOver {
-			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evCrash})
+			w.after(randDur(w.rFault, 20*time.Millisecond), w.crashPoint)
 		}
 	}
 	for len(w.stopCalls) > 0 && w.stopCalls[0] <= w.callsN {
 		w.stopCalls = w.stopCalls[1:]
 		if !w.stormOver {
-			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evStop})
+			w.after(randDur(w.rFault, 20*time.Millisecond), w.stop)
 		}
 	}
 }
@@ -239,48 +224,6 @@ func (w *world[A]) stepsMax() int {
 		return w.sc.StepsMax
 	}
 	return stepsMaxDefault
-}
-
-func (w *world[A]) loop() {
-	defer w.release()
-	w.logf("start  %s", w.k)
-	w.open()
-	for w.violation == nil {
-		if w.aborted != nil {
-			w.fail(w.abortedWhy, w.aborted)
-			return
-		}
-		if w.settledAll() {
-			break
-		}
-		if w.events.Len() == 0 {
-			w.fail("progress", errors.New("nothing left to happen but jobs have not settled"))
-			return
-		}
-		if w.steps >= w.stepsMax() {
-			w.fail("progress", fmt.Errorf("jobs have not settled after %d steps (raise Scenario.StepsMax?)", w.steps))
-			return
-		}
-		w.steps++
-		if at := w.events[0].at; at.After(w.now) {
-			w.now = at
-		}
-		for w.events.Len() > 0 && !w.events[0].at.After(w.now) && w.aborted == nil {
-			w.handle(heap.Pop(&w.events).(*event))
-		}
-		if w.eng != nil && w.aborted == nil {
-			w.commit()
-		}
-		if msg := w.takeOutlived(); msg != "" {
-			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
-		}
-		w.checkAll()
-	}
-	if w.violation == nil {
-		w.final = true
-		w.logf("end    every job settled")
-		w.checkAll()
-	}
 }
 
 // release ends the handler goroutines a violation left parked, so a sweep leaks none.
@@ -293,12 +236,7 @@ func (w *world[A]) release() {
 	}
 }
 
-func (w *world[A]) fail(inv string, err error) {
-	if w.violation == nil {
-		w.logf("BROKEN %s: %v", inv, err)
-		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
-	}
-}
+func (w *world[A]) up() bool { return w.eng != nil }
 
 // settledAll: the storm is over, the plan done, and nothing waits, runs or is in flight.
 func (w *world[A]) settledAll() bool {
@@ -306,45 +244,40 @@ func (w *world[A]) settledAll() bool {
 		len(w.running) == 0 && w.inflight == 0 && len(w.pending) == 0
 }
 
-func (w *world[A]) handle(ev *event) {
-	switch ev.kind {
-	case evPlan:
-		w.planLeft--
-		w.submit(ev.op)
-	case evCallDone:
-		w.completeCall(ev.call)
-	case evOutcome:
-		w.outcome(ev.att)
-	case evWake:
-	case evFunc:
-		ev.fn()
-	case evCrash:
-		if w.eng != nil && !w.stormOver {
-			w.crash("crash")
-		}
-	case evArmCommitCrash:
-		if w.eng != nil && !w.stormOver {
-			n := 1 + w.rFault.Intn(4)
-			w.logf("arm    crash at the %d-th disk write or sync from now", n)
-			w.disk.CrashAfter(n)
-		}
-	case evStop:
-		if w.eng != nil && !w.stopping && !w.stormOver {
-			w.logf("stop   graceful stop begins")
-			w.stopping = true
-			w.step(runner.Close{Compact: w.sc.Config.CompactOnClose})
-		}
-	case evRestart:
-		w.restarting = false
-		w.open()
-	case evHorizon:
-		w.stormOver = true
-		w.svcFault = false
-		w.disk.SetFaults(faults.Disk{})
-		w.logf("calm   no more faults")
-		if w.eng == nil && !w.restarting {
-			w.scheduleRestart()
-		}
+// crashPoint crashes the process, if it runs and the storm is not over.
+func (w *world[A]) crashPoint() {
+	if w.eng != nil && !w.stormOver {
+		w.crash("crash")
+	}
+}
+
+// armCommitCrash cuts the process at its k-th mutating disk operation from now, k drawn as
+// simrun's crash points are: over every operation of a batch and of a compaction's swap.
+func (w *world[A]) armCommitCrash() {
+	if w.eng != nil && !w.stormOver {
+		n := w.fs.Process.Point(w.rFault)
+		w.logf("arm    crash at the %d-th disk write or sync from now", n)
+		w.disk.CrashAfter(n)
+	}
+}
+
+// stop begins a graceful stop: the Node's close sequence.
+func (w *world[A]) stop() {
+	if w.eng != nil && !w.stopping && !w.stormOver {
+		w.logf("stop   graceful stop begins")
+		w.stopping = true
+		w.step(runner.Close{Compact: w.sc.Config.CompactOnClose})
+	}
+}
+
+// horizon ends the storm: no more faults; a process down is restarted.
+func (w *world[A]) horizon() {
+	w.stormOver = true
+	w.svcFault = false
+	w.disk.SetFaults(faults.Disk{})
+	w.logf("calm   no more faults")
+	if w.eng == nil && !w.restarting {
+		w.scheduleRestart()
 	}
 }
 
@@ -411,6 +344,8 @@ func (w *world[A]) outcome(a *attempt) {
 	w.step(runner.Ended{Token: a.tok, Outcome: outcome.Runner(out)})
 }
 
+func (w *world[A]) drive() { w.commit() }
+
 // commit performs the Node's Readys. A written batch's sync lands as an event of this instant,
 // after the events already due now: what they step goes into the next batch (pipelined, as in
 // production).
@@ -430,11 +365,11 @@ func (w *world[A]) commit() {
 		}
 		if !rd.Sync.Empty() {
 			gen := w.gen
-			w.push(&event{at: w.now, kind: evFunc, fn: func() {
+			w.after(0, func() {
 				if w.gen == gen && w.node == n {
 					n.Step(runner.SyncDone{Err: rd.Sync.Sync()})
 				}
-			}})
+			})
 		}
 		if !rd.WakeAt.IsZero() && !rd.WakeAt.Equal(w.wakeAt) {
 			w.wakeAt = rd.WakeAt
@@ -442,7 +377,7 @@ func (w *world[A]) commit() {
 			if min := w.now.Add(time.Millisecond); at.Before(min) {
 				at = min
 			}
-			w.push(&event{at: at, kind: evWake})
+			w.at(at, func() {}) // an instant to look at the Node again
 		}
 	}
 }
@@ -591,8 +526,10 @@ func (w *world[A]) killAll() {
 
 func (w *world[A]) scheduleRestart() {
 	w.restarting = true
-	d := 100*time.Millisecond + randDur(w.rFault, 2*time.Second)
-	w.push(&event{at: w.now.Add(d), kind: evRestart})
+	w.after(w.restartIn(), func() {
+		w.restarting = false
+		w.open()
+	})
 }
 
 // open starts the process: Open (replay, requeue interrupted attempts), then Run's dispatch on.
