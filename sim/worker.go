@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/netfault"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -1053,22 +1054,10 @@ func (w *World) checkQueue() {
 	}
 }
 
-func transportErr(class core.Class, op, code string) error {
-	return &core.TransportError{Class: class, Op: op, Code: code, Err: errors.New("simulated " + code)}
-}
+// transportErr and callErr are the simulated client's errors, shared with sluicetest.
+var transportErr = netfault.Err
 
-func callErr(w *World, call faults.Call, op string) error {
-	switch call {
-	case faults.CallThrottle:
-		return transportErr(core.Retryable, op, "ThrottlingException")
-	case faults.CallServerError:
-		return transportErr(core.Retryable, op, "InternalError")
-	case faults.CallFatal:
-		return transportErr(core.Fatal, op, "AccessDenied")
-	default:
-		return transportErr(core.Retryable, op, "RequestTimeout")
-	}
-}
+func callErr(_ *World, call faults.Call, op string) error { return netfault.Call(call, op) }
 
 // dupTracker attributes each duplicate successful run of a message (a success after an
 // earlier success) to what kept the earlier one from deleting it.

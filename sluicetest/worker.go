@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/netfault"
 	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/faults"
@@ -501,14 +502,14 @@ func (w *wworld) CancelHandler(c worker.CancelHandler) {
 
 func (w *wworld) ChangeVisibility(c lease.ChangeVisibility) {
 	entries := c.Entries
-	w.leaseCall(c.Call, c.Deadline, "change-visibility", describeChanges(entries), func(now time.Time) []error {
+	w.leaseCall(c.Call, c.Deadline, "change-visibility", describeChanges(entries), len(entries), func(now time.Time) []error {
 		return w.q.ChangeVisibilityBatch(now, entries)
 	})
 }
 
 func (w *wworld) Delete(d lease.Delete) {
 	receipts := d.Receipts
-	w.leaseCall(d.Call, d.Deadline, "delete", strings.Join(receipts, " "), func(now time.Time) []error {
+	w.leaseCall(d.Call, d.Deadline, "delete", strings.Join(receipts, " "), len(receipts), func(now time.Time) []error {
 		return w.q.DeleteBatch(now, receipts)
 	})
 }
@@ -531,7 +532,7 @@ type leaseCall struct {
 // effect at the queue after one leg's latency (unless the network fails it first, or its
 // context ended before it got there) and its reply arrives after another, to this process
 // only; a reply not back by the deadline is the context's error, then.
-func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string, apply func(now time.Time) []error) {
+func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string, n int, apply func(now time.Time) []error) {
 	gen := w.gen
 	fate := w.net.Draw(w.rNet, true)
 	out, _ := w.net.Latency(w.rNet)
@@ -564,23 +565,28 @@ func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string,
 			return // its context ended before it reached the queue
 		}
 		w.logf("queue  %s %s: %s", op, what, fate)
-		errs, err := w.callFate(fate, op, apply)
+		errs, err := w.callFate(fate, op, n, apply)
 		w.after(back, func() { reply(errs, err) })
 	})
 }
 
-// callFate applies a call at the queue as its drawn fate says.
-func (w *wworld) callFate(fate faults.Call, op string, apply func(now time.Time) []error) ([]error, error) {
+// callFate applies a batch call of n entries at the queue as its drawn fate says, with the
+// errors sim's worlds give each fate.
+func (w *wworld) callFate(fate faults.Call, op string, n int, apply func(now time.Time) []error) ([]error, error) {
 	switch fate {
 	case faults.CallOK:
 		return apply(w.now), nil
 	case faults.CallFailAfter:
 		apply(w.now)
-		return nil, &core.TransportError{Class: core.Retryable, Op: op, Err: errors.New("reply lost")}
-	case faults.CallFatal:
-		return nil, &core.TransportError{Class: core.Fatal, Op: op, Err: errors.New("access denied")}
+		return nil, netfault.Lost(op)
+	case faults.CallStale:
+		errs := make([]error, n)
+		for i := range errs {
+			errs[i] = netfault.Stale(op)
+		}
+		return errs, nil
 	}
-	return nil, &core.TransportError{Class: core.Retryable, Op: op, Err: fmt.Errorf("%s", fate)}
+	return nil, netfault.Call(fate, op)
 }
 
 func describeChanges(es []core.VisibilityChange) string {
@@ -633,12 +639,10 @@ func (w *wworld) Receive(r worker.Receive) {
 			}
 			if fate == faults.CallFailAfter {
 				// Received at the queue, reply lost: hidden until their windows lapse.
-				msgs, err = nil, &core.TransportError{Class: core.Retryable, Op: "receive", Err: errors.New("reply lost")}
+				msgs, err = nil, netfault.Lost("receive")
 			}
-		case faults.CallFatal:
-			err = &core.TransportError{Class: core.Fatal, Op: "receive", Err: errors.New("access denied")}
 		default:
-			err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: fmt.Errorf("%s", fate)}
+			err = netfault.Call(fate, "receive")
 		}
 		rc.answered = true
 		w.after(back, func() {

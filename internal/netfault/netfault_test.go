@@ -1,0 +1,35 @@
+package netfault
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/sim/faults"
+)
+
+func TestCallClassesEachFate(t *testing.T) {
+	for _, c := range []struct {
+		fate  faults.Call
+		class core.Class
+		code  string
+	}{
+		{faults.CallFailBefore, core.Retryable, "RequestTimeout"},
+		{faults.CallFailAfter, core.Retryable, "RequestTimeout"},
+		{faults.CallThrottle, core.Retryable, "ThrottlingException"},
+		{faults.CallServerError, core.Retryable, "InternalError"},
+		{faults.CallFatal, core.Fatal, "AccessDenied"},
+	} {
+		var te *core.TransportError
+		if err := Call(c.fate, "delete"); !errors.As(err, &te) || te.Class != c.class || te.Code != c.code || te.Op != "delete" {
+			t.Errorf("%v: got %v, want class %v code %s", c.fate, err, c.class, c.code)
+		}
+	}
+	if err := Call(faults.CallOK, "delete"); err != nil {
+		t.Errorf("ok: got %v", err)
+	}
+	var te *core.TransportError
+	if err := Stale("delete"); !errors.As(err, &te) || te.Class != core.Gone {
+		t.Errorf("stale: got %v, want gone", err)
+	}
+}
