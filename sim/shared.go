@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"errors"
+	"io"
 	"math/rand"
 
+	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 )
 
@@ -28,4 +31,11 @@ func pickFaults(r *rand.Rand, seed int64, profile string) (faults.Set, error) {
 		return faults.Set{}, err
 	}
 	return fs, nil
+}
+
+// Injected says whether err is the work of a fault injected on a disk with faults d: an error
+// the disk returned (disk.ErrInjected), or the journal's io.ErrShortWrite for a short count the
+// disk reported without one.
+func Injected(err error, d faults.Disk) bool {
+	return errors.Is(err, disk.ErrInjected) || d.ShortWrite > 0 && errors.Is(err, io.ErrShortWrite)
 }

@@ -406,6 +406,7 @@ func (w *world[A]) perform(rd runner.Effects) {
 			w.cancelAcked[id] = w.now
 			w.logf("ack    cancel of job %d", id)
 		case opRetry:
+			delete(w.settled, w.refID[op.ref]) // dead no more: it runs again
 			w.logf("ack    retry of job %d", w.refID[op.ref])
 		}
 	}
@@ -540,7 +541,7 @@ func (w *world[A]) open() {
 	if err != nil {
 		w.failedOpen++
 		w.logf("open   failed: %v", err)
-		if (errors.Is(err, disk.ErrInjected) || errors.Is(err, disk.ErrCrashed)) && w.failedOpen < restartsMax {
+		if (sim.Injected(err, w.fs.Disk) || errors.Is(err, disk.ErrCrashed)) && w.failedOpen < restartsMax {
 			w.disk.Crash()
 			w.scheduleRestart()
 			return
@@ -551,7 +552,36 @@ func (w *world[A]) open() {
 	w.failedOpen = 0
 	w.eng, w.node = e, runner.NewNode(e, runner.NodeConfig{})
 	w.logf("open   %d interrupted attempts requeued", e.Orphans())
+	if err := w.recovered(); err != nil {
+		w.fail("durable state survives a restart", err)
+		return
+	}
 	w.step(runner.Admit{On: true})
+}
+
+// recovered compares the reopened journal with what the process was told was durable: every
+// acknowledged job is there, unless it settled (compaction prunes settled jobs), and every job
+// reported settled is still settled, in the same state. A terminal job the world had not seen
+// settle (the process died between the sync and its effects) is settled from now on.
+func (w *world[A]) recovered() error {
+	ids := make([]uint64, 0, len(w.acked))
+	for id := range w.acked {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		j, ok := w.eng.Get(id)
+		st, settled := w.settled[id]
+		switch {
+		case !ok && !settled:
+			return fmt.Errorf("acknowledged job %d is gone from the reopened journal", id)
+		case ok && settled && j.State != st:
+			return fmt.Errorf("job %d was reported settled %s, but the reopened journal has it %s", id, st, j.State)
+		case ok && !settled && j.State.Terminal():
+			w.settled[id] = j.State
+		}
+	}
+	return nil
 }
 
 // jobs is the last durable state in the invariants' terms.
