@@ -29,6 +29,8 @@ const (
 	stepsMaxDefault = 100_000
 	// restartsMax bounds the failed reopens in a row before the run reports it.
 	restartsMax = 50
+	// diskStorm multiplies the disk profile's rates when the DiskFaults knob is on.
+	diskStorm = 10
 )
 
 // world is one run: core/runner's Node, the host the production owner executes, executed over
@@ -132,7 +134,11 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		w.codec = sluice.JSON[A]()
 	}
 	if k.DiskFaults {
-		w.disk.SetFaults(w.fs.Disk) // simrun's disk profile: every disk fault kind at its drawn rate
+		// simrun's disk profile, every kind at ten times its drawn rate: a sluicetest run makes
+		// tens of disk operations where a simrun run makes thousands.
+		fs := w.fs
+		fs.Storm(diskStorm)
+		w.disk.SetFaults(fs.Disk)
 	}
 	kit, err := sluice.NewRunnerKit(sc.simConfig(), "", sc.Setup(&Env{w: w.sched}))
 	if err != nil {
