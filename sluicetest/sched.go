@@ -33,11 +33,12 @@ type attempt struct {
 	parked *pendingCall
 	// dead: the process died; the next Service call exits the goroutine.
 	dead, exiting bool
-	// userCancelled: the job's cancellation reached the handler's context.
-	userCancelled bool
-	calls         int // service calls issued so far
-	finished      atomic.Bool
-	out           error
+	// userCancelled: the job's cancellation reached the handler's context; cancelled: any
+	// cancellation did.
+	userCancelled, cancelled bool
+	calls                    int // service calls issued so far
+	finished                 atomic.Bool
+	out                      error
 }
 
 type reply struct {
@@ -84,12 +85,15 @@ type sched struct {
 	services []*Service // in creation order
 	svcFault bool
 	inflight int
-	callsN   int
+	callsN   int // calls completed
+	issuedN  int // calls issued
 	log      []string
-	// onCallDone runs after every completed call (crash and stop points hook here);
+	// onCallDone runs after every completed call, onCallIssued after every issued one with
+	// its latency (crash and stop points hook here);
 	// onOutcome takes a returned handler's outcome, as an event of the instant it returned.
-	onCallDone func()
-	onOutcome  func(*attempt)
+	onCallDone   func()
+	onCallIssued func(lat time.Duration)
+	onOutcome    func(*attempt)
 	// aborted: a handler broke the simulation (blocked, or raced it); the run stops.
 	aborted    error
 	abortedWhy string
@@ -281,6 +285,10 @@ func (w *sched) issue(c *pendingCall) {
 	w.inflight++
 	w.after(lat, func() { w.completeCall(c) })
 	w.logf("call   %v %s.%s key=%q idem=%q", c.att.tok, s.name, c.req.Op, c.req.Key, c.req.IdempotencyKey)
+	w.issuedN++
+	if w.onCallIssued != nil {
+		w.onCallIssued(lat)
+	}
 }
 
 // callDraws are the random numbers of one call, a stream of the seed named by the call's

@@ -64,6 +64,7 @@ type world[A any] struct {
 	reported    map[uint64]bool      // a success outcome was fed for the job
 	cancelAcked map[uint64]time.Time // when the job's cancel became durable
 	last        runner.Snapshot      // the state when the process last went down
+	closed      bool                 // it went down by a graceful stop, not a crash
 
 	crashCalls []int // crash after this many completed calls (ascending)
 	stopCalls  []int
@@ -159,8 +160,9 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		w.at(epoch.Add(op.at), func() { w.planLeft--; w.submit(i) })
 	}
 
-	// Fault points: a third each at a random time, after a random service call, and inside a
-	// commit (armed at a random time).
+	// Crash points: a third each at a random time, after a random service call, and inside a
+	// commit (armed at a random time); stop points: half at a random time, half while a random
+	// service call is in flight.
 	// Crash and stop points come from their own streams, so lowering one knob while
 	// shrinking keeps the other points (and the first n of its own) where they were.
 	callsGuess := 3 * k.Jobs
@@ -186,7 +188,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	}
 	slices.Sort(w.crashCalls)
 	slices.Sort(w.stopCalls)
-	w.onCallDone, w.onOutcome = w.callHook, w.outcome
+	w.onCallDone, w.onCallIssued, w.onOutcome = w.callHook, w.stopHook, w.outcome
 	w.loop.AtExact(k.Horizon, w.horizon)
 	return w
 }
@@ -209,7 +211,7 @@ func randDur(r *rand.Rand, d time.Duration) time.Duration {
 	return time.Duration(r.Int63n(int64(d)))
 }
 
-// callHook schedules the crashes and stops that wait for the n-th completed call.
+// callHook schedules the crashes that wait for the n-th completed call.
 func (w *world[A]) callHook() {
 	for len(w.crashCalls) > 0 && w.crashCalls[0] <= w.callsN {
 		w.crashCalls = w.crashCalls[1:]
@@ -217,10 +219,15 @@ func (w *world[A]) callHook() {
 			w.after(randDur(w.rFault, 20*time.Millisecond), w.crashPoint)
 		}
 	}
-	for len(w.stopCalls) > 0 && w.stopCalls[0] <= w.callsN {
+}
+
+// stopHook schedules the stops that wait for the n-th issued call, while it is in flight: a
+// graceful stop that finds its handler inside a call.
+func (w *world[A]) stopHook(lat time.Duration) {
+	for len(w.stopCalls) > 0 && w.stopCalls[0] <= w.issuedN {
 		w.stopCalls = w.stopCalls[1:]
 		if !w.stormOver {
-			w.after(randDur(w.rFault, 20*time.Millisecond), w.stop)
+			w.after(randDur(w.rFault, lat), w.stop)
 		}
 	}
 }
@@ -432,6 +439,7 @@ func (w *world[A]) perform(rd runner.Effects) {
 			a.userCancelled = true
 		}
 		w.logf("cancel %v (%v)", c.Token, cause)
+		a.cancelled = true
 		a.cancel(cause)
 		w.interrupt(a, cause)
 	}
@@ -473,6 +481,7 @@ func (w *world[A]) start(s runner.Attempt) {
 // are lost, the disk keeps what a power cut leaves.
 func (w *world[A]) crash(why string) {
 	w.logf("CRASH  %s", why)
+	w.closed = false
 	w.killAll()
 	w.eng, w.node = nil, nil
 	w.disk.Crash()
@@ -492,15 +501,28 @@ func (w *world[A]) finishClose() {
 		return
 	}
 	w.logf("stop   runner closed; the process exits")
+	if tok, ok := w.uncancelled(); ok {
+		w.fail("a graceful stop waits for its handlers", fmt.Errorf("the runner closed while attempt %v ran, never cancelled: the stop gives a running handler its grace, then cancels it, before it closes", tok))
+		return
+	}
 	w.killAll()
 	w.eng, w.node = nil, nil
+	w.closed = true // w.last is what the closing runner held: all of it durable
 	w.scheduleRestart()
 }
 
-func (w *world[A]) killAll() {
-	if w.eng != nil {
-		w.last = w.eng.State()
+// uncancelled reports the first attempt, by token, still running and never cancelled.
+func (w *world[A]) uncancelled() (runner.Token, bool) {
+	for _, t := range w.runningTokens() {
+		if !w.running[t].cancelled {
+			return t, true
+		}
 	}
+	return runner.Token{}, false
+}
+
+// runningTokens lists the running attempts in token order (never map order).
+func (w *world[A]) runningTokens() []runner.Token {
 	toks := make([]runner.Token, 0, len(w.running))
 	for t := range w.running {
 		toks = append(toks, t)
@@ -511,7 +533,14 @@ func (w *world[A]) killAll() {
 		}
 		return toks[i].Attempt < toks[j].Attempt
 	})
-	for _, t := range toks {
+	return toks
+}
+
+func (w *world[A]) killAll() {
+	if w.eng != nil {
+		w.last = w.eng.State()
+	}
+	for _, t := range w.runningTokens() {
 		a := w.running[t]
 		a.cancel(sluice.ErrShutdown)
 		w.kill(a)
@@ -562,7 +591,37 @@ func (w *world[A]) open() {
 		w.fail("durable state survives a restart", err)
 		return
 	}
+	if err := w.reopenedAsClosed(); err != nil {
+		w.fail("a graceful stop keeps every outcome", err)
+		return
+	}
 	w.step(runner.Admit{On: true})
+}
+
+// reopenedAsClosed compares the journal reopened after a graceful stop with what the closing
+// runner held, which Close made durable: each job as it was (attempts running at the stop
+// requeued), unless compaction at close pruned it settled.
+func (w *world[A]) reopenedAsClosed() error {
+	if !w.closed {
+		return nil
+	}
+	w.closed = false
+	for _, c := range w.last.Jobs {
+		j, ok := w.eng.Get(c.ID)
+		switch {
+		case !ok && c.State.Terminal():
+		case !ok:
+			return fmt.Errorf("job %d was %s when the runner closed, and is gone from the reopened journal", c.ID, c.State)
+		case c.State == runner.Running:
+			if j.State.Terminal() || j.Attempts < c.Attempts {
+				return fmt.Errorf("job %d was running attempt %d when the runner closed, and reopened %s after %d", c.ID, c.Attempts, j.State, j.Attempts)
+			}
+		case j.State != c.State || j.Attempts != c.Attempts:
+			return fmt.Errorf("job %d was %s after %d attempts when the runner closed, and reopened %s after %d: the stop did not make it durable",
+				c.ID, c.State, c.Attempts, j.State, j.Attempts)
+		}
+	}
+	return nil
 }
 
 // recovered compares the reopened journal with what the process was told was durable: every
