@@ -205,16 +205,10 @@ type Invariant[A any] struct {
 // Request.Key the handler uses).
 func ExactlyOnce[A any](service string, key func(payload A) string) Invariant[A] {
 	return Invariant[A]{Name: "exactly-once " + service + " effect per key", Check: func(v View[A]) error {
-		n := map[string]int{}
-		for _, c := range v.Effects(service) {
-			if c.Read {
-				continue
-			}
-			n[c.Key]++
-			if n[c.Key] > 1 {
-				return fmt.Errorf("key %q took effect %d times on %s (the last by attempt %d#%d at %s)",
-					c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
-			}
+		n, c := onceEach(v.Calls(service))
+		if c != nil {
+			return fmt.Errorf("key %q took effect %d times on %s (the last by attempt %d#%d at %s)",
+				c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
 		}
 		if !v.Final() {
 			return nil

@@ -120,6 +120,35 @@ func newSched(seed int64, k Knobs, profile string) *sched {
 	return w
 }
 
+// effectAfterCancel is the first call that took effect although its attempt's context had
+// been cancelled, with its service's name.
+func (w *sched) effectAfterCancel() (Call, string, bool) {
+	for _, s := range w.services {
+		for _, c := range s.calls {
+			if c.Applied && c.AfterCancel {
+				return c, s.name, true
+			}
+		}
+	}
+	return Call{}, "", false
+}
+
+// onceEach counts the effects per key of calls (reads and calls without effect left out) and
+// returns the first call whose key took effect a second time.
+func onceEach(calls []Call) (map[string]int, *Call) {
+	n := map[string]int{}
+	for i, c := range calls {
+		if !c.Applied || c.Read {
+			continue
+		}
+		n[c.Key]++
+		if n[c.Key] > 1 {
+			return n, &calls[i]
+		}
+	}
+	return n, nil
+}
+
 // at schedules fn at t (a time already passed means now).
 func (w *sched) at(t time.Time, fn func()) { w.loop.At(t.Sub(epoch), fn) }
 

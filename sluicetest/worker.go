@@ -116,16 +116,10 @@ func (v WorkerView) Calls(service string) []Call {
 // Request.Key its handler uses.
 func ExactlyOnceMessages(service string, key func(body []byte) string) WorkerInvariant {
 	return WorkerInvariant{Name: "exactly-once " + service + " effect per key", Check: func(v WorkerView) error {
-		n := map[string]int{}
-		for _, c := range v.Calls(service) {
-			if !c.Applied || c.Read {
-				continue
-			}
-			n[c.Key]++
-			if n[c.Key] > 1 {
-				return fmt.Errorf("key %q took effect %d times on %s (the last by message %d delivery %d at %s)",
-					c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
-			}
+		n, c := onceEach(v.Calls(service))
+		if c != nil {
+			return fmt.Errorf("key %q took effect %d times on %s (the last by message %d delivery %d at %s)",
+				c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
 		}
 		if !v.Final() {
 			return nil
@@ -316,13 +310,9 @@ func (w *wworld) checkAll() {
 		}
 		return nil
 	}}, {Name: "no effect after cancel", Check: func(WorkerView) error {
-		for _, s := range w.services {
-			for _, c := range s.calls {
-				if c.Applied && c.AfterCancel {
-					return fmt.Errorf("message %d delivery %d's call %s.%s key %q took effect after its handler's context was cancelled (lease lost or shutdown): does the handler use context.WithoutCancel?",
-						c.Job, c.Attempt, s.name, c.Op, c.Key)
-				}
-			}
+		if c, svc, ok := w.effectAfterCancel(); ok {
+			return fmt.Errorf("message %d delivery %d's call %s.%s key %q took effect after its handler's context was cancelled (lease lost or shutdown): does the handler use context.WithoutCancel?",
+				c.Job, c.Attempt, svc, c.Op, c.Key)
 		}
 		return nil
 	}}}, w.sc.Invariants...)

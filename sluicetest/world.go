@@ -695,13 +695,9 @@ func (w *world[A]) checkAll() {
 func (w *world[A]) provided() []Invariant[A] {
 	return []Invariant[A]{
 		{Name: "no effect after cancel", Check: func(View[A]) error {
-			for _, s := range w.services {
-				for _, c := range s.calls {
-					if c.Applied && c.AfterCancel {
-						return fmt.Errorf("attempt %d#%d's call %s.%s key %q took effect although the job's cancellation had reached its context (does the handler use context.WithoutCancel or context.Background?)",
-							c.Job, c.Attempt, s.name, c.Op, c.Key)
-					}
-				}
+			if c, svc, ok := w.effectAfterCancel(); ok {
+				return fmt.Errorf("attempt %d#%d's call %s.%s key %q took effect although the job's cancellation had reached its context (does the handler use context.WithoutCancel or context.Background?)",
+					c.Job, c.Attempt, svc, c.Op, c.Key)
 			}
 			return nil
 		}},
