@@ -23,9 +23,10 @@ type Scenario[A any] struct {
 	Setup func(env *Env) sluice.Handler[A]
 	// Workload plans the enqueues, cancels and retries, drawing from r.
 	Workload func(r *rand.Rand, p *Plan[A])
-	// Invariants are checked after every step and at the end (View.Final). Three provided
-	// ones are always checked too: "acknowledged jobs settle", "no effect after cancel" and
-	// "success was reported".
+	// Invariants are checked after every step and at the end (View.Final). Provided ones are
+	// always checked too: "acknowledged jobs settle", "no effect after cancel", "success was
+	// reported", "durable state survives a restart", "a graceful stop waits for its handlers"
+	// and "a graceful stop keeps every outcome".
 	Invariants []Invariant[A]
 	// JobsMax bounds the enqueues a seed's knobs allow (default 8); Horizon is how long
 	// faults are injected (default 30s of simulated time).
@@ -119,7 +120,7 @@ type Knobs struct {
 	Jobs          int  // enqueues allowed
 	Crashes       int  // process crashes (at a time, after a service call, or inside a commit)
 	Stops         int  // graceful stops
-	DiskFaults    bool // failed writes and fsyncs (each poisons the runner: a crash)
+	DiskFaults    bool // the disk profile's faults (a failed write or fsync poisons the runner: a crash)
 	ServiceFaults bool // the services' Fail, ApplyThenFail and Timeout
 	Horizon       time.Duration
 }
