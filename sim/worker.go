@@ -926,11 +926,7 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 				entries, whole = nil, transportErr(core.Retryable, op, "RequestTimeout")
 			} else if breach == faults.BreachCount {
 				// The contract broken: one result too few or too many (taken effect all the same).
-				if len(entries) > 1 && w.rBreach.Intn(2) == 0 {
-					entries = entries[:len(entries)-1]
-				} else {
-					entries = append(entries, nil)
-				}
+				entries = netfault.Miscount(entries, len(entries) > 1 && w.rBreach.Intn(2) == 0)
 			}
 		case call == faults.CallStale:
 			entries = make([]error, n)
@@ -980,9 +976,7 @@ func asCaller(receipts []string, entries []error, whole error) error {
 	return whole
 }
 
-// errUnclassed is a failure that is no *core.TransportError (a client library's own error): the
-// worker must treat it as retryable and as possibly taken effect (core.ClassOf).
-var errUnclassed = errors.New("simulated connection reset by peer")
+var errUnclassed = netfault.ErrUnclassed
 
 // dispositionReplied tells the checker which disposition calls failed retryably (the
 // worker may send them again).

@@ -193,6 +193,7 @@ type wworld struct {
 	net     faults.Transport
 	rNet    *rand.Rand
 	rJitter *rand.Rand
+	rBreach *rand.Rand
 	handler sluice.WorkerHandler
 	kit     workerkit.Kit
 
@@ -221,7 +222,7 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 	}
 	w := &wworld{sched: newSched(seed, k, "network"), sc: sc,
 		q:    queue.New(qcfg, nil),
-		rNet: sim.Stream(seed, "network"), rJitter: sim.Stream(seed, "jitter"),
+		rNet: sim.Stream(seed, "network"), rJitter: sim.Stream(seed, "jitter"), rBreach: sim.Stream(seed, "breach"),
 		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, results: map[*attempt]*worker.Result{},
 		acked: map[string]bool{}}
 	w.net = w.calm()
@@ -527,6 +528,7 @@ func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string,
 	fate := w.net.Draw(w.rNet, true)
 	out, _ := w.net.Latency(w.rNet)
 	back, _ := w.net.Latency(w.rNet)
+	breach := w.breach(false)
 	c := &leaseCall{}
 	w.calls[id] = c
 	reply := func(errs []error, err error) {
@@ -554,8 +556,22 @@ func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string,
 		if c.settled {
 			return // its context ended before it reached the queue
 		}
-		w.logf("queue  %s %s: %s", op, what, fate)
-		errs, err := w.callFate(fate, op, n, apply)
+		var (
+			errs []error
+			err  error
+		)
+		switch {
+		case breach == faults.BreachUnclassed:
+			w.logf("queue  %s %s: breach, no effect, an unclassified error", op, what)
+			err = netfault.ErrUnclassed
+		default:
+			w.logf("queue  %s %s: %s", op, what, fate)
+			errs, err = w.callFate(fate, op, n, apply)
+			if breach == faults.BreachCount && fate == faults.CallOK {
+				w.logf("queue  %s: breach, a reply with the wrong number of entries", op)
+				errs = netfault.Miscount(errs, len(errs) > 1 && w.rBreach.Intn(2) == 0)
+			}
+		}
 		w.after(back, func() { reply(errs, err) })
 	})
 }
@@ -587,6 +603,15 @@ func describeChanges(es []core.VisibilityChange) string {
 	return strings.Join(parts, " ")
 }
 
+// breach draws the contract-breach family for one call, from its own stream and only while
+// the network model has it on (faults.Transport.DrawBreach).
+func (w *wworld) breach(receive bool) int {
+	if w.net.Breach == 0 {
+		return faults.BreachNone
+	}
+	return w.net.DrawBreach(w.rBreach, receive)
+}
+
 // recvCall is a receive call in flight.
 type recvCall struct {
 	call      worker.CallID
@@ -603,6 +628,7 @@ func (w *wworld) Receive(r worker.Receive) {
 	fate := w.net.Draw(w.rNet, false)
 	out, _ := w.net.Latency(w.rNet)
 	back, _ := w.net.Latency(w.rNet)
+	breach := w.breach(true)
 	deadline := w.now.Add(out + r.Wait)
 	var poll func()
 	poll = func() {
@@ -613,9 +639,15 @@ func (w *wworld) Receive(r worker.Receive) {
 			msgs []core.Message
 			err  error
 		)
-		switch fate {
-		case faults.CallOK, faults.CallFailAfter:
+		switch {
+		case breach == faults.BreachUnclassed:
+			err = netfault.ErrUnclassed
+		case fate == faults.CallOK, fate == faults.CallFailAfter:
 			msgs = w.q.Receive(w.now, r.Max, r.Visibility)
+			if breach == faults.BreachExtra && len(msgs) > 0 {
+				// The contract broken: more deliveries than asked for, each leased at the queue.
+				msgs = append(msgs, w.q.Receive(w.now, 1+w.rBreach.Intn(3), r.Visibility)...)
+			}
 			if len(msgs) == 0 && w.now.Before(deadline) {
 				next := w.now.Add(pollStep)
 				if v, ok := w.q.NextVisibleAt(); ok && v.After(w.now) && v.Before(next) {

@@ -13,6 +13,11 @@ import (
 // CodeStale is the queue's answer for a receipt that is no longer valid (SQS's code).
 const CodeStale = "ReceiptHandleIsInvalid"
 
+// ErrUnclassed is a failure that is no *core.TransportError (a client library's own error), a
+// breach of the transport's contract: the worker must treat it as retryable and as possibly
+// taken effect (core.ClassOf).
+var ErrUnclassed = errors.New("simulated connection reset by peer")
+
 // Err is a transport error of class for op with the queue's error code.
 func Err(class core.Class, op, code string) error {
 	return &core.TransportError{Class: class, Op: op, Code: code, Err: errors.New("simulated " + code)}
@@ -40,4 +45,13 @@ func Call(fate faults.Call, op string) error {
 		return Err(core.Fatal, op, "AccessDenied")
 	}
 	return Lost(op)
+}
+
+// Miscount breaks a batch reply's contract (faults.BreachCount): one entry too few, when
+// fewer is true and there is more than one, or one too many.
+func Miscount(entries []error, fewer bool) []error {
+	if len(entries) > 1 && fewer {
+		return entries[:len(entries)-1]
+	}
+	return append(entries, nil)
 }

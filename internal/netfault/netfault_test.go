@@ -33,3 +33,16 @@ func TestCallClassesEachFate(t *testing.T) {
 		t.Errorf("stale: got %v, want gone", err)
 	}
 }
+
+func TestMiscountIsOneOff(t *testing.T) {
+	two := []error{nil, nil}
+	if got := len(Miscount(append([]error(nil), two...), true)); got != 1 {
+		t.Errorf("fewer of 2: %d entries, want 1", got)
+	}
+	if got := len(Miscount(append([]error(nil), two...), false)); got != 3 {
+		t.Errorf("more of 2: %d entries, want 3", got)
+	}
+	if got := len(Miscount([]error{nil}, true)); got != 2 {
+		t.Errorf("fewer of 1: %d entries, want 2 (a reply never goes empty)", got)
+	}
+}
