@@ -42,6 +42,7 @@ type world[A any] struct {
 	disk    *disk.Disk
 	ecfg    runner.Config
 	rJitter *rand.Rand
+	rClose  *rand.Rand    // close points
 	kit     runnerkit.Kit // the user's Config as a Runner runs it: middleware, hooks, defaults
 
 	node       *runner.Node   // nil while the process is down
@@ -124,6 +125,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		codec:       sc.Codec,
 		disk:        disk.New(sim.Stream(seed, "disk").Int63()),
 		rJitter:     sim.Stream(seed, "jitter"),
+		rClose:      sim.Stream(seed, "close-point"),
 		pending:     map[runner.Ref]int{},
 		running:     map[runner.Token]*attempt{},
 		acked:       map[uint64]bool{},
@@ -500,6 +502,7 @@ var afterClose func(last *runner.Snapshot)
 // finishClose performs Effects.Close: the journal closed (after the Node's flush and
 // compaction); the process then exits and attempts still running are abandoned.
 func (w *world[A]) finishClose() {
+	w.armClosePoint()
 	if err := w.node.Close(); err != nil {
 		w.crash(fmt.Sprintf("close failed: %v", err))
 		return
@@ -516,6 +519,18 @@ func (w *world[A]) finishClose() {
 		afterClose(&w.last)
 	}
 	w.scheduleRestart()
+}
+
+// armClosePoint draws the disk profile's close point: with its probability, a crash cuts Close
+// at its k-th mutating disk operation (the clean-close mark's write, or its sync).
+func (w *world[A]) armClosePoint() {
+	p := w.fs.Process.ClosePoint
+	if !w.k.DiskFaults || w.stormOver || p == 0 || !faults.Hit(w.rClose, p) {
+		return
+	}
+	k := 1 + w.rClose.Intn(faults.ClosePointOps)
+	w.logf("arm    crash at Close's disk operation %d", k)
+	w.disk.CrashAfter(k)
 }
 
 // uncancelled reports the first attempt, by token, still running and never cancelled.
