@@ -59,7 +59,7 @@ func (w *World) jfam() *journalFam {
 // injected says whether err is the work of an injected disk fault: an error the disk returned
 // (disk.ErrInjected), or the journal's io.ErrShortWrite for a short count reported without one.
 func (w *World) injected(err error) bool {
-	return errors.Is(err, disk.ErrInjected) || w.cfg.Faults.Disk.ShortWrite > 0 && errors.Is(err, io.ErrShortWrite)
+	return Injected(err, w.cfg.Faults.Disk)
 }
 
 // bigRecordMax is the RecordMax of a node with big records: larger than the journal's read

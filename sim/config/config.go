@@ -91,18 +91,28 @@ type Config struct {
 	PMsgTerminal float64 // P(a handler asks for a terminal backoff)
 }
 
+// PickFaults draws the fault mix from r (the seed's "swarm" stream, which New goes on drawing
+// from) and the later families' own streams. sluicetest's worlds draw theirs the same way.
+func PickFaults(r *rand.Rand, seed int64, profile string) (faults.Set, error) {
+	fs, err := faults.Pick(profile, r)
+	if err != nil {
+		return faults.Set{}, err
+	}
+	if err := fs.PickMore(Stream(seed, "swarm-more")); err != nil {
+		return faults.Set{}, err
+	}
+	if err := fs.PickJournal(Stream(seed, "swarm-journal")); err != nil {
+		return faults.Set{}, err
+	}
+	return fs, nil
+}
+
 // New draws the configuration of seed under profile from the seed's "swarm" stream.
 // Every profile draws the same values in the same order; profiles only pin some of them.
 func New(seed int64, profile string) (Config, error) {
 	r := Stream(seed, "swarm")
-	fs, err := faults.Pick(profile, r)
+	fs, err := PickFaults(r, seed, profile)
 	if err != nil {
-		return Config{}, err
-	}
-	if err := fs.PickMore(Stream(seed, "swarm-more")); err != nil {
-		return Config{}, err
-	}
-	if err := fs.PickJournal(Stream(seed, "swarm-journal")); err != nil {
 		return Config{}, err
 	}
 	c := Config{Seed: seed, Profile: profile, Faults: fs, Safety: SafetyDefault, StepsMax: StepsMaxDefault}
