@@ -35,9 +35,10 @@ type JobOption func(*jobSettings)
 type jobSettings struct {
 	o       runner.Opts
 	err     error
-	dupOut  *bool // WasDuplicate
-	dupFail bool  // FailOnDuplicate
-	window  bool  // WithUniqueWindow
+	dupOut  *bool  // WasDuplicate
+	dupFail bool   // FailOnDuplicate
+	window  bool   // WithUniqueWindow
+	group   string // WithGroup (queue_runner.go)
 }
 
 // WithPriority orders the job among due jobs: higher priorities start first, then earlier
