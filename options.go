@@ -35,10 +35,11 @@ type JobOption func(*jobSettings)
 type jobSettings struct {
 	o       runner.Opts
 	err     error
-	dupOut  *bool  // WasDuplicate
-	dupFail bool   // FailOnDuplicate
-	window  bool   // WithUniqueWindow
-	group   string // WithGroup (queue_runner.go)
+	dupOut  *bool // WasDuplicate
+	dupFail bool  // FailOnDuplicate
+	window  bool  // WithUniqueWindow
+	// WithGroup (queue_runner.go)
+	group string
 }
 
 // WithPriority orders the job among due jobs: higher priorities start first, then earlier
