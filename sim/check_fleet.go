@@ -37,6 +37,9 @@ const (
 	// not succeed is abandoned: released, its probe given back, nothing recorded or sent; the
 	// outcome of every other attempt is what ends its delivery.
 	InvFleetAbandon = "fleet-abandon"
+	// InvFleetStop: a graceful stop spends no attempt: the run after an attempt a stop
+	// cancelled carries that attempt's number again.
+	InvFleetStop = "fleet-stop"
 )
 
 // checkRun checks an attempt the job layer of worker p admitted, before it starts.
@@ -79,6 +82,14 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 		}
 	}
 	w.chk.Pass(InvFleetSingleHolder)
+	if j.stopAttempt > 0 && !dup {
+		if attempt != j.stopAttempt {
+			w.chk.Fail(InvFleetStop, "%s: job-%d runs attempt %d after a graceful stop cancelled attempt %d", p.name, j.n, attempt, j.stopAttempt)
+			return
+		}
+		j.stopAttempt = 0
+		w.chk.Pass(InvFleetStop)
+	}
 	// Attempts still running under a lease already lost (their handler not yet returned) are
 	// explained too: the queue redelivers their message.
 	explained := j.explained
@@ -220,6 +231,7 @@ func init() {
 		{InvFleetSingleHolder, "fleet: no attempt of a job starts while another process runs one under a lease it holds"},
 		{InvFleetNotJob, "fleet: a message with damaged job attributes is refused naming them, never runs, and is dead-lettered as it is; a well-formed one is never refused"},
 		{InvFleetAbandon, "fleet: an attempt cancelled without success is abandoned (released, its probe given back); every other ends by its outcome"},
+		{InvFleetStop, "fleet: a graceful stop spends no attempt: the job's next run carries the stopped attempt's number"},
 		{InvFleetResends, "fleet: a send toward a not-before time is delayed min(DelayMax, the time left), and a job waiting for T is sent at most ceil(T/DelayMax) times without a run"},
 	} {
 		invIndex[inv.Name] = len(Invariants)

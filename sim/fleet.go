@@ -76,6 +76,8 @@ type fleetDelivery struct {
 	// running: its attempt runs; afterRun: it ended, and the next Done is its outcome's.
 	running, afterRun bool
 	cancelled         bool // its attempt returned after its handler was cancelled
+	stopped           bool // a graceful stop cancelled its attempt, the lease held
+	sent              bool // the job layer asked for a send (a Hide without one: it could not fit)
 }
 
 // fleetJob is what the checker knows of one job.
@@ -93,6 +95,9 @@ type fleetJob struct {
 	malformed string
 	deadAsIs  bool // a delivery of the malformed message was dead-lettered unchanged
 	refused   bool // too large for the queue: the producer's job layer refused it
+	// stopAttempt is the attempt a graceful stop cancelled (0: none since the last run): the
+	// job's next run must carry the same number (fleet-stop).
+	stopAttempt int
 }
 
 // fleetHolder is a running attempt: its worker and its message.
@@ -117,6 +122,7 @@ const (
 	mutFleetDropNotJob                          // a message that is not a job is reported dead-lettered, never sent
 	mutFleetHopShort                            // a defer's re-send is delayed a tenth of what the host asked
 	mutFleetCancelFlip                          // an attempt's end reports the opposite of whether it was cancelled
+	mutFleetStopSpends                          // a graceful stop's cancelled attempt is reported as a failure
 )
 
 func newFleet(w *World) *fleet {
@@ -149,6 +155,7 @@ func (f *fleet) workerConfig(cfg *worker.Config) {
 	cfg.Budget, cfg.RedriveMaxReceives = qjobs.WorkerBudget, 0
 	cfg.Retry = retry.Policy{Attempts: qjobs.WorkerAttemptMax, Base: qjobs.WorkerRetryBase, Cap: qjobs.WorkerHideMax}
 	cfg.Decode = nil // the job layer decides what is not a job
+	cfg.StopHeld = true
 }
 
 // started gives a new incarnation of worker p a fresh job layer (breakers do not survive a
@@ -184,7 +191,8 @@ func (f *fleet) stopped(p *workerProc) {
 		return
 	}
 	for r, d := range fp.dels {
-		if d.job != nil && d.running {
+		if d.job != nil && d.attempt > 0 {
+			// Running, or ran and sending its outcome on: lost with the process either way.
 			delete(d.job.holders, r) // one entry each: order does not matter
 			d.job.explained++
 		}
@@ -279,7 +287,7 @@ func (f *fleet) enqueue(w *World, n int) {
 // refused checks the producers' job layer refused only what the queue could not take.
 func (f *fleet) refused(w *World, j *fleetJob, r qjobs.Refusal) {
 	j.refused = true
-	if !errors.Is(r.Err, qjobs.ErrTooLarge) || r.Size <= queue.MessageMax {
+	if !errors.Is(r.Err, qjobs.ErrTooLarge) || r.Size <= queue.MessageMax-qjobs.SuccessorRoom {
 		w.chk.Fail(InvMachine, "producer: job-%d refused (%d bytes, the queue takes %d): %v", j.n, r.Size, queue.MessageMax, r.Err)
 		return
 	}
@@ -379,6 +387,13 @@ func (f *fleet) step(p *workerProc, fp *fleetProc, ev qjobs.Event) {
 		f.send(p, fp, fp.dels[s.Receipt], s)
 	}
 	for _, dn := range rd.Done {
+		if _, ok := ev.(qjobs.Deliver); ok {
+			// Decided as it started (a successor that cannot fit): the worker hears of it
+			// after the start it is performing.
+			d := fp.dels[dn.Receipt]
+			w.loop.After(0, p.alive(func() { f.done(p, fp, d, dn) }))
+			continue
+		}
 		f.done(p, fp, fp.dels[dn.Receipt], dn)
 	}
 }
@@ -410,14 +425,47 @@ func (f *fleet) run(p *workerProc, fp *fleetProc, d *fleetDelivery, r qjobs.Run)
 	d.outcome = f.drawOutcome(w, j, r.Attempt)
 	w.trace(p.name, "job "+r.Receipt+" run job-"+strconv.Itoa(j.n)+" attempt "+strconv.Itoa(r.Attempt)+" for "+dur.String())
 	d.running = true
-	w.loop.After(dur, p.alive(func() {
-		delete(j.holders, r.Receipt)
-		d.running, d.afterRun, d.cancelled = false, true, !d.h.running
-		if d.cancelled {
-			j.explained++ // cancelled: the lease was lost; the queue redelivers and it counts
-		}
-		f.step(p, fp, qjobs.AttemptDone{Receipt: r.Receipt, Now: w.now(), Outcome: d.outcome, Cancelled: d.cancelled != (w.mutation == mutFleetCancelFlip)})
-	}))
+	w.loop.After(dur, p.alive(func() { f.endAttempt(p, fp, d, r.Receipt) }))
+}
+
+// endAttempt ends a running attempt: at its drawn end, or soon after a stop cancelled it.
+func (f *fleet) endAttempt(p *workerProc, fp *fleetProc, d *fleetDelivery, receipt string) {
+	w := p.w
+	if !d.running {
+		return // ended already (a stop's cancel came first)
+	}
+	j := d.job
+	delete(j.holders, receipt)
+	d.running, d.afterRun, d.cancelled = false, true, !d.h.running || d.stopped
+	if d.cancelled {
+		j.explained++ // the lease was lost or a stop cancelled it: it runs again
+	}
+	cancelled := d.cancelled != (w.mutation == mutFleetCancelFlip)
+	if d.stopped {
+		d.outcome = qjobs.Outcome{Result: qjobs.Retryable, Err: "context canceled (shutdown)"}
+		j.stopAttempt = d.attempt
+		cancelled = w.mutation != mutFleetStopSpends
+	}
+	f.step(p, fp, qjobs.AttemptDone{Receipt: receipt, Now: w.now(), Outcome: d.outcome, Cancelled: cancelled})
+}
+
+// stopCancel is a graceful stop's cancel of a delivery whose lease the worker keeps: a
+// running attempt returns soon (its handler sees the cancelled context); a delivery past
+// its run ends as it would.
+func (f *fleet) stopCancel(p *workerProc, receipt string) {
+	w := p.w
+	fp := f.procs[p.id]
+	if fp == nil {
+		return
+	}
+	d := fp.dels[receipt]
+	if d == nil || !d.running {
+		return
+	}
+	d.stopped = true
+	back := drawBetween(w.rExec, 0, 50*time.Millisecond)
+	w.trace(p.name, "stop cancels "+receipt+", its lease held until it returns")
+	w.loop.After(back, p.alive(func() { f.endAttempt(p, fp, d, receipt) }))
 }
 
 // drawOutcome draws an attempt's outcome: a success, a retryable failure (one in four with a
@@ -449,7 +497,14 @@ func (f *fleet) drawOutcome(w *World, j *fleetJob, attempt int) qjobs.Outcome {
 func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Send) {
 	w := p.w
 	fp.countSend(s)
-	d.afterRun = false
+	d.afterRun, d.sent = false, true
+	if s.Why == qjobs.WhyRetry && d.job != nil {
+		var wait time.Duration
+		if !s.Attrs.NotBefore.IsZero() {
+			wait = (s.Attrs.NotBefore.Sub(w.now()) + time.Second - 1) / time.Second * time.Second
+		}
+		f.checkHide(w, fp, d.job, d.attempt, d.outcome, wait)
+	}
 	if s.Why == qjobs.WhyNotJob && !f.checkNotJob(p, d) {
 		return
 	}
@@ -479,6 +534,9 @@ func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Sen
 		}
 		if err != nil {
 			fp.want.SendsFailed++
+			if d.job != nil && d.attempt > 0 {
+				d.job.explained++ // the outcome the send carried is lost: its attempt runs again
+			}
 			w.trace(p.name, "job "+s.Receipt+" send failed: "+err.Error())
 		}
 		f.step(p, fp, qjobs.SendDone{Receipt: s.Receipt, Now: w.now(), Err: err})
@@ -539,9 +597,8 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 		fp.want.Abandoned++
 	case fromRun && dn.Disposition == qjobs.Delete:
 		fp.want.Acked++
-	case fromRun && dn.Disposition == qjobs.Hide:
-		fp.want.Hidden++
-		f.checkHide(w, fp, d.job, d.attempt, d.outcome, dn.Visibility)
+	case dn.Disposition == qjobs.Hide && !d.sent:
+		fp.want.Unsendable++ // its successor could not fit the queue
 	}
 	h := d.h
 	if !h.running {
@@ -558,8 +615,12 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 		v := dn.Visibility
 		res = worker.Result{Outcome: worker.Retryable, Err: errors.New(dn.Err), After: &v}
 	default:
-		w.chk.Fail(InvMachine, "%s: %s released though its handler runs", p.name, dn.Receipt)
-		return
+		if !d.stopped {
+			w.chk.Fail(InvMachine, "%s: %s released though its handler runs", p.name, dn.Receipt)
+			return
+		}
+		var now time.Duration // a stop's release: visible again at once
+		res = worker.Result{Outcome: worker.Retryable, Err: errors.New(dn.Err), After: &now}
 	}
 	h.running = false
 	delete(p.handlers, h.receipt)
@@ -573,9 +634,9 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 	p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 }
 
-// checkHide checks the visibility of a retry the job layer hides: the server's wait (capped at
-// Cap), else the policy's delay for the attempt, in whole seconds: the full delay without
-// jitter, with it between half and all of it.
+// checkHide checks the wait of a retry the job layer re-sends (its not-before time, rounded
+// up to whole seconds): the server's wait (capped at Cap), else the policy's delay for the
+// attempt: the full delay without jitter, with it between half and all of it.
 func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
 	full := f.policy.Delay(attempt - 1)
 	lo, hi := (full/2+time.Second-1)/time.Second*time.Second, (full+time.Second-1)/time.Second*time.Second
@@ -587,7 +648,7 @@ func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o q
 		lo = hi
 	}
 	if v < lo || v > hi {
-		w.chk.Fail(InvBackoff, "job-%d attempt %d hidden %v after a retryable failure, want %v..%v (delay %v, server wait %v, jitter %v)",
+		w.chk.Fail(InvBackoff, "job-%d attempt %d re-sent to wait %v after a retryable failure, want %v..%v (delay %v, server wait %v, jitter %v)",
 			j.n, attempt, v, lo, hi, full, o.After, fp.jitter)
 		return
 	}
