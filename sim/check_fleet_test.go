@@ -13,6 +13,9 @@ var firedElsewhere = map[string]string{
 	InvFleetResends:      "TestFleetInvariantsFire",
 	InvFleetAbandon:      "TestFleetInvariantsFire",
 	InvFleetStop:         "TestFleetInvariantsFire",
+	InvFleetDeadLetter:   "TestFleetInvariantsFire",
+	InvFleetOneJob:       "TestFleetInvariantsFire",
+	InvFleetSendBackoff:  "TestFleetInvariantsFire",
 }
 
 // TestFleetInvariantsFire plants one defect per fleet invariant and shows a seed of the fleet
@@ -30,6 +33,9 @@ func TestFleetInvariantsFire(t *testing.T) {
 		{InvFleetResends, mutFleetHopShort},
 		{InvFleetAbandon, mutFleetCancelFlip},
 		{InvFleetStop, mutFleetStopSpends},
+		{InvFleetDeadLetter, mutFleetDeadDropsTyped},
+		{InvFleetOneJob, mutFleetBlindResend},
+		{InvFleetSendBackoff, mutFleetFlatBackoff},
 	} {
 		t.Run(tc.inv, func(t *testing.T) {
 			for seed := int64(1); seed <= 60; seed++ {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -45,6 +46,15 @@ type fleet struct {
 	// r draws the job options, dues, payload sizes, malformed messages, panics and server
 	// waits (stream "fleet-more"), so the fleet's other draws stay where they were.
 	r *rand.Rand
+	// outageFrom, outageTo: the dead-letter queue refuses every send in this window (zero:
+	// none); sendFails counts each message's failed sends in a row (fleet-send-backoff).
+	outageFrom, outageTo time.Time
+	sendFails            map[string]int
+}
+
+// outage reports whether the dead-letter queue is down at now.
+func (f *fleet) outage(now time.Time) bool {
+	return !now.Before(f.outageFrom) && now.Before(f.outageTo)
 }
 
 // hopChain is a message's place in the sends toward one not-before time: set is when the
@@ -98,6 +108,15 @@ type fleetJob struct {
 	// stopAttempt is the attempt a graceful stop cancelled (0: none since the last run): the
 	// job's next run must carry the same number (fleet-stop).
 	stopAttempt int
+	// foreign are the attributes of another producer its message was sent with; body its
+	// payload. A dead letter of the job carries both unchanged (fleet-dead-letter).
+	foreign map[string]core.Attribute
+	body    []byte
+	// errs are the errors its attempts reported, by attempt number (fleet-dead-letter).
+	errs map[int][]string
+	// ambiguous: its enqueue's answer was lost and the caller was told (ErrEnqueueUnknown);
+	// succeeded: a delivery of its main lineage (not a duplicate) succeeded (fleet-one-job).
+	ambiguous, succeeded bool
 }
 
 // fleetHolder is a running attempt: its worker and its message.
@@ -110,31 +129,42 @@ var (
 	errFleetFailure   = errors.New("simulated job failure")
 	errFleetCancelled = errors.New("simulated send cancelled with its handler")
 	errFleetSend      = errors.New("simulated send failure")
+	// errFleetSendUnknown: the send was stored, its answer lost.
+	errFleetSendUnknown = fmt.Errorf("simulated lost answer: %w", core.ErrSendUnknown)
+	errFleetOutage      = errors.New("simulated dead-letter queue outage")
 )
 
 // Deliberate defects of the fleet, planted by check_fleet_test.go to show each fleet
 // invariant fires.
 const (
-	mutFleetOverrun       mutation = 100 + iota // the job layer allows two attempts more than the budget
-	mutFleetIgnoreBreaker                       // a breaker's defer is run anyway
-	mutFleetLoseDead                            // a dead letter is never sent, but reported sent
-	mutFleetDoubleSend                          // an attempt's start sends a copy of its message
-	mutFleetDropNotJob                          // a message that is not a job is reported dead-lettered, never sent
-	mutFleetHopShort                            // a defer's re-send is delayed a tenth of what the host asked
-	mutFleetCancelFlip                          // an attempt's end reports the opposite of whether it was cancelled
-	mutFleetStopSpends                          // a graceful stop's cancelled attempt is reported as a failure
+	mutFleetOverrun        mutation = 100 + iota // the job layer allows two attempts more than the budget
+	mutFleetIgnoreBreaker                        // a breaker's defer is run anyway
+	mutFleetLoseDead                             // a dead letter is never sent, but reported sent
+	mutFleetDoubleSend                           // an attempt's start sends a copy of its message
+	mutFleetDropNotJob                           // a message that is not a job is reported dead-lettered, never sent
+	mutFleetHopShort                             // a defer's re-send is delayed a tenth of what the host asked
+	mutFleetCancelFlip                           // an attempt's end reports the opposite of whether it was cancelled
+	mutFleetStopSpends                           // a graceful stop's cancelled attempt is reported as a failure
+	mutFleetDeadDropsTyped                       // a dead letter is sent without the other producers' attributes
+	mutFleetBlindResend                          // an enqueue whose answer was lost is sent again, the caller told nothing
+	mutFleetFlatBackoff                          // a failed send's original is hidden 1 s each time
 )
 
 func newFleet(w *World) *fleet {
 	c := w.cfg
 	f := &fleet{
-		dlq:    queue.New(queue.Config{Name: "dead", Epoch: Epoch}, nil),
-		procs:  map[int]*fleetProc{},
-		ended:  map[string]bool{},
-		dup:    map[string]bool{},
-		hops:   map[string]hopChain{},
-		policy: retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
-		r:      Stream(c.Seed, "fleet-more"),
+		dlq:       queue.New(queue.Config{Name: "dead", Epoch: Epoch}, nil),
+		procs:     map[int]*fleetProc{},
+		ended:     map[string]bool{},
+		dup:       map[string]bool{},
+		hops:      map[string]hopChain{},
+		policy:    retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
+		r:         Stream(c.Seed, "fleet-more"),
+		sendFails: map[string]int{},
+	}
+	if o := Stream(c.Seed, "fleet-outage"); o.Intn(3) == 0 {
+		f.outageFrom = Epoch.Add(drawBetween(o, 0, 5*time.Minute))
+		f.outageTo = f.outageFrom.Add(drawBetween(o, 30*time.Second, 3*time.Minute))
 	}
 	f.qc = qjobs.Config{Policy: f.policy,
 		Circuit:    breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
@@ -276,12 +306,62 @@ func (f *fleet) enqueue(w *World, n int) {
 		j.malformed, j.parked = d.names, false // not a job: it goes to the dead-letter queue
 		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.what)
 	}
+	f.foreignAttrs(w, j, &out)
+	if err := w.queue.Refusal(out); err != nil {
+		w.chk.Fail(InvMachine, "job-%d: the queue refuses the job layer's enqueue: %v", n, err)
+		return
+	}
 	id := w.queue.SendOutgoing(now, out)
+	f.maybeAmbiguous(w, j, out, id)
 	if j.parked {
 		f.parkedIDs = append(f.parkedIDs, id)
 	}
 	f.checkHop(w, j, hopChain{}, s, now, id)
 	w.trace("producer", id+" job-"+strconv.Itoa(n)+" "+s.String())
+}
+
+// foreignAttrs gives one job in eight attributes of another producer (a trace id, a Number,
+// a Binary), and one in forty-eight a Binary sluice-kind (not a job: as it is to the
+// dead-letter queue, Binary kept).
+func (f *fleet) foreignAttrs(w *World, j *fleetJob, out *core.Outgoing) {
+	j.body = append([]byte(nil), out.Body...)
+	r := f.r
+	switch {
+	case j.malformed == "" && r.Intn(48) == 0:
+		attrs := make(map[string]string, len(out.Attributes))
+		for k, v := range out.Attributes { // a copy: the order does not matter
+			attrs[k] = v
+		}
+		delete(attrs, qjobs.AttrKind)
+		out.Attributes = attrs
+		out.Typed = map[string]core.Attribute{qjobs.AttrKind: {Type: "Binary", Binary: []byte("job")}}
+		j.foreign, j.malformed, j.parked = out.Typed, qjobs.AttrKind, false
+		w.trace("producer", "job-"+strconv.Itoa(j.n)+" malformed: binary kind")
+	case r.Intn(8) == 0:
+		out.Typed = map[string]core.Attribute{
+			"trace-id":   {Type: "String", String: "t-" + strconv.Itoa(j.n)},
+			"hops.count": {Type: "Number.int", String: strconv.Itoa(r.Intn(1000))},
+			"sig":        {Type: "Binary", Binary: []byte{0, byte(j.n), 0xff}},
+		}
+		j.foreign = out.Typed
+	}
+}
+
+// maybeAmbiguous loses the answer to one enqueue in thirty-two after the queue stored it: the
+// caller is told (ErrEnqueueUnknown names the id) and does not retry here. A planted defect
+// sends it again blindly, telling nothing.
+func (f *fleet) maybeAmbiguous(w *World, j *fleetJob, out core.Outgoing, id string) {
+	if f.r.Intn(32) != 0 {
+		return
+	}
+	if w.mutation == mutFleetBlindResend {
+		copyID := w.queue.SendOutgoing(w.now(), out)
+		w.trace("producer", id+" job-"+strconv.Itoa(j.n)+" answer lost; sent again as "+copyID)
+		return
+	}
+	j.ambiguous = true
+	w.st.Jobs.Add("fleet-enqueue-unknown", 1)
+	w.trace("producer", id+" job-"+strconv.Itoa(j.n)+" answer lost: the caller gets ErrEnqueueUnknown")
 }
 
 // refused checks the producers' job layer refused only what the queue could not take.
@@ -446,6 +526,12 @@ func (f *fleet) endAttempt(p *workerProc, fp *fleetProc, d *fleetDelivery, recei
 		j.stopAttempt = d.attempt
 		cancelled = w.mutation != mutFleetStopSpends
 	}
+	if !cancelled && d.outcome.Result != qjobs.Success {
+		if j.errs == nil {
+			j.errs = map[int][]string{}
+		}
+		j.errs[d.attempt] = append(j.errs[d.attempt], d.outcome.Err)
+	}
 	f.step(p, fp, qjobs.AttemptDone{Receipt: receipt, Now: w.now(), Outcome: d.outcome, Cancelled: cancelled})
 }
 
@@ -527,7 +613,17 @@ func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Sen
 			err, sent = errFleetSend, false
 		case w.faultsOn && faults.Hit(w.rNet, w.cfg.Faults.Transport.FailAfter):
 			w.fault("transport-send-failed-after")
-			err = errFleetSend
+			err = errFleetSendUnknown
+		case s.To == qjobs.ToDeadLetter && f.outage(w.now()):
+			w.fault("dead-letter-outage")
+			err, sent = errFleetOutage, false
+		}
+		q := w.queue
+		if s.To == qjobs.ToDeadLetter {
+			q = f.dlq
+		}
+		if rerr := q.Refusal(s.Message); sent && rerr != nil {
+			err, sent = rerr, false
 		}
 		if sent {
 			f.deliver(p, d, s, decided)
@@ -551,12 +647,16 @@ func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided t
 	case s.Why == qjobs.WhyDead && w.mutation == mutFleetLoseDead, s.Why == qjobs.WhyNotJob && w.mutation == mutFleetDropNotJob:
 		return
 	case s.Why == qjobs.WhyNotJob:
+		f.checkKept(p, d.job, s.Message)
 		f.dlq.SendOutgoing(w.now(), s.Message)
 		d.job.deadAsIs = true
 		f.ended[d.m.ID] = true
 		return
 	}
 	out := s.Message
+	if s.Why == qjobs.WhyDead && w.mutation == mutFleetDeadDropsTyped {
+		out.Typed = nil
+	}
 	if s.Why == qjobs.WhyDefer && w.mutation == mutFleetHopShort {
 		out.Delay = out.Delay / 10 / time.Second * time.Second
 	}
@@ -572,6 +672,7 @@ func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided t
 	if s.Why == qjobs.WhyDead && d.job != nil {
 		a := s.Attrs
 		d.job.dead = &a
+		f.checkDeadLetter(p, d.job, s, out)
 	}
 	if s.To == qjobs.ToQueue && d.job != nil && d.job.parked {
 		f.parkedIDs = append(f.parkedIDs, id)
@@ -610,9 +711,13 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 		if fromRun && d.job != nil {
 			f.ended[d.m.ID] = true
 			d.job.done = true
+			d.job.succeeded = d.job.succeeded || !d.dup
 		}
 	case qjobs.Hide:
 		v := dn.Visibility
+		if d.sent {
+			v = f.checkSendBackoff(w, d, v)
+		}
 		res = worker.Result{Outcome: worker.Retryable, Err: errors.New(dn.Err), After: &v}
 	default:
 		if !d.stopped {
