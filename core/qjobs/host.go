@@ -133,8 +133,9 @@ const (
 	Delete Disposition = iota + 1
 	// Hide the message for Done.Visibility: a retry's backoff, or a failed send tried again.
 	Hide
-	// Release: the attempt was abandoned; the worker already cancelled it and sends nothing,
-	// so the queue redelivers the message once its lease lapses.
+	// Release: the attempt was abandoned. After a graceful stop (the worker holds the lease,
+	// worker.Config.StopHeld) the message is released at once; after a lost lease the worker
+	// ignores it and the queue redelivers the message once its window lapses.
 	Release
 )
 
