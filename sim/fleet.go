@@ -617,7 +617,7 @@ func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Sen
 		if !s.Attrs.NotBefore.IsZero() {
 			wait = (s.Attrs.NotBefore.Sub(w.now()) + time.Second - 1) / time.Second * time.Second
 		}
-		f.checkHide(w, fp, d.job, d.attempt, d.outcome, wait)
+		f.checkRetryWait(w, fp, d.job, d.attempt, d.outcome, wait)
 	}
 	if s.Why == qjobs.WhyNotJob && !f.checkNotJob(p, d) {
 		return
@@ -767,10 +767,10 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 	p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 }
 
-// checkHide checks the wait of a retry the job layer re-sends (its not-before time, rounded
+// checkRetryWait checks the wait of a retry the job layer re-sends (its not-before time, rounded
 // up to whole seconds): the server's wait (capped at Cap), else the policy's delay for the
 // attempt: the full delay without jitter, with it between half and all of it.
-func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
+func (f *fleet) checkRetryWait(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
 	full := f.policy.Delay(attempt - 1)
 	lo, hi := (full/2+time.Second-1)/time.Second*time.Second, (full+time.Second-1)/time.Second*time.Second
 	switch {
