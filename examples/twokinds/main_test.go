@@ -104,17 +104,7 @@ func runService(t *testing.T, o options) map[string]string {
 // and each has its own idempotency key.
 func TestTwoKindsOnTheLocalRunner(t *testing.T) {
 	dir := t.TempDir()
-	keys := runService(t, options{dir: dir})
-	seen := map[string]string{}
-	for what, key := range keys {
-		if strings.HasSuffix(key, "-0") {
-			t.Errorf("%s: key %q is built from a zero job id", what, key)
-		}
-		if other, ok := seen[key]; ok {
-			t.Errorf("%s and %s share the idempotency key %q", what, other, key)
-		}
-		seen[key] = what
-	}
+	checkKeys(t, runService(t, options{dir: dir}))
 	in, err := sluice.Inspect(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +140,23 @@ func TestTwoKindsOnSQS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runService(t, options{queue: queue, dlq: dlq, endpoint: s.URL, region: fauxqs.Region})
+	checkKeys(t, runService(t, options{queue: queue, dlq: dlq, endpoint: s.URL, region: fauxqs.Region}))
+}
+
+// checkKeys fails t unless every request's idempotency key is built from a non-zero job id
+// and no two requests share one.
+func checkKeys(t *testing.T, keys map[string]string) {
+	t.Helper()
+	seen := map[string]string{}
+	for what, key := range keys {
+		if strings.HasSuffix(key, "-0") {
+			t.Errorf("%s: key %q is built from a zero job id", what, key)
+		}
+		if other, ok := seen[key]; ok {
+			t.Errorf("%s and %s share the idempotency key %q", what, other, key)
+		}
+		seen[key] = what
+	}
 }
 
 // TestConstructionDiffIsTheProgram: the diff README and docs/concepts.md show for moving the
