@@ -100,10 +100,9 @@ type runnerNode struct {
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
 
 	// flight is the batch whose sync is in flight (Effects.Sync to SyncDone), with the state and
-	// schedules it makes durable; commitAfter: a commit was asked for meanwhile.
-	flight      *flight
-	commitAfter bool
-	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
+	// schedules it makes durable.
+	flight    *flight
+	afterLand []func() // outcomes that arrived during the flight, fed once it landed
 
 	script *scripted // RunScript's node: scripted handlers, an observer
 }
@@ -391,7 +390,7 @@ func (n *runnerNode) start() {
 	n.pending = make(map[runner.Ref]pendingCmd)
 	n.execs = make(map[runner.Token]*execution)
 	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
-	n.flight, n.commitAfter, n.afterLand = nil, false, nil
+	n.flight, n.afterLand = nil, nil
 	n.noteState(views)
 	n.views, n.durable = views, e.Status().Durable
 	n.boundaries = n.boundaries[:0]
@@ -431,7 +430,7 @@ func (n *runnerNode) crash(why string) {
 		// The write's schedule firings were appended (and may survive on disk), never acknowledged.
 		n.noteFirings(f.before, f.after, f.next, f.upTo, false)
 	}
-	n.flight, n.commitAfter, n.afterLand = nil, false, nil
+	n.flight, n.afterLand = nil, nil
 	n.up = false
 	n.gen++
 	n.e, n.node = nil, nil
@@ -532,7 +531,7 @@ func (n *runnerNode) settled() bool {
 	if n.refused {
 		return true
 	}
-	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending && n.flight == nil && !n.commitAfter
+	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending && n.flight == nil
 	if s && !n.e.Idle() {
 		// The world's count and the engine's own (what Drain waits for) must agree.
 		n.w.chk.Fail(InvMachine, "%s: no job open or executing at the last commit, but the engine is not idle", n.name)
@@ -875,21 +874,39 @@ func (n *runnerNode) scheduleCommit() {
 	n.w.loop.After(n.w.cfg.SyncDelay, n.alive(n.commit))
 }
 
-// commit performs the Node's next Ready: a write (its sync lands at this instant, after the
-// events already scheduled for it), with a crash sometimes armed inside it, or what a quiet
-// Node has to do. While a batch flies it waits for the landing.
+// commit tells the Node the time and performs what it has ready (pump). While a batch flies
+// it does nothing: the landing pumps.
 func (n *runnerNode) commit() {
-	w := n.w
 	n.commitPending = false
 	if n.flight != nil {
-		n.commitAfter = true // batch N+1 waits for sync N
 		return
 	}
-	n.node.Step(runner.Clock{Now: w.now()})
-	if !n.node.HasReady() {
-		n.scheduleWake(n.node.WakeAt()) // a timer armed for an earlier wake fired: arm the next
-		return
+	n.node.Step(runner.Clock{Now: n.w.now()})
+	n.pump()
+}
+
+// pump performs the Node's Readys while it has one and no batch flies (readyMax bounds them);
+// once it has none, it arms the timer for the Node's WakeAt.
+func (n *runnerNode) pump() {
+	for i := 0; n.up && n.flight == nil && n.node.HasReady(); i++ {
+		if i == readyMax {
+			panic(fmt.Sprintf("sim: %s: the Node had a Ready %d times in a row at one instant", n.name, readyMax))
+		}
+		n.perform()
 	}
+	if n.up && n.flight == nil {
+		n.scheduleWake(n.node.WakeAt())
+	}
+}
+
+// readyMax bounds the Readys one pump performs (a Node that always has one is a bug).
+const readyMax = 1 << 10
+
+// perform performs the Node's next Ready: a write (its sync lands at this instant, after the
+// events already scheduled for it), with a crash sometimes armed inside it, or what a quiet
+// Node has to do.
+func (n *runnerNode) perform() {
+	w := n.w
 	f := &flight{}
 	if n.node.Status().Dirty {
 		f.cut = n.armCommitCrash()
@@ -941,8 +958,7 @@ func (n *runnerNode) armCommitCrash() bool {
 }
 
 // land syncs f, the batch in flight, and performs the landing; then the outcomes that waited
-// for it, and the next commit at once if one was asked for meanwhile or the Node has one due
-// (a job fell due during the flight).
+// for it, and whatever the Node has ready next.
 func (n *runnerNode) land(f *flight) {
 	if n.flight != f {
 		return // landed already (world_test lands it at once)
@@ -960,10 +976,7 @@ func (n *runnerNode) land(f *flight) {
 			fn()
 		}
 	}
-	if n.up && (n.commitAfter || wakeDue(rd.WakeAt, n.w.now())) {
-		n.commitAfter = false
-		n.commit()
-	}
+	n.pump()
 }
 
 // finishCommit checks and performs a Ready that ends commit f (its landing, or what a commit
@@ -1031,14 +1044,7 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 	if n.script != nil {
 		n.script.landed(n)
 	}
-	if !f.b.Empty() && wakeDue(rd.WakeAt, w.now()) {
-		return // a job fell due during the flight: land commits again at once
-	}
-	n.scheduleWake(rd.WakeAt)
 }
-
-// wakeDue reports that a wake time is set and not after now.
-func wakeDue(at, now time.Time) bool { return !at.IsZero() && !at.After(now) }
 
 // noteCommit reports a landed batch's compaction to the checker and traces the commit.
 func (n *runnerNode) noteCommit(f *flight, rd runner.Effects, views []JobView, cut bool) {
