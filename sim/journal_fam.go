@@ -35,7 +35,7 @@ import (
 
 // journalFam holds the families' own streams, made at first use.
 type journalFam struct {
-	rClose, rLeftover, rProbe, rAim *rand.Rand
+	rClose, rLeftover, rAim *rand.Rand
 	// aimedAt is, by node id, the offset an aimed damage's refusal must name.
 	aimedAt map[int]int64
 	// big holds, by node id, the payload stream of a node with big records.
@@ -47,7 +47,6 @@ func (w *World) jfam() *journalFam {
 		w.jf = &journalFam{
 			rClose:    Stream(w.cfg.Seed, "close-point"),
 			rLeftover: Stream(w.cfg.Seed, "leftover"),
-			rProbe:    Stream(w.cfg.Seed, "closed-probe"),
 			rAim:      Stream(w.cfg.Seed, "aimed-damage"),
 			aimedAt:   map[int]int64{},
 			big:       map[int]*rand.Rand{},
@@ -192,44 +191,6 @@ func (n *runnerNode) closeEngine() (err error, crashed bool) {
 	}
 	n.crash("inside Close, at its disk op " + strconv.Itoa(k))
 	return err, true
-}
-
-// probeClosed makes, one graceful stop in four, the calls a driver still holding the engine
-// it closed would make: Close again, then a Compact or a commit of a new job. Each must be
-// refused with journal.ErrClosed (or runner.ErrPoisoned by an engine a failure poisoned before
-// it closed: that refusal comes first), and none may touch the disk.
-func (n *runnerNode) probeClosed() {
-	w := n.w
-	r := w.jfam().rProbe
-	if r.Intn(4) != 0 {
-		return
-	}
-	ops := n.disk.Ops()
-	poisoned := n.e.Poisoned() != nil
-	before, _ := readAll(n.disk, journalName)
-	errs := []error{n.e.Close()}
-	if r.Intn(2) == 0 {
-		errs = append(errs, n.e.Compact())
-	} else {
-		_, _, err := n.e.EnqueueJob(w.now(), runner.NewJob{Target: "t1", Payload: []byte("after-close"), Opts: runner.Opts{Kind: kindNames[0]}})
-		if err == nil {
-			_, err = n.e.Commit(w.now())
-		}
-		errs = append(errs, err)
-	}
-	after, _ := readAll(n.disk, journalName)
-	for i, err := range errs {
-		if !errors.Is(err, journal.ErrClosed) && !(poisoned && i > 0 && errors.Is(err, runner.ErrPoisoned)) {
-			w.chk.Fail(InvMachine, "%s: call %d on a closed engine returned %v, not journal.ErrClosed", n.name, i+1, err)
-			return
-		}
-	}
-	if n.disk.Ops() != ops || string(after) != string(before) {
-		w.chk.Fail(InvMachine, "%s: calls refused on a closed engine wrote to its disk (%d operations)", n.name, n.disk.Ops()-ops)
-		return
-	}
-	w.fault("closed-probe")
-	w.chk.Pass(InvMachine)
 }
 
 // traceFiles adds to a crash report what the crash left besides the tail: the journal's

@@ -498,7 +498,6 @@ func (n *runnerNode) finishStop(rd runner.Effects) {
 	if closeErr != nil {
 		w.trace(n.name, "close: "+closeErr.Error())
 	}
-	n.probeClosed()
 	n.up = false
 	n.gen++
 	n.e, n.node = nil, nil
@@ -999,7 +998,6 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		}
 		w.trace(n.name, "commit failed: "+rd.Failed.Error())
-		n.checkPoisoned()
 		if cut {
 			w.fault("crash-inside-batch")
 			n.crash("inside a commit")
@@ -1109,27 +1107,6 @@ func (n *runnerNode) scheduleWake(at0 time.Time) {
 		}
 	}
 	w.chk.RunnerWake(n.id, wake, n.wakeAt)
-}
-
-// checkPoisoned checks, after a failed commit, that the engine refuses every later call with
-// ErrPoisoned, as a driver still holding it (a handler returning, a client enqueueing, the stop
-// path flushing and compacting) would make them. Nothing it refuses may change its state.
-func (n *runnerNode) checkPoisoned() {
-	w := n.w
-	now := w.now()
-	tok := runner.Token{ID: 1, Attempt: 1} // any: the refusal comes before the token is read
-	_, _, e1 := n.e.Enqueue(now, time.Time{}, "t1", []byte("after-poison"))
-	e2 := n.e.AttemptDone(now, tok, runner.Success())
-	e3 := n.e.Dispatch(now, false)
-	_, e4 := n.e.Commit(now)
-	e5 := n.e.Compact()
-	for i, err := range []error{e1, e2, e3, e4, e5} {
-		if !errors.Is(err, runner.ErrPoisoned) {
-			w.chk.Fail(InvMachine, "%s: call %d on a poisoned engine returned %v, not ErrPoisoned", n.name, i+1, err)
-			return
-		}
-	}
-	w.chk.Pass(InvMachine)
 }
 
 // answer reports the commands the Node acknowledged to the checker.
