@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/sluicehq/sluice/sim/internal/jobview"
 )
 
 // ScheduleView is a schedule as a runner reports it (live or recovered), reduced to what the
@@ -210,7 +212,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 	for _, v := range views {
 		byName[v.Name] = v
 	}
-	byID := indexViews(jobs)
+	byID := jobview.IndexOf(jobs)
 	keys := make([]periodKey, 0, len(sn.periods))
 	for k, f := range sn.periods {
 		if !f.durable {
@@ -227,7 +229,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 		f := sn.periods[k]
 		v, ok := byName[k.name]
 		advanced := ok && v.Last >= k.period
-		j, ok := byID.get(f.job)
+		j, ok := byID.Get(f.job)
 		job := f.job != 0 && ok && j.FirstDue == k.period && j.Payload == f.payload
 		switch {
 		case advanced && f.job != 0 && !job:

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/jobview"
 	"github.com/sluicehq/sluice/sim/internal/lazyrand"
 )
 
@@ -145,7 +146,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: replaying a copy of the disk after a commit: %v", n.name, err)
 		return
 	}
-	if d := diffStatesMode(live, jobViewsAfter(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
+	if d := jobview.Diff(live, jobview.OfSnapshot(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit differs from the live state: %s (%d jobs live, %d replayed)",
 			n.name, d, len(live), len(snap.Jobs))
 		return
@@ -375,13 +376,13 @@ func (n *runnerNode) start() {
 	if n.gen > 1 {
 		n.traceRecovered(st)
 	}
-	views := jobViewsAfter(n.views, st)
+	views := jobview.OfSnapshot(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
 	n.checkEntryDurable("an open") // journal_fam.go
 	n.node, n.up = runner.NewNode(e, ncfg), true
 	if e.Status().Compactions > 0 && e.Poisoned() == nil {
-		views = jobViewsAfter(views, e.State())
+		views = jobview.OfSnapshot(views, e.State())
 		n.checkEntryDurable("a compaction at open")
 		w.chk.Compacted(n.id, views)
 		w.trace(n.name, "compacted at open")
@@ -481,7 +482,7 @@ func (n *runnerNode) finishStop(rd runner.Effects) {
 			w.fault("compaction-failed")
 			w.trace(n.name, "compaction at close failed: "+err.Error())
 		} else {
-			w.chk.Compacted(n.id, jobViewsAfter(n.views, n.e.State()))
+			w.chk.Compacted(n.id, jobview.OfSnapshot(n.views, n.e.State()))
 			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
 			n.checkEntryDurable("a compaction at close")
 			w.trace(n.name, "compacted at close")
@@ -994,7 +995,7 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 	}
 	if rd.Failed != nil && !lost {
 		if f.b.Empty() { // the write failed: what it wrote, if anything, is all there is
-			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
+			w.chk.CommitUnacked(n.id, jobview.OfSnapshot(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		}
 		w.trace(n.name, "commit failed: "+rd.Failed.Error())
@@ -1337,41 +1338,6 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 
 // kindNames are the runner nodes' kinds, all registered (limits: Config.KindLimits).
 var kindNames = [...]string{"mail", "sms", "bulk"}
-
-func jobViews(s runner.Snapshot) []JobView { return jobViewsAfter(nil, s) }
-
-// jobViewsAfter is jobViews reusing the payload strings of prev (views of an earlier state of
-// the same node, ascending by id) for jobs whose payload is unchanged: the views are rebuilt
-// after every commit, and converting every payload again was most of their cost.
-func jobViewsAfter(prev []JobView, s runner.Snapshot) []JobView {
-	out := make([]JobView, len(s.Jobs))
-	k := 0
-	for i, j := range s.Jobs {
-		for k < len(prev) && prev[k].ID < j.ID {
-			k++
-		}
-		var payload string
-		if k < len(prev) && prev[k].ID == j.ID && prev[k].Payload == string(j.Payload) {
-			payload = prev[k].Payload
-		} else {
-			payload = string(j.Payload)
-		}
-		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-			FirstDue: since(j.FirstDue), Due: since(j.Due), Target: j.Target, Payload: payload}
-		if j.Opts.Unique != "" {
-			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
-		}
-		if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
-			// The success's own time, as its Finished record carries it, plus the window.
-			v.WindowUntil = since(h[len(h)-1].End) + j.Opts.UniqueFor
-		}
-		if j.State == runner.Dead {
-			v.Reason = j.Reason.String()
-		}
-		out[i] = v
-	}
-	return out
-}
 
 // traceJournal traces the refused journal file as core renders it, frame by frame: its header
 // and the frames around the damage (the first bad frame is the last line before the size).

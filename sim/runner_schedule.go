@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/internal/jobview"
 )
 
 // Periodic jobs in the world. Each runner node draws up to three schedules (intervals and cron
@@ -185,7 +186,7 @@ func (n *runnerNode) noteFirings(before, after []runner.Schedule, next, upTo uin
 	if split {
 		acked = false
 		defer func() {
-			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
+			w.chk.CommitUnacked(n.id, jobview.OfSnapshot(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 			n.crash("between the batch of a period's job and the batch of its schedule's advance (planted defect)")
 		}()
