@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // Invariant names. Each is checked against the facts the world reports to a Checker, after
@@ -126,7 +128,7 @@ func (v *Violation) Error() string {
 // checked at once against every invariant it concerns. The first violation is kept.
 type Checker struct {
 	now    time.Duration
-	specs  specCache         // PeriodFired's parsed cron specs
+	specs  runview.SpecCache // PeriodFired's parsed cron specs
 	holder map[string]uint64 // checkUnique's, emptied on each call (it runs after every commit)
 	v      *Violation
 	checks []int // per invariant, in Invariants order
@@ -162,7 +164,7 @@ func NewChecker() *Checker {
 		nodes:    make(map[int]*nodeModel),
 		jobs:     make(map[jobKey]*jobModel),
 		receipts: make(map[string]*receiptModel),
-		specs:    specCache{},
+		specs:    runview.SpecCache{},
 	}
 }
 

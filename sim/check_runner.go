@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sluicehq/sluice/sim/internal/jobview"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // RunnerParams is what the runner invariants need to know of a node's configuration.
@@ -662,7 +662,7 @@ func (c *Checker) noPhantoms(node int, n *nodeModel, jobs []JobView) bool {
 func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	c.checkUnique(node, jobs, "recovered")
 	n := c.node(node)
-	got := jobview.IndexOf(jobs)
+	got := runview.IndexOf(jobs)
 	if !c.noPhantoms(node, n, jobs) {
 		return
 	}
@@ -685,7 +685,7 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	}
 	// Attempts running at the crash come back as interrupted failures at now, through the policy
 	// (unless the recovered job is the one a written-but-unacknowledged commit left).
-	liveByID, pendByID := jobview.IndexOf(n.live), jobview.IndexOf(n.pending)
+	liveByID, pendByID := runview.IndexOf(n.live), runview.IndexOf(n.pending)
 	for _, v := range jobs {
 		// A start the world never saw (written by a commit not acknowledged) shows as a
 		// count unlike the last acknowledged one, or after a retry (a new first due): its

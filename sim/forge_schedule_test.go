@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // scheduleJournal builds a journal with schedules set, changed, removed and fired, compacted
@@ -161,7 +162,7 @@ func TestWithoutLastFiredKeepsTheJobDropsTheAdvance(t *testing.T) {
 	if len(got.Jobs) != len(whole.Jobs) || got.NextID != whole.NextID {
 		t.Fatalf("split: %d jobs, next id %d; whole: %d jobs, next id %d", len(got.Jobs), got.NextID, len(whole.Jobs), whole.NextID)
 	}
-	if sameSchedules(scheduleViewsOf(got.Schedules), scheduleViewsOf(whole.Schedules)) {
+	if runview.SameSchedules(scheduleViewsOf(got.Schedules), scheduleViewsOf(whole.Schedules)) {
 		t.Fatalf("the split journal kept every schedule's advance: %v", scheduleViewsOf(got.Schedules))
 	}
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
-	"github.com/sluicehq/sluice/sim/internal/jobview"
 	"github.com/sluicehq/sluice/sim/internal/lazyrand"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // The runner side of the world: runner nodes, each a process with its own simulated disk and
@@ -146,12 +146,12 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: replaying a copy of the disk after a commit: %v", n.name, err)
 		return
 	}
-	if d := jobview.Diff(live, jobview.OfSnapshot(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
+	if d := runview.Diff(live, runview.Jobs(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit differs from the live state: %s (%d jobs live, %d replayed)",
 			n.name, d, len(live), len(snap.Jobs))
 		return
 	}
-	if got, want := scheduleViewsOf(snap.Schedules), n.scheduleViews(); !sameSchedules(want, got) {
+	if got, want := scheduleViewsOf(snap.Schedules), n.scheduleViews(); !runview.SameSchedules(want, got) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit has schedules %v, live %v", n.name, got, want)
 		return
 	}
@@ -376,13 +376,13 @@ func (n *runnerNode) start() {
 	if n.gen > 1 {
 		n.traceRecovered(st)
 	}
-	views := jobview.OfSnapshot(n.views, st)
+	views := runview.Jobs(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
 	n.checkEntryDurable("an open") // journal_fam.go
 	n.node, n.up = runner.NewNode(e, ncfg), true
 	if e.Status().Compactions > 0 && e.Poisoned() == nil {
-		views = jobview.OfSnapshot(views, e.State())
+		views = runview.Jobs(views, e.State())
 		n.checkEntryDurable("a compaction at open")
 		w.chk.Compacted(n.id, views)
 		w.trace(n.name, "compacted at open")
@@ -482,7 +482,7 @@ func (n *runnerNode) finishStop(rd runner.Effects) {
 			w.fault("compaction-failed")
 			w.trace(n.name, "compaction at close failed: "+err.Error())
 		} else {
-			w.chk.Compacted(n.id, jobview.OfSnapshot(n.views, n.e.State()))
+			w.chk.Compacted(n.id, runview.Jobs(n.views, n.e.State()))
 			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
 			n.checkEntryDurable("a compaction at close")
 			w.trace(n.name, "compacted at close")
@@ -995,7 +995,7 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 	}
 	if rd.Failed != nil && !lost {
 		if f.b.Empty() { // the write failed: what it wrote, if anything, is all there is
-			w.chk.CommitUnacked(n.id, jobview.OfSnapshot(n.views, n.e.State()))
+			w.chk.CommitUnacked(n.id, runview.Jobs(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		}
 		w.trace(n.name, "commit failed: "+rd.Failed.Error())

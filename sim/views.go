@@ -2,7 +2,7 @@ package sim
 
 import (
 	"github.com/sluicehq/sluice/core/runner"
-	"github.com/sluicehq/sluice/sim/internal/jobview"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // The checker compares a node's whole job state after every commit that wrote records. The
@@ -26,7 +26,7 @@ func (w *World) liveViews(node int, prev []JobView, e *runner.Engine) []JobView 
 		w.views[node] = bufs
 	}
 	slot := 0
-	if jobview.Aliases(bufs[0], prev) {
+	if runview.Aliases(bufs[0], prev) {
 		slot = 1
 	}
 	out := bufs[slot][:0]
@@ -35,7 +35,7 @@ func (w *World) liveViews(node int, prev []JobView, e *runner.Engine) []JobView 
 		for k < len(prev) && prev[k].ID < j.ID {
 			k++
 		}
-		if k < len(prev) && prev[k].ID == j.ID && jobview.Same(&prev[k], j) {
+		if k < len(prev) && prev[k].ID == j.ID && runview.Same(&prev[k], j) {
 			out = append(out, prev[k])
 			return
 		}
@@ -45,7 +45,7 @@ func (w *World) liveViews(node int, prev []JobView, e *runner.Engine) []JobView 
 		} else {
 			payload = string(j.Payload)
 		}
-		out = append(out, jobview.Of(j, payload))
+		out = append(out, runview.OfJob(j, payload))
 	})
 	bufs[slot] = out
 	return out
@@ -53,12 +53,18 @@ func (w *World) liveViews(node int, prev []JobView, e *runner.Engine) []JobView 
 
 // JobView is a job as a runner reports it (live or recovered), reduced to what the
 // invariants compare (sim/internal/jobview).
-type JobView = jobview.View
+type JobView = runview.Job
 
 // Terminal reports whether state is final.
-func Terminal(state string) bool { return jobview.Terminal(state) }
+func Terminal(state string) bool { return runview.Terminal(state) }
 
-func jobViews(s runner.Snapshot) []JobView { return jobview.OfSnapshot(nil, s) }
+func jobViews(s runner.Snapshot) []JobView { return runview.Jobs(nil, s) }
 
-// diffStates compares a live list with a recovered one (jobview.Diff, interrupted).
-func diffStates(want, got []JobView) string { return jobview.Diff(want, got, true) }
+// diffStates compares a live list with a recovered one (runview.Diff, interrupted).
+func diffStates(want, got []JobView) string { return runview.Diff(want, got, true) }
+
+// ScheduleView is a schedule as a runner reports it, reduced to what period-once compares
+// (sim/internal/runview).
+type ScheduleView = runview.Schedule
+
+func scheduleViewsOf(ss []runner.Schedule) []ScheduleView { return runview.Schedules(ss) }

@@ -1,4 +1,4 @@
-package jobview
+package runview
 
 import (
 	"math/rand"
@@ -12,13 +12,13 @@ import (
 func TestDiffStatesMergeAgreesWithMaps(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	states := []string{"waiting", "running", "succeeded", "dead", "cancelled"}
-	list := func() []View {
-		var v []View
+	list := func() []Job {
+		var v []Job
 		for id := uint64(1); id <= 12; id++ {
 			if r.Intn(3) == 0 {
 				continue
 			}
-			v = append(v, View{ID: id, State: states[r.Intn(len(states))], Attempts: r.Intn(2), Target: "t1"})
+			v = append(v, Job{ID: id, State: states[r.Intn(len(states))], Attempts: r.Intn(2), Target: "t1"})
 		}
 		return v
 	}
@@ -39,7 +39,7 @@ func TestDiffStatesMergeAgreesWithMaps(t *testing.T) {
 			}
 		}
 		x := IndexOf(a)
-		m := IndexOf(append(slices.Clone(a), View{ID: 0})) // not ascending: the map
+		m := IndexOf(append(slices.Clone(a), Job{ID: 0})) // not ascending: the map
 		// Ascending (the remembered next index answers), then in any order (a search does).
 		ids := []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 		for range 20 {
@@ -49,7 +49,7 @@ func TestDiffStatesMergeAgreesWithMaps(t *testing.T) {
 			v, ok := x.Get(id)
 			w, wok := m.Get(id)
 			if id == 0 {
-				w, wok = View{}, false
+				w, wok = Job{}, false
 			}
 			if v != w || ok != wok {
 				t.Fatalf("get(%d) = %v %v, the map's %v %v", id, v, ok, w, wok)

@@ -1,19 +1,23 @@
-// Package jobview is the simulator's view of a runner job, reduced to what its invariants
-// compare, and the comparison of two job lists (live against recovered or replayed).
-package jobview
+// Package runview is the simulator's view of a runner's jobs and schedules, reduced to what its
+// invariants compare, the comparison of two job lists (live against recovered or replayed),
+// and the checker's own oracle of a schedule spec's periods.
+package runview
 
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/robfig/cron/v3"
 
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/internal/trace"
 )
 
-// View is a job as a runner reports it (live or recovered), reduced to what the invariants
+// Job is a job as a runner reports it (live or recovered), reduced to what the invariants
 // compare. Times are offsets from trace.Epoch.
-type View struct {
+type Job struct {
 	ID       uint64
 	State    string // "waiting", "running", "succeeded", "dead", "cancelled"
 	Reason   string // dead only
@@ -29,7 +33,7 @@ type View struct {
 	WindowUntil time.Duration
 }
 
-func (j View) String() string {
+func (j Job) String() string {
 	s := fmt.Sprintf("{id=%d %s", j.ID, j.State)
 	if j.Reason != "" {
 		s += "(" + j.Reason + ")"
@@ -45,9 +49,9 @@ func Terminal(state string) bool {
 	return state == "succeeded" || state == "dead" || state == "cancelled"
 }
 
-// Of is j's view, with payload its payload as a string.
-func Of(j *runner.Job, payload string) View {
-	v := View{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
+// OfJob is j's view, with payload its payload as a string.
+func OfJob(j *runner.Job, payload string) Job {
+	v := Job{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
 		FirstDue: trace.Since(j.FirstDue), Due: trace.Since(j.Due), Target: j.Target, Payload: payload}
 	if j.Opts.Unique != "" {
 		v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
@@ -59,25 +63,25 @@ func Of(j *runner.Job, payload string) View {
 	return v
 }
 
-// OfSnapshot is the views of s's jobs, reusing the payload strings of prev (views of an
+// Jobs is the views of s's jobs, reusing the payload strings of prev (views of an
 // earlier state of the same node, ascending by id) for jobs whose payload is unchanged: the
 // views are rebuilt after every commit, and converting every payload again was most of their
 // cost.
-func OfSnapshot(prev []View, s runner.Snapshot) []View {
-	out := make([]View, len(s.Jobs))
+func Jobs(prev []Job, s runner.Snapshot) []Job {
+	out := make([]Job, len(s.Jobs))
 	k := 0
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		for k < len(prev) && prev[k].ID < j.ID {
 			k++
 		}
-		out[i] = Of(j, payloadOf(prev, k, j))
+		out[i] = OfJob(j, payloadOf(prev, k, j))
 	}
 	return out
 }
 
 // payloadOf is j's payload as a string: prev[k]'s when it is j's and unchanged.
-func payloadOf(prev []View, k int, j *runner.Job) string {
+func payloadOf(prev []Job, k int, j *runner.Job) string {
 	if k < len(prev) && prev[k].ID == j.ID && prev[k].Payload == string(j.Payload) {
 		return prev[k].Payload
 	}
@@ -85,7 +89,7 @@ func payloadOf(prev []View, k int, j *runner.Job) string {
 }
 
 // Aliases reports whether a and b share their first element (the same backing array).
-func Aliases(a, b []View) bool {
+func Aliases(a, b []Job) bool {
 	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
@@ -99,7 +103,7 @@ func windowUntil(j *runner.Job) time.Duration {
 }
 
 // Same reports whether v is j's view, field by field, without building one.
-func Same(v *View, j *runner.Job) bool {
+func Same(v *Job, j *runner.Job) bool {
 	if v.State != j.State.String() || v.Deferred != j.Deferred || v.Attempts != j.Attempts ||
 		v.FirstDue != trace.Since(j.FirstDue) || v.Due != trace.Since(j.Due) || v.Target != j.Target ||
 		v.Payload != string(j.Payload) || v.WindowUntil != windowUntil(j) {
@@ -124,13 +128,13 @@ func Same(v *View, j *runner.Job) bool {
 // (compaction retention) are not a difference. With interrupted, a job running in want may
 // come back requeued (a recovery after a crash); without, it must be identical (a plain
 // replay). Lists ascending by id (as views are built) are merged; others go through maps.
-func Diff(want, got []View, interrupted bool) string {
+func Diff(want, got []Job, interrupted bool) string {
 	if !ascendingByID(want) || !ascendingByID(got) {
 		return DiffByMap(want, got, interrupted)
 	}
 	i, k := 0, 0
 	for i < len(want) || k < len(got) {
-		var a, b View
+		var a, b Job
 		var okA, okB bool
 		switch {
 		case k == len(got) || i < len(want) && want[i].ID < got[k].ID:
@@ -153,17 +157,17 @@ func Diff(want, got []View, interrupted bool) string {
 // Index finds a list's views by id: by binary search when the ids ascend (as views are
 // built), else through a map (a later duplicate id wins, as a map's assignment would).
 type Index struct {
-	v    []View
-	m    map[uint64]View
+	v    []Job
+	m    map[uint64]Job
 	next int // v's index after the last one found: callers mostly ask in ascending order
 }
 
 // IndexOf indexes v.
-func IndexOf(v []View) Index {
+func IndexOf(v []Job) Index {
 	if ascendingByID(v) {
 		return Index{v: v}
 	}
-	m := make(map[uint64]View, len(v))
+	m := make(map[uint64]Job, len(v))
 	for _, j := range v {
 		m[j.ID] = j
 	}
@@ -171,7 +175,7 @@ func IndexOf(v []View) Index {
 }
 
 // Get finds id's view.
-func (x *Index) Get(id uint64) (View, bool) {
+func (x *Index) Get(id uint64) (Job, bool) {
 	if x.m != nil {
 		j, ok := x.m[id]
 		return j, ok
@@ -191,14 +195,14 @@ func (x *Index) Get(id uint64) (View, bool) {
 	}
 	x.next = lo
 	if lo == len(v) || v[lo].ID != id {
-		return View{}, false
+		return Job{}, false
 	}
 	x.next = lo + 1
 	return v[lo], true
 }
 
 // ascendingByID says whether v's ids strictly ascend.
-func ascendingByID(v []View) bool {
+func ascendingByID(v []Job) bool {
 	for i := 1; i < len(v); i++ {
 		if v[i-1].ID >= v[i].ID {
 			return false
@@ -208,12 +212,12 @@ func ascendingByID(v []View) bool {
 }
 
 // DiffByMap is Diff for lists in any order (a later duplicate id wins).
-func DiffByMap(want, got []View, interrupted bool) string {
-	w := make(map[uint64]View, len(want))
+func DiffByMap(want, got []Job, interrupted bool) string {
+	w := make(map[uint64]Job, len(want))
 	for _, v := range want {
 		w[v.ID] = v
 	}
-	g := make(map[uint64]View, len(got))
+	g := make(map[uint64]Job, len(got))
 	for _, v := range got {
 		g[v.ID] = v
 	}
@@ -238,7 +242,7 @@ func DiffByMap(want, got []View, interrupted bool) string {
 }
 
 // diffJob compares one id's job on each side (ok: present there); "" when they agree.
-func diffJob(a View, okA bool, b View, okB bool, interrupted bool) string {
+func diffJob(a Job, okA bool, b Job, okB bool, interrupted bool) string {
 	id := a.ID
 	if !okA {
 		id = b.ID
@@ -259,4 +263,119 @@ func diffJob(a View, okA bool, b View, okB bool, interrupted bool) string {
 		return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
 	}
 	return ""
+}
+
+// Schedule is a schedule as a runner reports it (live or recovered), reduced to what the
+// period-once invariant compares. Times are offsets from trace.Epoch; -1 when zero (none).
+type Schedule struct {
+	Name    string
+	Spec    string
+	Payload string
+	CatchUp string // "one" or "skip"
+	Anchor  time.Duration
+	Next    time.Duration
+	Last    time.Duration // the last period handled
+	LastAt  time.Duration // when it was handled
+	LastJob uint64        // its job; 0: skipped
+	Unique  string        // the key its jobs hold (kind/key), "" without one
+	// Held (PeriodFired only): before the commit that handled the period, a job of the node
+	// not yet terminal held the schedule's unique key.
+	Held bool
+}
+
+func (v Schedule) String() string {
+	return fmt.Sprintf("{%s spec=%q catch-up=%s next=%s last=%s at=%s job=%d}", v.Name, v.Spec, v.CatchUp,
+		trace.Offset(v.Next), trace.Offset(v.Last), trace.Offset(v.LastAt), v.LastJob)
+}
+
+// Schedules is the views of ss.
+func Schedules(ss []runner.Schedule) []Schedule {
+	out := make([]Schedule, len(ss))
+	for i, s := range ss {
+		out[i] = OfSchedule(s)
+	}
+	return out
+}
+
+// OfSchedule is s's view.
+func OfSchedule(s runner.Schedule) Schedule {
+	off := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return -1
+		}
+		return trace.Since(t)
+	}
+	v := Schedule{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
+		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
+	if s.Opts.Unique != "" {
+		v.Unique = s.Opts.Kind + "/" + s.Opts.Unique
+	}
+	return v
+}
+
+// SameSchedules reports whether a and b are equal, schedule by schedule.
+func SameSchedules(a, b []Schedule) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SpecNext is the independent oracle of a spec's periods: the first period strictly after
+// after (-1: none). Intervals count from the anchor; cron specs are robfig/cron's own
+// definition (5 fields, 6 with seconds, descriptors), in UTC.
+func SpecNext(spec string, anchor, after time.Duration) time.Duration {
+	return SpecCache(nil).Next(spec, anchor, after)
+}
+
+// SpecCache holds each cron spec parsed once (nil: it does not parse): a run's schedules use a
+// few specs, and the checker asks at every period handled. A nil cache parses every time.
+type SpecCache map[string]cron.Schedule
+
+// Next is SpecNext, parsing through the cache.
+func (sc SpecCache) Next(spec string, anchor, after time.Duration) time.Duration {
+	if rest, ok := strings.CutPrefix(spec, "@every "); ok {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d <= 0 {
+			return -1
+		}
+		k := max(1, (after-anchor)/d)
+		for anchor+k*d <= after {
+			k++
+		}
+		for k > 1 && anchor+(k-1)*d > after {
+			k--
+		}
+		return anchor + k*d
+	}
+	s, ok := sc[spec]
+	if !ok {
+		s = parseCron(spec)
+		if sc != nil {
+			sc[spec] = s
+		}
+	}
+	if s == nil {
+		return -1
+	}
+	t := s.Next(trace.Epoch.Add(after))
+	if t.IsZero() {
+		return -1
+	}
+	return t.Sub(trace.Epoch)
+}
+
+// parseCron parses a cron spec as the runner's parser does; nil when it does not parse.
+func parseCron(spec string) cron.Schedule {
+	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	s, err := p.Parse(spec)
+	if err != nil {
+		return nil
+	}
+	return s
 }
