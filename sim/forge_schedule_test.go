@@ -61,7 +61,7 @@ func scheduleJournal(t *testing.T) []byte {
 		}
 		commit(s)
 	}
-	b, err := readAll(d, journalName)
+	b, err := d.ReadAll(journalName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestResizedScheduleForgeriesAreRefused(t *testing.T) {
 func replayDisk(t *testing.T, img []byte) *disk.Disk {
 	t.Helper()
 	d := disk.New(1)
-	if err := writeSynced(d, journalName, img); err != nil {
+	if err := d.WriteSynced(journalName, img); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -162,7 +162,7 @@ func TestWithoutLastFiredKeepsTheJobDropsTheAdvance(t *testing.T) {
 	if len(got.Jobs) != len(whole.Jobs) || got.NextID != whole.NextID {
 		t.Fatalf("split: %d jobs, next id %d; whole: %d jobs, next id %d", len(got.Jobs), got.NextID, len(whole.Jobs), whole.NextID)
 	}
-	if runview.SameSchedules(scheduleViewsOf(got.Schedules), scheduleViewsOf(whole.Schedules)) {
-		t.Fatalf("the split journal kept every schedule's advance: %v", scheduleViewsOf(got.Schedules))
+	if runview.SameSchedules(runview.Schedules(got.Schedules), runview.Schedules(whole.Schedules)) {
+		t.Fatalf("the split journal kept every schedule's advance: %v", runview.Schedules(got.Schedules))
 	}
 }

@@ -141,7 +141,7 @@ func (n *runnerNode) armLeftover() *leftoverArm {
 	if w.jfam().rLeftover.Intn(2) == 0 {
 		a.op = disk.OpSyncDir
 	}
-	b, _ := readAll(n.disk, journalName)
+	b, _ := n.disk.ReadAll(journalName)
 	a.before = string(b)
 	n.disk.FailNext(a.op, nil)
 	w.fault("leftover-" + a.op.String())
@@ -160,7 +160,7 @@ func (n *runnerNode) checkLeftover(a *leftoverArm, err error) {
 		n.disk.Unfail(a.op)
 		return
 	}
-	after, _ := readAll(n.disk, journalName)
+	after, _ := n.disk.ReadAll(journalName)
 	if err == nil || !errors.Is(err, disk.ErrInjected) || !strings.Contains(err.Error(), journalName+".compact") || string(after) != a.before {
 		w.chk.Fail(InvRecoveryOpens, "%s: an open whose %s of the leftover compaction file failed returned %v (the journal changed: %v)",
 			n.name, a.op, err, string(after) != a.before)
@@ -198,34 +198,16 @@ func (n *runnerNode) closeEngine() (err error, crashed bool) {
 // leftover compaction file, as journal.Describe renders them.
 func (n *runnerNode) traceFiles() {
 	w := n.w
-	if b, err := readHead(n.disk, journalName); err == nil {
+	// One byte more than a header: Describe names a longer file's frames.
+	if b, err := n.disk.ReadHead(journalName, 41); err == nil {
 		line := describeHead(b)
 		if !strings.HasPrefix(line, "header ") || strings.Contains(line, "mark") || strings.Contains(line, "closed") {
 			w.trace(n.name, "journal "+line)
 		}
 	}
-	if b, err := readAll(n.disk, journalName+".compact"); err == nil {
+	if b, err := n.disk.ReadAll(journalName + ".compact"); err == nil {
 		w.trace(n.name, "leftover "+journalName+".compact: "+oneLine(journal.Describe(b)))
 	}
-}
-
-// readHead reads at most a journal header's bytes of the named file, past read faults.
-func readHead(fsys *disk.Disk, name string) (b []byte, err error) {
-	fsys.WithoutReadFaults(func() {
-		var f core.File
-		if f, err = fsys.Open(name); err != nil {
-			return
-		}
-		defer f.Close()
-		b = make([]byte, 41) // one more than a header: Describe names a longer file's frames
-		var k int
-		k, err = f.ReadAt(b, 0)
-		b = b[:k]
-		if err == io.EOF {
-			err = nil
-		}
-	})
-	return b, err
 }
 
 // describeHead is the first line of journal.Describe for b's header alone (the whole of b
@@ -251,7 +233,7 @@ func (w *World) aimRule(n *runnerNode, end, last int64) bool {
 	if r.Intn(3) == 0 {
 		return false
 	}
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil || int64(len(b)) < end || len(b) < forge.FileHdr {
 		return false
 	}
@@ -264,7 +246,7 @@ func (w *World) aimRule(n *runnerNode, end, last int64) bool {
 		n.flipped = fmt.Sprintf("the file cut to %d bytes, inside its header (%d later bytes of complete batches lost)", a.Cut, last-int64(a.Cut))
 		w.fault("aimed-cut")
 	default:
-		old, _ := readAll(n.disk, journalName)
+		old, _ := n.disk.ReadAll(journalName)
 		flipDiff(n, old, b)
 		n.flipped = fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed (synced; %d later bytes of complete batches)", a.At, a.What, last-end)
 		w.fault("aimed-frame")
@@ -299,7 +281,7 @@ func (n *runnerNode) damageClosed(closeErr error) {
 	if closeErr != nil || n.flipped != "" || !w.cfg.Faults.ExpectRefusal || !w.damaged(n.id) || w.jfam().rAim.Intn(2) != 0 {
 		return
 	}
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil || n.disk.SettledLen(journalName) != int64(len(b)) {
 		return
 	}
@@ -328,7 +310,7 @@ func (n *runnerNode) damageClosed(closeErr error) {
 // none: there is no synced data of the engine's to damage, and recovery answers for what
 // was lost (no-lost-ack).
 func (w *World) journalIntact(n *runnerNode, end, last int64) string {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	switch {
 	case err != nil:
 		return journalName + " is gone after the crash: " + err.Error()

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/retry"
@@ -130,9 +129,9 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	for _, name := range names {
-		data, err := readAll(n.disk, name)
+		data, err := n.disk.ReadAll(name)
 		if err == nil {
-			err = writeSynced(cp, name, data)
+			err = cp.WriteSynced(name, data)
 		}
 		if err != nil {
 			w.chk.Fail(InvMachine, "%s: copying %s: %v", n.name, name, err)
@@ -151,7 +150,7 @@ func (n *runnerNode) checkReplay(live []JobView) {
 			n.name, d, len(live), len(snap.Jobs))
 		return
 	}
-	if got, want := scheduleViewsOf(snap.Schedules), n.scheduleViews(); !runview.SameSchedules(want, got) {
+	if got, want := runview.Schedules(snap.Schedules), n.scheduleViews(); !runview.SameSchedules(want, got) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit has schedules %v, live %v", n.name, got, want)
 		return
 	}
@@ -205,34 +204,6 @@ func (n *runnerNode) checkList(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvMachine)
-}
-
-// readAll reads a whole file as the world's inspections do: past the read-side faults.
-func readAll(fsys *disk.Disk, name string) (b []byte, err error) {
-	fsys.WithoutReadFaults(func() { b, err = core.ReadFile(fsys, name) })
-	return b, err
-}
-
-// writeSynced makes name hold data, durable; fsys may keep data, which the caller must not
-// touch again.
-func writeSynced(fsys *disk.Disk, name string, data []byte) error {
-	if fsys.AdoptSynced(name, data) {
-		return nil // the same calls' effect, on a disk where none of them can fail or draw
-	}
-	f, err := fsys.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return fsys.SyncDir()
 }
 
 func (w *World) setupRunner() {
@@ -926,7 +897,7 @@ func (n *runnerNode) perform() {
 	f.b = rd.Sync
 	// What this batch makes durable, before anything else is stepped: a crash or a failed sync
 	// during the flight may leave it on disk unacknowledged.
-	f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), scheduleViewsOf(f.after)
+	f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), runview.Schedules(f.after)
 	w.chk.CommitUnacked(n.id, f.views)
 	w.chk.SchedulesUnacked(n.id, f.schedsViewed)
 	n.flight = f
@@ -1342,7 +1313,7 @@ var kindNames = [...]string{"mail", "sms", "bulk"}
 // traceJournal traces the refused journal file as core renders it, frame by frame: its header
 // and the frames around the damage (the first bad frame is the last line before the size).
 func (n *runnerNode) traceJournal() {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil {
 		n.w.trace(n.name, "journal unreadable: "+err.Error())
 		return
@@ -1394,7 +1365,7 @@ func (n *runnerNode) traceTail() {
 // in the frames or the codec, and that runner.Replay refuses it in every case: a user who
 // follows the error's advice must not be shown a journal that replays.
 func (n *runnerNode) checkScanRefuses(what string) {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil {
 		return // traced by traceJournal
 	}

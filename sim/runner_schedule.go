@@ -229,4 +229,4 @@ func (n *runnerNode) keyHeld(o runner.Opts) bool {
 }
 
 // scheduleViews is the node's schedules as the checker compares them.
-func (n *runnerNode) scheduleViews() []ScheduleView { return scheduleViewsOf(n.e.Schedules()) }
+func (n *runnerNode) scheduleViews() []ScheduleView { return runview.Schedules(n.e.Schedules()) }

@@ -15,7 +15,7 @@ import (
 type viewBufs [2][]JobView
 
 // liveViews returns node's live state as job views after a commit, reusing prev (the views of
-// its previous commit, ascending by id) for unchanged jobs. It equals jobViews(e.State()).
+// its previous commit, ascending by id) for unchanged jobs. It equals runview.Jobs(nil, e.State()).
 func (w *World) liveViews(node int, prev []JobView, e *runner.Engine) []JobView {
 	if w.views == nil {
 		w.views = make(map[int]*viewBufs)
@@ -58,13 +58,9 @@ type JobView = runview.Job
 // Terminal reports whether state is final.
 func Terminal(state string) bool { return runview.Terminal(state) }
 
-func jobViews(s runner.Snapshot) []JobView { return runview.Jobs(nil, s) }
-
 // diffStates compares a live list with a recovered one (runview.Diff, interrupted).
 func diffStates(want, got []JobView) string { return runview.Diff(want, got, true) }
 
 // ScheduleView is a schedule as a runner reports it, reduced to what period-once compares
 // (sim/internal/runview).
 type ScheduleView = runview.Schedule
-
-func scheduleViewsOf(ss []runner.Schedule) []ScheduleView { return runview.Schedules(ss) }
