@@ -632,7 +632,7 @@ var heldEngineCalls = []engineCall{
 func TestHeldEngineRefusesEveryCall(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func(e *Engine) error
+		setup func(d *disk.Disk, e *Engine) error
 		kept  bool // a refusal keeps the state
 		want  func(what string) []error
 	}{
@@ -642,14 +642,14 @@ func TestHeldEngineRefusesEveryCall(t *testing.T) {
 			}
 			return []error{ErrPoisoned}
 		}},
-		{"closed", func(e *Engine) error { return e.Close() }, false, func(what string) []error {
+		{"closed", func(_ *disk.Disk, e *Engine) error { return e.Close() }, false, func(what string) []error {
 			if what == "Enqueue" || what == "AttemptDone" || what == "Dispatch" {
 				return []error{nil} // taken in memory: the Commit that would write it is refused
 			}
 			return []error{journal.ErrClosed}
 		}},
-		{"poisoned and closed", func(e *Engine) error {
-			if err := poisonEngine(e); err != nil {
+		{"poisoned and closed", func(d *disk.Disk, e *Engine) error {
+			if err := poisonEngine(d, e); err != nil {
 				return err
 			}
 			return e.Close()
@@ -662,7 +662,7 @@ func TestHeldEngineRefusesEveryCall(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := tc.setup(e); err != nil {
+				if err := tc.setup(d, e); err != nil {
 					t.Fatal(err)
 				}
 				ops, before := d.Ops(), stateKeyOf(e)
@@ -685,16 +685,13 @@ func heldEngineConfig() Config {
 	return Config{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 2, Rand: rand.New(rand.NewSource(1))}
 }
 
-// poisonEngine enqueues a job and fails the sync of the batch that writes it.
-func poisonEngine(e *Engine) error {
+// poisonEngine enqueues a job and fails the sync of the commit that writes it.
+func poisonEngine(d *disk.Disk, e *Engine) error {
 	if _, _, err := e.Enqueue(epoch, epoch, "t1", []byte("p")); err != nil {
 		return err
 	}
-	b, err := e.begin(epoch, true)
-	if err != nil {
-		return err
-	}
-	if _, err := e.finish(b, errors.New("fsync: input/output error")); err == nil {
+	d.FailNext(disk.OpSync, nil)
+	if _, err := e.Commit(epoch); err == nil {
 		return errors.New("a failed sync was not reported")
 	}
 	if !errors.Is(e.Poisoned(), ErrPoisoned) {
