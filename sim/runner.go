@@ -904,8 +904,8 @@ func (n *runnerNode) perform() {
 	n.answer(rd.Acks) // refusals stepped before the write
 	nd.Advance()
 	// The flight takes no simulated time, so the checker's timing bounds stand. An outcome
-	// arriving meanwhile is stepped into the next batch while the Node has Room, else waits for
-	// the landing (whenLanded), as a production driver's outbox does.
+	// arriving meanwhile waits for it (whenLanded): the checker judges breakers and free units
+	// in world time, as if admission and start were one instant.
 	w.loop.AtExact(w.loop.Now(), n.alive(func() { n.land(f) }))
 }
 
@@ -1258,9 +1258,9 @@ func (n *runnerNode) returnAfter(ex *execution, d time.Duration) {
 	w.loop.After(d, n.alive(func() { n.whenLanded(func() { n.returned(ex, v, tok) }) }))
 }
 
-// whenLanded runs fn now, or, when a batch flies and the Node takes nothing, once it landed.
+// whenLanded runs fn now, or once the batch in flight has landed.
 func (n *runnerNode) whenLanded(fn func()) {
-	if n.flight != nil && n.node.Room() == 0 {
+	if n.flight != nil {
 		n.afterLand = append(n.afterLand, fn)
 		return
 	}
