@@ -85,6 +85,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvDispositionPrompt, "a handler's result is sent as a disposition call in the step it arrives, or in the one that ends the renewal it waited behind"},
 	{InvRenewalOnTime, "each renewal is sent at its renewal time (a third of the lease left, or the pacing delay after a failure), early only by the coalescing window, late only by the scheduling slack"},
 	{InvDropAtMargin, "a receipt is dropped at its margin (or its stop point with a renewal unanswered), late only by the scheduling slack"},
+	{InvAckPrompt, "a command a runner node took is acknowledged within one commit cycle, unless the node crashed first"},
 	{InvWakeAtNotLate, "every machine's WakeAt, and the driver's timer, is never later than the earliest pending action recomputed from the state"},
 	{InvLiveness, "with faults off, every non-cancelled job ends and every message is deleted or dead-lettered within the bound"},
 }

@@ -163,7 +163,7 @@ func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 		if v.WindowUntil > 0 && v.WindowUntil > n.windows[v.Unique].until {
 			n.windows[v.Unique] = windowFact{v.ID, v.WindowUntil}
 		}
-		if v.Unique == "" || Terminal(v.State) {
+		if v.Unique == "" || runview.Terminal(v.State) {
 			continue
 		}
 		if id, ok := holder[v.Unique]; ok {
@@ -519,7 +519,7 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 		if j == nil {
 			continue
 		}
-		if Terminal(v.State) && j.terminal == "" {
+		if runview.Terminal(v.State) && j.terminal == "" {
 			j.terminal = v.State
 		}
 		if r := j.released; r != nil {
@@ -674,8 +674,8 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			c.check(InvNoLostAck, ok, "node %d lost acknowledged job %d (target %s) in recovery", node, k.id, j.target)
 		}
 	}
-	if diff := diffStates(n.live, jobs); diff != "" {
-		if n.pending == nil || diffStates(n.pending, jobs) != "" {
+	if diff := runview.Diff(n.live, jobs, true); diff != "" {
+		if n.pending == nil || runview.Diff(n.pending, jobs, true) != "" {
 			c.check(InvReplayEqualsLive, false, "node %d recovered a state unlike the live one at its last commit: %s", node, diff)
 		} else {
 			c.check(InvReplayEqualsLive, true, "")
@@ -736,11 +736,11 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 				// The recovered job comes from a written but unacknowledged commit (a retry, a
 				// cancel, an outcome): that is its durable truth now.
 				j.firstDue = v.FirstDue
-				if !Terminal(v.State) {
+				if !runview.Terminal(v.State) {
 					j.terminal = ""
 				}
 			}
-			if Terminal(v.State) && j.terminal == "" {
+			if runview.Terminal(v.State) && j.terminal == "" {
 				j.terminal = v.State
 			}
 			if v.State == "waiting" {

@@ -812,6 +812,7 @@ func (n *runnerNode) step(in runner.Input) {
 // its Ack. It returns what the command did at once: the ids it took, or its refusal.
 func (n *runnerNode) propose(cmd runner.Event, p pendingCmd) (runner.Ack, error) {
 	n.ref++
+	p.at = n.w.loop.Now()
 	n.step(runner.Propose{Ref: n.ref, Cmd: cmd})
 	a, err := n.node.LastProposal()
 	if err == nil {
@@ -1094,6 +1095,7 @@ func (n *runnerNode) answer(acks []runner.Answer) {
 			w.chk.Fail(InvMachine, "%s: a command the node accepted was answered %v", n.name, a.Err)
 			continue
 		}
+		w.chk.CommandAnswered(n.id, p.at)
 		switch p.kind {
 		case cmdEnqueue:
 			ids := a.IDs // EnqueueMany's; nil for one job
@@ -1157,7 +1159,7 @@ func (n *runnerNode) absorb(rd runner.Effects, f *flight) []JobView {
 func (n *runnerNode) noteState(views []JobView) {
 	n.open = 0
 	for _, v := range views {
-		if !Terminal(v.State) {
+		if !runview.Terminal(v.State) {
 			n.open++
 		}
 	}

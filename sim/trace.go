@@ -9,8 +9,5 @@ import (
 // Epoch is simulated time zero. Traces print times as offsets from it, never wall times.
 var Epoch = trace.Epoch
 
-// since is t's offset from Epoch.
-func since(t time.Time) time.Duration { return trace.Since(t) }
-
 // Offset renders d as seconds with millisecond-or-finer digits: "12.345s", "0.000001s".
 func Offset(d time.Duration) string { return trace.Offset(d) }

@@ -52,14 +52,8 @@ func (w *World) liveViews(node int, prev []JobView, e *runner.Engine) []JobView 
 }
 
 // JobView is a job as a runner reports it (live or recovered), reduced to what the
-// invariants compare (sim/internal/jobview).
+// invariants compare (sim/internal/runview).
 type JobView = runview.Job
-
-// Terminal reports whether state is final.
-func Terminal(state string) bool { return runview.Terminal(state) }
-
-// diffStates compares a live list with a recovered one (runview.Diff, interrupted).
-func diffStates(want, got []JobView) string { return runview.Diff(want, got, true) }
 
 // ScheduleView is a schedule as a runner reports it, reduced to what period-once compares
 // (sim/internal/runview).
