@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // Invariant names. Each is checked against the facts the world reports to a Checker, after
@@ -83,6 +85,7 @@ var Invariants = []struct{ Name, Promise string }{
 	{InvDispositionPrompt, "a handler's result is sent as a disposition call in the step it arrives, or in the one that ends the renewal it waited behind"},
 	{InvRenewalOnTime, "each renewal is sent at its renewal time (a third of the lease left, or the pacing delay after a failure), early only by the coalescing window, late only by the scheduling slack"},
 	{InvDropAtMargin, "a receipt is dropped at its margin (or its stop point with a renewal unanswered), late only by the scheduling slack"},
+	{InvAckPrompt, "a command a runner node took is acknowledged within one commit cycle, unless the node crashed first"},
 	{InvWakeAtNotLate, "every machine's WakeAt, and the driver's timer, is never later than the earliest pending action recomputed from the state"},
 	{InvLiveness, "with faults off, every non-cancelled job ends and every message is deleted or dead-lettered within the bound"},
 }
@@ -126,7 +129,7 @@ func (v *Violation) Error() string {
 // checked at once against every invariant it concerns. The first violation is kept.
 type Checker struct {
 	now    time.Duration
-	specs  specCache         // PeriodFired's parsed cron specs
+	specs  runview.SpecCache // PeriodFired's parsed cron specs
 	holder map[string]uint64 // checkUnique's, emptied on each call (it runs after every commit)
 	v      *Violation
 	checks []int // per invariant, in Invariants order
@@ -162,7 +165,7 @@ func NewChecker() *Checker {
 		nodes:    make(map[int]*nodeModel),
 		jobs:     make(map[jobKey]*jobModel),
 		receipts: make(map[string]*receiptModel),
-		specs:    specCache{},
+		specs:    runview.SpecCache{},
 	}
 }
 

@@ -26,6 +26,7 @@ const (
 	InvDropAtMargin      = "drop-at-margin"
 	InvWakeAtNotLate     = "wakeat-not-late"
 	InvStartWhenFree     = "start-when-free"
+	InvAckPrompt         = "ack-prompt"
 )
 
 // never is a deadline that never comes.
@@ -43,6 +44,13 @@ type waitModel struct {
 
 // SetSyncDelay declares the drawn sync delay: a commit runs that long after it is asked for.
 func (c *Checker) SetSyncDelay(d time.Duration) { c.syncDelay = d }
+
+// CommandAnswered: node's runner acknowledged a command it took at took (ack-prompt): the
+// commit that writes it runs within one commit cycle, and a batch in flight lands at once.
+func (c *Checker) CommandAnswered(node int, took time.Duration) {
+	c.check(InvAckPrompt, c.now-took <= c.cycle(), "node %d acknowledged a command taken at %s at %s, later than one commit cycle (%s)",
+		node, Offset(took), Offset(c.now), c.cycle())
+}
 
 // cycle is one commit cycle as the world can stretch it: the event that asks for the commit and
 // the commit itself may each be late by the scheduling slack, and the commit waits the sync delay.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // RunnerParams is what the runner invariants need to know of a node's configuration.
@@ -24,40 +26,6 @@ type RunnerParams struct {
 	KindLimits map[string]int
 	// KindsOnly: the kinds of KindLimits are the registered ones; other kinds' jobs wait.
 	KindsOnly bool
-}
-
-// JobView is a job as a runner reports it (live or recovered), reduced to what the
-// invariants compare.
-type JobView struct {
-	ID       uint64
-	State    string // "waiting", "running", "succeeded", "dead", "cancelled"
-	Reason   string // dead only
-	Deferred bool
-	Attempts int
-	FirstDue time.Duration // offset from Epoch: the start of the retry deadline
-	Due      time.Duration // offset from Epoch
-	Target   string
-	Payload  string
-	Unique   string // the job's kind and unique key ("" without one)
-	// WindowUntil: a succeeded job's unique window end (its success time plus the window,
-	// offset from Epoch); 0 without one.
-	WindowUntil time.Duration
-}
-
-func (j JobView) String() string {
-	s := fmt.Sprintf("{id=%d %s", j.ID, j.State)
-	if j.Reason != "" {
-		s += "(" + j.Reason + ")"
-	}
-	if j.Deferred {
-		s += " deferred"
-	}
-	return s + fmt.Sprintf(" attempts=%d first-due=%s due=%s target=%s payload=%q}", j.Attempts, Offset(j.FirstDue), Offset(j.Due), j.Target, j.Payload)
-}
-
-// Terminal reports whether state is final.
-func Terminal(state string) bool {
-	return state == "succeeded" || state == "dead" || state == "cancelled"
 }
 
 type jobKey struct {
@@ -195,7 +163,7 @@ func (c *Checker) checkUnique(node int, jobs []JobView, when string) {
 		if v.WindowUntil > 0 && v.WindowUntil > n.windows[v.Unique].until {
 			n.windows[v.Unique] = windowFact{v.ID, v.WindowUntil}
 		}
-		if v.Unique == "" || Terminal(v.State) {
+		if v.Unique == "" || runview.Terminal(v.State) {
 			continue
 		}
 		if id, ok := holder[v.Unique]; ok {
@@ -551,7 +519,7 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 		if j == nil {
 			continue
 		}
-		if Terminal(v.State) && j.terminal == "" {
+		if runview.Terminal(v.State) && j.terminal == "" {
 			j.terminal = v.State
 		}
 		if r := j.released; r != nil {
@@ -694,7 +662,7 @@ func (c *Checker) noPhantoms(node int, n *nodeModel, jobs []JobView) bool {
 func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	c.checkUnique(node, jobs, "recovered")
 	n := c.node(node)
-	got := indexViews(jobs)
+	got := runview.IndexOf(jobs)
 	if !c.noPhantoms(node, n, jobs) {
 		return
 	}
@@ -702,12 +670,12 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	for _, k := range keys {
 		j := c.jobs[k]
 		if j.acked && j.terminal == "" {
-			_, ok := got.get(k.id)
+			_, ok := got.Get(k.id)
 			c.check(InvNoLostAck, ok, "node %d lost acknowledged job %d (target %s) in recovery", node, k.id, j.target)
 		}
 	}
-	if diff := diffStates(n.live, jobs); diff != "" {
-		if n.pending == nil || diffStates(n.pending, jobs) != "" {
+	if diff := runview.Diff(n.live, jobs, true); diff != "" {
+		if n.pending == nil || runview.Diff(n.pending, jobs, true) != "" {
 			c.check(InvReplayEqualsLive, false, "node %d recovered a state unlike the live one at its last commit: %s", node, diff)
 		} else {
 			c.check(InvReplayEqualsLive, true, "")
@@ -717,24 +685,24 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	}
 	// Attempts running at the crash come back as interrupted failures at now, through the policy
 	// (unless the recovered job is the one a written-but-unacknowledged commit left).
-	liveByID, pendByID := indexViews(n.live), indexViews(n.pending)
+	liveByID, pendByID := runview.IndexOf(n.live), runview.IndexOf(n.pending)
 	for _, v := range jobs {
 		// A start the world never saw (written by a commit not acknowledged) shows as a
 		// count unlike the last acknowledged one, or after a retry (a new first due): its
 		// history is taken from the next read.
 		if j := c.job(n, v.ID); j != nil {
-			if lv, ok := liveByID.get(v.ID); !ok || lv.Attempts != v.Attempts || lv.FirstDue != v.FirstDue {
+			if lv, ok := liveByID.Get(v.ID); !ok || lv.Attempts != v.Attempts || lv.FirstDue != v.FirstDue {
 				j.hist.starts = -1
 			}
 			j.hist.attempts = v.Attempts
 		}
 	}
 	for _, v := range jobs {
-		lv, ok := liveByID.get(v.ID)
+		lv, ok := liveByID.Get(v.ID)
 		if !ok || lv.State != "running" || v.State != "waiting" || v.Attempts != lv.Attempts {
 			continue
 		}
-		if pv, ok := pendByID.get(v.ID); ok && pv == v {
+		if pv, ok := pendByID.Get(v.ID); ok && pv == v {
 			continue
 		}
 		lo, hi := n.p.waitRange(v.Attempts, nil)
@@ -760,19 +728,19 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 	// (its id may be handed out again), as are terminal jobs compaction pruned.
 	for _, k := range keys {
 		j := c.jobs[k]
-		v, ok := got.get(k.id)
+		v, ok := got.Get(k.id)
 		switch {
 		case ok:
 			j.acked = true
-			if lv, inLive := liveByID.get(k.id); !inLive || lv != v {
+			if lv, inLive := liveByID.Get(k.id); !inLive || lv != v {
 				// The recovered job comes from a written but unacknowledged commit (a retry, a
 				// cancel, an outcome): that is its durable truth now.
 				j.firstDue = v.FirstDue
-				if !Terminal(v.State) {
+				if !runview.Terminal(v.State) {
 					j.terminal = ""
 				}
 			}
-			if Terminal(v.State) && j.terminal == "" {
+			if runview.Terminal(v.State) && j.terminal == "" {
 				j.terminal = v.State
 			}
 			if v.State == "waiting" {
@@ -783,146 +751,4 @@ func (c *Checker) NodeRecovered(node int, jobs []JobView) {
 			n.indexJob(k.id, nil)
 		}
 	}
-}
-
-// diffStates compares two job lists by id; "" when equal. Terminal jobs that one side dropped
-// (compaction retention) are not a difference.
-func diffStates(want, got []JobView) string { return diffStatesMode(want, got, true) }
-
-// diffStatesMode compares as diffStates; with interrupted, a job running in want may come
-// back requeued (a recovery after a crash); without, it must be identical (a plain replay).
-// Lists ascending by id (as views are built) are merged; others go through maps.
-func diffStatesMode(want, got []JobView, interrupted bool) string {
-	if !ascendingByID(want) || !ascendingByID(got) {
-		return diffStatesByMap(want, got, interrupted)
-	}
-	i, k := 0, 0
-	for i < len(want) || k < len(got) {
-		var a, b JobView
-		var okA, okB bool
-		switch {
-		case k == len(got) || i < len(want) && want[i].ID < got[k].ID:
-			a, okA = want[i], true
-			i++
-		case i == len(want) || got[k].ID < want[i].ID:
-			b, okB = got[k], true
-			k++
-		default:
-			a, okA, b, okB = want[i], true, got[k], true
-			i, k = i+1, k+1
-		}
-		if d := diffJob(a, okA, b, okB, interrupted); d != "" {
-			return d
-		}
-	}
-	return ""
-}
-
-// viewsByID finds a list's views by id: by binary search when the ids ascend (as views are
-// built), else through a map (a later duplicate id wins, as a map's assignment would).
-type viewsByID struct {
-	v    []JobView
-	m    map[uint64]JobView
-	next int // v's index after the last one found: callers mostly ask in ascending order
-}
-
-func indexViews(v []JobView) viewsByID {
-	if ascendingByID(v) {
-		return viewsByID{v: v}
-	}
-	m := make(map[uint64]JobView, len(v))
-	for _, j := range v {
-		m[j.ID] = j
-	}
-	return viewsByID{m: m}
-}
-
-func (x *viewsByID) get(id uint64) (JobView, bool) {
-	if x.m != nil {
-		j, ok := x.m[id]
-		return j, ok
-	}
-	v := x.v
-	if i := x.next; i < len(v) && v[i].ID == id {
-		x.next = i + 1
-		return v[i], true
-	}
-	lo, hi := 0, len(v) // the first index whose id is not below id
-	for lo < hi {
-		if m := int(uint(lo+hi) >> 1); v[m].ID < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	x.next = lo
-	if lo == len(v) || v[lo].ID != id {
-		return JobView{}, false
-	}
-	x.next = lo + 1
-	return v[lo], true
-}
-
-// ascendingByID says whether v's ids strictly ascend.
-func ascendingByID(v []JobView) bool {
-	for i := 1; i < len(v); i++ {
-		if v[i-1].ID >= v[i].ID {
-			return false
-		}
-	}
-	return true
-}
-
-// diffStatesByMap is diffStatesMode for lists in any order (a later duplicate id wins).
-func diffStatesByMap(want, got []JobView, interrupted bool) string {
-	w := make(map[uint64]JobView, len(want))
-	for _, v := range want {
-		w[v.ID] = v
-	}
-	g := make(map[uint64]JobView, len(got))
-	for _, v := range got {
-		g[v.ID] = v
-	}
-	ids := make([]uint64, 0, len(w)+len(g))
-	for id := range w {
-		ids = append(ids, id)
-	}
-	for id := range g {
-		if _, ok := w[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	for _, id := range ids {
-		a, okA := w[id]
-		b, okB := g[id]
-		if d := diffJob(a, okA, b, okB, interrupted); d != "" {
-			return d
-		}
-	}
-	return ""
-}
-
-// diffJob compares one id's job on each side (ok: present there); "" when they agree.
-func diffJob(a JobView, okA bool, b JobView, okB bool, interrupted bool) string {
-	id := a.ID
-	if !okA {
-		id = b.ID
-	}
-	switch {
-	case okA && okB && a.State == "running" && interrupted:
-		// Open requeues an interrupted attempt through the policy: waiting or dead, same count.
-		if b.Attempts != a.Attempts || (b.State != "waiting" && b.State != "dead") || b.Target != a.Target || b.Payload != a.Payload {
-			return fmt.Sprintf("job %d live %v, recovered %v (want it requeued or dead after the interrupted attempt)", id, a, b)
-		}
-	case okA && okB:
-		if a != b {
-			return fmt.Sprintf("job %d live %v, recovered %v", id, a, b)
-		}
-	case okA && !Terminal(a.State):
-		return fmt.Sprintf("job %d live %v, missing after recovery", id, a)
-	case okB && !Terminal(b.State):
-		return fmt.Sprintf("job %d recovered %v, not in the live state", id, b)
-	}
-	return ""
 }

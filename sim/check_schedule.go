@@ -1,36 +1,11 @@
 package sim
 
 import (
-	"fmt"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
-
-// ScheduleView is a schedule as a runner reports it (live or recovered), reduced to what the
-// period-once invariant compares. Times are offsets from Epoch; -1 when zero (none).
-type ScheduleView struct {
-	Name    string
-	Spec    string
-	Payload string
-	CatchUp string // "one" or "skip"
-	Anchor  time.Duration
-	Next    time.Duration
-	Last    time.Duration // the last period handled
-	LastAt  time.Duration // when it was handled
-	LastJob uint64        // its job; 0: skipped
-	Unique  string        // the key its jobs hold (kind/key), "" without one
-	// Held (PeriodFired only): before the commit that handled the period, a job of the node
-	// not yet terminal held the schedule's unique key.
-	Held bool
-}
-
-func (v ScheduleView) String() string {
-	return fmt.Sprintf("{%s spec=%q catch-up=%s next=%s last=%s at=%s job=%d}", v.Name, v.Spec, v.CatchUp,
-		Offset(v.Next), Offset(v.Last), Offset(v.LastAt), v.LastJob)
-}
 
 // period-once, the model: per node, the next period each schedule must handle (from the last
 // set or handled period the node reported), and every period handled, with its job, until a
@@ -70,60 +45,6 @@ func (c *Checker) schedNode(node int) *schedNode {
 		c.scheds[node] = sn
 	}
 	return sn
-}
-
-// specNext is the independent oracle of a spec's periods: the first period strictly after
-// after (-1: none). Intervals count from the anchor; cron specs are robfig/cron's own
-// definition (5 fields, 6 with seconds, descriptors), in UTC.
-func specNext(spec string, anchor, after time.Duration) time.Duration {
-	return specCache(nil).next(spec, anchor, after)
-}
-
-// specCache holds each cron spec parsed once (nil: it does not parse): a run's schedules use a
-// few specs, and PeriodFired asks at every period. A nil cache parses every time.
-type specCache map[string]cron.Schedule
-
-// next is specNext, parsing through the cache.
-func (sc specCache) next(spec string, anchor, after time.Duration) time.Duration {
-	if rest, ok := strings.CutPrefix(spec, "@every "); ok {
-		d, err := time.ParseDuration(rest)
-		if err != nil || d <= 0 {
-			return -1
-		}
-		k := max(1, (after-anchor)/d)
-		for anchor+k*d <= after {
-			k++
-		}
-		for k > 1 && anchor+(k-1)*d > after {
-			k--
-		}
-		return anchor + k*d
-	}
-	s, ok := sc[spec]
-	if !ok {
-		s = parseCron(spec)
-		if sc != nil {
-			sc[spec] = s
-		}
-	}
-	if s == nil {
-		return -1
-	}
-	t := s.Next(Epoch.Add(after))
-	if t.IsZero() {
-		return -1
-	}
-	return t.Sub(Epoch)
-}
-
-// parseCron parses a cron spec as the runner's parser does; nil when it does not parse.
-func parseCron(spec string) cron.Schedule {
-	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	s, err := p.Parse(spec)
-	if err != nil {
-		return nil
-	}
-	return s
 }
 
 // ScheduleSubmitted: node's runner took a set (add or change) of a schedule; v is it now.
@@ -167,12 +88,12 @@ func (c *Checker) PeriodFired(node int, v ScheduleView, acked bool) {
 			node, v.Name, Offset(v.Last), Offset(exp), v)
 		return
 	}
-	want := c.specs.next(v.Spec, v.Anchor, max(v.Last, v.LastAt))
+	want := c.specs.Next(v.Spec, v.Anchor, max(v.Last, v.LastAt))
 	if !c.check(InvPeriodOnce, v.Next == want, "node %d: schedule %s handled period %s at %s and moved to %s, want the first period after it, %s (%v)",
 		node, v.Name, Offset(v.Last), Offset(v.LastAt), Offset(v.Next), Offset(want), v) {
 		return
 	}
-	missed := c.specs.next(v.Spec, v.Anchor, v.Last) <= v.LastAt
+	missed := c.specs.Next(v.Spec, v.Anchor, v.Last) <= v.LastAt
 	wantJob := !missed || v.CatchUp != "skip"
 	// A period whose job would be a duplicate (its unique key held) is skipped.
 	held := wantJob && v.LastJob == 0 && v.Unique != "" && v.Held
@@ -202,7 +123,7 @@ func (c *Checker) SchedulesUnacked(node int, views []ScheduleView) { c.schedNode
 // then both must be (the one-batch rule); otherwise it is forgotten, to be handled again.
 func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobView) {
 	sn := c.schedNode(node)
-	if !sameSchedules(sn.live, views) && (sn.pending == nil || !sameSchedules(sn.pending, views)) {
+	if !runview.SameSchedules(sn.live, views) && (sn.pending == nil || !runview.SameSchedules(sn.pending, views)) {
 		c.check(InvPeriodOnce, false, "node %d recovered schedules %v, committed %v (written since: %v)", node, views, sn.live, sn.pending)
 		return
 	}
@@ -210,7 +131,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 	for _, v := range views {
 		byName[v.Name] = v
 	}
-	byID := indexViews(jobs)
+	byID := runview.IndexOf(jobs)
 	keys := make([]periodKey, 0, len(sn.periods))
 	for k, f := range sn.periods {
 		if !f.durable {
@@ -227,7 +148,7 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 		f := sn.periods[k]
 		v, ok := byName[k.name]
 		advanced := ok && v.Last >= k.period
-		j, ok := byID.get(f.job)
+		j, ok := byID.Get(f.job)
 		job := f.job != 0 && ok && j.FirstDue == k.period && j.Payload == f.payload
 		switch {
 		case advanced && f.job != 0 && !job:
@@ -246,18 +167,6 @@ func (c *Checker) SchedulesRecovered(node int, views []ScheduleView, jobs []JobV
 	}
 	sn.live, sn.pending = views, nil
 	c.check(InvPeriodOnce, true, "")
-}
-
-func sameSchedules(a, b []ScheduleView) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // JobAttemptsMax: the job id just appended on node has its own AttemptsMax n (0: the policy's),

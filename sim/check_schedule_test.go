@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // Histories fed to the period-once checker: a legal one passes, and each way of breaking the
@@ -108,7 +110,7 @@ func TestPeriodOnceFiresOnViolatingHistories(t *testing.T) {
 
 func TestSpecNextOracle(t *testing.T) {
 	s := time.Second
-	sc := specCache{}
+	sc := runview.SpecCache{}
 	for _, tc := range []struct {
 		spec          string
 		anchor, after time.Duration
@@ -121,11 +123,11 @@ func TestSpecNextOracle(t *testing.T) {
 		{"0 * * * * *", 0, 59 * s, 60 * s},
 		{"0 0 30 2 *", 0, 0, -1},
 	} {
-		if got := specNext(tc.spec, tc.anchor, tc.after); got != tc.want {
-			t.Errorf("specNext(%q, %v, %v) = %v, want %v", tc.spec, tc.anchor, tc.after, got, tc.want)
+		if got := runview.SpecNext(tc.spec, tc.anchor, tc.after); got != tc.want {
+			t.Errorf("runview.SpecNext(%q, %v, %v) = %v, want %v", tc.spec, tc.anchor, tc.after, got, tc.want)
 		}
 		for range 2 { // the second call finds the spec in the cache
-			if got := sc.next(tc.spec, tc.anchor, tc.after); got != tc.want {
+			if got := sc.Next(tc.spec, tc.anchor, tc.after); got != tc.want {
 				t.Errorf("cached next(%q, %v, %v) = %v, want %v", tc.spec, tc.anchor, tc.after, got, tc.want)
 			}
 		}

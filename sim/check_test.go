@@ -394,6 +394,11 @@ func TestInvariantFires(t *testing.T) {
 			enqueue(c, 1, "a")
 			c.CommitDispatched(1, []JobView{view(1, "waiting", 0, 0, "a")}) // due, a unit free, not started
 		}},
+		{InvAckPrompt, func(c *Checker) {
+			c.SetSyncDelay(5 * time.Millisecond)
+			c.SetTime(time.Second)
+			c.CommandAnswered(1, time.Second-6*time.Millisecond) // taken one commit cycle and 1 ms ago
+		}},
 		{InvLiveness, func(c *Checker) { c.Liveness(false, "job 3 still waiting at the bound") }},
 	}
 	covered := map[string]bool{}

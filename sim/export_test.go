@@ -1,5 +1,10 @@
 package sim
 
+import (
+	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/internal/runview"
+)
+
 // Planted returns o with a deliberate defect planted in the world, for the external tests in
 // this directory that drive sim/explain over failing runs: "ack-early" (enqueues acknowledged
 // before their commit) "keep-dropped" (a handler kept running after its receipt dropped) or "panic" (the
@@ -17,3 +22,6 @@ func Planted(o Options, defect string) Options {
 	}
 	return o
 }
+
+// jobViews is the views of s's jobs, for tests.
+func jobViews(s runner.Snapshot) []JobView { return runview.Jobs(nil, s) }

@@ -22,7 +22,7 @@ import (
 // forgeMark forges the clean-close mark of node n's journal, just closed cleanly (forge.Mark).
 // It reports whether it forged.
 func (w *World) forgeMark(n *runnerNode) bool {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil {
 		return false
 	}
@@ -51,7 +51,7 @@ func flipDiff(n *runnerNode, b, forged []byte) {
 // the disk every bit the forger changed, and counts and traces it as fault. It reports
 // whether the forger found something to forge.
 func (w *World) forgeOnDisk(n *runnerNode, end, last int64, fault string, forger func(b []byte, end int) string) bool {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil || int64(len(b)) < end {
 		return false
 	}
@@ -106,7 +106,7 @@ func (n *runnerNode) checkForgedCopy(cp *disk.Disk) {
 	if what == "" {
 		return
 	}
-	if err := writeSynced(cp, journalName, b); err != nil {
+	if err := cp.WriteSynced(journalName, b); err != nil {
 		w.chk.Fail(InvMachine, "%s: writing a forged copy: %v", n.name, err)
 		return
 	}

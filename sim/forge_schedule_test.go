@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // scheduleJournal builds a journal with schedules set, changed, removed and fired, compacted
@@ -60,7 +61,7 @@ func scheduleJournal(t *testing.T) []byte {
 		}
 		commit(s)
 	}
-	b, err := readAll(d, journalName)
+	b, err := d.ReadAll(journalName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestResizedScheduleForgeriesAreRefused(t *testing.T) {
 func replayDisk(t *testing.T, img []byte) *disk.Disk {
 	t.Helper()
 	d := disk.New(1)
-	if err := writeSynced(d, journalName, img); err != nil {
+	if err := d.WriteSynced(journalName, img); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -161,7 +162,7 @@ func TestWithoutLastFiredKeepsTheJobDropsTheAdvance(t *testing.T) {
 	if len(got.Jobs) != len(whole.Jobs) || got.NextID != whole.NextID {
 		t.Fatalf("split: %d jobs, next id %d; whole: %d jobs, next id %d", len(got.Jobs), got.NextID, len(whole.Jobs), whole.NextID)
 	}
-	if sameSchedules(scheduleViewsOf(got.Schedules), scheduleViewsOf(whole.Schedules)) {
-		t.Fatalf("the split journal kept every schedule's advance: %v", scheduleViewsOf(got.Schedules))
+	if runview.SameSchedules(runview.Schedules(got.Schedules), runview.Schedules(whole.Schedules)) {
+		t.Fatalf("the split journal kept every schedule's advance: %v", runview.Schedules(got.Schedules))
 	}
 }

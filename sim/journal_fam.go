@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -35,7 +34,7 @@ import (
 
 // journalFam holds the families' own streams, made at first use.
 type journalFam struct {
-	rClose, rLeftover, rProbe, rAim *rand.Rand
+	rClose, rLeftover, rAim *rand.Rand
 	// aimedAt is, by node id, the offset an aimed damage's refusal must name.
 	aimedAt map[int]int64
 	// big holds, by node id, the payload stream of a node with big records.
@@ -47,7 +46,6 @@ func (w *World) jfam() *journalFam {
 		w.jf = &journalFam{
 			rClose:    Stream(w.cfg.Seed, "close-point"),
 			rLeftover: Stream(w.cfg.Seed, "leftover"),
-			rProbe:    Stream(w.cfg.Seed, "closed-probe"),
 			rAim:      Stream(w.cfg.Seed, "aimed-damage"),
 			aimedAt:   map[int]int64{},
 			big:       map[int]*rand.Rand{},
@@ -142,7 +140,7 @@ func (n *runnerNode) armLeftover() *leftoverArm {
 	if w.jfam().rLeftover.Intn(2) == 0 {
 		a.op = disk.OpSyncDir
 	}
-	b, _ := readAll(n.disk, journalName)
+	b, _ := n.disk.ReadAll(journalName)
 	a.before = string(b)
 	n.disk.FailNext(a.op, nil)
 	w.fault("leftover-" + a.op.String())
@@ -161,7 +159,7 @@ func (n *runnerNode) checkLeftover(a *leftoverArm, err error) {
 		n.disk.Unfail(a.op)
 		return
 	}
-	after, _ := readAll(n.disk, journalName)
+	after, _ := n.disk.ReadAll(journalName)
 	if err == nil || !errors.Is(err, disk.ErrInjected) || !strings.Contains(err.Error(), journalName+".compact") || string(after) != a.before {
 		w.chk.Fail(InvRecoveryOpens, "%s: an open whose %s of the leftover compaction file failed returned %v (the journal changed: %v)",
 			n.name, a.op, err, string(after) != a.before)
@@ -194,77 +192,21 @@ func (n *runnerNode) closeEngine() (err error, crashed bool) {
 	return err, true
 }
 
-// probeClosed makes, one graceful stop in four, the calls a driver still holding the engine
-// it closed would make: Close again, then a Compact or a commit of a new job. Each must be
-// refused with journal.ErrClosed (or runner.ErrPoisoned by an engine a failure poisoned before
-// it closed: that refusal comes first), and none may touch the disk.
-func (n *runnerNode) probeClosed() {
-	w := n.w
-	r := w.jfam().rProbe
-	if r.Intn(4) != 0 {
-		return
-	}
-	ops := n.disk.Ops()
-	poisoned := n.e.Poisoned() != nil
-	before, _ := readAll(n.disk, journalName)
-	errs := []error{n.e.Close()}
-	if r.Intn(2) == 0 {
-		errs = append(errs, n.e.Compact())
-	} else {
-		_, _, err := n.e.EnqueueJob(w.now(), runner.NewJob{Target: "t1", Payload: []byte("after-close"), Opts: runner.Opts{Kind: kindNames[0]}})
-		if err == nil {
-			_, err = n.e.Commit(w.now())
-		}
-		errs = append(errs, err)
-	}
-	after, _ := readAll(n.disk, journalName)
-	for i, err := range errs {
-		if !errors.Is(err, journal.ErrClosed) && !(poisoned && i > 0 && errors.Is(err, runner.ErrPoisoned)) {
-			w.chk.Fail(InvMachine, "%s: call %d on a closed engine returned %v, not journal.ErrClosed", n.name, i+1, err)
-			return
-		}
-	}
-	if n.disk.Ops() != ops || string(after) != string(before) {
-		w.chk.Fail(InvMachine, "%s: calls refused on a closed engine wrote to its disk (%d operations)", n.name, n.disk.Ops()-ops)
-		return
-	}
-	w.fault("closed-probe")
-	w.chk.Pass(InvMachine)
-}
-
 // traceFiles adds to a crash report what the crash left besides the tail: the journal's
 // header when it holds a clean-close mark (whole or torn by the crash) or is damaged, and a
 // leftover compaction file, as journal.Describe renders them.
 func (n *runnerNode) traceFiles() {
 	w := n.w
-	if b, err := readHead(n.disk, journalName); err == nil {
+	// One byte more than a header: Describe names a longer file's frames.
+	if b, err := n.disk.ReadHead(journalName, 41); err == nil {
 		line := describeHead(b)
 		if !strings.HasPrefix(line, "header ") || strings.Contains(line, "mark") || strings.Contains(line, "closed") {
 			w.trace(n.name, "journal "+line)
 		}
 	}
-	if b, err := readAll(n.disk, journalName+".compact"); err == nil {
+	if b, err := n.disk.ReadAll(journalName + ".compact"); err == nil {
 		w.trace(n.name, "leftover "+journalName+".compact: "+oneLine(journal.Describe(b)))
 	}
-}
-
-// readHead reads at most a journal header's bytes of the named file, past read faults.
-func readHead(fsys *disk.Disk, name string) (b []byte, err error) {
-	fsys.WithoutReadFaults(func() {
-		var f core.File
-		if f, err = fsys.Open(name); err != nil {
-			return
-		}
-		defer f.Close()
-		b = make([]byte, 41) // one more than a header: Describe names a longer file's frames
-		var k int
-		k, err = f.ReadAt(b, 0)
-		b = b[:k]
-		if err == io.EOF {
-			err = nil
-		}
-	})
-	return b, err
 }
 
 // describeHead is the first line of journal.Describe for b's header alone (the whole of b
@@ -290,7 +232,7 @@ func (w *World) aimRule(n *runnerNode, end, last int64) bool {
 	if r.Intn(3) == 0 {
 		return false
 	}
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil || int64(len(b)) < end || len(b) < forge.FileHdr {
 		return false
 	}
@@ -303,7 +245,7 @@ func (w *World) aimRule(n *runnerNode, end, last int64) bool {
 		n.flipped = fmt.Sprintf("the file cut to %d bytes, inside its header (%d later bytes of complete batches lost)", a.Cut, last-int64(a.Cut))
 		w.fault("aimed-cut")
 	default:
-		old, _ := readAll(n.disk, journalName)
+		old, _ := n.disk.ReadAll(journalName)
 		flipDiff(n, old, b)
 		n.flipped = fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed (synced; %d later bytes of complete batches)", a.At, a.What, last-end)
 		w.fault("aimed-frame")
@@ -338,7 +280,7 @@ func (n *runnerNode) damageClosed(closeErr error) {
 	if closeErr != nil || n.flipped != "" || !w.cfg.Faults.ExpectRefusal || !w.damaged(n.id) || w.jfam().rAim.Intn(2) != 0 {
 		return
 	}
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil || n.disk.SettledLen(journalName) != int64(len(b)) {
 		return
 	}
@@ -367,7 +309,7 @@ func (n *runnerNode) damageClosed(closeErr error) {
 // none: there is no synced data of the engine's to damage, and recovery answers for what
 // was lost (no-lost-ack).
 func (w *World) journalIntact(n *runnerNode, end, last int64) string {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	switch {
 	case err != nil:
 		return journalName + " is gone after the crash: " + err.Error()

@@ -14,7 +14,7 @@ import "github.com/sluicehq/sluice/sim/forge"
 // last commit, if that commit's batch holds ScheduleFired frames and other frames; it reports
 // whether it did.
 func (n *runnerNode) splitFired() bool {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil {
 		return false
 	}
@@ -22,5 +22,5 @@ func (n *runnerNode) splitFired() bool {
 	if !ok {
 		return false
 	}
-	return writeSynced(n.disk, journalName, img) == nil
+	return n.disk.WriteSynced(journalName, img) == nil
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/journal"
 	"github.com/sluicehq/sluice/core/retry"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
 	"github.com/sluicehq/sluice/sim/internal/lazyrand"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // The runner side of the world: runner nodes, each a process with its own simulated disk and
@@ -100,10 +100,9 @@ type runnerNode struct {
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
 
 	// flight is the batch whose sync is in flight (Effects.Sync to SyncDone), with the state and
-	// schedules it makes durable; commitAfter: a commit was asked for meanwhile.
-	flight      *flight
-	commitAfter bool
-	afterLand   []func() // outcomes that arrived during the flight, fed once it landed
+	// schedules it makes durable.
+	flight    *flight
+	afterLand []func() // outcomes that arrived during the flight, fed once it landed
 
 	script *scripted // RunScript's node: scripted handlers, an observer
 }
@@ -130,9 +129,9 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		return
 	}
 	for _, name := range names {
-		data, err := readAll(n.disk, name)
+		data, err := n.disk.ReadAll(name)
 		if err == nil {
-			err = writeSynced(cp, name, data)
+			err = cp.WriteSynced(name, data)
 		}
 		if err != nil {
 			w.chk.Fail(InvMachine, "%s: copying %s: %v", n.name, name, err)
@@ -146,12 +145,12 @@ func (n *runnerNode) checkReplay(live []JobView) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: replaying a copy of the disk after a commit: %v", n.name, err)
 		return
 	}
-	if d := diffStatesMode(live, jobViewsAfter(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
+	if d := runview.Diff(live, runview.Jobs(live, snap), false); d != "" || len(snap.Jobs) != len(live) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit differs from the live state: %s (%d jobs live, %d replayed)",
 			n.name, d, len(live), len(snap.Jobs))
 		return
 	}
-	if got, want := scheduleViewsOf(snap.Schedules), n.scheduleViews(); !sameSchedules(want, got) {
+	if got, want := runview.Schedules(snap.Schedules), n.scheduleViews(); !runview.SameSchedules(want, got) {
 		w.chk.Fail(InvReplayEqualsLive, "%s: a replay of the disk right after a commit has schedules %v, live %v", n.name, got, want)
 		return
 	}
@@ -205,34 +204,6 @@ func (n *runnerNode) checkList(live []JobView) {
 		return
 	}
 	w.chk.Pass(InvMachine)
-}
-
-// readAll reads a whole file as the world's inspections do: past the read-side faults.
-func readAll(fsys *disk.Disk, name string) (b []byte, err error) {
-	fsys.WithoutReadFaults(func() { b, err = core.ReadFile(fsys, name) })
-	return b, err
-}
-
-// writeSynced makes name hold data, durable; fsys may keep data, which the caller must not
-// touch again.
-func writeSynced(fsys *disk.Disk, name string, data []byte) error {
-	if fsys.AdoptSynced(name, data) {
-		return nil // the same calls' effect, on a disk where none of them can fail or draw
-	}
-	f, err := fsys.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return fsys.SyncDir()
 }
 
 func (w *World) setupRunner() {
@@ -376,13 +347,13 @@ func (n *runnerNode) start() {
 	if n.gen > 1 {
 		n.traceRecovered(st)
 	}
-	views := jobViewsAfter(n.views, st)
+	views := runview.Jobs(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
 	n.checkEntryDurable("an open") // journal_fam.go
 	n.node, n.up = runner.NewNode(e, ncfg), true
 	if e.Status().Compactions > 0 && e.Poisoned() == nil {
-		views = jobViewsAfter(views, e.State())
+		views = runview.Jobs(views, e.State())
 		n.checkEntryDurable("a compaction at open")
 		w.chk.Compacted(n.id, views)
 		w.trace(n.name, "compacted at open")
@@ -391,7 +362,7 @@ func (n *runnerNode) start() {
 	n.pending = make(map[runner.Ref]pendingCmd)
 	n.execs = make(map[runner.Token]*execution)
 	n.commitPending, n.wakeAt, n.executing, n.stopping = false, 0, 0, false
-	n.flight, n.commitAfter, n.afterLand = nil, false, nil
+	n.flight, n.afterLand = nil, nil
 	n.noteState(views)
 	n.views, n.durable = views, e.Status().Durable
 	n.boundaries = n.boundaries[:0]
@@ -431,7 +402,7 @@ func (n *runnerNode) crash(why string) {
 		// The write's schedule firings were appended (and may survive on disk), never acknowledged.
 		n.noteFirings(f.before, f.after, f.next, f.upTo, false)
 	}
-	n.flight, n.commitAfter, n.afterLand = nil, false, nil
+	n.flight, n.afterLand = nil, nil
 	n.up = false
 	n.gen++
 	n.e, n.node = nil, nil
@@ -482,7 +453,7 @@ func (n *runnerNode) finishStop(rd runner.Effects) {
 			w.fault("compaction-failed")
 			w.trace(n.name, "compaction at close failed: "+err.Error())
 		} else {
-			w.chk.Compacted(n.id, jobViewsAfter(n.views, n.e.State()))
+			w.chk.Compacted(n.id, runview.Jobs(n.views, n.e.State()))
 			n.boundaries = n.boundaries[:0] // the snapshot replaced every batch damage may aim at
 			n.checkEntryDurable("a compaction at close")
 			w.trace(n.name, "compacted at close")
@@ -499,7 +470,6 @@ func (n *runnerNode) finishStop(rd runner.Effects) {
 	if closeErr != nil {
 		w.trace(n.name, "close: "+closeErr.Error())
 	}
-	n.probeClosed()
 	n.up = false
 	n.gen++
 	n.e, n.node = nil, nil
@@ -532,7 +502,7 @@ func (n *runnerNode) settled() bool {
 	if n.refused {
 		return true
 	}
-	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending && n.flight == nil && !n.commitAfter
+	s := n.up && n.open == 0 && n.executing == 0 && !n.commitPending && n.flight == nil
 	if s && !n.e.Idle() {
 		// The world's count and the engine's own (what Drain waits for) must agree.
 		n.w.chk.Fail(InvMachine, "%s: no job open or executing at the last commit, but the engine is not idle", n.name)
@@ -842,6 +812,7 @@ func (n *runnerNode) step(in runner.Input) {
 // its Ack. It returns what the command did at once: the ids it took, or its refusal.
 func (n *runnerNode) propose(cmd runner.Event, p pendingCmd) (runner.Ack, error) {
 	n.ref++
+	p.at = n.w.loop.Now()
 	n.step(runner.Propose{Ref: n.ref, Cmd: cmd})
 	a, err := n.node.LastProposal()
 	if err == nil {
@@ -875,21 +846,39 @@ func (n *runnerNode) scheduleCommit() {
 	n.w.loop.After(n.w.cfg.SyncDelay, n.alive(n.commit))
 }
 
-// commit performs the Node's next Ready: a write (its sync lands at this instant, after the
-// events already scheduled for it), with a crash sometimes armed inside it, or what a quiet
-// Node has to do. While a batch flies it waits for the landing.
+// commit tells the Node the time and performs what it has ready (pump). While a batch flies
+// it does nothing: the landing pumps.
 func (n *runnerNode) commit() {
-	w := n.w
 	n.commitPending = false
 	if n.flight != nil {
-		n.commitAfter = true // batch N+1 waits for sync N
 		return
 	}
-	n.node.Step(runner.Clock{Now: w.now()})
-	if !n.node.HasReady() {
-		n.scheduleWake(n.node.WakeAt()) // a timer armed for an earlier wake fired: arm the next
-		return
+	n.node.Step(runner.Clock{Now: n.w.now()})
+	n.pump()
+}
+
+// pump performs the Node's Readys while it has one and no batch flies (readyMax bounds them);
+// once it has none, it arms the timer for the Node's WakeAt.
+func (n *runnerNode) pump() {
+	for i := 0; n.up && n.flight == nil && n.node.HasReady(); i++ {
+		if i == readyMax {
+			panic(fmt.Sprintf("sim: %s: the Node had a Ready %d times in a row at one instant", n.name, readyMax))
+		}
+		n.perform()
 	}
+	if n.up && n.flight == nil {
+		n.scheduleWake(n.node.WakeAt())
+	}
+}
+
+// readyMax bounds the Readys one pump performs (a Node that always has one is a bug).
+const readyMax = 1 << 10
+
+// perform performs the Node's next Ready: a write (its sync lands at this instant, after the
+// events already scheduled for it), with a crash sometimes armed inside it, or what a quiet
+// Node has to do.
+func (n *runnerNode) perform() {
+	w := n.w
 	f := &flight{}
 	if n.node.Status().Dirty {
 		f.cut = n.armCommitCrash()
@@ -909,7 +898,7 @@ func (n *runnerNode) commit() {
 	f.b = rd.Sync
 	// What this batch makes durable, before anything else is stepped: a crash or a failed sync
 	// during the flight may leave it on disk unacknowledged.
-	f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), scheduleViewsOf(f.after)
+	f.views, f.schedsViewed = w.liveViews(n.id, n.views, n.e), runview.Schedules(f.after)
 	w.chk.CommitUnacked(n.id, f.views)
 	w.chk.SchedulesUnacked(n.id, f.schedsViewed)
 	n.flight = f
@@ -941,8 +930,7 @@ func (n *runnerNode) armCommitCrash() bool {
 }
 
 // land syncs f, the batch in flight, and performs the landing; then the outcomes that waited
-// for it, and the next commit at once if one was asked for meanwhile or the Node has one due
-// (a job fell due during the flight).
+// for it, and whatever the Node has ready next.
 func (n *runnerNode) land(f *flight) {
 	if n.flight != f {
 		return // landed already (world_test lands it at once)
@@ -960,10 +948,7 @@ func (n *runnerNode) land(f *flight) {
 			fn()
 		}
 	}
-	if n.up && (n.commitAfter || wakeDue(rd.WakeAt, n.w.now())) {
-		n.commitAfter = false
-		n.commit()
-	}
+	n.pump()
 }
 
 // finishCommit checks and performs a Ready that ends commit f (its landing, or what a commit
@@ -982,11 +967,10 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 	}
 	if rd.Failed != nil && !lost {
 		if f.b.Empty() { // the write failed: what it wrote, if anything, is all there is
-			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
+			w.chk.CommitUnacked(n.id, runview.Jobs(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 		}
 		w.trace(n.name, "commit failed: "+rd.Failed.Error())
-		n.checkPoisoned()
 		if cut {
 			w.fault("crash-inside-batch")
 			n.crash("inside a commit")
@@ -1031,14 +1015,7 @@ func (n *runnerNode) finishCommit(f *flight, rd runner.Effects) {
 	if n.script != nil {
 		n.script.landed(n)
 	}
-	if !f.b.Empty() && wakeDue(rd.WakeAt, w.now()) {
-		return // a job fell due during the flight: land commits again at once
-	}
-	n.scheduleWake(rd.WakeAt)
 }
-
-// wakeDue reports that a wake time is set and not after now.
-func wakeDue(at, now time.Time) bool { return !at.IsZero() && !at.After(now) }
 
 // noteCommit reports a landed batch's compaction to the checker and traces the commit.
 func (n *runnerNode) noteCommit(f *flight, rd runner.Effects, views []JobView, cut bool) {
@@ -1105,27 +1082,6 @@ func (n *runnerNode) scheduleWake(at0 time.Time) {
 	w.chk.RunnerWake(n.id, wake, n.wakeAt)
 }
 
-// checkPoisoned checks, after a failed commit, that the engine refuses every later call with
-// ErrPoisoned, as a driver still holding it (a handler returning, a client enqueueing, the stop
-// path flushing and compacting) would make them. Nothing it refuses may change its state.
-func (n *runnerNode) checkPoisoned() {
-	w := n.w
-	now := w.now()
-	tok := runner.Token{ID: 1, Attempt: 1} // any: the refusal comes before the token is read
-	_, _, e1 := n.e.Enqueue(now, time.Time{}, "t1", []byte("after-poison"))
-	e2 := n.e.AttemptDone(now, tok, runner.Success())
-	e3 := n.e.Dispatch(now, false)
-	_, e4 := n.e.Commit(now)
-	e5 := n.e.Compact()
-	for i, err := range []error{e1, e2, e3, e4, e5} {
-		if !errors.Is(err, runner.ErrPoisoned) {
-			w.chk.Fail(InvMachine, "%s: call %d on a poisoned engine returned %v, not ErrPoisoned", n.name, i+1, err)
-			return
-		}
-	}
-	w.chk.Pass(InvMachine)
-}
-
 // answer reports the commands the Node acknowledged to the checker.
 func (n *runnerNode) answer(acks []runner.Answer) {
 	w := n.w
@@ -1139,6 +1095,7 @@ func (n *runnerNode) answer(acks []runner.Answer) {
 			w.chk.Fail(InvMachine, "%s: a command the node accepted was answered %v", n.name, a.Err)
 			continue
 		}
+		w.chk.CommandAnswered(n.id, p.at)
 		switch p.kind {
 		case cmdEnqueue:
 			ids := a.IDs // EnqueueMany's; nil for one job
@@ -1202,7 +1159,7 @@ func (n *runnerNode) absorb(rd runner.Effects, f *flight) []JobView {
 func (n *runnerNode) noteState(views []JobView) {
 	n.open = 0
 	for _, v := range views {
-		if !Terminal(v.State) {
+		if !runview.Terminal(v.State) {
 			n.open++
 		}
 	}
@@ -1355,45 +1312,10 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 // kindNames are the runner nodes' kinds, all registered (limits: Config.KindLimits).
 var kindNames = [...]string{"mail", "sms", "bulk"}
 
-func jobViews(s runner.Snapshot) []JobView { return jobViewsAfter(nil, s) }
-
-// jobViewsAfter is jobViews reusing the payload strings of prev (views of an earlier state of
-// the same node, ascending by id) for jobs whose payload is unchanged: the views are rebuilt
-// after every commit, and converting every payload again was most of their cost.
-func jobViewsAfter(prev []JobView, s runner.Snapshot) []JobView {
-	out := make([]JobView, len(s.Jobs))
-	k := 0
-	for i, j := range s.Jobs {
-		for k < len(prev) && prev[k].ID < j.ID {
-			k++
-		}
-		var payload string
-		if k < len(prev) && prev[k].ID == j.ID && prev[k].Payload == string(j.Payload) {
-			payload = prev[k].Payload
-		} else {
-			payload = string(j.Payload)
-		}
-		v := JobView{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-			FirstDue: since(j.FirstDue), Due: since(j.Due), Target: j.Target, Payload: payload}
-		if j.Opts.Unique != "" {
-			v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
-		}
-		if h := j.History; j.State == runner.Succeeded && j.Opts.UniqueFor > 0 && len(h) > 0 {
-			// The success's own time, as its Finished record carries it, plus the window.
-			v.WindowUntil = since(h[len(h)-1].End) + j.Opts.UniqueFor
-		}
-		if j.State == runner.Dead {
-			v.Reason = j.Reason.String()
-		}
-		out[i] = v
-	}
-	return out
-}
-
 // traceJournal traces the refused journal file as core renders it, frame by frame: its header
 // and the frames around the damage (the first bad frame is the last line before the size).
 func (n *runnerNode) traceJournal() {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil {
 		n.w.trace(n.name, "journal unreadable: "+err.Error())
 		return
@@ -1445,7 +1367,7 @@ func (n *runnerNode) traceTail() {
 // in the frames or the codec, and that runner.Replay refuses it in every case: a user who
 // follows the error's advice must not be shown a journal that replays.
 func (n *runnerNode) checkScanRefuses(what string) {
-	b, err := readAll(n.disk, journalName)
+	b, err := n.disk.ReadAll(journalName)
 	if err != nil {
 		return // traced by traceJournal
 	}

@@ -3,9 +3,9 @@ package sim
 import (
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
 // Periodic jobs in the world. Each runner node draws up to three schedules (intervals and cron
@@ -133,7 +133,7 @@ func (n *runnerNode) schedule(s *simSched) {
 	}
 	for _, v := range n.e.Schedules() {
 		if v.Name == s.name {
-			w.chk.ScheduleSubmitted(n.id, scheduleView(v))
+			w.chk.ScheduleSubmitted(n.id, runview.OfSchedule(v))
 			w.trace(n.name, "schedule "+runner.DescribeSchedule(v, Epoch))
 		}
 	}
@@ -185,7 +185,7 @@ func (n *runnerNode) noteFirings(before, after []runner.Schedule, next, upTo uin
 	if split {
 		acked = false
 		defer func() {
-			w.chk.CommitUnacked(n.id, jobViewsAfter(n.views, n.e.State()))
+			w.chk.CommitUnacked(n.id, runview.Jobs(n.views, n.e.State()))
 			w.chk.SchedulesUnacked(n.id, n.scheduleViews())
 			n.crash("between the batch of a period's job and the batch of its schedule's advance (planted defect)")
 		}()
@@ -210,7 +210,7 @@ func (n *runnerNode) noteFirings(before, after []runner.Schedule, next, upTo uin
 	for _, s := range after {
 		if b, ok := prev[s.Name]; ok && (!s.Last.Equal(b.Last) || !s.LastAt.Equal(b.LastAt)) {
 			w.trace(n.name, "period "+runner.DescribeSchedule(s, Epoch))
-			v := scheduleView(s)
+			v := runview.OfSchedule(s)
 			if s.LastJob == 0 && s.Opts.Unique != "" {
 				v.Held = n.heldKeys[s.Name] // as before the commit: its Tick may free the key after the period
 			}
@@ -229,27 +229,4 @@ func (n *runnerNode) keyHeld(o runner.Opts) bool {
 }
 
 // scheduleViews is the node's schedules as the checker compares them.
-func (n *runnerNode) scheduleViews() []ScheduleView { return scheduleViewsOf(n.e.Schedules()) }
-
-func scheduleViewsOf(ss []runner.Schedule) []ScheduleView {
-	out := make([]ScheduleView, len(ss))
-	for i, s := range ss {
-		out[i] = scheduleView(s)
-	}
-	return out
-}
-
-func scheduleView(s runner.Schedule) ScheduleView {
-	off := func(t time.Time) time.Duration {
-		if t.IsZero() {
-			return -1
-		}
-		return since(t)
-	}
-	v := ScheduleView{Name: s.Name, Spec: s.Spec, Payload: string(s.Payload), CatchUp: s.CatchUp.String(),
-		Anchor: off(s.Anchor), Next: off(s.Next), Last: off(s.Last), LastAt: off(s.LastAt), LastJob: s.LastJob}
-	if s.Opts.Unique != "" {
-		v.Unique = s.Opts.Kind + "/" + s.Opts.Unique
-	}
-	return v
-}
+func (n *runnerNode) scheduleViews() []ScheduleView { return runview.Schedules(n.e.Schedules()) }

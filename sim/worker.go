@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/worker"
-	"github.com/sluicehq/sluice/internal/netfault"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -664,7 +663,7 @@ func (lp *longPoll) check() {
 	var err error
 	switch {
 	case lp.breach == faults.BreachUnclassed:
-		err = errUnclassed
+		err = faults.ErrUnclassed
 	case lp.call == faults.CallOK || lp.call == faults.CallFailAfter:
 		msgs = w.queue.Receive(w.now(), lp.r.Max, lp.r.Visibility)
 		if lp.breach == faults.BreachExtra && len(msgs) > 0 {
@@ -688,10 +687,10 @@ func (lp *longPoll) check() {
 		}
 		if lp.call == faults.CallFailAfter {
 			w.fault("receive-fail-after")
-			err = transportErr(core.Retryable, "receive", "RequestTimeout")
+			err = faults.TransportErr(core.Retryable, "receive", "RequestTimeout")
 		}
 	default:
-		err = callErr(w, lp.call, "receive")
+		err = lp.call.Err("receive")
 	}
 	lp.done = true
 	li, _ := w.cfg.Faults.Transport.Latency(w.rNet)
@@ -839,7 +838,7 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 			w := p.w
 			at := w.now()
 			if c.Purpose == lease.Renewal {
-				seen := asCaller(rs, entries, whole) // a reply of the wrong length fails every entry
+				seen := faults.AsCaller(rs, entries, whole) // a reply of the wrong length fails every entry
 				for i, e := range c.Entries {
 					err := seen
 					if err == nil && i < len(entries) {
@@ -847,9 +846,9 @@ func (p *workerProc) changeCall(c lease.ChangeVisibility) {
 					}
 					w.chk.RenewReplied(e.Receipt, err)
 				}
-				w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+				w.trace(p.name, "renew reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+faults.DescribeReply(entries, whole))
 			} else {
-				w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+replyString(entries, whole))
+				w.trace(p.name, "release reply call="+strconv.FormatUint(uint64(c.Call), 10)+" "+faults.DescribeReply(entries, whole))
 				p.dispositionReplied(rs, entries, whole)
 			}
 			p.step(worker.CallDone{Call: c.Call, Now: at, Entries: entries, Err: whole})
@@ -862,13 +861,13 @@ func (p *workerProc) deleteCall(d lease.Delete) {
 		func(entries []error, whole error) {
 			p.dispositionReplied(d.Receipts, entries, whole)
 			for i, r := range d.Receipts {
-				if asCaller(d.Receipts, entries, whole) == nil && entries[i] == nil {
+				if faults.AsCaller(d.Receipts, entries, whole) == nil && entries[i] == nil {
 					p.w.dups.fate(r, fateDeleted)
 				} else {
 					p.w.dups.fate(r, fateFailed)
 				}
 			}
-			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+replyString(entries, whole))
+			p.w.trace(p.name, "delete reply call="+strconv.FormatUint(uint64(d.Call), 10)+" "+faults.DescribeReply(entries, whole))
 			p.step(worker.CallDone{Call: d.Call, Now: p.w.now(), Entries: entries, Err: whole})
 		})
 }
@@ -919,7 +918,7 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 		var whole error
 		switch {
 		case breach == faults.BreachUnclassed:
-			whole = errUnclassed
+			whole = faults.ErrUnclassed
 		case call == faults.CallOK || call == faults.CallFailAfter:
 			for i, r := range receipts {
 				w.chk.CallAtQueue(r, stops[i])
@@ -927,18 +926,18 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 			entries = perform()
 			w.checkQueue()
 			if call == faults.CallFailAfter {
-				entries, whole = nil, transportErr(core.Retryable, op, "RequestTimeout")
+				entries, whole = nil, faults.TransportErr(core.Retryable, op, "RequestTimeout")
 			} else if breach == faults.BreachCount {
 				// The contract broken: one result too few or too many (taken effect all the same).
-				entries = netfault.Miscount(entries, len(entries) > 1 && w.rBreach.Intn(2) == 0)
+				entries = faults.Miscount(entries, len(entries) > 1 && w.rBreach.Intn(2) == 0)
 			}
 		case call == faults.CallStale:
 			entries = make([]error, n)
 			for i := range entries {
-				entries[i] = transportErr(core.Gone, op, queue.CodeReceiptHandleIsInvalid)
+				entries[i] = faults.TransportErr(core.Gone, op, queue.CodeReceiptHandleIsInvalid)
 			}
 		default:
-			whole = callErr(w, call, op)
+			whole = call.Err(op)
 		}
 		w.loop.After(back, func() {
 			if st.settled {
@@ -971,21 +970,10 @@ func (p *workerProc) breach(receive bool) int {
 	return b
 }
 
-// asCaller is a batch reply's whole-call error as the worker sees it: a reply with the wrong
-// number of entries (a contract breach) fails every entry retryably.
-func asCaller(receipts []string, entries []error, whole error) error {
-	if whole == nil && len(entries) != len(receipts) {
-		return transportErr(core.Retryable, "batch", "")
-	}
-	return whole
-}
-
-var errUnclassed = netfault.ErrUnclassed
-
 // dispositionReplied tells the checker which disposition calls failed retryably (the
 // worker may send them again).
 func (p *workerProc) dispositionReplied(receipts []string, entries []error, whole error) {
-	whole = asCaller(receipts, entries, whole)
+	whole = faults.AsCaller(receipts, entries, whole)
 	for i, r := range receipts {
 		e := whole
 		if e == nil && i < len(entries) {
@@ -1012,32 +1000,6 @@ func (p *workerProc) AbandonCall(id lease.CallID) {
 	}
 }
 
-func replyString(entries []error, whole error) string {
-	if whole != nil {
-		s := "error " + core.ClassOf(whole).String()
-		if errors.Is(whole, context.DeadlineExceeded) || errors.Is(whole, context.Canceled) {
-			s += " (its context ended)"
-		}
-		return s
-	}
-	var b strings.Builder
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if e == nil {
-			b.WriteString("ok")
-		} else {
-			b.WriteString(core.ClassOf(e).String())
-			var te *core.TransportError
-			if errors.As(e, &te) && te.Code != "" {
-				b.WriteString(":" + te.Code)
-			}
-		}
-	}
-	return b.String()
-}
-
 // checkQueue runs the simulated queue's own invariants after every 8th call that changed it
 // (they cost O(messages)).
 func (w *World) checkQueue() {
@@ -1051,11 +1013,6 @@ func (w *World) checkQueue() {
 		w.chk.Pass(InvMachine)
 	}
 }
-
-// transportErr and callErr are the simulated client's errors, shared with sluicetest.
-var transportErr = netfault.Err
-
-func callErr(_ *World, call faults.Call, op string) error { return netfault.Call(call, op) }
 
 // dupTracker attributes each duplicate successful run of a message (a success after an
 // earlier success) to what kept the earlier one from deleting it.

@@ -346,7 +346,7 @@ func (w *World) afterStep() {
 		if p.up && p.e != nil && !p.pending { // a burst's effects are checked once it is read
 			wake := time.Duration(0)
 			if t := p.e.WakeAt(); !t.IsZero() {
-				wake = since(t)
+				wake = t.Sub(Epoch)
 			}
 			w.chk.CheckWorker(p.id, !p.stopping, p.open, len(p.handlers), w.cfg.Concurrency, wake, p.wakeAt)
 		}

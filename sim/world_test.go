@@ -225,3 +225,18 @@ func TestRecordLimitFires(t *testing.T) {
 		t.Fatalf("violation %v, want %s", v, InvRecordLimit)
 	}
 }
+
+// oversized gives front+repeated('x', n) on every call, whatever the calls before it left in
+// its buffer (longer and shorter fronts, smaller and larger sizes).
+func TestOversizedIsFrontThenX(t *testing.T) {
+	w := &World{}
+	for i, c := range []struct {
+		front string
+		n     int
+	}{{"p1-1", 10}, {"p12-345", 8}, {"p1-2", 10}, {"", 3}, {"p3-77", 40}, {"p1-9", 5}} {
+		got := string(w.oversized(c.front, c.n))
+		if want := c.front + w.repeated('x', c.n); got != want {
+			t.Fatalf("call %d: oversized(%q, %d) = %q, want %q", i, c.front, c.n, got, want)
+		}
+	}
+}

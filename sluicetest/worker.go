@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/core/worker"
-	"github.com/sluicehq/sluice/internal/netfault"
 	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/faults"
@@ -563,13 +562,13 @@ func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string,
 		switch {
 		case breach == faults.BreachUnclassed:
 			w.logf("queue  %s %s: breach, no effect, an unclassified error", op, what)
-			err = netfault.ErrUnclassed
+			err = faults.ErrUnclassed
 		default:
 			w.logf("queue  %s %s: %s", op, what, fate)
 			errs, err = w.callFate(fate, op, n, apply)
 			if breach == faults.BreachCount && fate == faults.CallOK {
 				w.logf("queue  %s: breach, a reply with the wrong number of entries", op)
-				errs = netfault.Miscount(errs, len(errs) > 1 && w.rBreach.Intn(2) == 0)
+				errs = faults.Miscount(errs, len(errs) > 1 && w.rBreach.Intn(2) == 0)
 			}
 		}
 		w.after(back, func() { reply(errs, err) })
@@ -584,15 +583,15 @@ func (w *wworld) callFate(fate faults.Call, op string, n int, apply func(now tim
 		return apply(w.now), nil
 	case faults.CallFailAfter:
 		apply(w.now)
-		return nil, netfault.Lost(op)
+		return nil, faults.Lost(op)
 	case faults.CallStale:
 		errs := make([]error, n)
 		for i := range errs {
-			errs[i] = netfault.Stale(op)
+			errs[i] = faults.Stale(op)
 		}
 		return errs, nil
 	}
-	return nil, netfault.Call(fate, op)
+	return nil, fate.Err(op)
 }
 
 func describeChanges(es []core.VisibilityChange) string {
@@ -641,7 +640,7 @@ func (w *wworld) Receive(r worker.Receive) {
 		)
 		switch {
 		case breach == faults.BreachUnclassed:
-			err = netfault.ErrUnclassed
+			err = faults.ErrUnclassed
 		case fate == faults.CallOK, fate == faults.CallFailAfter:
 			msgs = w.q.Receive(w.now, r.Max, r.Visibility)
 			if breach == faults.BreachExtra && len(msgs) > 0 {
@@ -661,10 +660,10 @@ func (w *wworld) Receive(r worker.Receive) {
 			}
 			if fate == faults.CallFailAfter {
 				// Received at the queue, reply lost: hidden until their windows lapse.
-				msgs, err = nil, netfault.Lost("receive")
+				msgs, err = nil, faults.Lost("receive")
 			}
 		default:
-			err = netfault.Call(fate, "receive")
+			err = fate.Err("receive")
 		}
 		rc.answered = true
 		w.after(back, func() {

@@ -600,3 +600,112 @@ func TestOlderJournalIsRefusedUnchanged(t *testing.T) {
 		t.Errorf("refusing a journal of an older format changed its bytes (%d became %d)", len(before), len(after))
 	}
 }
+
+// engineCall is one call a driver still holding an engine makes after it failed or closed: a
+// handler returning, a client enqueueing, the stop flushing, compacting and closing.
+type engineCall struct {
+	what string
+	call func(e *Engine) error
+}
+
+var heldEngineCalls = []engineCall{
+	{"Enqueue", func(e *Engine) error { _, _, err := e.Enqueue(epoch, time.Time{}, "t1", []byte("after")); return err }},
+	{"EnqueueJob and Commit", func(e *Engine) error {
+		_, _, err := e.EnqueueJob(epoch, NewJob{Target: "t1", Payload: []byte("after")})
+		if err == nil {
+			_, err = e.Commit(epoch)
+		}
+		return err
+	}},
+	{"AttemptDone", func(e *Engine) error { return e.AttemptDone(epoch, Token{ID: 1, Attempt: 1}, Success()) }},
+	{"Dispatch", func(e *Engine) error { return e.Dispatch(epoch, false) }},
+	{"Commit", func(e *Engine) error { _, err := e.Commit(epoch); return err }},
+	{"Compact", func(e *Engine) error { return e.Compact() }},
+	{"Close", func(e *Engine) error { return e.Close() }},
+}
+
+// TestHeldEngineRefusesEveryCall: after a failed sync poisons an engine, or after it was
+// closed, every call a driver still holding it makes is refused (ErrPoisoned, or
+// journal.ErrClosed; a poisoned engine's refusal comes first), and nothing refused touches
+// its disk; on a poisoned engine, nothing refused changes its state either. Close on a
+// poisoned engine closes it.
+func TestHeldEngineRefusesEveryCall(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(d *disk.Disk, e *Engine) error
+		kept  bool // a refusal keeps the state
+		want  func(what string) []error
+	}{
+		{"poisoned", poisonEngine, true, func(what string) []error {
+			if what == "Close" {
+				return []error{nil}
+			}
+			return []error{ErrPoisoned}
+		}},
+		{"closed", func(_ *disk.Disk, e *Engine) error { return e.Close() }, false, func(what string) []error {
+			if what == "Enqueue" || what == "AttemptDone" || what == "Dispatch" {
+				return []error{nil} // taken in memory: the Commit that would write it is refused
+			}
+			return []error{journal.ErrClosed}
+		}},
+		{"poisoned and closed", func(d *disk.Disk, e *Engine) error {
+			if err := poisonEngine(d, e); err != nil {
+				return err
+			}
+			return e.Close()
+		}, true, func(string) []error { return []error{ErrPoisoned, journal.ErrClosed} }},
+	} {
+		for _, c := range heldEngineCalls {
+			t.Run(tc.name+"/"+c.what, func(t *testing.T) {
+				d := disk.New(1)
+				e, err := Open(d, journalName, heldEngineConfig(), epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.setup(d, e); err != nil {
+					t.Fatal(err)
+				}
+				ops, before := d.Ops(), stateKeyOf(e)
+				err = c.call(e)
+				if !wrapsOneOf(err, tc.want(c.what)) {
+					t.Fatalf("%s on a %s engine returned %v, want one of %v", c.what, tc.name, err, tc.want(c.what))
+				}
+				if err == nil {
+					return
+				}
+				if d.Ops() != ops || tc.kept && !stateKeyOf(e).equal(before) {
+					t.Fatalf("%s refused on a %s engine changed its state or its disk (%d operations)", c.what, tc.name, d.Ops()-ops)
+				}
+			})
+		}
+	}
+}
+
+func heldEngineConfig() Config {
+	return Config{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: 2, Rand: rand.New(rand.NewSource(1))}
+}
+
+// poisonEngine enqueues a job and fails the sync of the commit that writes it.
+func poisonEngine(d *disk.Disk, e *Engine) error {
+	if _, _, err := e.Enqueue(epoch, epoch, "t1", []byte("p")); err != nil {
+		return err
+	}
+	d.FailNext(disk.OpSync, nil)
+	if _, err := e.Commit(epoch); err == nil {
+		return errors.New("a failed sync was not reported")
+	}
+	if !errors.Is(e.Poisoned(), ErrPoisoned) {
+		return fmt.Errorf("a failed sync left the engine usable: %v", e.Poisoned())
+	}
+	return nil
+}
+
+// wrapsOneOf reports whether err wraps one of want (nil in want: err nil).
+func wrapsOneOf(err error, want []error) bool {
+	for _, w := range want {
+		if w == nil && err == nil || w != nil && errors.Is(err, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"math"
+	"math/rand"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,5 +33,22 @@ func TestTraceLastAndDigest(t *testing.T) {
 	other.Add(0, "w", "one more")
 	if tr.Digest() == other.Digest() {
 		t.Fatal("different lines gave the same digest")
+	}
+}
+
+// Since is t.Sub(Epoch) near Epoch, far from it (saturated), at the zero time and at the fast
+// path's edges.
+func TestSinceIsSubEpoch(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	ts := []time.Time{{}, Epoch, Epoch.Add(-1), Epoch.Add(1), time.Unix(0, 0), time.Unix(1<<62, 0),
+		time.Unix(-1<<62, 999999999), Epoch.Add(time.Duration(math.MaxInt64)), Epoch.Add(time.Duration(math.MinInt64)),
+		time.Unix(epochUnix+9e9-1, 999999999).UTC(), time.Unix(epochUnix-9e9+1, 0).UTC(), time.Unix(epochUnix+9e9, 0).UTC()}
+	for range 2000 {
+		ts = append(ts, Epoch.Add(time.Duration(r.Int63()-r.Int63())), time.Unix(r.Int63n(1<<40)-1<<39, r.Int63n(1e9)))
+	}
+	for _, tm := range ts {
+		if got, want := Since(tm), tm.Sub(Epoch); got != want {
+			t.Fatalf("Since(%v) = %v, want %v", tm, got, want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package netfault
+package faults_test
 
 import (
 	"errors"
@@ -21,28 +21,28 @@ func TestCallClassesEachFate(t *testing.T) {
 		{faults.CallFatal, core.Fatal, "AccessDenied"},
 	} {
 		var te *core.TransportError
-		if err := Call(c.fate, "delete"); !errors.As(err, &te) || te.Class != c.class || te.Code != c.code || te.Op != "delete" {
+		if err := c.fate.Err("delete"); !errors.As(err, &te) || te.Class != c.class || te.Code != c.code || te.Op != "delete" {
 			t.Errorf("%v: got %v, want class %v code %s", c.fate, err, c.class, c.code)
 		}
 	}
-	if err := Call(faults.CallOK, "delete"); err != nil {
+	if err := faults.CallOK.Err("delete"); err != nil {
 		t.Errorf("ok: got %v", err)
 	}
 	var te *core.TransportError
-	if err := Stale("delete"); !errors.As(err, &te) || te.Class != core.Gone {
+	if err := faults.Stale("delete"); !errors.As(err, &te) || te.Class != core.Gone {
 		t.Errorf("stale: got %v, want gone", err)
 	}
 }
 
 func TestMiscountIsOneOff(t *testing.T) {
 	two := []error{nil, nil}
-	if got := len(Miscount(append([]error(nil), two...), true)); got != 1 {
+	if got := len(faults.Miscount(append([]error(nil), two...), true)); got != 1 {
 		t.Errorf("fewer of 2: %d entries, want 1", got)
 	}
-	if got := len(Miscount(append([]error(nil), two...), false)); got != 3 {
+	if got := len(faults.Miscount(append([]error(nil), two...), false)); got != 3 {
 		t.Errorf("more of 2: %d entries, want 3", got)
 	}
-	if got := len(Miscount([]error{nil}, true)); got != 2 {
+	if got := len(faults.Miscount([]error{nil}, true)); got != 2 {
 		t.Errorf("fewer of 1: %d entries, want 2 (a reply never goes empty)", got)
 	}
 }
