@@ -142,3 +142,44 @@ func TestEntryResultsKeepEntryOrder(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestClassifySendTellsUnknownFromRefused: a send whose answer was lost or unreadable, or
+// that the server failed with a 5xx, may have been stored (ErrSendUnknown); a 4xx answer, a
+// connection never made, or an SDK failure before sending stored nothing.
+func TestClassifySendTellsUnknownFromRefused(t *testing.T) {
+	sendErr := func(err error) error {
+		return &smithy.OperationError{ServiceID: "SQS", OperationName: "SendMessage", Err: &smithyhttp.RequestSendError{Err: err}}
+	}
+	post := func(err error) error { return &url.Error{Op: "Post", URL: "http://127.0.0.1:1", Err: err} }
+	tests := []struct {
+		name    string
+		err     error
+		unknown bool
+		class   core.Class
+	}{
+		{"5xx", httpErr(500, &smithy.GenericAPIError{Code: "InternalError"}), true, core.Retryable},
+		{"503 without a code", httpErr(503, errors.New("bad gateway")), true, core.Retryable},
+		{"answer truncated", httpErr(200, &smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), true, core.Retryable},
+		{"connection reset", sendErr(post(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})), true, core.Retryable},
+		{"EOF", sendErr(post(io.EOF)), true, core.Retryable},
+		{"timeout", sendErr(post(context.DeadlineExceeded)), true, core.Retryable},
+		{"throttled", httpErr(400, &smithy.GenericAPIError{Code: "ThrottlingException"}), false, core.Retryable},
+		{"refused", httpErr(400, &smithy.GenericAPIError{Code: "InvalidParameterValue"}), false, core.Fatal},
+		{"connection refused", sendErr(post(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})), false, core.Retryable},
+		{"before sending", &smithy.OperationError{ServiceID: "SQS", OperationName: "SendMessage", Err: errors.New("no credentials")}, false, core.Fatal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			te := classifySend("send", fmt.Errorf("sqs: send to q: %w", tt.err))
+			if got := errors.Is(te, core.ErrSendUnknown); got != tt.unknown {
+				t.Errorf("errors.Is(%v, ErrSendUnknown) = %v, want %v", te, got, tt.unknown)
+			}
+			if te.Class != tt.class {
+				t.Errorf("class %v, want %v", te.Class, tt.class)
+			}
+			if !errors.Is(te, tt.err) {
+				t.Errorf("%v does not wrap the SDK's error", te)
+			}
+		})
+	}
+}
