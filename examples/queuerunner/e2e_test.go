@@ -29,9 +29,9 @@ const childEnv = "QUEUERUNNER_CHILD"
 func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
 		var o struct {
-			Endpoint, Queue, DLQ, Done string
-			Work                       time.Duration
-			Concurrency                int
+			Endpoint, Queue, DLQ, Done, Trace string
+			Work, Grace                       time.Duration
+			Concurrency                       int
 		}
 		if err := json.Unmarshal([]byte(v), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
 		err := run(ctx, options{endpoint: o.Endpoint, region: fauxqs.Region, queue: o.Queue, dlq: o.DLQ, done: o.Done,
-			window: 4 * time.Second, concurrency: max(o.Concurrency, 8), work: o.Work})
+			trace: o.Trace, window: 4 * time.Second, concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

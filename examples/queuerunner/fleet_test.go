@@ -1,0 +1,664 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adapters/sqs"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/qjobs"
+	"github.com/sluicehq/sluice/internal/faultproxy"
+	"github.com/sluicehq/sluice/internal/fauxqs"
+	"github.com/sluicehq/sluice/internal/flakyrun"
+)
+
+// fleetOpts shape one fleet run.
+type fleetOpts struct {
+	seed        int64
+	jobs, slow  int           // jobs of the main batch; slow WithAttempts(1) jobs for the SIGTERM
+	work        time.Duration // a normal job's handler time ("slow" ones take 10 times as long)
+	concurrency int           // handlers per process
+	killEvery   time.Duration // a SIGKILL (and a restart) about this often
+	kills       int           // at most this many
+	deadline    time.Duration // how long the jobs may take to end
+}
+
+// fleetReport is what a fleet run found.
+type fleetReport struct {
+	Jobs, Acked, Ambiguous, AmbiguousStored int // enqueues answered, and answered ErrSendUnknown
+	Delivered, DeadLettered                 int
+	Lost                                    []string // acked, neither delivered nor dead-lettered
+	Runs, SuccessRuns, Duplicates           int
+	Overlaps                                []string // two runs of one job at once
+	Kills                                   int
+	Stopped                                 []string // slow jobs running in the process SIGTERM stopped
+	StopSpent                               []string // of those, ones whose stopped attempt was counted
+	DeadWrongErr                            []string // dead letters without their last handler error
+	DeadShouldNot                           []string // dead letters of jobs whose handler would have succeeded
+	HasIDs                                  bool     // some run saw a job id other than 0
+	IDs                                     []string // jobs whose runs saw several ids, or ids shared by jobs
+	Faults                                  map[string]int
+	Took                                    time.Duration
+}
+
+func (r fleetReport) per100() float64 { return float64(r.Duplicates) * 100 / float64(max(r.Acked, 1)) }
+
+func (r fleetReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "jobs           %d enqueued (acked %d, ambiguous %d of which %d stored) in %v\n", r.Jobs, r.Acked, r.Ambiguous, r.AmbiguousStored, r.Took.Round(time.Millisecond))
+	fmt.Fprintf(&b, "ended          delivered %d, dead-lettered %d, lost %d\n", r.Delivered, r.DeadLettered, len(r.Lost))
+	fmt.Fprintf(&b, "runs           %d (successful %d), %d SIGKILLs, 1 SIGTERM\n", r.Runs, r.SuccessRuns, r.Kills)
+	fmt.Fprintf(&b, "duplicates     %.2f successful runs per 100 jobs (%d)\n", r.per100(), r.Duplicates)
+	fmt.Fprintf(&b, "overlaps       %d runs of one job at once\n", len(r.Overlaps))
+	fmt.Fprintf(&b, "graceful stop  %d jobs stopped, %d attempts spent by it\n", len(r.Stopped), len(r.StopSpent))
+	fmt.Fprintf(&b, "dead letters   %d without their last handler error, %d of jobs that would succeed\n", len(r.DeadWrongErr), len(r.DeadShouldNot))
+	fmt.Fprintf(&b, "proxy faults   %v\n", r.Faults)
+	return b.String()
+}
+
+// attemptRun is one handler run as the trace file shows it.
+type attemptRun struct {
+	to, id      string
+	attempt     int
+	pid         int
+	start, end  time.Time // end is the kill time for a run SIGKILL cut short
+	result      string    // "ok", the error, or "" when the process was killed
+	hasEnd      bool
+	killedInRun bool
+}
+
+// fleet is one run: fauxqs, the fault proxy in front of it, and the processes.
+type fleet struct {
+	t                   *testing.T
+	o                   fleetOpts
+	server              *fauxqs.Server
+	px                  *faultproxy.Proxy
+	admin               *awssqs.Client
+	queue, dlq          string
+	done, trace         string
+	mu                  sync.Mutex
+	procs               []*exec.Cmd // live, by slot
+	killedAt, stoppedAt map[int]time.Time
+}
+
+func newFleet(t *testing.T, o fleetOpts) *fleet {
+	s := fauxqs.Start(t)
+	admin, err := sqs.NewClient(context.Background(), sqs.ClientOptions{Endpoint: s.URL, Load: s.LoadOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := flakyrun.Profile(o.seed)
+	cfg.Target = s.URL
+	cfg.SpikeMin, cfg.SpikeMax = time.Second, 5*time.Second // past the 4 s window at times
+	px, err := faultproxy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	dir := t.TempDir()
+	f := &fleet{t: t, o: o, server: s, px: px, admin: admin, done: filepath.Join(dir, "done"), trace: filepath.Join(dir, "trace"),
+		killedAt: map[int]time.Time{}, stoppedAt: map[int]time.Time{}}
+	name := fmt.Sprintf("fleet%d", time.Now().UnixNano())
+	if f.queue, err = sqs.CreateQueue(context.Background(), admin, name, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.dlq, err = sqs.CreateQueue(context.Background(), admin, name+"-dead", nil); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// start launches one queuerunner process (this test binary in child mode) through the proxy.
+func (f *fleet) start() *exec.Cmd {
+	v, _ := json.Marshal(map[string]any{"Endpoint": f.px.URL, "Queue": f.queue, "DLQ": f.dlq, "Done": f.done,
+		"Trace": f.trace, "Work": f.o.work, "Concurrency": f.o.concurrency, "Grace": time.Second})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(v))
+	cmd.Stderr = io.Discard // faults make the processes log; the checks read the files
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go cmd.Wait()
+	return cmd
+}
+
+// signal sends sig to slot i's process and starts a new one in its place.
+func (f *fleet) replace(i int, sig syscall.Signal) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.procs[i]
+	pid := p.Process.Pid
+	if sig == syscall.SIGKILL {
+		f.killedAt[pid] = time.Now()
+	} else {
+		f.stoppedAt[pid] = time.Now()
+	}
+	if err := p.Process.Signal(sig); err != nil {
+		f.t.Errorf("signal %v to %d: %v", sig, pid, err)
+	}
+	f.procs[i] = f.start()
+	return pid
+}
+
+func (f *fleet) stopAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.procs {
+		p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range f.procs {
+		for range 100 { // the grace is 1 s
+			if p.ProcessState != nil || p.Process.Signal(syscall.Signal(0)) != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.Process.Kill()
+	}
+}
+
+// enqueueResult says what the producer was told for each job, by address.
+type enqueueResult struct {
+	acked, ambiguous map[string]bool
+}
+
+// enqueue sends jobs in calls of 10 through the proxy, four callers at once. A call that
+// failed without storing is sent again (at most 10 times); one answered ErrSendUnknown is
+// not, and its jobs are ambiguous.
+func (f *fleet) enqueue(ctx context.Context, jobs []sluice.NewJob[Email], res *enqueueResult) {
+	quiet := slog.New(slog.DiscardHandler)
+	o := options{endpoint: f.px.URL, region: fauxqs.Region, queue: f.queue, dlq: f.dlq, window: 4 * time.Second}
+	_, emails, err := newRunner(ctx, o, quiet)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan []sluice.NewJob[Email])
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for chunk := range next {
+				var err error
+				for try := 0; try < 10; try++ {
+					if _, err = emails.EnqueueMany(ctx, chunk); err == nil || errors.Is(err, core.ErrSendUnknown) {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				mu.Lock()
+				for _, j := range chunk {
+					switch {
+					case err == nil:
+						res.acked[j.Payload.To] = true
+					case errors.Is(err, core.ErrSendUnknown):
+						res.ambiguous[j.Payload.To] = true
+					default:
+						f.t.Errorf("enqueue %s: %v", j.Payload.To, err)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for lo := 0; lo < len(jobs); lo += 10 {
+		next <- jobs[lo:min(lo+10, len(jobs))]
+	}
+	close(next)
+	wg.Wait()
+}
+
+// inQueue counts the messages visible, in flight or delayed.
+func (f *fleet) inQueue(ctx context.Context, url string) int {
+	out, err := f.admin.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n
+}
+
+// runs reads the trace file: every run, its end set to the kill time when SIGKILL cut it.
+func (f *fleet) runs() []attemptRun {
+	file, err := os.Open(f.trace)
+	if err != nil {
+		return nil
+	}
+	defer file.Close()
+	open := map[string]int{} // to/pid -> index in out
+	var out []attemptRun
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		p := strings.Split(sc.Text(), "\t")
+		if len(p) < 6 {
+			f.t.Fatalf("trace line %q", sc.Text())
+		}
+		attempt, _ := strconv.Atoi(p[3])
+		pid, _ := strconv.Atoi(p[4])
+		ns, _ := strconv.ParseInt(p[5], 10, 64)
+		key := p[1] + "/" + p[4]
+		switch p[0] {
+		case "start":
+			open[key] = len(out)
+			out = append(out, attemptRun{to: p[1], id: p[2], attempt: attempt, pid: pid, start: time.Unix(0, ns)})
+		case "end":
+			if i, ok := open[key]; ok {
+				out[i].end, out[i].hasEnd, out[i].result = time.Unix(0, ns), true, strings.Join(p[6:], "\t")
+				delete(open, key)
+			}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range out {
+		if !out[i].hasEnd {
+			if at, ok := f.killedAt[out[i].pid]; ok {
+				out[i].end, out[i].killedInRun = at, true
+			} else {
+				out[i].end = time.Now() // still running, or its process ignored the stop
+			}
+		}
+	}
+	return out
+}
+
+// delivered reads the done file: how often each address was delivered.
+func (f *fleet) delivered() map[string]int {
+	out := map[string]int{}
+	file, err := os.Open(f.done)
+	if err != nil {
+		return out
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		out[sc.Text()]++
+	}
+	return out
+}
+
+// deadLetters receives every dead letter (hiding each for an hour) into into, by address.
+func (f *fleet) deadLetters(ctx context.Context, into map[string]qjobs.Attrs) {
+	tr, err := sqs.New(f.admin, sqs.Config{QueueURL: f.dlq})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for {
+		msgs, err := tr.Receive(ctx, 10, 0, time.Hour)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			return
+		}
+		for _, m := range msgs {
+			a, p, err := qjobs.Decode(m)
+			var em Email
+			if err == nil {
+				err = json.Unmarshal(p, &em)
+			}
+			if err != nil {
+				f.t.Errorf("dead letter %s: %v", m.ID, err)
+				continue
+			}
+			into[em.To] = a
+		}
+	}
+}
+
+// targetOf is the target of the main batch's job i: mostly ok, some flaky (fail once), some
+// busy (always fail, retryably), some bad (fail permanently).
+func targetOf(i int) string {
+	switch {
+	case i%20 == 7:
+		return "bad"
+	case i%25 == 11:
+		return "busy"
+	case i%10 == 3:
+		return "flaky"
+	}
+	return "ok"
+}
+
+// run runs the fleet: three processes, the main batch enqueued through the proxy, a SIGKILL
+// (and a restart) about every killEvery, and once the slow jobs run, a SIGTERM to a process
+// running some of them. It returns when every acked job ended and the queue is empty, or at
+// the deadline.
+func (f *fleet) run(ctx context.Context) fleetReport {
+	start := time.Now()
+	rnd := rand.New(rand.NewSource(f.o.seed))
+	f.procs = []*exec.Cmd{f.start(), f.start(), f.start()}
+	defer f.stopAll()
+	var jobs []sluice.NewJob[Email]
+	for i := range f.o.jobs {
+		target := targetOf(i)
+		jobs = append(jobs, sluice.NewJob[Email]{Target: target, Payload: Email{To: target + "-" + strconv.Itoa(i)}})
+	}
+	var slow []sluice.NewJob[Email]
+	for i := range f.o.slow {
+		slow = append(slow, sluice.NewJob[Email]{Target: "slow", Payload: Email{To: "slow-" + strconv.Itoa(i)},
+			Options: []sluice.JobOption{sluice.WithAttempts(1)}})
+	}
+	res := &enqueueResult{acked: map[string]bool{}, ambiguous: map[string]bool{}}
+	f.enqueue(ctx, jobs, res)
+	rep := fleetReport{Jobs: len(jobs) + len(slow)}
+	dead := map[string]qjobs.Attrs{}
+	nextKill := start.Add(f.o.killEvery)
+	stopPID := 0
+	deadline := start.Add(f.o.deadline)
+	for time.Now().Before(deadline) {
+		if rep.Kills < f.o.kills && time.Now().After(nextKill) {
+			f.replace(rnd.Intn(len(f.procs)), syscall.SIGKILL)
+			rep.Kills++
+			nextKill = time.Now().Add(f.o.killEvery/2 + time.Duration(rnd.Int63n(int64(f.o.killEvery))))
+			if rep.Kills == 1 {
+				f.enqueue(ctx, slow, res)
+			}
+		}
+		if stopPID == 0 && rep.Kills >= 1 {
+			stopPID = f.maybeStop()
+		}
+		f.deadLetters(ctx, dead)
+		got := f.delivered()
+		ended := stopPID != 0 && rep.Kills >= min(2, f.o.kills)
+		for to := range res.acked {
+			if _, isDead := dead[to]; got[to] == 0 && !isDead {
+				ended = false
+				break
+			}
+		}
+		if ended && f.inQueue(ctx, f.queue) == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	f.stopAll()
+	f.deadLetters(ctx, dead)
+	rep.Took = time.Since(start)
+	rep.Faults = f.px.Faults()
+	rep.Acked, rep.Ambiguous = len(res.acked), len(res.ambiguous)
+	got := f.delivered()
+	for to := range res.ambiguous {
+		if _, isDead := dead[to]; got[to] > 0 || isDead {
+			rep.AmbiguousStored++
+		}
+	}
+	for to := range res.acked {
+		if _, isDead := dead[to]; got[to] == 0 && !isDead {
+			rep.Lost = append(rep.Lost, to)
+		}
+	}
+	sort.Strings(rep.Lost)
+	rep.Delivered, rep.DeadLettered = len(got), len(dead)
+	runs := f.runs()
+	f.check(&rep, runs, dead, stopPID)
+	return rep
+}
+
+// maybeStop sends the SIGTERM to a process running slow jobs, if one is; it returns the
+// stopped process's id, or 0.
+func (f *fleet) maybeStop() int {
+	running := map[int]int{}
+	for _, r := range f.runs() {
+		if strings.HasPrefix(r.to, "slow-") && !r.hasEnd && !r.killedInRun {
+			running[r.pid]++
+		}
+	}
+	f.mu.Lock()
+	slot := -1
+	for i, p := range f.procs {
+		if running[p.Process.Pid] > 0 {
+			slot = i
+		}
+	}
+	f.mu.Unlock()
+	if slot < 0 {
+		return 0
+	}
+	return f.replace(slot, syscall.SIGTERM)
+}
+
+// cancelled reports a run that ended without an outcome of the handler's own.
+func cancelled(result string) bool {
+	return result == "" || result == context.Canceled.Error() || result == context.DeadlineExceeded.Error()
+}
+
+// check fills the report's findings from the runs and the dead letters.
+func (f *fleet) check(rep *fleetReport, runs []attemptRun, dead map[string]qjobs.Attrs, stopPID int) {
+	byJob := map[string][]attemptRun{}
+	for _, r := range runs {
+		byJob[r.to] = append(byJob[r.to], r)
+	}
+	for to, rs := range byJob {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].start.Before(rs[j].start) })
+		var end time.Time
+		ok := 0
+		for i, r := range rs {
+			rep.Runs++
+			if r.result == "ok" {
+				ok++
+			}
+			if i > 0 && r.start.Before(end) {
+				rep.Overlaps = append(rep.Overlaps, fmt.Sprintf("%s: attempt %d in %d started %v before an earlier run ended",
+					to, r.attempt, r.pid, end.Sub(r.start).Round(time.Millisecond)))
+			}
+			if r.end.After(end) {
+				end = r.end
+			}
+			if r.pid == stopPID && strings.HasPrefix(to, "slow-") && cancelled(r.result) {
+				rep.Stopped = append(rep.Stopped, to)
+				_, isDead := dead[to]
+				if isDead || i+1 == len(rs) || rs[i+1].attempt > r.attempt {
+					rep.StopSpent = append(rep.StopSpent, to)
+				}
+			}
+		}
+		rep.SuccessRuns += ok
+		rep.Duplicates += max(0, ok-1)
+	}
+	rep.IDs, rep.HasIDs = checkIDs(byJob)
+	for to, a := range dead {
+		last := ""
+		for _, r := range byJob[to] {
+			if r.hasEnd && !cancelled(r.result) && r.result != "ok" {
+				last = r.result
+			}
+		}
+		if a.LastErr == "" || !strings.HasSuffix(last, a.LastErr) {
+			rep.DeadWrongErr = append(rep.DeadWrongErr, fmt.Sprintf("%s: dead letter says %q (%s), last handler error %q", to, a.LastErr, a.Reason, last))
+		}
+		if target, _, _ := strings.Cut(to, "-"); target != "bad" && target != "busy" {
+			rep.DeadShouldNot = append(rep.DeadShouldNot, fmt.Sprintf("%s: %s, %q", to, a.Reason, a.LastErr))
+		}
+	}
+	for _, l := range []*[]string{&rep.IDs, &rep.Overlaps, &rep.Stopped, &rep.StopSpent, &rep.DeadWrongErr, &rep.DeadShouldNot} {
+		slices.Sort(*l)
+	}
+}
+
+// checkIDs reports jobs whose runs saw more than one id, and ids two jobs share; and
+// whether any run saw an id at all.
+func checkIDs(byJob map[string][]attemptRun) (problems []string, any bool) {
+	owner := map[string]string{}
+	for to, rs := range byJob {
+		for _, r := range rs {
+			any = any || r.id != "0"
+			if r.id != rs[0].id {
+				problems = append(problems, fmt.Sprintf("%s: runs saw ids %s and %s", to, rs[0].id, r.id))
+				break
+			}
+		}
+		if other, ok := owner[rs[0].id]; ok && rs[0].id != "0" {
+			problems = append(problems, fmt.Sprintf("%s and %s: one id %s", other, to, rs[0].id))
+		}
+		owner[rs[0].id] = to
+	}
+	return problems, any
+}
+
+// dupsPer100Max bounds duplicate successful runs per 100 jobs on a standard queue under
+// the fault profile: the most measured, with margin (the goal is 1).
+const dupsPer100Max = 3
+
+// TestFleetKeepsTheLocalRunnersPromises: three queuerunner processes on fauxqs, every call
+// through the seeded fault proxy (flakyrun's network: resets before and after the call took
+// effect, truncated answers, stalls, 5xx, throttling, latency spikes past the window), 400
+// jobs enqueued through the same proxy, a SIGKILL about every 3 s (each process replaced),
+// and a SIGTERM to a process running WithAttempts(1) jobs that take longer than its grace.
+// SLUICE_FLEET_SEED picks another seed.
+func TestFleetKeepsTheLocalRunnersPromises(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test: about 30 s of real processes; skipped in -short mode")
+	}
+	if _, err := exec.LookPath("node"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("fleet test: node not found (fauxqs needs Node >= 20; .ci/run installs it, and in CI this test runs)")
+	}
+	seed := int64(1)
+	if v := os.Getenv("SLUICE_FLEET_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("SLUICE_FLEET_SEED=%q: %v", v, err)
+		}
+	}
+	o := fleetOpts{seed: seed, jobs: 400, slow: 12, work: 300 * time.Millisecond, concurrency: 6,
+		killEvery: 3 * time.Second, kills: 4, deadline: 50 * time.Second}
+	f := newFleet(t, o)
+	rep := f.run(context.Background())
+	t.Log("\n" + rep.String())
+	for _, l := range [][]string{rep.Lost, rep.Overlaps, rep.StopSpent, rep.DeadWrongErr, rep.DeadShouldNot, rep.IDs} {
+		for _, s := range l[:min(len(l), 5)] {
+			t.Log(s)
+		}
+	}
+	if len(rep.Lost) > 0 {
+		t.Errorf("%d acked jobs neither delivered nor dead-lettered (lost): %v", len(rep.Lost), rep.Lost[:min(10, len(rep.Lost))])
+	}
+	if rep.Kills < 2 || len(rep.Stopped) == 0 || rep.Faults["reset-after"] == 0 {
+		t.Errorf("the run exercised too little: %d kills, %d jobs stopped by the SIGTERM, faults %v", rep.Kills, len(rep.Stopped), rep.Faults)
+	}
+	// Measured on main before the job layer's ids: 1.38, 0.54 and 0.00 for seeds 1-3.
+	if rep.per100() > dupsPer100Max {
+		t.Errorf("%.2f duplicate successful runs per 100 jobs, over the bound of %v", rep.per100(), dupsPer100Max)
+	}
+	if !rep.HasIDs {
+		t.Log("jobs carry no id (Job.ID 0): the job layer's promises below are reported, not asserted")
+		return
+	}
+	if len(rep.IDs) > 0 {
+		t.Errorf("%d jobs without one id of their own, e.g. %s", len(rep.IDs), rep.IDs[0])
+	}
+	if len(rep.StopSpent) > 0 {
+		t.Errorf("the graceful stop spent the attempt of %d of %d jobs it stopped: %v", len(rep.StopSpent), len(rep.Stopped), rep.StopSpent)
+	}
+	if len(rep.DeadWrongErr) > 0 || len(rep.DeadShouldNot) > 0 {
+		t.Errorf("%d dead letters without their last handler error, %d of jobs whose handler would succeed", len(rep.DeadWrongErr), len(rep.DeadShouldNot))
+	}
+}
+
+// TestFleetCheckCatchesPlantedDefects feeds check runs and dead letters with one planted
+// defect each, and a clean set that must pass: each finding fires on its defect alone.
+func TestFleetCheckCatchesPlantedDefects(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	clean := []attemptRun{
+		{to: "ok-1", id: "7", attempt: 1, pid: 10, start: at(0), end: at(1), result: "ok", hasEnd: true},
+		{to: "slow-1", id: "8", attempt: 1, pid: 10, start: at(0), end: at(2), result: "context canceled", hasEnd: true},
+		{to: "slow-1", id: "8", attempt: 1, pid: 11, start: at(3), end: at(4), result: "ok", hasEnd: true},
+		{to: "busy-1", id: "9", attempt: 1, pid: 11, start: at(0), end: at(1), result: "smtp: 451 mailbox busy (attempt 1)", hasEnd: true},
+		{to: "busy-1", id: "9", attempt: 2, pid: 12, start: at(2), end: at(3), result: "smtp: 451 mailbox busy (attempt 2)", hasEnd: true},
+	}
+	cleanDead := map[string]qjobs.Attrs{"busy-1": {LastErr: "smtp: 451 mailbox busy (attempt 2)", Reason: qjobs.ReasonSpent}}
+	findings := func(runs []attemptRun, dead map[string]qjobs.Attrs) map[string]int {
+		var rep fleetReport
+		(&fleet{}).check(&rep, runs, dead, 10)
+		got := map[string]int{}
+		for name, l := range map[string][]string{"ids": rep.IDs, "overlaps": rep.Overlaps, "stop-spent": rep.StopSpent,
+			"dead-wrong-err": rep.DeadWrongErr, "dead-should-not": rep.DeadShouldNot} {
+			if len(l) > 0 {
+				got[name] = len(l)
+			}
+		}
+		if rep.Duplicates > 0 {
+			got["duplicates"] = rep.Duplicates
+		}
+		return got
+	}
+	if got := findings(clean, cleanDead); len(got) > 0 {
+		t.Fatalf("clean runs: findings %v", got)
+	}
+	with := func(change func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun) ([]attemptRun, map[string]qjobs.Attrs) {
+		rs := slices.Clone(clean)
+		dead := map[string]qjobs.Attrs{}
+		for k, v := range cleanDead {
+			dead[k] = v
+		}
+		return change(rs, dead), dead
+	}
+	tests := []struct {
+		name  string
+		plant func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun
+		want  map[string]int
+	}{
+		{"a second run before the first ended", func(rs []attemptRun, _ map[string]qjobs.Attrs) []attemptRun {
+			return append(rs, attemptRun{to: "ok-1", id: "7", attempt: 1, pid: 11, start: at(0).Add(500 * time.Millisecond), end: at(2), result: "context canceled", hasEnd: true})
+		}, map[string]int{"overlaps": 1}},
+		{"a second successful run", func(rs []attemptRun, _ map[string]qjobs.Attrs) []attemptRun {
+			return append(rs, attemptRun{to: "ok-1", id: "7", attempt: 1, pid: 11, start: at(5), end: at(6), result: "ok", hasEnd: true})
+		}, map[string]int{"duplicates": 1}},
+		{"the stopped attempt counted", func(rs []attemptRun, _ map[string]qjobs.Attrs) []attemptRun {
+			rs[2].attempt = 2
+			return rs
+		}, map[string]int{"stop-spent": 1}},
+		{"the stopped job dead-lettered", func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun {
+			dead["slow-1"] = qjobs.Attrs{LastErr: "attempt 1 ended without an outcome", Reason: qjobs.ReasonSpent}
+			return append(rs[:2], rs[3:]...)
+		}, map[string]int{"stop-spent": 1, "dead-wrong-err": 1, "dead-should-not": 1}},
+		{"a dead letter with an earlier error", func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun {
+			dead["busy-1"] = qjobs.Attrs{LastErr: "smtp: 451 mailbox busy (attempt 1)", Reason: qjobs.ReasonSpent}
+			return rs
+		}, map[string]int{"dead-wrong-err": 1}},
+		{"one job, two ids", func(rs []attemptRun, _ map[string]qjobs.Attrs) []attemptRun {
+			rs[4].id = "10"
+			return rs
+		}, map[string]int{"ids": 1}},
+		{"two jobs, one id", func(rs []attemptRun, _ map[string]qjobs.Attrs) []attemptRun {
+			rs[0].id = "9"
+			return rs
+		}, map[string]int{"ids": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, findings(with(tt.plant))); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
