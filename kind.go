@@ -149,7 +149,11 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 		return 0, wrapf(nil, err, "enqueue")
 	}
 	if k.q != nil {
-		return 0, k.q.enqueue(ctx, k.name, []queueJob{{due: due, target: target, payload: b, opts: opts}})
+		ids, err := k.q.enqueue(ctx, k.name, []queueJob{{due: due, target: target, payload: b, opts: opts}})
+		if err != nil {
+			return 0, err
+		}
+		return ids[0], nil
 	}
 	return k.Runner.enqueue(ctx, k.name, due, target, b, opts)
 }

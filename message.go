@@ -45,7 +45,14 @@ type Message struct {
 	ReceiveCount int // 1 on the first delivery
 	// Attributes are the message's String attributes (SQS MessageAttributes); nil for none.
 	Attributes map[string]string
+	// Typed holds every attribute with its data type (Binary included), as the transport
+	// reported it; nil from a transport that reports only Attributes. Read only.
+	Typed map[string]Attribute
 }
+
+// Attribute is one message attribute with its data type ("String", "Number", "Binary",
+// optionally with a custom suffix).
+type Attribute = core.Attribute
 
 // WorkerHandler processes one message and returns what became of it, as an error (see
 // docs/results.md): nil deletes the message; Permanent(err) deletes it and logs at Error (or,

@@ -38,6 +38,8 @@ type jobSettings struct {
 	dupOut  *bool // WasDuplicate
 	dupFail bool  // FailOnDuplicate
 	window  bool  // WithUniqueWindow
+	// WithGroup (queue_runner.go)
+	group string
 }
 
 // WithPriority orders the job among due jobs: higher priorities start first, then earlier

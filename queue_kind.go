@@ -37,7 +37,8 @@ func (k *Kind[A]) Breakers() []BreakerInfo {
 	return k.runner().Breakers()
 }
 
-// enqueueQueue is EnqueueMany on a queue: ids are 0 (SQS names its messages itself).
+// enqueueQueue is EnqueueMany on a queue: the ids are the jobs' own, drawn at random by this
+// process (see docs/queue.md).
 func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64, error) {
 	qj := make([]queueJob, len(jobs))
 	for i, j := range jobs {
@@ -47,10 +48,7 @@ func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64,
 		}
 		qj[i] = queueJob{due: j.Due, target: j.Target, payload: b, opts: j.Options}
 	}
-	if err := k.q.enqueue(ctx, k.name, qj); err != nil {
-		return nil, err
-	}
-	return make([]uint64, len(jobs)), nil
+	return k.q.enqueue(ctx, k.name, qj)
 }
 
 // Run is Runner.Run, or QueueRunner.Run for a kind registered on one.

@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/core/breaker"
 	"github.com/sluicehq/sluice/core/qjobs"
 	"github.com/sluicehq/sluice/core/retry"
+	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/internal/outcome"
 )
 
@@ -45,10 +48,39 @@ type QueueConfig struct {
 	// Worker configures the lease controller: Window, Ceiling, Wait, Concurrency, Prefetch,
 	// Grace, StopMargin. Its Budget, RedriveMax, Policy and Decode are the runner's own.
 	Worker WorkerConfig
-	// Logger, Clock and Seed are as in Config (they replace Worker's).
+	// FIFO says the queue and its dead-letter queue are SQS FIFO queues: each job's id is
+	// its deduplication id, WithGroup names its message group (default: its own id, so jobs
+	// run in parallel), and waits are hides, as FIFO queues take no delay per message.
+	FIFO bool
+	// LostMax is how many deliveries of a job may end without a handler outcome (a crash, a
+	// lost lease, a lost receive answer, a graceful stop) before the job is dead-lettered
+	// with reason deliveries-lost. These never spend the job's attempts. Default 0: 5 plus
+	// 3 per attempt of the job's budget.
+	LostMax int
+	// Logger, Clock and Seed are as in Config (they replace Worker's). Seed does not rule
+	// job ids: each process draws them from its own random source.
 	Logger *slog.Logger
 	Clock  clock.Clock
 	Seed   int64
+}
+
+// ErrEnqueueUnknown is wrapped by the error of an Enqueue or EnqueueMany whose send may have
+// been stored although it failed (the queue's answer was lost). The error names the job ids:
+// enqueueing again may run the job twice, so check for the id (or make the handler
+// idempotent on Job.ID) before retrying. On a FIFO queue the runner repeats such a send
+// itself (the queue drops the copy) and returns this only if every repeat was lost too.
+var ErrEnqueueUnknown = errors.New("sluice: enqueue may have been stored")
+
+// WithGroup puts a job in a FIFO queue's message group key: jobs of one group are delivered
+// in enqueue order, one at a time (QueueConfig.FIFO). A standard queue refuses it; the local
+// runner, which has no groups, ignores it.
+func WithGroup(key string) JobOption {
+	return func(s *jobSettings) {
+		if key == "" || len(key) > 128 {
+			s.refuse(fmt.Errorf("WithGroup(%q): the key must be 1 to 128 bytes", runner.QuoteCut(key)))
+		}
+		s.group = key
+	}
 }
 
 // ErrQueueUnsupported is wrapped by the error of every call a queue cannot honour: Get, List,
@@ -111,8 +143,12 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 	if window == 0 {
 		window = DefaultWindow
 	}
+	if cfg.LostMax < 0 {
+		return nil, fieldErr("LostMax", cfg.LostMax, "must be ≥ 0 (0: 5 plus 3 per attempt)")
+	}
 	m, err := qjobs.New(qjobs.Config{Policy: retry.Policy(p), Circuit: c, Margin: window,
-		MessageMax: QueueMessageMax, Rand: rand.New(rand.NewSource(cfg.Seed))})
+		MessageMax: QueueMessageMax, Rand: rand.New(rand.NewSource(cfg.Seed)), IDs: idSource(),
+		LostMax: cfg.LostMax, FIFO: cfg.FIFO})
 	if err != nil {
 		return nil, wrapf(nil, err, "NewQueueRunner")
 	}
@@ -142,7 +178,7 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 			return Permanent(fmt.Errorf("decode payload: %w", err))
 		}
 		return outcome.Call(ctx, func(ctx context.Context) error {
-			return handler(ctx, Job[A]{Kind: name, Target: a.Target, Attempt: attempt, Due: a.FirstDue, Payload: v})
+			return handler(ctx, Job[A]{ID: a.ID, Kind: name, Target: a.Target, Attempt: attempt, Due: a.FirstDue, Payload: v})
 		})
 	}}
 	return &Kind[A]{name: name, codec: codec, q: q}, nil
@@ -156,8 +192,18 @@ type queueJob struct {
 	opts    []JobOption
 }
 
+// idSource is a job-id source of this process's own: seeded from crypto/rand, so processes
+// started with one Seed (or at one instant) still draw independent ids.
+func idSource() *rand.Rand {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("sluice: crypto/rand: %v", err)) // documented never to fail
+	}
+	return rand.New(rand.NewSource(int64(binary.LittleEndian.Uint64(b[:]))))
+}
+
 // newJob checks a job's options; the job layer decides its due, delay and size.
-func newJob(kind string, j queueJob) (qjobs.NewJob, error) {
+func (q *QueueRunner) newJob(kind string, j queueJob) (qjobs.NewJob, error) {
 	s, err := jobOpts(j.opts)
 	if err != nil {
 		return qjobs.NewJob{}, err
@@ -166,9 +212,12 @@ func newJob(kind string, j queueJob) (qjobs.NewJob, error) {
 	case s.o.Priority != 0:
 		return qjobs.NewJob{}, fmt.Errorf("%w: WithPriority: a queue delivers in its own order", ErrQueueUnsupported)
 	case s.o.Unique != "" || s.window:
-		return qjobs.NewJob{}, fmt.Errorf("%w: WithUnique: a standard queue cannot hold a key (SQS FIFO deduplication lasts 5 minutes); deduplicate in the handler", ErrQueueUnsupported)
+		return qjobs.NewJob{}, fmt.Errorf("%w: WithUnique: a standard queue cannot hold a key (SQS FIFO deduplication lasts 5 minutes); deduplicate in the handler on Job.ID", ErrQueueUnsupported)
+	case s.group != "" && !q.cfg.FIFO:
+		return qjobs.NewJob{}, fmt.Errorf("%w: WithGroup: a standard queue has no message groups; set QueueConfig.FIFO on a FIFO queue", ErrQueueUnsupported)
 	}
-	return qjobs.NewJob{Kind: kind, Target: j.target, Due: j.due, AttemptsMax: s.o.AttemptsMax, Deadline: s.o.Deadline, Payload: j.payload}, nil
+	return qjobs.NewJob{Kind: kind, Target: j.target, Due: j.due, AttemptsMax: s.o.AttemptsMax, Deadline: s.o.Deadline,
+		Group: s.group, Payload: j.payload}, nil
 }
 
 // refusal is the error of a job the job layer refused.
@@ -180,10 +229,12 @@ func refusal(r qjobs.Refusal) error {
 	return fmt.Errorf("%w: %s", ErrInvalidJob, strings.TrimPrefix(r.Err.Error(), qjobs.ErrInvalidJob.Error()+": "))
 }
 
-// enqueue sends jobs in batches of at most 10 (SendMessageBatch). Every job is checked
-// before anything is sent; a failed batch entry fails the call naming the job's index (the
-// jobs before it, and others of its batch, may have been sent).
-func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob) error {
+// enqueue sends jobs in batches of at most 10 (SendMessageBatch) and returns their ids.
+// Every job is checked before anything is sent; a failed batch entry fails the call naming
+// the job's index and id (the jobs before it, and others of its batch, may have been sent).
+// A send that may have been stored is repeated only when the queue deduplicates it (FIFO);
+// otherwise the error wraps ErrEnqueueUnknown with the ids, never a silent second copy.
+func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob) ([]uint64, error) {
 	named := func(err error, i int) error {
 		if len(jobs) > 1 {
 			return fmt.Errorf("%w (job %d)", err, i)
@@ -193,34 +244,68 @@ func (q *QueueRunner) enqueue(ctx context.Context, kind string, jobs []queueJob)
 	nj := make([]qjobs.NewJob, len(jobs))
 	for i, j := range jobs {
 		var err error
-		if nj[i], err = newJob(kind, j); err != nil {
-			return named(err, i)
+		if nj[i], err = q.newJob(kind, j); err != nil {
+			return nil, named(err, i)
 		}
 	}
 	rd, err := q.step(qjobs.Enqueue{Now: q.clk.Now(), Jobs: nj})
 	if err != nil {
-		return wrapf(nil, err, "enqueue")
+		return nil, wrapf(nil, err, "enqueue")
 	}
 	if len(rd.Refused) > 0 {
-		return named(refusal(rd.Refused[0]), rd.Refused[0].Index)
+		return nil, named(refusal(rd.Refused[0]), rd.Refused[0].Index)
 	}
-	msgs := make([]OutgoingMessage, len(rd.Sends))
+	ids := make([]uint64, len(rd.Sends))
 	for i, s := range rd.Sends {
-		msgs[i] = s.Message
+		ids[i] = s.Attrs.ID
 	}
-	for lo := 0; lo < len(msgs); lo += core.BatchMax {
-		hi := min(lo+core.BatchMax, len(msgs))
-		errs, err := q.q.Send.SendBatch(ctx, msgs[lo:hi])
-		if err != nil {
-			return wrapf(nil, err, "enqueue: send jobs %d..%d", lo, hi-1)
+	for lo := 0; lo < len(rd.Sends); lo += core.BatchMax {
+		hi := min(lo+core.BatchMax, len(rd.Sends))
+		if err := q.sendJobs(ctx, rd.Sends[lo:hi], lo); err != nil {
+			return nil, err
 		}
-		for i, e := range errs {
-			if e != nil {
-				return wrapf(nil, e, "enqueue: send job %d", lo+i)
+	}
+	return ids, nil
+}
+
+// sendJobs sends one batch of an enqueue (first is the index of its first job), repeating the
+// entries whose answer was lost while the job layer says the queue deduplicates them.
+func (q *QueueRunner) sendJobs(ctx context.Context, sends []qjobs.Send, first int) error {
+	idx := make([]int, len(sends)) // the batch entries still to send
+	for i := range idx {
+		idx[i] = i
+	}
+	for try := 0; ; try++ {
+		msgs := make([]OutgoingMessage, len(idx))
+		for k, i := range idx {
+			msgs[k] = sends[i].Message
+		}
+		errs, err := q.q.Send.SendBatch(ctx, msgs)
+		if err == nil && len(errs) != len(msgs) {
+			err = fmt.Errorf("a send of %d messages answered %d entries", len(msgs), len(errs))
+		}
+		var again []int
+		for k, i := range idx {
+			e := err
+			if e == nil {
+				e = errs[k]
+			}
+			switch {
+			case e == nil:
+			case errors.Is(e, core.ErrSendUnknown) && sends[i].Deduplicated && try < qjobs.UnknownRetriesMax:
+				again = append(again, i)
+			case errors.Is(e, core.ErrSendUnknown):
+				return wrapf(ErrEnqueueUnknown, e, "enqueue: job %d (id %d) may have been stored; check for id %d before enqueueing it again",
+					first+i, sends[i].Attrs.ID, sends[i].Attrs.ID)
+			default:
+				return wrapf(nil, e, "enqueue: send job %d (id %d)", first+i, sends[i].Attrs.ID)
 			}
 		}
+		if len(again) == 0 {
+			return nil
+		}
+		idx = again
 	}
-	return nil
 }
 
 // step steps the job layer and returns the effects of that event alone (Ready under the same
@@ -292,7 +377,7 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 	receipt := "d" + strconv.FormatUint(q.next, 10)
 	q.mu.Unlock()
 	rd, err := q.step(qjobs.Deliver{Now: q.clk.Now(), Receipt: receipt,
-		Message: core.Message{ID: msg.ID, Body: msg.Body, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes}})
+		Message: core.Message{ID: msg.ID, Body: msg.Body, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes, Typed: msg.Typed}})
 	for range 3 {
 		if err != nil {
 			panic(fmt.Sprintf("sluice: queue runner: %v", err)) // the driver broke the protocol

@@ -152,6 +152,9 @@ func TestQueueRunnerRunsKindsLikeTheLocalRunner(t *testing.T) {
 				ranAt = time.Now()
 			}
 			mu.Unlock()
+			if j.ID == 0 {
+				return sluice.Permanent(fmt.Errorf("job %s without an id", j.Payload.To))
+			}
 			if j.Target == "down" {
 				return fmt.Errorf("smtp down for %s", j.Payload.To)
 			}
@@ -161,8 +164,9 @@ func TestQueueRunnerRunsKindsLikeTheLocalRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := emails.Enqueue(ctx, time.Time{}, "down", mail{To: "doomed"}, sluice.WithAttempts(2)); err != nil {
-			t.Fatal(err)
+		doomedID, err := emails.Enqueue(ctx, time.Time{}, "down", mail{To: "doomed"}, sluice.WithAttempts(2))
+		if err != nil || doomedID == 0 {
+			t.Fatalf("Enqueue = %d, %v; want a job id", doomedID, err)
 		}
 		if _, err := emails.Enqueue(ctx, start.Add(5*time.Minute), "up", mail{To: "later"}); err != nil {
 			t.Fatal(err)
@@ -196,7 +200,7 @@ func TestQueueRunnerRunsKindsLikeTheLocalRunner(t *testing.T) {
 		}
 		dl := f.deadLetters(t)
 		got := dl[`{"To":"doomed"}`]
-		want := qjobs.Attrs{Kind: "email", Target: "down", FirstDue: got.FirstDue, Attempts: 2, AttemptsMax: 2,
+		want := qjobs.Attrs{ID: doomedID, Kind: "email", Target: "down", FirstDue: got.FirstDue, Attempts: 2, AttemptsMax: 2,
 			LastErr: "smtp down for doomed", Reason: qjobs.ReasonSpent}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("dead letter (-want +got):\n%s", diff)

@@ -189,7 +189,7 @@ func newKit(cfg WorkerConfig, handler WorkerHandler) (WorkerConfig, workerkit.Ki
 }
 
 func messageOf(m core.Message) Message {
-	return Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
+	return Message{ID: m.ID, Body: m.Body, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes, Typed: m.Typed}
 }
 
 // Heartbeat returns when the worker's loop last ran (the zero time before Run). A loop that

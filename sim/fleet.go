@@ -135,8 +135,10 @@ func newFleet(w *World) *fleet {
 		Margin:     c.Visibility,
 		DelayMax:   queue.DelayMax,
 		MessageMax: queue.MessageMax}
+	pc := f.qc
+	pc.IDs = Stream(c.Seed, "fleet-ids")
 	var err error
-	if f.prod, err = qjobs.New(f.qc); err != nil {
+	if f.prod, err = qjobs.New(pc); err != nil {
 		w.chk.Fail(InvMachine, "producer: qjobs.New: %v", err)
 	}
 	return f
@@ -157,6 +159,7 @@ func (f *fleet) started(w *World, p *workerProc) {
 		qc.Policy.Attempts += 2
 	}
 	qc.Rand = Stream(w.cfg.Seed, "fleet-jitter/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen))
+	qc.IDs = Stream(w.cfg.Seed, "fleet-ids/"+strconv.Itoa(p.id)+"/"+strconv.Itoa(p.gen))
 	if p.gen == 1 {
 		f.badConfig(w, p, qc)
 	}

@@ -14,13 +14,25 @@ import (
 // Attrs are a job's attributes, carried with every message of the job as message attributes
 // (Encode); the body is the payload alone.
 type Attrs struct {
+	// ID names the job across every message of it (re-sends, dead letters); drawn at
+	// enqueue, never 0 on a job enqueued by this version (0: a message of an older one).
+	ID       uint64    `json:"-"`
 	Kind     string    `json:"-"`
 	Target   string    `json:"-"`
 	FirstDue time.Time `json:"-"`
 	// NotBefore: a delivery before it runs nothing; zero means none.
 	NotBefore time.Time `json:"n,omitzero"`
-	// Attempts is the number of attempts made before this message was sent.
+	// Attempts is the number of handler outcomes (attempts that reported) before this
+	// message was sent.
 	Attempts int `json:"-"`
+	// Lost is the number of deliveries of the job that ended without a handler outcome
+	// (a crash, a lost lease, a lost receive answer, a stop) before this message was sent.
+	Lost int `json:"l,omitempty"`
+	// Group is the job's FIFO message group (WithGroup); empty: the job's own id.
+	Group string `json:"g,omitempty"`
+	// SentAt is when a FIFO message with a not-before time was sent: its waits are hides,
+	// and this bounds how many of its receives were waits (not lost deliveries).
+	SentAt time.Time `json:"s,omitzero"`
 	// AttemptsMax and Deadline replace the policy's for this job when > 0.
 	AttemptsMax int           `json:"m,omitempty"`
 	Deadline    time.Duration `json:"d,omitempty"`
@@ -36,6 +48,8 @@ const (
 	ReasonSpent     Reason = "attempts-spent"
 	ReasonLate      Reason = "deadline"
 	ReasonPermanent Reason = "permanent"
+	// ReasonLost: more deliveries ended without a handler outcome than the delivery budget.
+	ReasonLost Reason = "deliveries-lost"
 )
 
 // ErrEnvelope is wrapped by every Decode error.
@@ -45,6 +59,7 @@ var ErrEnvelope = errors.New("qjobs: not a job message")
 // each so other tools (consoles, filters) can read them; the rest (NotBefore, AttemptsMax,
 // Deadline, LastErr, Reason) travel as one JSON object, keeping the total under SQS's 10.
 const (
+	AttrID       = "sluice-id" // the job id, decimal; absent on messages of older versions
 	AttrKind     = "sluice-kind"
 	AttrTarget   = "sluice-target"
 	AttrFirstDue = "sluice-first-due" // RFC 3339, nanoseconds, UTC
@@ -66,8 +81,8 @@ func (a Attrs) check() error {
 		return fmt.Errorf("kind %q must be non-empty, without NUL", a.Kind)
 	case a.Target == "":
 		return errors.New("empty target")
-	case a.Attempts < 0 || a.AttemptsMax < 0 || a.Deadline < 0:
-		return fmt.Errorf("negative attempts (%d), attempts max (%d) or deadline (%v)", a.Attempts, a.AttemptsMax, a.Deadline)
+	case a.Attempts < 0 || a.AttemptsMax < 0 || a.Deadline < 0 || a.Lost < 0:
+		return fmt.Errorf("negative attempts (%d), attempts max (%d), deadline (%v) or lost deliveries (%d)", a.Attempts, a.AttemptsMax, a.Deadline, a.Lost)
 	}
 	return nil
 }
@@ -81,6 +96,9 @@ func Encode(a Attrs, payload []byte) core.Outgoing {
 		AttrFirstDue: a.FirstDue.UTC().Format(time.RFC3339Nano),
 		AttrAttempt:  strconv.Itoa(a.Attempts),
 	}
+	if a.ID != 0 {
+		m[AttrID] = strconv.FormatUint(a.ID, 10)
+	}
 	if opts, err := json.Marshal(a); err != nil {
 		panic(fmt.Sprintf("qjobs: encode attrs: %v", err)) // plain fields: cannot fail
 	} else if string(opts) != "{}" {
@@ -90,14 +108,20 @@ func Encode(a Attrs, payload []byte) core.Outgoing {
 }
 
 // Size is what SQS counts against its message size limit: the body, and each attribute's
-// name, data type ("String") and value.
+// name, data type ("String" for Attributes) and value.
 func Size(m core.Outgoing) int {
 	n := len(m.Body)
 	for k, v := range m.Attributes { // a sum: order does not matter
 		n += len(k) + len("String") + len(v)
 	}
+	for k, v := range m.Typed {
+		n += len(k) + len(v.Type) + len(v.String) + len(v.Binary)
+	}
 	return n
 }
+
+// AttrsMax is the most message attributes SQS takes on one message.
+const AttrsMax = 10
 
 // Decode reads a job message's attributes; its payload is the body. A message without the
 // kind attribute is not a job (sent by something else, or an attribute was lost).
@@ -120,6 +144,11 @@ func Decode(m core.Message) (Attrs, []byte, error) {
 	a.FirstDue = due
 	if a.Attempts, err = strconv.Atoi(m.Attributes[AttrAttempt]); err != nil {
 		return Attrs{}, nil, fmt.Errorf("%w: %s: %w", ErrEnvelope, AttrAttempt, err)
+	}
+	if raw, ok := m.Attributes[AttrID]; ok {
+		if a.ID, err = strconv.ParseUint(raw, 10, 64); err != nil || a.ID == 0 {
+			return Attrs{}, nil, fmt.Errorf("%w: %s %q: want a decimal id above 0", ErrEnvelope, AttrID, cut(raw))
+		}
 	}
 	if err := a.Validate(); err != nil {
 		return Attrs{}, nil, err

@@ -30,6 +30,7 @@ type NewJob struct {
 	Due          time.Time // zero or past: now
 	AttemptsMax  int       // > 0: replaces the policy's Attempts for this job
 	Deadline     time.Duration
+	Group        string // FIFO: the message group (jobs of one group run in order); "": its own
 	Payload      []byte // the body, as the codec made it
 }
 
@@ -107,7 +108,14 @@ type Send struct {
 	Why     Why
 	Message core.Outgoing
 	Attrs   Attrs
+	// Deduplicated: the queue drops a copy of Message (FIFO, by its DedupID, for 5 min), so
+	// a send whose answer was lost (core.ErrSendUnknown) may be sent again, at most
+	// UnknownRetriesMax times. Otherwise it must not be: the caller learns it may be stored.
+	Deduplicated bool
 }
+
+// UnknownRetriesMax bounds the repeats of a deduplicated send whose answer was lost.
+const UnknownRetriesMax = 2
 
 // Run asks the driver to run the handler of Attrs.Kind on Payload as attempt Attempt.
 type Run struct {
@@ -152,6 +160,9 @@ type Done struct {
 }
 
 // Refusal is an Enqueue refused as bad input: nothing of it is sent.
+//
+// (An Enqueue's Sends carry the job id in Attrs.ID: a driver names it in the error of a send
+// that may have been stored.)
 type Refusal struct {
 	Index int   // the job's index in Enqueue.Jobs
 	Err   error // wraps ErrTooLarge or ErrInvalidJob
@@ -223,8 +234,18 @@ const (
 )
 
 // SendRetryDelay is how long the original message of a failed send stays hidden before it
-// comes back to be decided again.
-const SendRetryDelay = time.Second
+// comes back to be decided again, doubled for each earlier receive of it up to
+// SendRetryMax: a send that keeps failing (a dead-letter queue refusing it, a message that
+// cannot fit) is retried ever more rarely, never every second forever.
+const (
+	SendRetryDelay = time.Second
+	SendRetryMax   = 15 * time.Minute
+)
+
+// sendBackoff is the hide after the receiveCount-th delivery's send failed.
+func sendBackoff(receiveCount int) time.Duration {
+	return min(SendRetryDelay<<min(max(0, receiveCount-1), 10), SendRetryMax)
+}
 
 // stage is what a delivery waits for.
 type stage uint8
@@ -241,13 +262,23 @@ type pending struct {
 	attempt int
 	probe   breaker.Probe
 	payload []byte
-	msgID   string
-	why     Why // stageSend: what the send is for
+	msg     core.Message // as delivered: a successor keeps its other attributes
+	why     Why          // stageSend: what the send is for
 }
 
 // Step applies one event. It returns an error wrapping ErrMisuse for an event the protocol
 // does not allow (an unknown or repeated receipt, a reply nothing waits for).
 func (m *Machine) Step(ev Event) error {
+	switch ev := ev.(type) {
+	case Enqueue:
+		m.now = later(m.now, ev.Now)
+	case Deliver:
+		m.now = later(m.now, ev.Now)
+	case AttemptDone:
+		m.now = later(m.now, ev.Now)
+	case SendDone:
+		m.now = later(m.now, ev.Now)
+	}
 	switch ev := ev.(type) {
 	case Register:
 		if ev.Kind == "" {
@@ -276,9 +307,12 @@ func (m *Machine) onEnqueue(ev Enqueue) {
 		if due.Before(ev.Now) { // a zero due is before any now
 			due = ev.Now
 		}
-		a := Attrs{Kind: j.Kind, Target: j.Target, FirstDue: due, AttemptsMax: j.AttemptsMax, Deadline: j.Deadline}
+		a := Attrs{ID: m.newID(), Kind: j.Kind, Target: j.Target, FirstDue: due, AttemptsMax: j.AttemptsMax, Deadline: j.Deadline, Group: j.Group}
 		if due.After(ev.Now) {
 			a.NotBefore = due
+			if m.cfg.FIFO {
+				a.SentAt = ev.Now
+			}
 		}
 		if err := a.check(); err != nil {
 			m.ready.Refused = append(m.ready.Refused, Refusal{Index: i, Err: fmt.Errorf("%w: %w", ErrInvalidJob, err)})
@@ -291,7 +325,12 @@ func (m *Machine) onEnqueue(ev Enqueue) {
 			return
 		}
 		out.Delay = m.delay(due.Sub(ev.Now))
-		sends = append(sends, Send{To: ToQueue, Why: WhyEnqueue, Message: out, Attrs: a})
+		s := Send{To: ToQueue, Why: WhyEnqueue, Message: out, Attrs: a}
+		if m.cfg.FIFO {
+			fifoIDs(&s.Message, a, "")
+			s.Deduplicated = true
+		}
+		sends = append(sends, s)
 	}
 	m.stats.Enqueued += len(sends)
 	m.ready.Sends = append(m.ready.Sends, sends...)
@@ -314,17 +353,23 @@ func (m *Machine) onDeliver(ev Deliver) error {
 	if err != nil {
 		m.stats.NotJobs++
 		m.note(NoteError, "a message that is not a job; moving it to the dead-letter queue", "message", msg.ID, "err", err.Error())
-		m.pending[ev.Receipt] = &pending{stage: stageSend, msgID: msg.ID, why: WhyNotJob}
-		m.ready.Sends = append(m.ready.Sends, Send{Receipt: ev.Receipt, To: ToDeadLetter, Why: WhyNotJob,
-			Message: core.Outgoing{Body: msg.Body, Attributes: msg.Attributes}})
+		m.pending[ev.Receipt] = &pending{stage: stageSend, msg: msg, why: WhyNotJob}
+		s := Send{Receipt: ev.Receipt, To: ToDeadLetter, Why: WhyNotJob, Message: asIs(msg)}
+		if m.cfg.FIFO {
+			s.Message.DedupID, s.Message.GroupID = cut128("not-a-job-"+msg.ID), cut128(msg.ID)
+		}
+		m.ready.Sends = append(m.ready.Sends, s)
 		return nil
 	}
 	d := delivery{Attrs: a, ReceiveCount: msg.ReceiveCount, ReceivedAt: ev.Now, Unregistered: !m.kinds[a.Kind]}
+	if m.cfg.FIFO {
+		d.Early = earlyHops(a, m.cfg.VisibilityMax-m.cfg.Margin)
+	}
 	if d.Unregistered && !m.warned[a.Kind] && len(m.warned) < warnedMax {
 		m.warned[a.Kind] = true
 		m.note(NoteWarn, "jobs of a kind not registered in this process wait in the queue (warned once per kind)", "kind", a.Kind, "message", msg.ID)
 	}
-	p := &pending{d: d, payload: payload, msgID: msg.ID}
+	p := &pending{d: d, payload: payload, msg: msg}
 	m.pending[ev.Receipt] = p
 	pl := m.admit(ev.Now, d)
 	if pl.Action == actRun {
@@ -364,8 +409,9 @@ func (m *Machine) onSendDone(ev SendDone) error {
 	}
 	if ev.Err != nil {
 		m.stats.SendsFailed++
-		m.note(NoteWarn, "send failed; the message comes back", "message", p.msgID, "send", p.why.String(), "err", ev.Err.Error())
-		m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Hide, Visibility: SendRetryDelay, Err: "send failed: " + ev.Err.Error()})
+		v := sendBackoff(p.msg.ReceiveCount)
+		m.note(NoteWarn, "send failed; the message comes back", "message", p.msg.ID, "send", p.why.String(), "after", v.String(), "err", ev.Err.Error())
+		m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Hide, Visibility: v, Err: "send failed: " + ev.Err.Error()})
 		return nil
 	}
 	m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Delete})
@@ -381,23 +427,51 @@ func (m *Machine) perform(receipt string, p *pending, pl plan, why string) {
 	case actHide:
 		m.end(receipt, Done{Receipt: receipt, Disposition: Hide, Visibility: pl.Visibility, Err: why})
 	case actResend, actDeadLetter:
-		s := Send{Receipt: receipt, To: ToQueue, Why: WhyRetry, Attrs: pl.Send.Attrs}
-		switch {
-		case pl.Action == actDeadLetter:
-			s.To, s.Why = ToDeadLetter, WhyDead
-			a := pl.Send.Attrs
-			m.note(NoteWarn, "job dead", "message", p.msgID, "kind", a.Kind, "target", a.Target,
-				"reason", string(a.Reason), "attempts", strconv.Itoa(a.Attempts), "err", a.LastErr)
-		case pl.Deferred:
-			s.Why = WhyDefer
-		}
-		s.Message = Encode(pl.Send.Attrs, p.payload)
-		s.Message.Delay = pl.Send.Delay
-		p.stage, p.why = stageSend, s.Why
-		m.ready.Sends = append(m.ready.Sends, s)
+		m.sendOn(receipt, p, pl)
 	default:
 		panic(fmt.Sprintf("qjobs: plan %v does not end a delivery", pl.Action))
 	}
+}
+
+// sendOn sends the job on (a re-send or a dead letter) for a delivery, or, when its message
+// cannot fit the queue whatever the fit ladder cuts, hides the original with the send backoff.
+func (m *Machine) sendOn(receipt string, p *pending, pl plan) {
+	s := Send{Receipt: receipt, To: ToQueue, Why: WhyRetry}
+	dead := pl.Action == actDeadLetter
+	switch {
+	case dead:
+		s.To, s.Why = ToDeadLetter, WhyDead
+	case pl.Deferred:
+		s.Why = WhyDefer
+	}
+	a := pl.Send.Attrs
+	if m.cfg.FIFO && !a.NotBefore.IsZero() {
+		a.SentAt = m.now
+	} else {
+		a.SentAt = time.Time{}
+	}
+	out, a, ok := m.successor(p.msg, a, p.payload, dead)
+	if !ok {
+		m.stats.Unsendable++
+		v := sendBackoff(p.msg.ReceiveCount)
+		m.note(NoteError, "the job's next message does not fit the queue even cut; it comes back", "message", p.msg.ID,
+			"id", strconv.FormatUint(a.ID, 10), "send", s.Why.String(), "bytes", strconv.Itoa(Size(out)),
+			"attributes", strconv.Itoa(len(out.Attributes)+len(out.Typed)), "after", v.String())
+		m.end(receipt, Done{Receipt: receipt, Disposition: Hide, Visibility: v, Err: "the job's next message does not fit the queue"})
+		return
+	}
+	if dead {
+		m.note(NoteWarn, "job dead", "message", p.msg.ID, "id", strconv.FormatUint(a.ID, 10), "kind", a.Kind, "target", a.Target,
+			"reason", string(a.Reason), "attempts", strconv.Itoa(a.Attempts), "lost", strconv.Itoa(a.Lost), "err", a.LastErr)
+	}
+	out.Delay = pl.Send.Delay
+	if m.cfg.FIFO {
+		fifoIDs(&out, a, p.msg.ID)
+		s.Deduplicated = true
+	}
+	s.Message, s.Attrs = out, a
+	p.stage, p.why = stageSend, s.Why
+	m.ready.Sends = append(m.ready.Sends, s)
 }
 
 func (m *Machine) end(receipt string, d Done) {
@@ -423,6 +497,13 @@ func (m *Machine) WakeAt() time.Time { return time.Time{} }
 // Status returns a copy of the counters and the sizes of the machine's state.
 func (m *Machine) Status() Status {
 	return Status{Stats: m.stats, Deliveries: len(m.pending), Kinds: len(m.kinds)}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // cut shortens a receipt for an error message.

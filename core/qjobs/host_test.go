@@ -3,6 +3,7 @@ package qjobs
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,19 @@ func TestEnqueueDecidesDueDelayAndSize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := host(t, "mail")
 			got := step(t, m, Enqueue{Now: t0, Jobs: tc.jobs})
-			if diff := cmp.Diff(tc.want, got, ignoreErrs, cmpopts.EquateEmpty()); diff != "" {
+			for i, s := range got.Sends { // ids are random: each non-zero, carried, then ignored
+				if s.Attrs.ID == 0 || s.Message.Attributes[AttrID] != strconv.FormatUint(s.Attrs.ID, 10) {
+					t.Errorf("send %d: id %d, attribute %q", i, s.Attrs.ID, s.Message.Attributes[AttrID])
+				}
+				got.Sends[i].Attrs.ID = 0
+				delete(got.Sends[i].Message.Attributes, AttrID)
+			}
+			for _, r := range got.Refused { // its size counts the random id: compared apart
+				if errors.Is(r.Err, ErrTooLarge) && r.Size <= MessageMaxDefault {
+					t.Errorf("refused as too large at %d bytes", r.Size)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, ignoreErrs, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(Refusal{}, "Size")); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -134,9 +147,11 @@ func TestDeliveryEffects(t *testing.T) {
 			{Deliver{Now: t0, Receipt: "r", Message: msg(a, "p", 1)}, Ready{Runs: []Run{{Receipt: "r", Attempt: 1, Attrs: a, Payload: []byte("p")}}}},
 			{AttemptDone{Receipt: "r", Now: t0, Outcome: Outcome{Result: Success}}, Ready{Done: []Done{{Receipt: "r", Disposition: Delete}}}},
 		}},
-		{"a retryable failure hides for the backoff", []ev{
+		{"a retryable failure re-sends the job with the attempt, its error and the backoff", []ev{
 			{Deliver{Now: t0, Receipt: "r", Message: msg(a, "p", 1)}, Ready{Runs: []Run{{Receipt: "r", Attempt: 1, Attrs: a, Payload: []byte("p")}}}},
-			{AttemptDone{Receipt: "r", Now: t0, Outcome: Outcome{Result: Retryable, Err: "421"}}, Ready{Done: []Done{{Receipt: "r", Disposition: Hide, Visibility: time.Minute, Err: "421"}}}},
+			{AttemptDone{Receipt: "r", Now: t0, Outcome: Outcome{Result: Retryable, Err: "421"}}, Ready{Sends: []Send{send(WhyRetry, ToQueue,
+				Attrs{Kind: "mail", Target: "smtp", FirstDue: t0, Attempts: 1, NotBefore: t0.Add(time.Minute), LastErr: "421"}, time.Minute)}}},
+			{SendDone{Receipt: "r", Now: t0}, Ready{Done: []Done{{Receipt: "r", Disposition: Delete}}}},
 		}},
 		{"cancelled and failed: abandoned, the queue redelivers", []ev{
 			{Deliver{Now: t0, Receipt: "r", Message: msg(a, "p", 1)}, Ready{Runs: []Run{{Receipt: "r", Attempt: 1, Attrs: a, Payload: []byte("p")}}}},
@@ -151,17 +166,17 @@ func TestDeliveryEffects(t *testing.T) {
 			{Deliver{Now: t0, Receipt: "r", Message: msg(a, "p", 1)}, Ready{Runs: []Run{{Receipt: "r", Attempt: 1, Attrs: a, Payload: []byte("p")}}}},
 			{AttemptDone{Receipt: "r", Now: t0, Outcome: Outcome{Result: Permanent, Err: "bad"}}, Ready{
 				Sends: []Send{send(WhyDead, ToDeadLetter, dead, 0)},
-				Notes: []Note{{Level: NoteWarn, Text: "job dead", Args: []string{"message", "m1", "kind", "mail", "target", "smtp", "reason", "permanent", "attempts", "1", "err", "bad"}}}}},
+				Notes: []Note{{Level: NoteWarn, Text: "job dead", Args: []string{"message", "m1", "id", "0", "kind", "mail", "target", "smtp", "reason", "permanent", "attempts", "1", "lost", "0", "err", "bad"}}}}},
 			{SendDone{Receipt: "r", Now: t0}, Ready{Done: []Done{{Receipt: "r", Disposition: Delete}}}},
 		}},
-		{"a failed dead-letter send is not done: hidden a second, decided again", []ev{
+		{"a failed dead-letter send is not done: hidden with the send backoff, decided again", []ev{
 			{Deliver{Now: t0, Receipt: "r", Message: msg(a, "p", 1)}, Ready{Runs: []Run{{Receipt: "r", Attempt: 1, Attrs: a, Payload: []byte("p")}}}},
 			{AttemptDone{Receipt: "r", Now: t0, Outcome: Outcome{Result: Permanent, Err: "bad"}}, Ready{
 				Sends: []Send{send(WhyDead, ToDeadLetter, dead, 0)},
-				Notes: []Note{{Level: NoteWarn, Text: "job dead", Args: []string{"message", "m1", "kind", "mail", "target", "smtp", "reason", "permanent", "attempts", "1", "err", "bad"}}}}},
+				Notes: []Note{{Level: NoteWarn, Text: "job dead", Args: []string{"message", "m1", "id", "0", "kind", "mail", "target", "smtp", "reason", "permanent", "attempts", "1", "lost", "0", "err", "bad"}}}}},
 			{SendDone{Receipt: "r", Now: t0, Err: errors.New("throttled")}, Ready{
 				Done:  []Done{{Receipt: "r", Disposition: Hide, Visibility: SendRetryDelay, Err: "send failed: throttled"}},
-				Notes: []Note{{Level: NoteWarn, Text: "send failed; the message comes back", Args: []string{"message", "m1", "send", "dead", "err", "throttled"}}}}},
+				Notes: []Note{{Level: NoteWarn, Text: "send failed; the message comes back", Args: []string{"message", "m1", "send", "dead", "after", "1s", "err", "throttled"}}}}},
 		}},
 		{"before its not-before time: deferred by a re-send, no attempt spent", []ev{
 			{Deliver{Now: t0.Add(10 * time.Minute), Receipt: "r", Message: msg(later, "p", 1)}, Ready{Sends: []Send{send(WhyDefer, ToQueue, deferred, DelayMaxDefault)}}},

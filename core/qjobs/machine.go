@@ -44,7 +44,25 @@ type Config struct {
 	MessageMax int
 	// Rand draws backoff jitter; nil means no jitter (the full delay).
 	Rand *rand.Rand
+	// IDs draws job ids (63 bits, never 0) at Enqueue; required. Each process needs a
+	// source of its own, independent of every other's (production seeds it from
+	// crypto/rand): ids are unique across a fleet by chance alone, without coordination.
+	IDs *rand.Rand
+	// LostMax is how many deliveries a job may lose without a handler outcome (crashes, lost
+	// leases, lost receive answers, stops) before it is dead-lettered; 0 means LostFloor
+	// plus LostPerAttempt per attempt of the job's budget.
+	LostMax int
+	// FIFO: the queues are FIFO queues. Every send carries a deduplication id (the job id on
+	// enqueue) and a group id, and no delay (a FIFO queue takes none per message): a job
+	// waiting for its not-before time is hidden instead of re-sent.
+	FIFO bool
 }
+
+// The default delivery budget: LostFloor plus LostPerAttempt per attempt.
+const (
+	LostFloor      = 5
+	LostPerAttempt = 3
+)
 
 // delivery is one delivery of a job message, as the decisions need it.
 type delivery struct {
@@ -54,10 +72,19 @@ type delivery struct {
 	// Unregistered: this process has no handler for the job's kind; the job waits (re-sent
 	// with the longest delay, no attempt spent) for a process that has one.
 	Unregistered bool
+	// Early is how many earlier receives of this message may have been waits for its
+	// not-before time (FIFO: a wait is a hide, which the receive count cannot tell apart).
+	Early int
 }
 
-// Attempt is the number this delivery's attempt has if it runs.
-func (d delivery) Attempt() int { return d.Attrs.Attempts + max(1, d.ReceiveCount) }
+// Attempt is the number this delivery's attempt has if it runs: every earlier attempt
+// reported an outcome, which its message's successor carries.
+func (d delivery) Attempt() int { return d.Attrs.Attempts + 1 }
+
+// Lost is the number of the job's deliveries that ended without an outcome before this one:
+// the ones its message carries, and every earlier receive of this message (a delivery that
+// reports an outcome, defers or sends the job on deletes its message), less its waits.
+func (d delivery) Lost() int { return d.Attrs.Lost + max(0, d.ReceiveCount-1-d.Early) }
 
 // action is what a decision does with a delivery.
 type action uint8
@@ -132,6 +159,7 @@ type Stats struct {
 	Enqueued                                                       int // jobs sent by Enqueue
 	NotJobs                                                        int // messages that were not jobs, sent to the dead-letter queue
 	SendsFailed                                                    int // re-sends and dead letters that failed (their original comes back)
+	Unsendable                                                     int // successors that could not fit the queue even cut (their original comes back)
 }
 
 // Machine is the job layer of one process: a host with New, Step, Ready, WakeAt and Status.
@@ -147,6 +175,7 @@ type Machine struct {
 	warned    map[string]bool     // unregistered kinds warned about; at most warnedMax
 	pending   map[string]*pending // by receipt; Invariant: at most deliveriesMax
 	ready     Ready
+	now       time.Time // the latest Now of an event
 }
 
 // WithDefaults fills the zero fields of c.
@@ -183,6 +212,10 @@ func New(cfg Config) (*Machine, error) {
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "DelayMax", Value: cfg.DelayMax, Rule: "must be ≥ 0"}
 	case cfg.MessageMax < 0:
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "MessageMax", Value: cfg.MessageMax, Rule: "must be ≥ 0"}
+	case cfg.LostMax < 0:
+		return nil, &core.FieldError{Err: ErrInvalid, Field: "LostMax", Value: cfg.LostMax, Rule: "must be ≥ 0"}
+	case cfg.IDs == nil:
+		return nil, &core.FieldError{Err: ErrInvalid, Field: "IDs", Value: "nil", Rule: "must be a random source of this process's own"}
 	}
 	return &Machine{cfg: cfg, breakers: map[string]*breaker.Breaker{}, kinds: map[string]bool{},
 		warned: map[string]bool{}, pending: map[string]*pending{}}, nil
@@ -203,17 +236,33 @@ func (m *Machine) policy(a Attrs) retry.Policy {
 	return p
 }
 
+// lostMax is the job's delivery budget: deliveries it may lose without an outcome.
+func (m *Machine) lostMax(p retry.Policy) int {
+	if m.cfg.LostMax > 0 {
+		return m.cfg.LostMax
+	}
+	return LostFloor + LostPerAttempt*p.Attempts
+}
+
 // admit decides what a fresh delivery does at now: run, re-send (a defer), or dead-letter.
 func (m *Machine) admit(now time.Time, d delivery) plan {
 	a := d.Attrs
-	made := d.Attempt() - 1 // attempts made before this delivery
+	a.Lost = d.Lost()
+	made := a.Attempts // handler outcomes before this delivery
 	if d.Unregistered {
-		return m.deferUntil(now, a, made, now.Add(m.cfg.DelayMax))
+		return m.deferUntil(now, d, a, now.Add(m.cfg.DelayMax))
 	}
 	if now.Before(a.NotBefore) {
-		return m.deferUntil(now, a, made, a.NotBefore)
+		return m.deferUntil(now, d, a, a.NotBefore)
 	}
 	p := m.policy(a)
+	if a.Lost > m.lostMax(p) {
+		why := a.LastErr
+		if why == "" {
+			why = fmt.Sprintf("%d deliveries ended without an outcome (crashes, lost leases, stops); no attempt reported", a.Lost)
+		}
+		return m.dead(a, made, ReasonLost, why)
+	}
 	var dec breaker.Decision
 	v := retry.Admit(retry.Candidate{UnitFree: true, Late: p.Late(a.FirstDue, now), Spent: p.Spent(made)}, func() bool {
 		b := m.breaker(a.Target)
@@ -229,21 +278,39 @@ func (m *Machine) admit(now time.Time, d delivery) plan {
 		}
 		return m.dead(a, made, ReasonLate, why)
 	case retry.DeadSpent:
-		// Finish dead-letters a failure that spends the budget, so a delivery finding it spent
-		// follows an attempt that never reported: its error is unknown.
-		return m.dead(a, made, ReasonSpent, fmt.Sprintf("attempt %d ended without an outcome (its process stopped or lost the lease)", made))
+		// Finish dead-letters a failure that spends the budget: a message found spent is a
+		// duplicate's, or its budget was lowered since. It carries the last error.
+		why := a.LastErr
+		if why == "" {
+			why = fmt.Sprintf("%d attempts made, the budget is %d", made, p.Attempts)
+		}
+		return m.dead(a, made, ReasonSpent, why)
 	case retry.Defer:
-		return m.deferUntil(now, a, made, dec.Until)
+		return m.deferUntil(now, d, a, dec.Until)
 	}
 	m.stats.Runs++
 	return plan{Action: actRun, Attempt: made + 1, Probe: dec.Probe}
 }
 
-// deferUntil re-sends the job with the attempts actually made, not before until.
-func (m *Machine) deferUntil(now time.Time, a Attrs, made int, until time.Time) plan {
+// deferUntil re-sends the job with the attempts made and deliveries lost, not before until;
+// on a FIFO queue (no per-message delay) it hides the message instead, as long as the
+// visibility limit allows.
+func (m *Machine) deferUntil(now time.Time, d delivery, a Attrs, until time.Time) plan {
 	m.stats.Deferred++
-	a.Attempts, a.NotBefore = made, until
+	if m.cfg.FIFO && until.Equal(a.NotBefore) {
+		if v := m.hideFor(now, d, until.Sub(now)); v > 0 {
+			return plan{Action: actHide, Visibility: v, Deferred: true}
+		}
+	}
+	a.NotBefore = until
 	return plan{Action: actResend, Deferred: true, Send: outgoing{Attrs: a, Delay: m.delay(until.Sub(now))}}
+}
+
+// hideFor is wait in whole seconds, cut to what the visibility limit still allows the
+// delivery; 0 when it allows less than a second.
+func (m *Machine) hideFor(now time.Time, d delivery, wait time.Duration) time.Duration {
+	left := m.cfg.VisibilityMax - m.cfg.Margin - now.Sub(d.ReceivedAt)
+	return min(ceilSecond(min(wait, left)), left.Truncate(time.Second))
 }
 
 func (m *Machine) dead(a Attrs, made int, r Reason, lastErr string) plan {
@@ -253,9 +320,12 @@ func (m *Machine) dead(a Attrs, made int, r Reason, lastErr string) plan {
 }
 
 // finish decides how the message of an attempt admit ran leaves, given its outcome at now.
-// attempt and probe are the run plan's.
+// attempt and probe are the run plan's. Every outcome but a success sends the job on (a
+// retry or a dead letter) carrying the attempt and its error, so the next delivery knows
+// both, and tells a reported attempt from a lost delivery.
 func (m *Machine) finish(now time.Time, d delivery, attempt int, probe breaker.Probe, o Outcome) plan {
 	a := d.Attrs
+	a.Lost = d.Lost()
 	br := breaker.Success
 	switch o.Result {
 	case Retryable:
@@ -293,14 +363,12 @@ func (m *Machine) finish(now time.Time, d delivery, attempt int, probe breaker.P
 	case retry.DeadLate:
 		return m.dead(a, attempt, ReasonLate, o.Err)
 	}
-	wait := ceilSecond(due.Sub(now))
-	// The visibility set now must end within VisibilityMax of the receive.
-	if now.Sub(d.ReceivedAt)+wait <= m.cfg.VisibilityMax-m.cfg.Margin {
-		m.stats.Hidden++
-		return plan{Action: actHide, Visibility: wait}
-	}
 	m.stats.Resent++
-	a.Attempts, a.NotBefore, a.LastErr = attempt, due, o.Err
+	a.Attempts, a.LastErr = attempt, o.Err
+	a.NotBefore = time.Time{}
+	if due.After(now) {
+		a.NotBefore = due
+	}
 	return plan{Action: actResend, Send: outgoing{Attrs: a, Delay: m.delay(due.Sub(now))}}
 }
 
@@ -335,11 +403,23 @@ func (m *Machine) record(now time.Time, target string, r breaker.Result, probe b
 	}
 }
 
-// delay is d in whole seconds (rounded up), within [0, DelayMax]. d is clamped before it is
-// rounded: a wait to a far-future time saturates near the largest Duration, and rounding that
-// up would overflow to a negative delay (a re-send at once, again and again).
+// delay is d in whole seconds (rounded up), within [0, DelayMax]; 0 on a FIFO queue, which
+// takes no delay per message. d is clamped before it is rounded: a wait to a far-future time
+// saturates near the largest Duration, and rounding that up would overflow to a negative
+// delay (a re-send at once, again and again).
 func (m *Machine) delay(d time.Duration) time.Duration {
+	if m.cfg.FIFO {
+		return 0
+	}
 	return ceilSecond(min(d, m.cfg.DelayMax.Truncate(time.Second)))
+}
+
+// newID draws a job id: 63 random bits, never 0.
+func (m *Machine) newID() uint64 {
+	if id := uint64(m.cfg.IDs.Int63()); id != 0 {
+		return id
+	}
+	return 1
 }
 
 func ceilSecond(d time.Duration) time.Duration {

@@ -2,6 +2,7 @@ package qjobs
 
 import (
 	"errors"
+	"math/rand"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func testConfig() Config {
 		Policy:  retry.Policy{Attempts: 3, Base: time.Minute, Cap: 8 * time.Hour},
 		Circuit: breaker.Circuit{Threshold: 2, Window: time.Hour, Cooldown: 10 * time.Minute, Probes: 1},
 		Margin:  30 * time.Second,
+		IDs:     rand.New(rand.NewSource(7)),
 	}
 }
 
@@ -109,15 +111,18 @@ func TestPlans(t *testing.T) {
 	run := m.admit(t0, d)
 	fail := Outcome{Result: Retryable, Err: "boom"}
 	steps := []step{{"first delivery runs attempt 1", run, plan{Action: actRun, Attempt: 1}}}
-	steps = append(steps, step{"a retry within 12h hides for the backoff", m.finish(t0.Add(time.Second), d, 1, run.Probe, fail),
-		plan{Action: actHide, Visibility: time.Minute}})
-	d.ReceiveCount = 2
+	r1 := Attrs{Kind: "mail", Target: "smtp", FirstDue: t0, Attempts: 1, NotBefore: t0.Add(time.Minute + time.Second), LastErr: "boom"}
+	steps = append(steps, step{"a retry re-sends the job with the attempt, its error and the backoff", m.finish(t0.Add(time.Second), d, 1, run.Probe, fail),
+		plan{Action: actResend, Send: outgoing{Attrs: r1, Delay: time.Minute}}})
+	d = delivery{Attrs: r1, ReceiveCount: 2, ReceivedAt: t0.Add(2 * time.Minute)}
 	run = m.admit(t0.Add(2*time.Minute), d)
-	steps = append(steps, step{"the second delivery is attempt 2", run, plan{Action: actRun, Attempt: 2}})
-	steps = append(steps, step{"second failure opens the breaker and hides", m.finish(t0.Add(2*time.Minute), d, 2, run.Probe, fail),
-		plan{Action: actHide, Visibility: 2 * time.Minute}})
-	d.ReceiveCount = 3
-	def := Attrs{Kind: "mail", Target: "smtp", FirstDue: t0, Attempts: 2, NotBefore: t0.Add(12 * time.Minute)}
+	steps = append(steps, step{"its second delivery (the first was lost) is attempt 2", run, plan{Action: actRun, Attempt: 2}})
+	r2 := Attrs{Kind: "mail", Target: "smtp", FirstDue: t0, Attempts: 2, Lost: 1, NotBefore: t0.Add(4 * time.Minute), LastErr: "boom"}
+	steps = append(steps, step{"second failure opens the breaker; the lost delivery is carried", m.finish(t0.Add(2*time.Minute), d, 2, run.Probe, fail),
+		plan{Action: actResend, Send: outgoing{Attrs: r2, Delay: 2 * time.Minute}}})
+	d = delivery{Attrs: r2, ReceiveCount: 1, ReceivedAt: t0.Add(4 * time.Minute)}
+	def := r2
+	def.NotBefore = t0.Add(12 * time.Minute)
 	steps = append(steps, step{"breaker open: defer by re-sending with attempts made, none spent", m.admit(t0.Add(4*time.Minute), d),
 		plan{Action: actResend, Deferred: true, Send: outgoing{Attrs: def, Delay: 8 * time.Minute}}})
 	d = delivery{Attrs: def, ReceiveCount: 1, ReceivedAt: t0.Add(12 * time.Minute)}
@@ -165,8 +170,13 @@ func TestPerJobDeadlineAndAttempts(t *testing.T) {
 	a = job("a")
 	a.AttemptsMax = 1
 	p = m.admit(t0, delivery{Attrs: a, ReceiveCount: 2, ReceivedAt: t0})
-	if p.Action != actDeadLetter || p.Send.Attrs.Reason != ReasonSpent || p.Send.Attrs.Attempts != 1 {
-		t.Errorf("second delivery of a 1-attempt job (the first crashed): %+v, want dead-letter (spent) after 1", p)
+	if p.Action != actRun || p.Attempt != 1 {
+		t.Errorf("second delivery of a 1-attempt job (the first crashed): %+v, want attempt 1 (a lost delivery spends none)", p)
+	}
+	a.LastErr = "421"
+	p = m.admit(t0, delivery{Attrs: a, ReceiveCount: LostFloor + LostPerAttempt + 2, ReceivedAt: t0})
+	if p.Action != actDeadLetter || p.Send.Attrs.Reason != ReasonLost || p.Send.Attrs.Lost != LostFloor+LostPerAttempt+1 || p.Send.Attrs.LastErr != "421" {
+		t.Errorf("delivery budget spent: %+v, want dead-letter (deliveries-lost) with the last error", p)
 	}
 	p = m.admit(t0, delivery{Attrs: job("a"), ReceiveCount: 1, ReceivedAt: t0})
 	if got := m.finish(t0, delivery{Attrs: job("a"), ReceiveCount: 1}, p.Attempt, p.Probe, Outcome{Result: Permanent, Err: "bad"}); got.Action != actDeadLetter || got.Send.Attrs.Reason != ReasonPermanent || got.Send.Attrs.LastErr != "bad" {
@@ -180,7 +190,7 @@ func TestUnregisteredKindWaits(t *testing.T) {
 	a.Attempts = 1
 	p := m.admit(t0, delivery{Attrs: a, ReceiveCount: 3, ReceivedAt: t0, Unregistered: true})
 	want := a
-	want.Attempts, want.NotBefore = 3, t0.Add(DelayMaxDefault)
+	want.Lost, want.NotBefore = 2, t0.Add(DelayMaxDefault)
 	if diff := cmp.Diff(plan{Action: actResend, Deferred: true, Send: outgoing{Attrs: want, Delay: DelayMaxDefault}}, p); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -215,6 +225,7 @@ func TestAbandonGivesProbeBack(t *testing.T) {
 func TestAttemptsNeverExceedBudgetAndEveryJobEnds(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		c := Config{
+			IDs: rand.New(rand.NewSource(1)),
 			Policy: retry.Policy{Attempts: rapid.IntRange(1, 6).Draw(rt, "attempts"),
 				Base: time.Duration(rapid.IntRange(1, 3600).Draw(rt, "base")) * time.Second},
 			Circuit: breaker.Circuit{Threshold: rapid.IntRange(1, 3).Draw(rt, "threshold"), Window: time.Hour,
@@ -261,8 +272,11 @@ func TestAttemptsNeverExceedBudgetAndEveryJobEnds(t *testing.T) {
 				if got.Attempts != runs || got.LastErr == "" {
 					rt.Fatalf("dead letter %+v after %d runs, want them and an error", got, runs)
 				}
-				if got.Reason == ReasonSpent && !crashed {
-					rt.Fatalf("dead at admission (spent) though the last attempt reported: Finish should have dead-lettered it")
+				if got.Reason == ReasonSpent {
+					rt.Fatalf("dead at admission (spent): Finish should have dead-lettered it")
+				}
+				if got.Reason == ReasonLost && (!crashed || got.Lost <= LostFloor+LostPerAttempt*c.Policy.Attempts) {
+					rt.Fatalf("dead (deliveries lost) with %d lost, crashed %v", got.Lost, crashed)
 				}
 				return
 			default:
@@ -273,6 +287,7 @@ func TestAttemptsNeverExceedBudgetAndEveryJobEnds(t *testing.T) {
 			case 0: // the process crashed or lost the lease: redelivered after the window
 				crashed = true
 				m.abandon(a.Target, p.Probe)
+				runs-- // no outcome: the attempt is made again
 				count++
 				now = now.Add(30 * time.Second)
 				continue
