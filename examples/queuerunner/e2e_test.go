@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 			Endpoint, Queue, DLQ, Done, Trace string
 			Work, Grace                       time.Duration
 			Concurrency                       int
+			FIFO                              bool
 		}
 		if err := json.Unmarshal([]byte(v), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
 		err := run(ctx, options{endpoint: o.Endpoint, region: fauxqs.Region, queue: o.Queue, dlq: o.DLQ, done: o.Done,
-			trace: o.Trace, window: 4 * time.Second, concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace})
+			trace: o.Trace, window: 4 * time.Second, concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace, fifo: o.FIFO})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ type options struct {
 	endpoint, region, queue, dlq, done, trace string
 	window, work, grace                       time.Duration
 	concurrency                               int
+	fifo                                      bool
 }
 
 func main() {
@@ -45,6 +47,7 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "append a line to this file when each attempt starts and ends")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "visibility window")
 	flag.IntVar(&o.concurrency, "concurrency", 10, "handlers at once")
+	flag.BoolVar(&o.fifo, "fifo", false, "the queues are FIFO queues (names ending .fifo)")
 	flag.DurationVar(&o.work, "work", 20*time.Millisecond, "how long delivering one email takes")
 	flag.DurationVar(&o.grace, "grace", 0, "how long running handlers may finish after a stop (0: the default)")
 	flag.Parse()
@@ -85,6 +88,7 @@ func newRunner(ctx context.Context, o options, log *slog.Logger) (*sluice.QueueR
 		Policy:  sluice.Policy{Attempts: 3, Base: time.Second, Cap: 4 * time.Second},
 		Circuit: sluice.Circuit{Threshold: 50, Window: 10 * time.Second, Cooldown: 5 * time.Second},
 		Worker:  sluice.WorkerConfig{Window: o.window, Concurrency: o.concurrency, Grace: o.grace},
+		FIFO:    o.fifo,
 		Logger:  log,
 	})
 	if err != nil {
@@ -128,14 +132,17 @@ func deliver(doneFile string, work time.Duration) sluice.Handler[Email] {
 
 // traced appends a line to file when an attempt starts and when it ends, for a test to
 // check the fleet from outside: tab-separated "start" or "end", the address, the job's id,
-// its attempt, this process's id, the time (Unix ns), and at the end "ok" or the error.
+// its attempt, this process's id, the run's number in this process, the time (Unix ns), and
+// at the end "ok" or the error.
 func traced(file string, h sluice.Handler[Email]) sluice.Handler[Email] {
 	if file == "" {
 		return h
 	}
+	var runs atomic.Int64
 	return func(ctx context.Context, j sluice.Job[Email]) error {
+		run := runs.Add(1)
 		line := func(what string) string {
-			return fmt.Sprintf("%s\t%s\t%v\t%d\t%d\t%d", what, j.Payload.To, j.ID, j.Attempt, os.Getpid(), time.Now().UnixNano())
+			return fmt.Sprintf("%s\t%s\t%v\t%d\t%d\t%d\t%d", what, j.Payload.To, j.ID, j.Attempt, os.Getpid(), run, time.Now().UnixNano())
 		}
 		if err := appendLine(file, line("start")); err != nil {
 			return err
