@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adapters/sqs"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/qjobs"
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/fauxqs"
@@ -51,13 +52,16 @@ type fleetReport struct {
 	Delivered, DeadLettered                 int
 	Lost                                    []string // acked, neither delivered nor dead-lettered
 	Runs, SuccessRuns, Duplicates           int
-	Overlaps                                []string // two runs of one job at once
+	DupCauses                               map[string]int // by what the earlier run's process met
+	Overlaps                                []string       // two runs of one job at once
 	Kills                                   int
 	Stopped                                 []string // slow jobs running in the process SIGTERM stopped
 	StopSpent                               []string // of those, ones whose stopped attempt was counted
 	DeadWrongErr                            []string // dead letters without their last handler error
 	DeadShouldNot                           []string // dead letters of jobs whose handler would have succeeded
 	IDs                                     []string // jobs whose runs saw several ids, or ids shared by jobs
+	Foreign                                 int      // messages of another producer sent to the queue
+	ForeignChanged                          []string // ones not in the dead-letter queue as they came
 	Faults                                  map[string]int
 	Took                                    time.Duration
 }
@@ -69,10 +73,11 @@ func (r fleetReport) String() string {
 	fmt.Fprintf(&b, "jobs           %d enqueued (acked %d, ambiguous %d of which %d stored) in %v\n", r.Jobs, r.Acked, r.Ambiguous, r.AmbiguousStored, r.Took.Round(time.Millisecond))
 	fmt.Fprintf(&b, "ended          delivered %d, dead-lettered %d, lost %d\n", r.Delivered, r.DeadLettered, len(r.Lost))
 	fmt.Fprintf(&b, "runs           %d (successful %d), %d SIGKILLs, 1 SIGTERM\n", r.Runs, r.SuccessRuns, r.Kills)
-	fmt.Fprintf(&b, "duplicates     %.2f successful runs per 100 jobs (%d)\n", r.per100(), r.Duplicates)
+	fmt.Fprintf(&b, "duplicates     %.2f successful runs per 100 jobs (%d, by cause %v)\n", r.per100(), r.Duplicates, r.DupCauses)
 	fmt.Fprintf(&b, "overlaps       %d runs of one job at once\n", len(r.Overlaps))
 	fmt.Fprintf(&b, "graceful stop  %d jobs stopped, %d attempts spent by it\n", len(r.Stopped), len(r.StopSpent))
 	fmt.Fprintf(&b, "dead letters   %d without their last handler error, %d of jobs that would succeed\n", len(r.DeadWrongErr), len(r.DeadShouldNot))
+	fmt.Fprintf(&b, "not jobs       %d sent, %d not dead-lettered as they came\n", r.Foreign, len(r.ForeignChanged))
 	fmt.Fprintf(&b, "proxy faults   %v\n", r.Faults)
 	return b.String()
 }
@@ -336,8 +341,9 @@ func (f *fleet) delivered() map[string]int {
 	return out
 }
 
-// deadLetters receives every dead letter (hiding each for an hour) into into, by address.
-func (f *fleet) deadLetters(ctx context.Context, into map[string]qjobs.Attrs) {
+// deadLetters receives every dead letter (hiding each for an hour) into into, by address,
+// and the messages of another producer into foreign, by body.
+func (f *fleet) deadLetters(ctx context.Context, into map[string]qjobs.Attrs, foreign map[string]core.Message) {
 	tr, err := sqs.New(f.admin, sqs.Config{QueueURL: f.dlq})
 	if err != nil {
 		f.t.Fatal(err)
@@ -351,6 +357,10 @@ func (f *fleet) deadLetters(ctx context.Context, into map[string]qjobs.Attrs) {
 			return
 		}
 		for _, m := range msgs {
+			if strings.HasPrefix(string(m.Body), "foreign-") {
+				foreign[string(m.Body)] = m
+				continue
+			}
 			a, p, err := qjobs.Decode(m)
 			var em Email
 			if err == nil {
@@ -401,7 +411,10 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 	res := &enqueueResult{acked: map[string]bool{}, ambiguous: map[string]bool{}}
 	f.enqueue(ctx, jobs, res)
 	rep := fleetReport{Jobs: len(jobs) + len(slow)}
-	dead := map[string]qjobs.Attrs{}
+	dead, foreign := map[string]qjobs.Attrs{}, map[string]core.Message{}
+	if !f.o.fifo {
+		rep.Foreign = f.sendForeign(ctx)
+	}
 	nextKill := start.Add(f.o.killEvery)
 	stopPID := 0
 	deadline := start.Add(f.o.deadline)
@@ -417,7 +430,7 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 		if stopPID == 0 && rep.Kills >= 1 {
 			stopPID = f.maybeStop()
 		}
-		f.deadLetters(ctx, dead)
+		f.deadLetters(ctx, dead, foreign)
 		got := f.delivered()
 		ended := stopPID != 0 && rep.Kills >= min(2, f.o.kills)
 		for to := range res.acked {
@@ -432,7 +445,7 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 		time.Sleep(250 * time.Millisecond)
 	}
 	f.stopAll()
-	f.deadLetters(ctx, dead)
+	f.deadLetters(ctx, dead, foreign)
 	rep.Took = time.Since(start)
 	rep.Faults = f.px.Faults()
 	rep.Acked, rep.Ambiguous = len(res.acked), len(res.ambiguous)
@@ -449,9 +462,55 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 	}
 	sort.Strings(rep.Lost)
 	rep.Delivered, rep.DeadLettered = len(got), len(dead)
+	for i := range rep.Foreign {
+		body, want := foreignMessage(i)
+		got, ok := foreign[body]
+		for k, v := range want {
+			if !ok || !cmp.Equal(v, got.Typed[k]) {
+				rep.ForeignChanged = append(rep.ForeignChanged, fmt.Sprintf("%s: attribute %s sent %+v, dead letter has %+v (received: %v)", body, k, v, got.Typed[k], ok))
+			}
+		}
+	}
 	runs := f.runs()
 	f.check(&rep, runs, dead, stopPID)
 	return rep
+}
+
+// foreignMessage is the i-th message of another producer: no String sluice-kind, so not a
+// job, with attributes of every type (the first with a Binary sluice-kind).
+func foreignMessage(i int) (string, map[string]core.Attribute) {
+	a := map[string]core.Attribute{
+		"origin": {Type: "String", String: "billing"},
+		"amount": {Type: "Number", String: strconv.Itoa(i) + ".50"},
+		"count":  {Type: "Number.int", String: strconv.Itoa(i)},
+		"sig":    {Type: "Binary", Binary: []byte{byte(i), 0, 0xff}},
+	}
+	if i == 0 {
+		a[qjobs.AttrKind] = core.Attribute{Type: "Binary", Binary: []byte("email")}
+	}
+	return "foreign-" + strconv.Itoa(i), a
+}
+
+// sendForeign sends foreign messages straight to the queue and returns how many.
+func (f *fleet) sendForeign(ctx context.Context) int {
+	const n = 5
+	snd, err := sqs.NewSender(f.admin, sqs.Config{QueueURL: f.queue})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msgs := make([]core.Outgoing, n)
+	for i := range msgs {
+		body, typed := foreignMessage(i)
+		msgs[i] = core.Outgoing{Body: []byte(body), Typed: typed}
+	}
+	errs, err := snd.SendBatch(ctx, msgs)
+	if err == nil {
+		err = errors.Join(errs...)
+	}
+	if err != nil {
+		f.t.Fatalf("send foreign messages: %v", err)
+	}
+	return n
 }
 
 // maybeStop sends the SIGTERM to a process running slow jobs, if one is; it returns the
@@ -514,6 +573,7 @@ func (f *fleet) check(rep *fleetReport, runs []attemptRun, dead map[string]qjobs
 		}
 		rep.SuccessRuns += ok
 		rep.Duplicates += max(0, ok-1)
+		f.dupCauses(rep, rs)
 	}
 	rep.IDs = checkIDs(byJob)
 	for to, a := range dead {
@@ -532,6 +592,34 @@ func (f *fleet) check(rep *fleetReport, runs []attemptRun, dead map[string]qjobs
 	}
 	for _, l := range []*[]string{&rep.IDs, &rep.Overlaps, &rep.Stopped, &rep.StopSpent, &rep.DeadWrongErr, &rep.DeadShouldNot} {
 		slices.Sort(*l)
+	}
+}
+
+// dupCauses counts each successful run after a job's first by what kept the earlier one's
+// delete from the queue, as far as the processes' fates tell: its process was killed (or
+// stopped) within a window of the success, or else the network (a lease or a delete lost,
+// or a second copy of the job from a send whose answer was lost).
+func (f *fleet) dupCauses(rep *fleetReport, rs []attemptRun) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var prev *attemptRun
+	for i := range rs {
+		if rs[i].result != "ok" {
+			continue
+		}
+		if prev != nil {
+			cause := "network"
+			if at, ok := f.killedAt[prev.pid]; ok && at.After(prev.end) && at.Sub(prev.end) < 4*time.Second {
+				cause = "kill"
+			} else if at, ok := f.stoppedAt[prev.pid]; ok && at.After(prev.end) && at.Sub(prev.end) < 4*time.Second {
+				cause = "stop"
+			}
+			if rep.DupCauses == nil {
+				rep.DupCauses = map[string]int{}
+			}
+			rep.DupCauses[cause]++
+		}
+		prev = &rs[i]
 	}
 }
 
@@ -556,9 +644,10 @@ func checkIDs(byJob map[string][]attemptRun) (problems []string) {
 	return problems
 }
 
-// dupsPer100Max bounds duplicate successful runs per 100 jobs on a standard queue under
-// the fault profile: the most measured, with margin (the goal is 1).
-const dupsPer100Max = 3
+// dupsPer100Max bounds duplicate successful runs per 100 jobs under the fault profile, the
+// kills and the stop: seeds 1-5 measured 2.56, 2.49, 0.83, 1.14, 1.02 on the standard queue
+// and 1.42, 2.83, 0.94, 0.47, 0.94 on FIFO queues; the goal is 1.
+const dupsPer100Max = 4
 
 // TestFleetKeepsTheLocalRunnersPromises: three queuerunner processes on fauxqs, every call
 // through the seeded fault proxy (flakyrun's network: resets before and after the call took
@@ -585,11 +674,7 @@ func TestFleetKeepsTheLocalRunnersPromises(t *testing.T) {
 		killEvery: 3 * time.Second, kills: 4, deadline: 50 * time.Second}
 	t.Run("standard", func(t *testing.T) {
 		t.Parallel()
-		rep := runFleet(t, o)
-		// Measured: see dupsPer100Max.
-		if rep.per100() > dupsPer100Max {
-			t.Errorf("%.2f duplicate successful runs per 100 jobs, over the bound of %v", rep.per100(), dupsPer100Max)
-		}
+		runFleet(t, o)
 	})
 	t.Run("fifo", func(t *testing.T) {
 		t.Parallel()
@@ -607,7 +692,7 @@ func runFleet(t *testing.T, o fleetOpts) fleetReport {
 	f := newFleet(t, o)
 	rep := f.run(context.Background())
 	t.Log("\n" + rep.String())
-	for _, l := range [][]string{rep.Lost, rep.Overlaps, rep.StopSpent, rep.DeadWrongErr, rep.DeadShouldNot, rep.IDs} {
+	for _, l := range [][]string{rep.Lost, rep.Overlaps, rep.StopSpent, rep.DeadWrongErr, rep.DeadShouldNot, rep.IDs, rep.ForeignChanged} {
 		for _, s := range l[:min(len(l), 5)] {
 			t.Log(s)
 		}
@@ -620,6 +705,12 @@ func runFleet(t *testing.T, o fleetOpts) fleetReport {
 	}
 	if len(rep.IDs) > 0 {
 		t.Errorf("%d jobs without one id of their own, e.g. %s", len(rep.IDs), rep.IDs[0])
+	}
+	if rep.per100() > dupsPer100Max {
+		t.Errorf("%.2f duplicate successful runs per 100 jobs, over the bound of %v", rep.per100(), dupsPer100Max)
+	}
+	if len(rep.ForeignChanged) > 0 {
+		t.Errorf("%d attributes of other producers' messages not kept in the dead-letter queue: %v", len(rep.ForeignChanged), rep.ForeignChanged)
 	}
 	if len(rep.StopSpent) > 0 {
 		t.Errorf("the graceful stop spent the attempt of %d of %d jobs it stopped: %v", len(rep.StopSpent), len(rep.Stopped), rep.StopSpent)
