@@ -50,7 +50,9 @@ type fleetOpts struct {
 type fleetReport struct {
 	Jobs, Acked, Ambiguous, AmbiguousStored int // enqueues answered, and answered ErrSendUnknown
 	Delivered, DeadLettered                 int
-	Lost                                    []string // acked, neither delivered nor dead-lettered
+	Lost                                    []string      // acked, neither delivered nor dead-lettered
+	Left                                    int           // messages still in the queue at the end
+	AllEnded                                time.Duration // when every acked job had ended
 	Runs, SuccessRuns, Duplicates           int
 	DupCauses                               map[string]int // by what the earlier run's process met
 	Overlaps                                []string       // two runs of one job at once
@@ -71,7 +73,8 @@ func (r fleetReport) per100() float64 { return float64(r.Duplicates) * 100 / flo
 func (r fleetReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "jobs           %d enqueued (acked %d, ambiguous %d of which %d stored) in %v\n", r.Jobs, r.Acked, r.Ambiguous, r.AmbiguousStored, r.Took.Round(time.Millisecond))
-	fmt.Fprintf(&b, "ended          delivered %d, dead-lettered %d, lost %d\n", r.Delivered, r.DeadLettered, len(r.Lost))
+	fmt.Fprintf(&b, "ended          delivered %d, dead-lettered %d, lost %d, %d left in the queue; all acked ended after %v\n",
+		r.Delivered, r.DeadLettered, len(r.Lost), r.Left, r.AllEnded.Round(time.Millisecond))
 	fmt.Fprintf(&b, "runs           %d (successful %d), %d SIGKILLs, 1 SIGTERM\n", r.Runs, r.SuccessRuns, r.Kills)
 	fmt.Fprintf(&b, "duplicates     %.2f successful runs per 100 jobs (%d, by cause %v)\n", r.per100(), r.Duplicates, r.DupCauses)
 	fmt.Fprintf(&b, "overlaps       %d runs of one job at once\n", len(r.Overlaps))
@@ -432,21 +435,24 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 		}
 		f.deadLetters(ctx, dead, foreign)
 		got := f.delivered()
-		ended := stopPID != 0 && rep.Kills >= min(2, f.o.kills)
+		ended := true
 		for to := range res.acked {
 			if _, isDead := dead[to]; got[to] == 0 && !isDead {
 				ended = false
 				break
 			}
 		}
-		if ended && f.inQueue(ctx, f.queue) == 0 {
+		if ended && rep.AllEnded == 0 {
+			rep.AllEnded = time.Since(start)
+		}
+		if ended && stopPID != 0 && rep.Kills >= min(2, f.o.kills) && f.inQueue(ctx, f.queue) == 0 {
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	f.stopAll()
 	f.deadLetters(ctx, dead, foreign)
-	rep.Took = time.Since(start)
+	rep.Took, rep.Left = time.Since(start), f.inQueue(ctx, f.queue)
 	rep.Faults = f.px.Faults()
 	rep.Acked, rep.Ambiguous = len(res.acked), len(res.ambiguous)
 	got := f.delivered()
@@ -645,9 +651,9 @@ func checkIDs(byJob map[string][]attemptRun) (problems []string) {
 }
 
 // dupsPer100Max bounds duplicate successful runs per 100 jobs under the fault profile, the
-// kills and the stop: seeds 1-5 measured 2.56, 2.49, 0.83, 1.14, 1.02 on the standard queue
-// and 1.42, 2.83, 0.94, 0.47, 0.94 on FIFO queues; the goal is 1.
-const dupsPer100Max = 4
+// kills and the stop: seeds 1-5 measured 2.56, 2.49, 0.83 (3.23 in a second run), 1.14 and
+// 1.02 on the standard queue, 1.42, 2.83, 0.94, 0.47 and 0.94 on FIFO queues. The goal is 1.
+const dupsPer100Max = 5
 
 // TestFleetKeepsTheLocalRunnersPromises: three queuerunner processes on fauxqs, every call
 // through the seeded fault proxy (flakyrun's network: resets before and after the call took
@@ -698,7 +704,8 @@ func runFleet(t *testing.T, o fleetOpts) fleetReport {
 		}
 	}
 	if len(rep.Lost) > 0 {
-		t.Errorf("%d acked jobs neither delivered nor dead-lettered (lost): %v", len(rep.Lost), rep.Lost[:min(10, len(rep.Lost))])
+		t.Errorf("%d acked jobs neither delivered nor dead-lettered (lost, or not ended in %v with %d messages left in the queue): %v",
+			len(rep.Lost), o.deadline, rep.Left, rep.Lost[:min(10, len(rep.Lost))])
 	}
 	if rep.Kills < 2 || len(rep.Stopped) == 0 || rep.Faults["reset-after"] == 0 {
 		t.Errorf("the run exercised too little: %d kills, %d jobs stopped by the SIGTERM, faults %v", rep.Kills, len(rep.Stopped), rep.Faults)
