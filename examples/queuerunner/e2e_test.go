@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 			Endpoint, Queue, DLQ, Done, Trace string
 			Work, Grace                       time.Duration
 			Concurrency                       int
-			FIFO                              bool
+			FIFO, Orphan                      bool
 		}
 		if err := json.Unmarshal([]byte(v), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -40,6 +40,12 @@ func TestMain(m *testing.M) {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
+		if o.Orphan { // stop as on SIGTERM once the test binary is gone (its pipe closes)
+			go func() {
+				io.Copy(io.Discard, os.Stdin)
+				stop()
+			}()
+		}
 		err := run(ctx, options{endpoint: o.Endpoint, region: fauxqs.Region, queue: o.Queue, dlq: o.DLQ, done: o.Done,
 			trace: o.Trace, window: 4 * time.Second, concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace, fifo: o.FIFO})
 		if err != nil {

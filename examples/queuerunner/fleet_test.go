@@ -164,10 +164,13 @@ func newFleet(t *testing.T, o fleetOpts) *fleet {
 // start launches one queuerunner process (this test binary in child mode) through the proxy.
 func (f *fleet) start() *exec.Cmd {
 	v, _ := json.Marshal(map[string]any{"Endpoint": f.px.URL, "Queue": f.queue, "DLQ": f.dlq, "Done": f.done,
-		"Trace": f.trace, "Work": f.o.work, "Concurrency": f.o.concurrency, "Grace": time.Second, "FIFO": f.o.fifo})
+		"Trace": f.trace, "Work": f.o.work, "Concurrency": f.o.concurrency, "Grace": time.Second, "FIFO": f.o.fifo, "Orphan": true})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(v))
-	cmd.Stderr = io.Discard // faults make the processes log; the checks read the files
+	cmd.Stderr = io.Discard                    // faults make the processes log; the checks read the files
+	if _, err := cmd.StdinPipe(); err != nil { // held open until this binary exits
+		f.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -677,7 +680,7 @@ func TestFleetKeepsTheLocalRunnersPromises(t *testing.T) {
 		}
 	}
 	o := fleetOpts{seed: seed, jobs: 400, slow: 12, work: 300 * time.Millisecond, concurrency: 6,
-		killEvery: 3 * time.Second, kills: 4, deadline: 50 * time.Second}
+		killEvery: 3 * time.Second, kills: 4, deadline: 90 * time.Second} // 20-35 s here; the deadline is for a loaded machine
 	t.Run("standard", func(t *testing.T) {
 		t.Parallel()
 		runFleet(t, o)
