@@ -64,7 +64,8 @@ type fleetReport struct {
 	IDs                                     []string // jobs whose runs saw several ids, or ids shared by jobs
 	Foreign                                 int      // messages of another producer sent to the queue
 	ForeignChanged                          []string // ones not in the dead-letter queue as they came
-	Faults                                  map[string]int
+	Faults, ProducerFaults                  map[string]int
+	SendsLostAnswer                         int // the fleet's sends (re-sends, dead letters) stored with their answer lost
 	Took                                    time.Duration
 }
 
@@ -81,7 +82,8 @@ func (r fleetReport) String() string {
 	fmt.Fprintf(&b, "graceful stop  %d jobs stopped, %d attempts spent by it\n", len(r.Stopped), len(r.StopSpent))
 	fmt.Fprintf(&b, "dead letters   %d without their last handler error, %d of jobs that would succeed\n", len(r.DeadWrongErr), len(r.DeadShouldNot))
 	fmt.Fprintf(&b, "not jobs       %d sent, %d not dead-lettered as they came\n", r.Foreign, len(r.ForeignChanged))
-	fmt.Fprintf(&b, "proxy faults   %v\n", r.Faults)
+	fmt.Fprintf(&b, "fleet sends    %d stored with their answer lost (each may leave a second copy of its job)\n", r.SendsLostAnswer)
+	fmt.Fprintf(&b, "proxy faults   fleet %v, producer %v\n", r.Faults, r.ProducerFaults)
 	return b.String()
 }
 
@@ -115,7 +117,7 @@ type fleet struct {
 	t                   *testing.T
 	o                   fleetOpts
 	server              *fauxqs.Server
-	px                  *faultproxy.Proxy
+	px, producer        *faultproxy.Proxy // the fleet's and the producer's
 	admin               *awssqs.Client
 	queue, dlq          string
 	done, trace         string
@@ -145,8 +147,14 @@ func newFleet(t *testing.T, o fleetOpts) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
+	cfg.Seed = o.seed + 1 // the producer's own proxy: the fleet's log holds the fleet's calls only
+	producer, err := faultproxy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
 	dir := t.TempDir()
-	f := &fleet{t: t, o: o, server: s, px: px, admin: admin, done: filepath.Join(dir, "done"), trace: filepath.Join(dir, "trace"),
+	f := &fleet{t: t, o: o, server: s, px: px, producer: producer, admin: admin, done: filepath.Join(dir, "done"), trace: filepath.Join(dir, "trace"),
 		killedAt: map[int]time.Time{}, stoppedAt: map[int]time.Time{}, exited: map[int]exit{}}
 	name, suffix, attrs := fmt.Sprintf("fleet%d", time.Now().UnixNano()), "", map[string]string(nil)
 	if o.fifo {
@@ -228,7 +236,7 @@ type enqueueResult struct {
 // is not, and its jobs are ambiguous.
 func (f *fleet) enqueue(ctx context.Context, jobs []sluice.NewJob[Email], res *enqueueResult) {
 	quiet := slog.New(slog.DiscardHandler)
-	o := options{endpoint: f.px.URL, region: fauxqs.Region, queue: f.queue, dlq: f.dlq, window: 4 * time.Second, fifo: f.o.fifo}
+	o := options{endpoint: f.producer.URL, region: fauxqs.Region, queue: f.queue, dlq: f.dlq, window: 4 * time.Second, fifo: f.o.fifo}
 	_, emails, err := newRunner(ctx, o, quiet)
 	if err != nil {
 		f.t.Fatal(err)
@@ -456,7 +464,13 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 	f.stopAll()
 	f.deadLetters(ctx, dead, foreign)
 	rep.Took, rep.Left = time.Since(start), f.inQueue(ctx, f.queue)
-	rep.Faults = f.px.Faults()
+	rep.Faults, rep.ProducerFaults = f.px.Faults(), f.producer.Faults()
+	for _, r := range f.px.Log() {
+		if (r.Op == "SendMessage" || r.Op == "SendMessageBatch") && r.Status == 200 &&
+			(r.Fault == faultproxy.FaultResetAfter || r.Fault == faultproxy.FaultTruncate) {
+			rep.SendsLostAnswer++
+		}
+	}
 	rep.Acked, rep.Ambiguous = len(res.acked), len(res.ambiguous)
 	got := f.delivered()
 	for to := range res.ambiguous {
@@ -711,7 +725,7 @@ func runFleet(t *testing.T, o fleetOpts) fleetReport {
 			len(rep.Lost), o.deadline, rep.Left, rep.Lost[:min(10, len(rep.Lost))])
 	}
 	if rep.Kills < 2 || len(rep.Stopped) == 0 || rep.Faults["reset-after"] == 0 {
-		t.Errorf("the run exercised too little: %d kills, %d jobs stopped by the SIGTERM, faults %v", rep.Kills, len(rep.Stopped), rep.Faults)
+		t.Errorf("the run exercised too little: %d kills, %d jobs stopped by the SIGTERM, faults %v, producer %v", rep.Kills, len(rep.Stopped), rep.Faults, rep.ProducerFaults)
 	}
 	if len(rep.IDs) > 0 {
 		t.Errorf("%d jobs without one id of their own, e.g. %s", len(rep.IDs), rep.IDs[0])
