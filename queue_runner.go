@@ -223,7 +223,8 @@ func (q *QueueRunner) newJob(kind string, j queueJob) (qjobs.NewJob, error) {
 // refusal is the error of a job the job layer refused.
 func refusal(r qjobs.Refusal) error {
 	if errors.Is(r.Err, qjobs.ErrTooLarge) {
-		return fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d; make the payload smaller", ErrTooLarge, r.Size, QueueMessageMax)
+		return fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d less %d kept for its retry and dead-letter attributes; make the payload smaller",
+			ErrTooLarge, r.Size, QueueMessageMax, qjobs.SuccessorRoom)
 	}
 	// The job layer's text names the field (an empty target, a negative option), after its prefix.
 	return fmt.Errorf("%w: %s", ErrInvalidJob, strings.TrimPrefix(r.Err.Error(), qjobs.ErrInvalidJob.Error()+": "))
@@ -342,9 +343,12 @@ func (q *QueueRunner) Stats() QueueStats {
 	return out
 }
 
-// Run receives and runs jobs until ctx ends, then stops as Worker.Run does (grace, cancel).
-// A job whose attempt was cancelled by the stop or by a lost lease is redelivered by the queue,
-// and that attempt counts. Run may be called once.
+// Run receives and runs jobs until ctx ends, then stops as Worker.Run does (grace, cancel),
+// except that a handler cancelled by the stop keeps its lease until it returns (a second
+// Grace at most): its message is then released at once, and the attempt is not counted (the
+// delivery counts against QueueConfig.LostMax). An attempt cancelled by a lost lease, or a
+// process killed, is redelivered when the message's window lapses and counts against
+// LostMax too. Run may be called once.
 func (q *QueueRunner) Run(ctx context.Context) error {
 	if q.zero() {
 		return errZeroQueueRunner
@@ -359,7 +363,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	wc.Logger, wc.Clock, wc.Seed = q.log, q.clk, q.cfg.Seed
 	wc.Budget, wc.RedriveMax = qjobs.WorkerBudget, 0
 	wc.Policy = Policy{Attempts: qjobs.WorkerAttemptMax, Base: qjobs.WorkerRetryBase, Cap: qjobs.WorkerHideMax}
-	w, err := NewWorker(q.q.Transport, wc, q.handle)
+	w, err := newWorker(q.q.Transport, wc, q.handle, true)
 	if err != nil {
 		q.mu.Unlock()
 		return wrapf(nil, err, "queue runner")
@@ -399,7 +403,10 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 			if s.To == qjobs.ToDeadLetter {
 				to = q.q.DeadLetter
 			}
-			errs, err2 := to.SendBatch(ctx, []OutgoingMessage{s.Message})
+			// The send carries an outcome on: a stop cancelling the handler must not lose it.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+			errs, err2 := to.SendBatch(sctx, []OutgoingMessage{s.Message})
+			cancel()
 			switch {
 			case err2 != nil:
 			case len(errs) != 1: // a broken reply: the original stays, a duplicate at worst
@@ -414,6 +421,10 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 	}
 	panic("sluice: queue runner: a delivery took more than three steps")
 }
+
+// sendTimeout bounds a delivery's send (a re-send or a dead letter), which runs on after the
+// handler's context ended: the worker holds the lease meanwhile.
+const sendTimeout = 10 * time.Second
 
 // jobOutcome is a handler's outcome in the job layer's terms.
 func jobOutcome(out error) qjobs.Outcome {

@@ -345,3 +345,137 @@ func TestQueueRunnerMovesStrangersToTheDeadLetterQueue(t *testing.T) {
 		}
 	})
 }
+
+// unknownSender stores every message in q and answers the first lost calls with an error
+// wrapping core.ErrSendUnknown, as a send whose answer was lost; on a FIFO queue it drops a
+// message whose deduplication id it stored already.
+type unknownSender struct {
+	f    *fleetQueue
+	lose int // calls still to lose
+	seen map[string]bool
+}
+
+func (u *unknownSender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, error) {
+	u.f.mu.Lock()
+	defer u.f.mu.Unlock()
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		if m.DedupID == "" || !u.seen[m.DedupID] {
+			u.f.q.SendOutgoing(time.Now(), m)
+		}
+		if m.DedupID != "" {
+			u.seen[m.DedupID] = true
+		}
+		if u.lose > 0 {
+			errs[i] = fmt.Errorf("read tcp: connection reset: %w", core.ErrSendUnknown)
+		}
+	}
+	u.lose--
+	return errs, nil
+}
+
+// TestQueueRunnerNeverDoublesAnEnqueue: a standard queue's send whose answer was lost is not
+// sent again: the error wraps ErrEnqueueUnknown and names the job id. On a FIFO queue the
+// runner sends it again under the same deduplication id (the queue drops the copy) and the
+// enqueue succeeds; WithGroup is refused on a standard queue.
+func TestQueueRunnerNeverDoublesAnEnqueue(t *testing.T) {
+	h := func(context.Context, sluice.Job[mail]) error { return nil }
+	for _, fifo := range []bool{false, true} {
+		f := newFleetQueue()
+		u := &unknownSender{f: f, lose: 1, seen: map[string]bool{}}
+		q := f.queue()
+		q.Send = u
+		r, err := sluice.NewQueueRunner(q, sluice.QueueConfig{Logger: quiet(), FIFO: fifo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := sluice.Register(r, "email", sluice.JSON[mail](), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := k.Enqueue(context.Background(), time.Time{}, "t", mail{To: "ada"}, sluice.WithGroup("ada"))
+		switch {
+		case fifo && err != nil:
+			t.Errorf("FIFO: %v, want the repeat under one deduplication id to succeed", err)
+		case !fifo && !errors.Is(err, sluice.ErrQueueUnsupported):
+			t.Errorf("WithGroup on a standard queue: %v, want ErrQueueUnsupported", err)
+		}
+		if !fifo {
+			id, err = k.Enqueue(context.Background(), time.Time{}, "t", mail{To: "ada"})
+			if !errors.Is(err, sluice.ErrEnqueueUnknown) || !errors.Is(err, core.ErrSendUnknown) || id != 0 || strings.Count(err.Error(), "sluice:") != 1 {
+				t.Errorf("standard: id %d, %v; want ErrEnqueueUnknown, one sluice: prefix", id, err)
+			} else if ms := f.q.Receive(time.Now(), 10, time.Hour); len(ms) != 1 || !strings.Contains(err.Error(), "id "+ms[0].Attributes[qjobs.AttrID]) {
+				t.Errorf("standard: %d messages stored, error %q; want one, its id named", len(ms), err)
+			}
+			continue
+		}
+		if ms := f.q.Receive(time.Now(), 10, time.Hour); len(ms) != 1 || ms[0].Attributes[qjobs.AttrID] != fmt.Sprint(id) {
+			t.Errorf("FIFO: %d messages stored, want one with id %d", len(ms), id)
+		}
+	}
+}
+
+// TestQueueRunnerGracefulStopGivesTheAttemptBack: a job with one attempt whose handler a
+// graceful stop cancels is released at once (not hidden for the window) and not
+// dead-lettered; the next process runs it as attempt 1, with the same id.
+func TestQueueRunnerGracefulStopGivesTheAttemptBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetQueue()
+		var mu sync.Mutex
+		var seen []sluice.Job[mail]
+		started := make(chan struct{}, 1)
+		run := func(block bool) {
+			r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+				Worker: sluice.WorkerConfig{Window: 30 * time.Second, Grace: time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := sluice.Register(r, "email", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
+				mu.Lock()
+				seen = append(seen, j)
+				mu.Unlock()
+				if !block {
+					return nil
+				}
+				started <- struct{}{}
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if block {
+				if _, err := k.Enqueue(context.Background(), time.Time{}, "t", mail{To: "ada"}, sluice.WithAttempts(1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- r.Run(ctx) }()
+			if block {
+				<-started
+			} else {
+				time.Sleep(5 * time.Second)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(true)
+		stopped := time.Now()
+		f.mu.Lock()
+		st := f.q.Status(time.Now())
+		f.mu.Unlock()
+		if len(st.Messages) != 1 || st.Messages[0].VisibleAt.After(stopped.Add(time.Second)) {
+			t.Fatalf("after the stop: %+v; want the job's message visible again within a second", st.Messages)
+		}
+		run(false)
+		if live, _, dead := f.counts(); live != 0 || dead != 0 || len(seen) != 2 {
+			t.Fatalf("%d live, %d dead, %d runs; want the job run again and done", live, dead, len(seen))
+		}
+		if seen[1].Attempt != 1 || seen[1].ID != seen[0].ID || seen[0].ID == 0 {
+			t.Errorf("runs %+v: want attempt 1 twice with one non-zero id", seen)
+		}
+	})
+}

@@ -117,6 +117,12 @@ func NewWorkerKit(cfg WorkerConfig, handler WorkerHandler) (workerkit.Kit, error
 
 // NewWorker returns a worker over t. It does nothing until Run.
 func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, error) {
+	return newWorker(t, cfg, handler, false)
+}
+
+// newWorker is NewWorker; stopHeld is worker.Config.StopHeld (the queue runner's: a handler
+// its stop cancels keeps its lease, so its message is released at once).
+func newWorker(t Transport, cfg WorkerConfig, handler WorkerHandler, stopHeld bool) (*Worker, error) {
 	if t == nil || handler == nil {
 		return nil, errors.New("sluice: NewWorker: the transport and the handler must not be nil")
 	}
@@ -124,6 +130,7 @@ func NewWorker(t Transport, cfg WorkerConfig, handler WorkerHandler) (*Worker, e
 	if err != nil {
 		return nil, err
 	}
+	kit.Config.StopHeld = stopHeld
 	n, err := worker.NewNode(kit.Config)
 	if err != nil {
 		return nil, configErr(err)

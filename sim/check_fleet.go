@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -37,6 +39,20 @@ const (
 	// not succeed is abandoned: released, its probe given back, nothing recorded or sent; the
 	// outcome of every other attempt is what ends its delivery.
 	InvFleetAbandon = "fleet-abandon"
+	// InvFleetStop: a graceful stop spends no attempt: the run after an attempt a stop
+	// cancelled carries that attempt's number again.
+	InvFleetStop = "fleet-stop"
+	// InvFleetDeadLetter: a dead letter carries the job's body unchanged, every attribute of
+	// other producers its message came with (type and value), and the error of its last
+	// reported attempt; a message that is not a job goes as it came, Binary attributes kept.
+	InvFleetDeadLetter = "fleet-dead-letter"
+	// InvFleetOneJob: a job id enqueued once runs as one job: once a delivery of its main
+	// lineage succeeded, no other message of it runs (a duplicate a crash, a lost lease or a
+	// send's lost answer explains excepted), unless its enqueue was reported ambiguous.
+	InvFleetOneJob = "fleet-one-job"
+	// InvFleetSendBackoff: a message whose successor's send fails again and again is hidden
+	// ever longer (the k-th time at least min(2^(k-1) s, 15 min)), never retried every second.
+	InvFleetSendBackoff = "fleet-send-backoff"
 )
 
 // checkRun checks an attempt the job layer of worker p admitted, before it starts.
@@ -79,6 +95,19 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 		}
 	}
 	w.chk.Pass(InvFleetSingleHolder)
+	if j.succeeded && !dup && !j.ambiguous {
+		w.chk.Fail(InvFleetOneJob, "%s: job-%d runs from %s after it succeeded, its enqueue never reported ambiguous", p.name, j.n, m.ID)
+		return
+	}
+	w.chk.Pass(InvFleetOneJob)
+	if j.stopAttempt > 0 && !dup {
+		if attempt != j.stopAttempt {
+			w.chk.Fail(InvFleetStop, "%s: job-%d runs attempt %d after a graceful stop cancelled attempt %d", p.name, j.n, attempt, j.stopAttempt)
+			return
+		}
+		j.stopAttempt = 0
+		w.chk.Pass(InvFleetStop)
+	}
 	// Attempts still running under a lease already lost (their handler not yet returned) are
 	// explained too: the queue redelivers their message.
 	explained := j.explained
@@ -102,6 +131,73 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 	if err := fp.m.CheckInvariants(); err != nil {
 		w.chk.Fail(InvMachine, "%s: %v", p.name, err)
 	}
+}
+
+// checkDeadLetter checks a job's dead letter as sent (out): its body, the other producers'
+// attributes, and its last error.
+func (f *fleet) checkDeadLetter(p *workerProc, j *fleetJob, s qjobs.Send, out core.Outgoing) {
+	w := p.w
+	if !f.checkKept(p, j, out) {
+		return
+	}
+	a := s.Attrs
+	last := strings.TrimSuffix(a.LastErr, "…(cut)")
+	ok := a.LastErr != ""
+	if errs := j.errs[a.Attempts]; a.Attempts > 0 && ok {
+		ok = false
+		for _, e := range errs {
+			ok = ok || strings.HasPrefix(e, last)
+		}
+	}
+	if !ok {
+		w.chk.Fail(InvFleetDeadLetter, "%s: job-%d dead (%s) after %d attempts with error %q, its attempt %d reported %q",
+			p.name, j.n, a.Reason, a.Attempts, a.LastErr, a.Attempts, j.errs[a.Attempts])
+		return
+	}
+	w.chk.Pass(InvFleetDeadLetter)
+}
+
+// checkKept checks a message sent to the dead-letter queue keeps the job's body and the other
+// producers' attributes.
+func (f *fleet) checkKept(p *workerProc, j *fleetJob, out core.Outgoing) bool {
+	w := p.w
+	if j == nil {
+		return true
+	}
+	if !bytes.Equal(out.Body, j.body) {
+		w.chk.Fail(InvFleetDeadLetter, "%s: job-%d dead-lettered with a body of %d bytes, sent with %d", p.name, j.n, len(out.Body), len(j.body))
+		return false
+	}
+	names := make([]string, 0, len(j.foreign))
+	for k := range j.foreign {
+		names = append(names, k)
+	}
+	sort.Strings(names) // the first missing one is the one reported
+	for _, k := range names {
+		want, got := j.foreign[k], out.Typed[k]
+		if got.Type != want.Type || got.String != want.String || !bytes.Equal(got.Binary, want.Binary) {
+			w.chk.Fail(InvFleetDeadLetter, "%s: job-%d dead-lettered with attribute %s = %+v, sent with %+v", p.name, j.n, k, got, want)
+			return false
+		}
+	}
+	w.chk.Pass(InvFleetDeadLetter)
+	return true
+}
+
+// checkSendBackoff checks the hide after a failed send of d's successor and returns the
+// visibility performed (a planted defect flattens it to 1 s).
+func (f *fleet) checkSendBackoff(w *World, d *fleetDelivery, v time.Duration) time.Duration {
+	k := f.sendFails[d.m.ID] + 1
+	f.sendFails[d.m.ID] = k
+	if w.mutation == mutFleetFlatBackoff {
+		v = time.Second
+	}
+	if want := min(time.Second<<min(k-1, 10), 15*time.Minute); v < want {
+		w.chk.Fail(InvFleetSendBackoff, "%s's send failed for the %d-th time; hidden %v, want at least %v", d.m.ID, k, v, want)
+	} else {
+		w.chk.Pass(InvFleetSendBackoff)
+	}
+	return v
 }
 
 // checkHop checks a job message sent at now (id) toward its not-before time: its delay, and
@@ -220,6 +316,10 @@ func init() {
 		{InvFleetSingleHolder, "fleet: no attempt of a job starts while another process runs one under a lease it holds"},
 		{InvFleetNotJob, "fleet: a message with damaged job attributes is refused naming them, never runs, and is dead-lettered as it is; a well-formed one is never refused"},
 		{InvFleetAbandon, "fleet: an attempt cancelled without success is abandoned (released, its probe given back); every other ends by its outcome"},
+		{InvFleetStop, "fleet: a graceful stop spends no attempt: the job's next run carries the stopped attempt's number"},
+		{InvFleetDeadLetter, "fleet: a dead letter keeps the body and every attribute it came with (Binary included) and carries its last attempt's error"},
+		{InvFleetOneJob, "fleet: a job id enqueued once runs as one job, unless its enqueue was reported ambiguous"},
+		{InvFleetSendBackoff, "fleet: a message whose successor keeps failing to send is hidden ever longer, never retried every second"},
 		{InvFleetResends, "fleet: a send toward a not-before time is delayed min(DelayMax, the time left), and a job waiting for T is sent at most ceil(T/DelayMax) times without a run"},
 	} {
 		invIndex[inv.Name] = len(Invariants)

@@ -12,6 +12,10 @@ var firedElsewhere = map[string]string{
 	InvFleetNotJob:       "TestFleetInvariantsFire",
 	InvFleetResends:      "TestFleetInvariantsFire",
 	InvFleetAbandon:      "TestFleetInvariantsFire",
+	InvFleetStop:         "TestFleetInvariantsFire",
+	InvFleetDeadLetter:   "TestFleetInvariantsFire",
+	InvFleetOneJob:       "TestFleetInvariantsFire",
+	InvFleetSendBackoff:  "TestFleetInvariantsFire",
 }
 
 // TestFleetInvariantsFire plants one defect per fleet invariant and shows a seed of the fleet
@@ -28,6 +32,10 @@ func TestFleetInvariantsFire(t *testing.T) {
 		{InvFleetNotJob, mutFleetDropNotJob},
 		{InvFleetResends, mutFleetHopShort},
 		{InvFleetAbandon, mutFleetCancelFlip},
+		{InvFleetStop, mutFleetStopSpends},
+		{InvFleetDeadLetter, mutFleetDeadDropsTyped},
+		{InvFleetOneJob, mutFleetBlindResend},
+		{InvFleetSendBackoff, mutFleetFlatBackoff},
 	} {
 		t.Run(tc.inv, func(t *testing.T) {
 			for seed := int64(1); seed <= 60; seed++ {

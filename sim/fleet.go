@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -45,6 +46,15 @@ type fleet struct {
 	// r draws the job options, dues, payload sizes, malformed messages, panics and server
 	// waits (stream "fleet-more"), so the fleet's other draws stay where they were.
 	r *rand.Rand
+	// outageFrom, outageTo: the dead-letter queue refuses every send in this window (zero:
+	// none); sendFails counts each message's failed sends in a row (fleet-send-backoff).
+	outageFrom, outageTo time.Time
+	sendFails            map[string]int
+}
+
+// outage reports whether the dead-letter queue is down at now.
+func (f *fleet) outage(now time.Time) bool {
+	return !now.Before(f.outageFrom) && now.Before(f.outageTo)
 }
 
 // hopChain is a message's place in the sends toward one not-before time: set is when the
@@ -76,6 +86,8 @@ type fleetDelivery struct {
 	// running: its attempt runs; afterRun: it ended, and the next Done is its outcome's.
 	running, afterRun bool
 	cancelled         bool // its attempt returned after its handler was cancelled
+	stopped           bool // a graceful stop cancelled its attempt, the lease held
+	sent              bool // the job layer asked for a send (a Hide without one: it could not fit)
 }
 
 // fleetJob is what the checker knows of one job.
@@ -93,6 +105,18 @@ type fleetJob struct {
 	malformed string
 	deadAsIs  bool // a delivery of the malformed message was dead-lettered unchanged
 	refused   bool // too large for the queue: the producer's job layer refused it
+	// stopAttempt is the attempt a graceful stop cancelled (0: none since the last run): the
+	// job's next run must carry the same number (fleet-stop).
+	stopAttempt int
+	// foreign are the attributes of another producer its message was sent with; body its
+	// payload. A dead letter of the job carries both unchanged (fleet-dead-letter).
+	foreign map[string]core.Attribute
+	body    []byte
+	// errs are the errors its attempts reported, by attempt number (fleet-dead-letter).
+	errs map[int][]string
+	// ambiguous: its enqueue's answer was lost and the caller was told (ErrEnqueueUnknown);
+	// succeeded: a delivery of its main lineage (not a duplicate) succeeded (fleet-one-job).
+	ambiguous, succeeded bool
 }
 
 // fleetHolder is a running attempt: its worker and its message.
@@ -105,30 +129,42 @@ var (
 	errFleetFailure   = errors.New("simulated job failure")
 	errFleetCancelled = errors.New("simulated send cancelled with its handler")
 	errFleetSend      = errors.New("simulated send failure")
+	// errFleetSendUnknown: the send was stored, its answer lost.
+	errFleetSendUnknown = fmt.Errorf("simulated lost answer: %w", core.ErrSendUnknown)
+	errFleetOutage      = errors.New("simulated dead-letter queue outage")
 )
 
 // Deliberate defects of the fleet, planted by check_fleet_test.go to show each fleet
 // invariant fires.
 const (
-	mutFleetOverrun       mutation = 100 + iota // the job layer allows two attempts more than the budget
-	mutFleetIgnoreBreaker                       // a breaker's defer is run anyway
-	mutFleetLoseDead                            // a dead letter is never sent, but reported sent
-	mutFleetDoubleSend                          // an attempt's start sends a copy of its message
-	mutFleetDropNotJob                          // a message that is not a job is reported dead-lettered, never sent
-	mutFleetHopShort                            // a defer's re-send is delayed a tenth of what the host asked
-	mutFleetCancelFlip                          // an attempt's end reports the opposite of whether it was cancelled
+	mutFleetOverrun        mutation = 100 + iota // the job layer allows two attempts more than the budget
+	mutFleetIgnoreBreaker                        // a breaker's defer is run anyway
+	mutFleetLoseDead                             // a dead letter is never sent, but reported sent
+	mutFleetDoubleSend                           // an attempt's start sends a copy of its message
+	mutFleetDropNotJob                           // a message that is not a job is reported dead-lettered, never sent
+	mutFleetHopShort                             // a defer's re-send is delayed a tenth of what the host asked
+	mutFleetCancelFlip                           // an attempt's end reports the opposite of whether it was cancelled
+	mutFleetStopSpends                           // a graceful stop's cancelled attempt is reported as a failure
+	mutFleetDeadDropsTyped                       // a dead letter is sent without the other producers' attributes
+	mutFleetBlindResend                          // an enqueue whose answer was lost is sent again, the caller told nothing
+	mutFleetFlatBackoff                          // a failed send's original is hidden 1 s each time
 )
 
 func newFleet(w *World) *fleet {
 	c := w.cfg
 	f := &fleet{
-		dlq:    queue.New(queue.Config{Name: "dead", Epoch: Epoch}, nil),
-		procs:  map[int]*fleetProc{},
-		ended:  map[string]bool{},
-		dup:    map[string]bool{},
-		hops:   map[string]hopChain{},
-		policy: retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
-		r:      Stream(c.Seed, "fleet-more"),
+		dlq:       queue.New(queue.Config{Name: "dead", Epoch: Epoch}, nil),
+		procs:     map[int]*fleetProc{},
+		ended:     map[string]bool{},
+		dup:       map[string]bool{},
+		hops:      map[string]hopChain{},
+		policy:    retry.Policy{Attempts: c.Attempts, Base: c.Base, Cap: c.Cap, Deadline: c.Deadline},
+		r:         Stream(c.Seed, "fleet-more"),
+		sendFails: map[string]int{},
+	}
+	if o := Stream(c.Seed, "fleet-outage"); o.Intn(3) == 0 {
+		f.outageFrom = Epoch.Add(drawBetween(o, 0, 5*time.Minute))
+		f.outageTo = f.outageFrom.Add(drawBetween(o, 30*time.Second, 3*time.Minute))
 	}
 	f.qc = qjobs.Config{Policy: f.policy,
 		Circuit:    breaker.Circuit{Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes},
@@ -149,6 +185,7 @@ func (f *fleet) workerConfig(cfg *worker.Config) {
 	cfg.Budget, cfg.RedriveMaxReceives = qjobs.WorkerBudget, 0
 	cfg.Retry = retry.Policy{Attempts: qjobs.WorkerAttemptMax, Base: qjobs.WorkerRetryBase, Cap: qjobs.WorkerHideMax}
 	cfg.Decode = nil // the job layer decides what is not a job
+	cfg.StopHeld = true
 }
 
 // started gives a new incarnation of worker p a fresh job layer (breakers do not survive a
@@ -184,7 +221,8 @@ func (f *fleet) stopped(p *workerProc) {
 		return
 	}
 	for r, d := range fp.dels {
-		if d.job != nil && d.running {
+		if d.job != nil && d.attempt > 0 {
+			// Running, or ran and sending its outcome on: lost with the process either way.
 			delete(d.job.holders, r) // one entry each: order does not matter
 			d.job.explained++
 		}
@@ -268,7 +306,13 @@ func (f *fleet) enqueue(w *World, n int) {
 		j.malformed, j.parked = d.names, false // not a job: it goes to the dead-letter queue
 		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.what)
 	}
+	f.foreignAttrs(w, j, &out)
+	if err := w.queue.Refusal(out); err != nil {
+		w.chk.Fail(InvMachine, "job-%d: the queue refuses the job layer's enqueue: %v", n, err)
+		return
+	}
 	id := w.queue.SendOutgoing(now, out)
+	f.maybeAmbiguous(w, j, out, id)
 	if j.parked {
 		f.parkedIDs = append(f.parkedIDs, id)
 	}
@@ -276,10 +320,54 @@ func (f *fleet) enqueue(w *World, n int) {
 	w.trace("producer", id+" job-"+strconv.Itoa(n)+" "+s.String())
 }
 
+// foreignAttrs gives one job in eight attributes of another producer (a trace id, a Number,
+// a Binary), and one in forty-eight a Binary sluice-kind (not a job: as it is to the
+// dead-letter queue, Binary kept).
+func (f *fleet) foreignAttrs(w *World, j *fleetJob, out *core.Outgoing) {
+	j.body = append([]byte(nil), out.Body...)
+	r := f.r
+	switch {
+	case j.malformed == "" && r.Intn(48) == 0:
+		attrs := make(map[string]string, len(out.Attributes))
+		for k, v := range out.Attributes { // a copy: the order does not matter
+			attrs[k] = v
+		}
+		delete(attrs, qjobs.AttrKind)
+		out.Attributes = attrs
+		out.Typed = map[string]core.Attribute{qjobs.AttrKind: {Type: "Binary", Binary: []byte("job")}}
+		j.foreign, j.malformed, j.parked = out.Typed, qjobs.AttrKind, false
+		w.trace("producer", "job-"+strconv.Itoa(j.n)+" malformed: binary kind")
+	case r.Intn(8) == 0:
+		out.Typed = map[string]core.Attribute{
+			"trace-id":   {Type: "String", String: "t-" + strconv.Itoa(j.n)},
+			"hops.count": {Type: "Number.int", String: strconv.Itoa(r.Intn(1000))},
+			"sig":        {Type: "Binary", Binary: []byte{0, byte(j.n), 0xff}},
+		}
+		j.foreign = out.Typed
+	}
+}
+
+// maybeAmbiguous loses the answer to one enqueue in thirty-two after the queue stored it: the
+// caller is told (ErrEnqueueUnknown names the id) and does not retry here. A planted defect
+// sends it again blindly, telling nothing.
+func (f *fleet) maybeAmbiguous(w *World, j *fleetJob, out core.Outgoing, id string) {
+	if f.r.Intn(32) != 0 {
+		return
+	}
+	if w.mutation == mutFleetBlindResend {
+		copyID := w.queue.SendOutgoing(w.now(), out)
+		w.trace("producer", id+" job-"+strconv.Itoa(j.n)+" answer lost; sent again as "+copyID)
+		return
+	}
+	j.ambiguous = true
+	w.st.Jobs.Add("fleet-enqueue-unknown", 1)
+	w.trace("producer", id+" job-"+strconv.Itoa(j.n)+" answer lost: the caller gets ErrEnqueueUnknown")
+}
+
 // refused checks the producers' job layer refused only what the queue could not take.
 func (f *fleet) refused(w *World, j *fleetJob, r qjobs.Refusal) {
 	j.refused = true
-	if !errors.Is(r.Err, qjobs.ErrTooLarge) || r.Size <= queue.MessageMax {
+	if !errors.Is(r.Err, qjobs.ErrTooLarge) || r.Size <= queue.MessageMax-qjobs.SuccessorRoom {
 		w.chk.Fail(InvMachine, "producer: job-%d refused (%d bytes, the queue takes %d): %v", j.n, r.Size, queue.MessageMax, r.Err)
 		return
 	}
@@ -379,6 +467,13 @@ func (f *fleet) step(p *workerProc, fp *fleetProc, ev qjobs.Event) {
 		f.send(p, fp, fp.dels[s.Receipt], s)
 	}
 	for _, dn := range rd.Done {
+		if _, ok := ev.(qjobs.Deliver); ok {
+			// Decided as it started (a successor that cannot fit): the worker hears of it
+			// after the start it is performing.
+			d := fp.dels[dn.Receipt]
+			w.loop.After(0, p.alive(func() { f.done(p, fp, d, dn) }))
+			continue
+		}
 		f.done(p, fp, fp.dels[dn.Receipt], dn)
 	}
 }
@@ -410,14 +505,53 @@ func (f *fleet) run(p *workerProc, fp *fleetProc, d *fleetDelivery, r qjobs.Run)
 	d.outcome = f.drawOutcome(w, j, r.Attempt)
 	w.trace(p.name, "job "+r.Receipt+" run job-"+strconv.Itoa(j.n)+" attempt "+strconv.Itoa(r.Attempt)+" for "+dur.String())
 	d.running = true
-	w.loop.After(dur, p.alive(func() {
-		delete(j.holders, r.Receipt)
-		d.running, d.afterRun, d.cancelled = false, true, !d.h.running
-		if d.cancelled {
-			j.explained++ // cancelled: the lease was lost; the queue redelivers and it counts
+	w.loop.After(dur, p.alive(func() { f.endAttempt(p, fp, d, r.Receipt) }))
+}
+
+// endAttempt ends a running attempt: at its drawn end, or soon after a stop cancelled it.
+func (f *fleet) endAttempt(p *workerProc, fp *fleetProc, d *fleetDelivery, receipt string) {
+	w := p.w
+	if !d.running {
+		return // ended already (a stop's cancel came first)
+	}
+	j := d.job
+	delete(j.holders, receipt)
+	d.running, d.afterRun, d.cancelled = false, true, !d.h.running || d.stopped
+	if d.cancelled {
+		j.explained++ // the lease was lost or a stop cancelled it: it runs again
+	}
+	cancelled := d.cancelled != (w.mutation == mutFleetCancelFlip)
+	if d.stopped {
+		d.outcome = qjobs.Outcome{Result: qjobs.Retryable, Err: "context canceled (shutdown)"}
+		j.stopAttempt = d.attempt
+		cancelled = w.mutation != mutFleetStopSpends
+	}
+	if !cancelled && d.outcome.Result != qjobs.Success {
+		if j.errs == nil {
+			j.errs = map[int][]string{}
 		}
-		f.step(p, fp, qjobs.AttemptDone{Receipt: r.Receipt, Now: w.now(), Outcome: d.outcome, Cancelled: d.cancelled != (w.mutation == mutFleetCancelFlip)})
-	}))
+		j.errs[d.attempt] = append(j.errs[d.attempt], d.outcome.Err)
+	}
+	f.step(p, fp, qjobs.AttemptDone{Receipt: receipt, Now: w.now(), Outcome: d.outcome, Cancelled: cancelled})
+}
+
+// stopCancel is a graceful stop's cancel of a delivery whose lease the worker keeps: a
+// running attempt returns soon (its handler sees the cancelled context); a delivery past
+// its run ends as it would.
+func (f *fleet) stopCancel(p *workerProc, receipt string) {
+	w := p.w
+	fp := f.procs[p.id]
+	if fp == nil {
+		return
+	}
+	d := fp.dels[receipt]
+	if d == nil || !d.running {
+		return
+	}
+	d.stopped = true
+	back := drawBetween(w.rExec, 0, 50*time.Millisecond)
+	w.trace(p.name, "stop cancels "+receipt+", its lease held until it returns")
+	w.loop.After(back, p.alive(func() { f.endAttempt(p, fp, d, receipt) }))
 }
 
 // drawOutcome draws an attempt's outcome: a success, a retryable failure (one in four with a
@@ -449,7 +583,14 @@ func (f *fleet) drawOutcome(w *World, j *fleetJob, attempt int) qjobs.Outcome {
 func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Send) {
 	w := p.w
 	fp.countSend(s)
-	d.afterRun = false
+	d.afterRun, d.sent = false, true
+	if s.Why == qjobs.WhyRetry && d.job != nil {
+		var wait time.Duration
+		if !s.Attrs.NotBefore.IsZero() {
+			wait = (s.Attrs.NotBefore.Sub(w.now()) + time.Second - 1) / time.Second * time.Second
+		}
+		f.checkHide(w, fp, d.job, d.attempt, d.outcome, wait)
+	}
 	if s.Why == qjobs.WhyNotJob && !f.checkNotJob(p, d) {
 		return
 	}
@@ -472,13 +613,26 @@ func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Sen
 			err, sent = errFleetSend, false
 		case w.faultsOn && faults.Hit(w.rNet, w.cfg.Faults.Transport.FailAfter):
 			w.fault("transport-send-failed-after")
-			err = errFleetSend
+			err = errFleetSendUnknown
+		case s.To == qjobs.ToDeadLetter && f.outage(w.now()):
+			w.fault("dead-letter-outage")
+			err, sent = errFleetOutage, false
+		}
+		q := w.queue
+		if s.To == qjobs.ToDeadLetter {
+			q = f.dlq
+		}
+		if rerr := q.Refusal(s.Message); sent && rerr != nil {
+			err, sent = rerr, false
 		}
 		if sent {
 			f.deliver(p, d, s, decided)
 		}
 		if err != nil {
 			fp.want.SendsFailed++
+			if d.job != nil && d.attempt > 0 {
+				d.job.explained++ // the outcome the send carried is lost: its attempt runs again
+			}
 			w.trace(p.name, "job "+s.Receipt+" send failed: "+err.Error())
 		}
 		f.step(p, fp, qjobs.SendDone{Receipt: s.Receipt, Now: w.now(), Err: err})
@@ -493,12 +647,16 @@ func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided t
 	case s.Why == qjobs.WhyDead && w.mutation == mutFleetLoseDead, s.Why == qjobs.WhyNotJob && w.mutation == mutFleetDropNotJob:
 		return
 	case s.Why == qjobs.WhyNotJob:
+		f.checkKept(p, d.job, s.Message)
 		f.dlq.SendOutgoing(w.now(), s.Message)
 		d.job.deadAsIs = true
 		f.ended[d.m.ID] = true
 		return
 	}
 	out := s.Message
+	if s.Why == qjobs.WhyDead && w.mutation == mutFleetDeadDropsTyped {
+		out.Typed = nil
+	}
 	if s.Why == qjobs.WhyDefer && w.mutation == mutFleetHopShort {
 		out.Delay = out.Delay / 10 / time.Second * time.Second
 	}
@@ -514,6 +672,7 @@ func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided t
 	if s.Why == qjobs.WhyDead && d.job != nil {
 		a := s.Attrs
 		d.job.dead = &a
+		f.checkDeadLetter(p, d.job, s, out)
 	}
 	if s.To == qjobs.ToQueue && d.job != nil && d.job.parked {
 		f.parkedIDs = append(f.parkedIDs, id)
@@ -539,9 +698,8 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 		fp.want.Abandoned++
 	case fromRun && dn.Disposition == qjobs.Delete:
 		fp.want.Acked++
-	case fromRun && dn.Disposition == qjobs.Hide:
-		fp.want.Hidden++
-		f.checkHide(w, fp, d.job, d.attempt, d.outcome, dn.Visibility)
+	case dn.Disposition == qjobs.Hide && !d.sent:
+		fp.want.Unsendable++ // its successor could not fit the queue
 	}
 	h := d.h
 	if !h.running {
@@ -553,13 +711,21 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 		if fromRun && d.job != nil {
 			f.ended[d.m.ID] = true
 			d.job.done = true
+			d.job.succeeded = d.job.succeeded || !d.dup
 		}
 	case qjobs.Hide:
 		v := dn.Visibility
+		if d.sent {
+			v = f.checkSendBackoff(w, d, v)
+		}
 		res = worker.Result{Outcome: worker.Retryable, Err: errors.New(dn.Err), After: &v}
 	default:
-		w.chk.Fail(InvMachine, "%s: %s released though its handler runs", p.name, dn.Receipt)
-		return
+		if !d.stopped {
+			w.chk.Fail(InvMachine, "%s: %s released though its handler runs", p.name, dn.Receipt)
+			return
+		}
+		var now time.Duration // a stop's release: visible again at once
+		res = worker.Result{Outcome: worker.Retryable, Err: errors.New(dn.Err), After: &now}
 	}
 	h.running = false
 	delete(p.handlers, h.receipt)
@@ -573,9 +739,9 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 	p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 }
 
-// checkHide checks the visibility of a retry the job layer hides: the server's wait (capped at
-// Cap), else the policy's delay for the attempt, in whole seconds: the full delay without
-// jitter, with it between half and all of it.
+// checkHide checks the wait of a retry the job layer re-sends (its not-before time, rounded
+// up to whole seconds): the server's wait (capped at Cap), else the policy's delay for the
+// attempt: the full delay without jitter, with it between half and all of it.
 func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
 	full := f.policy.Delay(attempt - 1)
 	lo, hi := (full/2+time.Second-1)/time.Second*time.Second, (full+time.Second-1)/time.Second*time.Second
@@ -587,7 +753,7 @@ func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o q
 		lo = hi
 	}
 	if v < lo || v > hi {
-		w.chk.Fail(InvBackoff, "job-%d attempt %d hidden %v after a retryable failure, want %v..%v (delay %v, server wait %v, jitter %v)",
+		w.chk.Fail(InvBackoff, "job-%d attempt %d re-sent to wait %v after a retryable failure, want %v..%v (delay %v, server wait %v, jitter %v)",
 			j.n, attempt, v, lo, hi, full, o.After, fp.jitter)
 		return
 	}

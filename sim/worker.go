@@ -499,6 +499,10 @@ func (p *workerProc) traceReady(rd worker.Ready) {
 // work is done; its result is ignored either way.
 func (p *workerProc) CancelHandler(c worker.CancelHandler) {
 	w := p.w
+	if c.Held && w.fleet != nil {
+		w.fleet.stopCancel(p, c.Receipt) // a stop keeps the lease: the fleet reports the result
+		return
+	}
 	w.chk.Dropped(c.Receipt)
 	p.closeOpen(c.Receipt)
 	h := p.handlers[c.Receipt]

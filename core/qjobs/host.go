@@ -133,8 +133,9 @@ const (
 	Delete Disposition = iota + 1
 	// Hide the message for Done.Visibility: a retry's backoff, or a failed send tried again.
 	Hide
-	// Release: the attempt was abandoned; the worker already cancelled it and sends nothing,
-	// so the queue redelivers the message once its lease lapses.
+	// Release: the attempt was abandoned. After a graceful stop (the worker holds the lease,
+	// worker.Config.StopHeld) the message is released at once; after a lost lease the worker
+	// ignores it and the queue redelivers the message once its window lapses.
 	Release
 )
 
@@ -168,6 +169,11 @@ type Refusal struct {
 	Err   error // wraps ErrTooLarge or ErrInvalidJob
 	Size  int   // ErrTooLarge: the message's size as the queue counts it
 }
+
+// SuccessorRoom is the room an enqueued job's message keeps under MessageMax for the
+// attributes its successors add (attempts, lost deliveries, not-before, the last error cut
+// to errCutShort, the reason): a retry or dead letter of a job sent by Enqueue always fits.
+const SuccessorRoom = 512
 
 // The errors of Refusal: a job whose message exceeds MessageMax, and a job whose attributes
 // are invalid (an empty kind or target, a negative attempts max or deadline).
@@ -319,9 +325,10 @@ func (m *Machine) onEnqueue(ev Enqueue) {
 			return
 		}
 		out := Encode(a, j.Payload)
-		if n := Size(out); n > m.cfg.MessageMax {
+		if n := Size(out); n > m.cfg.MessageMax-SuccessorRoom {
 			m.ready.Refused = append(m.ready.Refused, Refusal{Index: i, Size: n,
-				Err: fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d", ErrTooLarge, n, m.cfg.MessageMax)})
+				Err: fmt.Errorf("%w: %d bytes with its attributes, the queue takes %d less %d kept for its retry and dead-letter attributes",
+					ErrTooLarge, n, m.cfg.MessageMax, SuccessorRoom)})
 			return
 		}
 		out.Delay = m.delay(due.Sub(ev.Now))

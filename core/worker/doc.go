@@ -50,7 +50,9 @@
 //     follows when that renewal's reply arrives); running handlers keep their
 //     leases renewed for Grace, after which (or as soon as none runs) the lease machine drops
 //     every receipt without a disposition, cancelling the handlers and leaving their windows to
-//     lapse. Handlers still running then (they ignore their cancellation) are waited for one
+//     lapse. With StopHeld (the queue runner's) the handlers are cancelled first with their
+//     leases held (CancelHandler.Held) and each result returned within a second Grace is
+//     disposed (a release at once); only then are the remaining leases dropped. Handlers still running then (they ignore their cancellation) are waited for one
 //     more Grace, then abandoned (Status.HandlersAbandoned). Messages from a receive still in
 //     flight are released at once when it returns; once that receive is all that is left (no
 //     lease held, waiting or being disposed) the machine abandons it (Ready.AbandonReceive:

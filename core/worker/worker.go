@@ -78,7 +78,12 @@ type Config struct {
 	// nothing, so a short poll (Wait < IdleDelay) on an empty queue does not spin. Default 1 s.
 	IdleDelay time.Duration
 	Lease     lease.Config // Logger defaults to Logger
-	Logger    *slog.Logger
+	// StopHeld: at the grace period's end, running handlers are cancelled (Held) while their
+	// leases are kept, and the result of each that returns within a second Grace is disposed
+	// as any other (the queue runner releases its message at once, spending no attempt);
+	// the leases of the rest are then dropped as without it.
+	StopHeld bool
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -302,6 +307,8 @@ type StartHandler struct {
 type CancelHandler struct {
 	Receipt string
 	Reason  lease.DropReason
+	// Held (Config.StopHeld): the lease is kept; the handler's result will be disposed.
+	Held bool
 }
 
 // Ready holds the effects produced since the last call to Ready, and forgets them as it
@@ -412,6 +419,7 @@ type Machine struct {
 	leaseShut bool
 	abandonAt time.Time // leaseShut: when cancelled handlers stop being waited for
 	abandoned bool
+	holdEnd   time.Time // StopHeld: when handlers cancelled with their leases held stop being waited for
 
 	out   Ready
 	stats Status
@@ -860,6 +868,9 @@ func (e *Machine) maybeFinishGrace() {
 	if !e.stopping || e.leaseShut || (e.running > 0 && e.now.Before(e.graceEnd)) {
 		return
 	}
+	if e.cfg.StopHeld && e.running > 0 && e.maybeCancelHeld() {
+		return
+	}
 	e.leaseShut = true
 	e.abandonAt = e.now.Add(e.cfg.Grace)
 	if e.running > 0 {
@@ -868,6 +879,27 @@ func (e *Machine) maybeFinishGrace() {
 	if err := e.stepLease(lease.Shutdown{Now: e.now}); err != nil {
 		panic(fmt.Sprintf("worker: lease shutdown: %v", err)) // machine bug
 	}
+}
+
+// maybeCancelHeld (StopHeld) cancels the running handlers at the grace period's end, keeping
+// their leases, and reports whether it still waits for them (a second Grace at most).
+func (e *Machine) maybeCancelHeld() bool {
+	if e.holdEnd.IsZero() {
+		e.holdEnd = e.now.Add(e.cfg.Grace)
+		var rs []string
+		for r, d := range e.deliveries {
+			started := !slices.ContainsFunc(e.out.Start, func(s StartHandler) bool { return s.Receipt == r })
+			if d.state == running && started {
+				rs = append(rs, r)
+			}
+		}
+		slices.Sort(rs) // map order must not reach the effects
+		e.log.Warn("worker: grace period over; cancelling running handlers, leases held until they return", "running", e.running)
+		for _, r := range rs {
+			e.out.Cancel = append(e.out.Cancel, CancelHandler{Receipt: r, Reason: lease.DropShutdown, Held: true})
+		}
+	}
+	return e.now.Before(e.holdEnd)
 }
 
 // maybeAbandonHandlers gives up on cancelled handlers still running a second Grace after
@@ -964,7 +996,11 @@ func (e *Machine) WakeAt() time.Time {
 		consider(e.recvAfter)
 	}
 	if e.stopping && !e.leaseShut {
-		consider(e.graceEnd)
+		if e.holdEnd.IsZero() {
+			consider(e.graceEnd)
+		} else {
+			consider(e.holdEnd)
+		}
 	}
 	if e.leaseShut && !e.abandoned && e.running > 0 {
 		consider(e.abandonAt)

@@ -95,7 +95,8 @@ type message struct {
 	seq        int
 	id         string
 	body       []byte
-	attrs      map[string]string // String attributes as sent; nil for none
+	attrs      map[string]string         // String attributes as sent; nil for none
+	typed      map[string]core.Attribute // attributes sent with their own type; nil for none
 	sentAt     time.Time
 	count      int       // deliveries so far (ApproximateReceiveCount)
 	receipt    string    // receipt of the latest delivery; "" before the first
@@ -195,7 +196,8 @@ func (q *Queue) Receive(now time.Time, max int, visibility time.Duration) []core
 			heap.Remove(&q.live, 0)
 			m.dead = true
 			q.dead++
-			q.cfg.DeadLetter.store(now, m.id, m.body, m.count).attrs = m.attrs
+			dm := q.cfg.DeadLetter.store(now, m.id, m.body, m.count)
+			dm.attrs, dm.typed = m.attrs, m.typed
 			continue
 		}
 		m.count++
@@ -205,7 +207,7 @@ func (q *Queue) Receive(now time.Time, max int, visibility time.Duration) []core
 		heap.Fix(&q.live, 0)
 		out = append(out, core.Message{
 			ID: m.id, Receipt: m.receipt, Body: append([]byte(nil), m.body...), ReceiveCount: m.count,
-			Attributes: copyAttrs(m.attrs),
+			Attributes: copyAttrs(m.attrs), Typed: typedOf(m),
 		})
 	}
 	return out

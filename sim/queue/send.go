@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -26,6 +27,20 @@ func (q *Queue) SendOutgoing(now time.Time, out core.Outgoing) string {
 	}
 	m := q.store(now, "", out.Body, 0)
 	m.attrs = copyAttrs(out.Attributes)
+	if len(out.Typed) > 0 {
+		m.typed = make(map[string]core.Attribute, len(out.Typed))
+		for k, v := range out.Typed { // a copy: order does not matter
+			v.Binary = append([]byte(nil), v.Binary...)
+			m.typed[k] = v
+			if v.Binary == nil && !strings.HasPrefix(v.Type, "Binary") {
+				// String and Number attributes are delivered in Attributes too, as text.
+				if m.attrs == nil {
+					m.attrs = map[string]string{}
+				}
+				m.attrs[k] = v.String
+			}
+		}
+	}
 	m.visibleAt = now.Add(delay)
 	heap.Fix(&q.live, m.index)
 	return m.id
@@ -48,13 +63,55 @@ func (s *sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, 
 	}
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
-		if m.Delay < 0 || m.Delay > DelayMax {
-			errs[i] = transportErr("send", core.Fatal, CodeInvalidParameterValue, "queue %s: delay %v", s.q.cfg.Name, m.Delay)
+		if errs[i] = s.q.Refusal(m); errs[i] != nil {
 			continue
 		}
 		s.q.SendOutgoing(s.now(), m)
 	}
 	return errs, nil
+}
+
+// AttrsMax is the most message attributes SQS takes on one message.
+const AttrsMax = 10
+
+// Refusal is the error SQS answers a send of out with (Fatal InvalidParameterValue): a delay
+// outside 0..15m, more than MessageMax bytes, more than AttrsMax attributes, or a name in
+// both Attributes and Typed; nil when the queue takes it.
+func (q *Queue) Refusal(out core.Outgoing) error {
+	bad := func(format string, args ...any) error {
+		return transportErr("send", core.Fatal, CodeInvalidParameterValue, "queue %s: "+format, append([]any{q.cfg.Name}, args...)...)
+	}
+	switch n := len(out.Attributes) + len(out.Typed); {
+	case out.Delay < 0 || out.Delay > DelayMax:
+		return bad("delay %v", out.Delay)
+	case Size(out) > MessageMax:
+		return bad("%d bytes, at most %d", Size(out), MessageMax)
+	case n > AttrsMax:
+		return bad("%d attributes, at most %d", n, AttrsMax)
+	}
+	for k := range out.Typed { // any shared name refuses, unnamed: order does not matter
+		if _, ok := out.Attributes[k]; ok {
+			return bad("an attribute given both as String and typed")
+		}
+	}
+	return nil
+}
+
+// typedOf is every attribute of m with its type (String ones as sent in Attributes): nil
+// when m was sent without typed attributes, as a transport that reports only strings.
+func typedOf(m *message) map[string]core.Attribute {
+	if m.typed == nil {
+		return nil
+	}
+	out := make(map[string]core.Attribute, len(m.attrs)+len(m.typed))
+	for k, v := range m.attrs { // copies into a map: order does not matter
+		out[k] = core.Attribute{Type: "String", String: v}
+	}
+	for k, v := range m.typed {
+		v.Binary = append([]byte(nil), v.Binary...)
+		out[k] = v
+	}
+	return out
 }
 
 // copyAttrs copies a (nil when empty), so a sender's later writes cannot reach the queue.
@@ -78,6 +135,9 @@ func Size(out core.Outgoing) int {
 	n := len(out.Body)
 	for k, v := range out.Attributes { // a sum: the order does not matter
 		n += len(k) + len("String") + len(v)
+	}
+	for k, v := range out.Typed {
+		n += len(k) + len(v.Type) + len(v.String) + len(v.Binary)
 	}
 	return n
 }
