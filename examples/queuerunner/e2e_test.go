@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
 		var o struct {
 			Endpoint, Queue, DLQ, Done, Trace string
-			Work, Grace                       time.Duration
+			Work, Grace, Window               time.Duration
 			Concurrency                       int
 			FIFO, Orphan                      bool
 		}
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 			}()
 		}
 		err := run(ctx, options{endpoint: o.Endpoint, region: fauxqs.Region, queue: o.Queue, dlq: o.DLQ, done: o.Done,
-			trace: o.Trace, window: 4 * time.Second, concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace, fifo: o.FIFO})
+			trace: o.Trace, window: cmp.Or(o.Window, 4*time.Second), concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace, fifo: o.FIFO})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

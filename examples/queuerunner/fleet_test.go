@@ -44,12 +44,14 @@ type fleetOpts struct {
 	kills       int           // at most this many
 	deadline    time.Duration // how long the jobs may take to end
 	fifo        bool          // FIFO queues: each job its own group
+	window      time.Duration // the visibility window (0: 4 s)
+	dupsMax     float64       // duplicate successful runs per 100 jobs at most
 }
 
 // fleetReport is what a fleet run found.
 type fleetReport struct {
 	Jobs, Acked, Ambiguous, AmbiguousStored int // enqueues answered, and answered ErrSendUnknown
-	Delivered, DeadLettered                 int
+	Delivered, DeadLettered, DeadCopies     int
 	Lost                                    []string      // acked, neither delivered nor dead-lettered
 	Left                                    int           // messages still in the queue at the end
 	AllEnded                                time.Duration // when every acked job had ended
@@ -74,8 +76,8 @@ func (r fleetReport) per100() float64 { return float64(r.Duplicates) * 100 / flo
 func (r fleetReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "jobs           %d enqueued (acked %d, ambiguous %d of which %d stored) in %v\n", r.Jobs, r.Acked, r.Ambiguous, r.AmbiguousStored, r.Took.Round(time.Millisecond))
-	fmt.Fprintf(&b, "ended          delivered %d, dead-lettered %d, lost %d, %d left in the queue; all acked ended after %v\n",
-		r.Delivered, r.DeadLettered, len(r.Lost), r.Left, r.AllEnded.Round(time.Millisecond))
+	fmt.Fprintf(&b, "ended          delivered %d, dead-lettered %d (and %d copies), lost %d, %d left in the queue; all acked ended after %v\n",
+		r.Delivered, r.DeadLettered, r.DeadCopies, len(r.Lost), r.Left, r.AllEnded.Round(time.Millisecond))
 	fmt.Fprintf(&b, "runs           %d (successful %d), %d SIGKILLs, 1 SIGTERM\n", r.Runs, r.SuccessRuns, r.Kills)
 	fmt.Fprintf(&b, "duplicates     %.2f successful runs per 100 jobs (%d, by cause %v)\n", r.per100(), r.Duplicates, r.DupCauses)
 	fmt.Fprintf(&b, "overlaps       %d runs of one job at once\n", len(r.Overlaps))
@@ -125,6 +127,7 @@ type fleet struct {
 	procs               []*exec.Cmd // live, by slot
 	killedAt, stoppedAt map[int]time.Time
 	exited              map[int]exit
+	deadCopies          int // dead letters of a job already dead-lettered
 }
 
 // exit is when and how a process ended.
@@ -172,7 +175,7 @@ func newFleet(t *testing.T, o fleetOpts) *fleet {
 // start launches one queuerunner process (this test binary in child mode) through the proxy.
 func (f *fleet) start() *exec.Cmd {
 	v, _ := json.Marshal(map[string]any{"Endpoint": f.px.URL, "Queue": f.queue, "DLQ": f.dlq, "Done": f.done,
-		"Trace": f.trace, "Work": f.o.work, "Concurrency": f.o.concurrency, "Grace": time.Second, "FIFO": f.o.fifo, "Orphan": true})
+		"Trace": f.trace, "Work": f.o.work, "Concurrency": f.o.concurrency, "Grace": time.Second, "FIFO": f.o.fifo, "Orphan": true, "Window": f.o.window})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(v))
 	cmd.Stderr = io.Discard                    // faults make the processes log; the checks read the files
@@ -384,6 +387,9 @@ func (f *fleet) deadLetters(ctx context.Context, into map[string]qjobs.Attrs, fo
 				f.t.Errorf("dead letter %s: %v", m.ID, err)
 				continue
 			}
+			if _, ok := into[em.To]; ok {
+				f.deadCopies++
+			}
 			into[em.To] = a
 		}
 	}
@@ -484,7 +490,7 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 		}
 	}
 	sort.Strings(rep.Lost)
-	rep.Delivered, rep.DeadLettered = len(got), len(dead)
+	rep.Delivered, rep.DeadLettered, rep.DeadCopies = len(got), len(dead), f.deadCopies
 	for i := range rep.Foreign {
 		body, want := foreignMessage(i)
 		got, ok := foreign[body]
@@ -667,18 +673,24 @@ func checkIDs(byJob map[string][]attemptRun) (problems []string) {
 	return problems
 }
 
-// dupsPer100Max bounds duplicate successful runs per 100 jobs under the fault profile, the
-// kills and the stop: seeds 1-5 measured 2.56, 2.49, 0.83 (3.23 in a second run), 1.14 and
-// 1.02 on the standard queue, 1.42, 2.83, 0.94, 0.47 and 0.94 on FIFO queues. The goal is 1.
-const dupsPer100Max = 5
+// The duplicate bounds: duplicate successful runs per 100 jobs under the fault profile, the
+// kills and the stop, the most measured with margin. The goal is 1 on a standard queue.
+//   - standard queue, 8 s window: seeds 1-6 measured 0.28, 0.54, 0.55, 0.00, 1.05, 1.57;
+//   - FIFO queues, 4 s window (spikes of up to 5 s outlive leases, so more runs repeat):
+//     seeds 1-5 measured 0.94, 0.00, 0.00, 0.94, 0.00, earlier 2.83 at most. The standard
+//     queue with this window measured 0.51 to 3.23 (seeds 1-5, twice).
+const (
+	dupsPer100MaxStandard = 3
+	dupsPer100MaxFIFO     = 5
+)
 
 // TestFleetKeepsTheLocalRunnersPromises: three queuerunner processes on fauxqs, every call
 // through the seeded fault proxy (flakyrun's network: resets before and after the call took
 // effect, truncated answers, stalls, 5xx, throttling, latency spikes past the window), jobs
 // enqueued through the same proxy, a SIGKILL about every 3 s (each process replaced), and a
 // SIGTERM to a process running WithAttempts(1) jobs that take longer than its grace; on a
-// standard queue (400 jobs) and on FIFO queues (200 jobs), at once. SLUICE_FLEET_SEED picks
-// another seed.
+// standard queue (400 jobs, 8 s window) and on FIFO queues (200 jobs, 4 s window), at once.
+// SLUICE_FLEET_SEED picks another seed, SLUICE_FLEET_WINDOW another window for both.
 func TestFleetKeepsTheLocalRunnersPromises(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fleet test: about 40 s of real processes; skipped in -short mode")
@@ -686,15 +698,22 @@ func TestFleetKeepsTheLocalRunnersPromises(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil && os.Getenv("CI") == "" {
 		t.Skip("fleet test: node not found (fauxqs needs Node >= 20; .ci/run installs it, and in CI this test runs)")
 	}
-	seed := int64(1)
+	seed, window := int64(1), time.Duration(0)
+	if v := os.Getenv("SLUICE_FLEET_WINDOW"); v != "" {
+		var err error
+		if window, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("SLUICE_FLEET_WINDOW=%q: %v", v, err)
+		}
+	}
 	if v := os.Getenv("SLUICE_FLEET_SEED"); v != "" {
 		var err error
 		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
 			t.Fatalf("SLUICE_FLEET_SEED=%q: %v", v, err)
 		}
 	}
-	o := fleetOpts{seed: seed, jobs: 400, slow: 12, work: 300 * time.Millisecond, concurrency: 6,
-		killEvery: 3 * time.Second, kills: 4, deadline: 90 * time.Second} // 20-35 s here; the deadline is for a loaded machine
+	o := fleetOpts{seed: seed, window: orDefault(window, 8*time.Second), jobs: 400, slow: 12, work: 300 * time.Millisecond,
+		concurrency: 6, killEvery: 3 * time.Second, kills: 4, dupsMax: dupsPer100MaxStandard,
+		deadline: 90 * time.Second} // 20-40 s here; the deadline is for a loaded machine
 	t.Run("standard", func(t *testing.T) {
 		t.Parallel()
 		runFleet(t, o)
@@ -702,12 +721,19 @@ func TestFleetKeepsTheLocalRunnersPromises(t *testing.T) {
 	t.Run("fifo", func(t *testing.T) {
 		t.Parallel()
 		fo := o
-		fo.fifo, fo.jobs, fo.seed = true, 200, seed+1000
+		fo.fifo, fo.jobs, fo.seed, fo.window, fo.dupsMax = true, 200, seed+1000, orDefault(window, 4*time.Second), dupsPer100MaxFIFO
 		rep := runFleet(t, fo)
 		if len(rep.Overlaps) > 0 {
 			t.Errorf("%d overlapping runs of one job on FIFO queues, e.g. %s", len(rep.Overlaps), rep.Overlaps[0])
 		}
 	})
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // runFleet runs one fleet, logs its report and asserts what every queue keeps.
@@ -730,8 +756,8 @@ func runFleet(t *testing.T, o fleetOpts) fleetReport {
 	if len(rep.IDs) > 0 {
 		t.Errorf("%d jobs without one id of their own, e.g. %s", len(rep.IDs), rep.IDs[0])
 	}
-	if rep.per100() > dupsPer100Max {
-		t.Errorf("%.2f duplicate successful runs per 100 jobs, over the bound of %v", rep.per100(), dupsPer100Max)
+	if rep.per100() > o.dupsMax {
+		t.Errorf("%.2f duplicate successful runs per 100 jobs, over the bound of %v", rep.per100(), o.dupsMax)
 	}
 	if len(rep.ForeignChanged) > 0 {
 		t.Errorf("%d attributes of other producers' messages not kept in the dead-letter queue: %v", len(rep.ForeignChanged), rep.ForeignChanged)
