@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -181,5 +182,46 @@ func TestClassifySendTellsUnknownFromRefused(t *testing.T) {
 				t.Errorf("%v does not wrap the SDK's error", te)
 			}
 		})
+	}
+}
+
+// fakeSend answers SendMessageBatch with out.
+type fakeSend struct {
+	out *awssqs.SendMessageBatchOutput
+}
+
+func (f fakeSend) SendMessage(context.Context, *awssqs.SendMessageInput, ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error) {
+	panic("not called")
+}
+
+func (f fakeSend) SendMessageBatch(context.Context, *awssqs.SendMessageBatchInput, ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error) {
+	return f.out, nil
+}
+
+// TestSendBatchEntryResults: a failed entry is a refusal (not ErrSendUnknown); an entry SQS
+// answered neither way may have been stored (ErrSendUnknown).
+func TestSendBatchEntryResults(t *testing.T) {
+	snd, err := NewSender(fakeSend{out: &awssqs.SendMessageBatchOutput{
+		Successful: []types.SendMessageBatchResultEntry{{Id: aws.String("0")}},
+		Failed:     []types.BatchResultErrorEntry{{Id: aws.String("1"), Code: aws.String("InvalidParameterValue"), SenderFault: true}},
+	}}, Config{QueueURL: "http://127.0.0.1:1/000000000000/q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := snd.SendBatch(context.Background(), make([]core.Outgoing, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(errs))
+	for i, e := range errs {
+		got[i] = fmt.Sprintf("%v unknown=%v", core.ClassOf(e), errors.Is(e, core.ErrSendUnknown))
+	}
+	want := []string{
+		fmt.Sprintf("%v unknown=false", core.Class(0)),
+		fmt.Sprintf("%v unknown=false", core.Fatal),
+		fmt.Sprintf("%v unknown=true", core.Retryable),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }
