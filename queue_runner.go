@@ -321,9 +321,14 @@ func (q *QueueRunner) step(ev qjobs.Event) (qjobs.Ready, error) {
 }
 
 // QueueStats counts what a queue runner's job layer decided in this process.
+// Retried counts retryable failures sent on for another attempt (every retry is a re-send:
+// Resent counts the same).
 type QueueStats struct {
 	Runs, Deferred, Succeeded, Retried, Resent, DeadLettered, Abandoned int
-	Worker                                                              WorkerStats
+	// Unsendable counts re-sends and dead letters that could not fit the queue even cut
+	// (their original comes back later, with backoff; each is logged at Error).
+	Unsendable int
+	Worker     WorkerStats
 }
 
 // Stats returns the job layer's counts and the worker's.
@@ -335,8 +340,8 @@ func (q *QueueRunner) Stats() QueueStats {
 	st := q.m.Status()
 	w := q.w
 	q.mu.Unlock()
-	out := QueueStats{Runs: st.Runs, Deferred: st.Deferred, Succeeded: st.Acked, Retried: st.Hidden,
-		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned}
+	out := QueueStats{Runs: st.Runs, Deferred: st.Deferred, Succeeded: st.Acked, Retried: st.Hidden + st.Resent,
+		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned, Unsendable: st.Unsendable}
 	if w != nil {
 		out.Worker = w.Stats()
 	}

@@ -19,7 +19,9 @@ const (
 	// dead-lettered with an error.
 	InvFleetTerminal = "fleet-terminal"
 	// InvFleetAttempts: no attempt is numbered past the job's budget, and the attempts a job
-	// ran exceed the budget by no more than the crashes, lost leases and duplicates explain.
+	// ran exceed the budget by no more than the crashes, lost leases and duplicates explain;
+	// a job whose every delivery is lost (it kills its process) ends dead-lettered
+	// deliveries-lost (or past its deadline) with no attempt spent.
 	InvFleetAttempts = "fleet-attempts"
 	// InvFleetBreaker: a process starts no attempt on a target whose breaker there is open.
 	InvFleetBreaker = "fleet-breaker"
@@ -292,6 +294,14 @@ func (f *fleet) finish(w *World) {
 			}
 			w.st.Jobs.Add("fleet-not-a-job", 1)
 			w.chk.Pass(InvFleetNotJob)
+		case j.killer:
+			// Its delivery budget or its deadline ends it, whichever comes first.
+			if j.dead == nil || (j.dead.Reason != qjobs.ReasonLost && j.dead.Reason != qjobs.ReasonLate) || j.dead.Attempts != 0 || j.done {
+				w.chk.Fail(InvFleetAttempts, "job-%d kills its process every attempt; settled done %v, dead %+v; want deliveries-lost or deadline, no attempt", j.n, j.done, j.dead)
+				return
+			}
+			w.st.Jobs.Add("fleet-killer-dead-"+string(j.dead.Reason), 1)
+			w.chk.Pass(InvFleetAttempts)
 		case j.done:
 			w.st.Jobs.Add("fleet-done", 1)
 			w.chk.Pass(InvFleetTerminal)

@@ -36,6 +36,7 @@ func TestFleetInvariantsFire(t *testing.T) {
 		{InvFleetDeadLetter, mutFleetDeadDropsTyped},
 		{InvFleetOneJob, mutFleetBlindResend},
 		{InvFleetSendBackoff, mutFleetFlatBackoff},
+		{InvFleetAttempts, mutFleetKillSpends},
 	} {
 		t.Run(tc.inv, func(t *testing.T) {
 			for seed := int64(1); seed <= 60; seed++ {

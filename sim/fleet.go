@@ -117,6 +117,9 @@ type fleetJob struct {
 	// ambiguous: its enqueue's answer was lost and the caller was told (ErrEnqueueUnknown);
 	// succeeded: a delivery of its main lineage (not a duplicate) succeeded (fleet-one-job).
 	ambiguous, succeeded bool
+	// killer: every attempt kills its process (an out-of-memory handler); the job must end
+	// dead-lettered deliveries-lost with no attempt spent (fleet-attempts).
+	killer bool
 }
 
 // fleetHolder is a running attempt: its worker and its message.
@@ -148,6 +151,7 @@ const (
 	mutFleetDeadDropsTyped                       // a dead letter is sent without the other producers' attributes
 	mutFleetBlindResend                          // an enqueue whose answer was lost is sent again, the caller told nothing
 	mutFleetFlatBackoff                          // a failed send's original is hidden 1 s each time
+	mutFleetKillSpends                           // a delivery lost to a kill is reported as a failed attempt
 )
 
 func newFleet(w *World) *fleet {
@@ -268,6 +272,7 @@ func (f *fleet) enqueue(w *World, n int) {
 	if nj.Due.After(now) {
 		j.due = nj.Due
 	}
+	j.killer = !j.parked && r.Intn(128) == 0
 	nj.Payload = []byte(strconv.Itoa(n))
 	switch {
 	case j.parked: // small: settled looks its messages up
@@ -503,9 +508,32 @@ func (f *fleet) run(p *workerProc, fp *fleetProc, d *fleetDelivery, r qjobs.Run)
 	}
 	d.h.end = w.loop.Now() + dur
 	d.outcome = f.drawOutcome(w, j, r.Attempt)
+	if j.killer && j.malformed == "" {
+		f.kill(p, fp, d, r.Receipt)
+		return
+	}
 	w.trace(p.name, "job "+r.Receipt+" run job-"+strconv.Itoa(j.n)+" attempt "+strconv.Itoa(r.Attempt)+" for "+dur.String())
 	d.running = true
 	w.loop.After(dur, p.alive(func() { f.endAttempt(p, fp, d, r.Receipt) }))
+}
+
+// kill runs a killer job's attempt: 10 ms in, its process dies (a planted defect reports
+// the loss as a failed attempt instead, as attempts counted kills before).
+func (f *fleet) kill(p *workerProc, fp *fleetProc, d *fleetDelivery, receipt string) {
+	w := p.w
+	d.running = true
+	w.loop.After(10*time.Millisecond, p.alive(func() {
+		if !d.running {
+			return // a stop's cancel ended it first
+		}
+		if w.mutation == mutFleetKillSpends {
+			d.outcome = qjobs.Outcome{Result: qjobs.Retryable, Err: "attempt ended without an outcome"}
+			f.endAttempt(p, fp, d, receipt)
+			return
+		}
+		w.trace(p.name, "job-"+strconv.Itoa(d.job.n)+" kills its process")
+		p.crash()
+	}))
 }
 
 // endAttempt ends a running attempt: at its drawn end, or soon after a stop cancelled it.
@@ -589,7 +617,7 @@ func (f *fleet) send(p *workerProc, fp *fleetProc, d *fleetDelivery, s qjobs.Sen
 		if !s.Attrs.NotBefore.IsZero() {
 			wait = (s.Attrs.NotBefore.Sub(w.now()) + time.Second - 1) / time.Second * time.Second
 		}
-		f.checkHide(w, fp, d.job, d.attempt, d.outcome, wait)
+		f.checkRetryWait(w, fp, d.job, d.attempt, d.outcome, wait)
 	}
 	if s.Why == qjobs.WhyNotJob && !f.checkNotJob(p, d) {
 		return
@@ -739,10 +767,10 @@ func (f *fleet) done(p *workerProc, fp *fleetProc, d *fleetDelivery, dn qjobs.Do
 	p.step(worker.HandlerDone{Receipt: h.receipt, Now: w.now(), Result: res})
 }
 
-// checkHide checks the wait of a retry the job layer re-sends (its not-before time, rounded
+// checkRetryWait checks the wait of a retry the job layer re-sends (its not-before time, rounded
 // up to whole seconds): the server's wait (capped at Cap), else the policy's delay for the
 // attempt: the full delay without jitter, with it between half and all of it.
-func (f *fleet) checkHide(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
+func (f *fleet) checkRetryWait(w *World, fp *fleetProc, j *fleetJob, attempt int, o qjobs.Outcome, v time.Duration) {
 	full := f.policy.Delay(attempt - 1)
 	lo, hi := (full/2+time.Second-1)/time.Second*time.Second, (full+time.Second-1)/time.Second*time.Second
 	switch {

@@ -432,6 +432,9 @@ func (m *Machine) perform(receipt string, p *pending, pl plan, why string) {
 	case actAck:
 		m.end(receipt, Done{Receipt: receipt, Disposition: Delete})
 	case actHide:
+		if pl.Deferred {
+			why = "waiting for its not-before time (FIFO: no delay per message)"
+		}
 		m.end(receipt, Done{Receipt: receipt, Disposition: Hide, Visibility: pl.Visibility, Err: why})
 	case actResend, actDeadLetter:
 		m.sendOn(receipt, p, pl)

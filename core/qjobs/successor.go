@@ -1,6 +1,8 @@
 package qjobs
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -9,8 +11,9 @@ import (
 
 // The fit ladder of a successor (a re-send or a dead letter) that would not fit the queue:
 // its last error is cut to errCutLong, then errCutShort bytes; a re-send then drops the
-// attributes of other producers (a dead letter keeps them). What still does not fit is not
-// sent (Machine.successor reports it).
+// attributes of other producers, while a dead letter moves everything (every attribute, its
+// own included, and the payload) into an attribute-free body (Envelope). What still does not
+// fit is not sent (Machine.successor reports it).
 const (
 	errCutLong  = 1 << 10
 	errCutShort = 64
@@ -88,7 +91,44 @@ func (m *Machine) successor(msg core.Message, a Attrs, payload []byte, dead bool
 	if !dead && other != nil {
 		return try(a, nil)
 	}
-	return try(a, other)
+	if out, a2, ok := try(a, other); ok || !dead {
+		return out, a2, ok
+	}
+	out = envelope(Encode(a, payload), other)
+	return out, a, m.fits(out)
+}
+
+// Envelope is the body of a dead letter whose attributes could not travel as attributes
+// (more than SQS's 10): every attribute, the job's own included, with its type, and the
+// payload as Body (a JSON string: SQS bodies are text already). It is marked by its first
+// field; a redrive must unpack it, as sluice reads it as a message that is not a job.
+type Envelope struct {
+	DeadLetter int                  `json:"sluice-dead-letter"` // 1
+	Attributes map[string]Attribute `json:"attributes"`
+	Body       string               `json:"body"`
+}
+
+// Attribute is one attribute in an Envelope: Binary values are base64 (encoding/json).
+type Attribute struct {
+	Type   string `json:"type"`
+	String string `json:"string,omitempty"`
+	Binary []byte `json:"binary,omitempty"`
+}
+
+// envelope packs a job message and other producers' attributes into an attribute-free body.
+func envelope(job core.Outgoing, other map[string]core.Attribute) core.Outgoing {
+	e := Envelope{DeadLetter: 1, Attributes: make(map[string]Attribute, len(job.Attributes)+len(other)), Body: string(job.Body)}
+	for k, v := range other { // into a map: encoding/json sorts the keys
+		e.Attributes[k] = Attribute{Type: v.Type, String: v.String, Binary: v.Binary}
+	}
+	for k, v := range job.Attributes {
+		e.Attributes[k] = Attribute{Type: "String", String: v}
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(fmt.Sprintf("qjobs: encode envelope: %v", err)) // strings and bytes: cannot fail
+	}
+	return core.Outgoing{Body: b}
 }
 
 // cutText shortens s to at most n bytes, marking the cut.

@@ -1,6 +1,7 @@
 package qjobs
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand"
 	"strconv"
@@ -87,6 +88,18 @@ func TestSuccessorFitLadder(t *testing.T) {
 	for i := range AttrsMax - len(crowded.Attributes) {
 		crowded.Typed["x"+strconv.Itoa(i)] = core.Attribute{Type: "String", String: "v"}
 	}
+	crowded.ReceiveCount = 1
+	step(t, m, Deliver{Now: t0, Receipt: "e", Message: crowded})
+	rd = step(t, m, AttemptDone{Receipt: "e", Now: t0, Outcome: Outcome{Result: Permanent, Err: "bad"}})
+	var env Envelope
+	if len(rd.Sends) != 1 || len(rd.Sends[0].Message.Attributes)+len(rd.Sends[0].Message.Typed) != 0 {
+		t.Fatalf("11 attributes: %+v, want an attribute-free dead letter", rd.Sends)
+	} else if err := json.Unmarshal(rd.Sends[0].Message.Body, &env); err != nil || env.DeadLetter != 1 || env.Body != "p" ||
+		len(env.Attributes) != AttrsMax+1 || !strings.Contains(env.Attributes[AttrOpts].String, `"r":"permanent"`) {
+		t.Fatalf("envelope %+v (%v), want every attribute, the reason and the payload", env, err)
+	}
+	step(t, m, SendDone{Receipt: "e", Now: t0})
+	crowded.Body = []byte(strings.Repeat("y", c.MessageMax-SuccessorRoom))
 	for _, count := range []int{1, 2, 5, 30} {
 		crowded.ReceiveCount = count
 		r := "c" + strconv.Itoa(count)
@@ -96,7 +109,7 @@ func TestSuccessorFitLadder(t *testing.T) {
 		}
 		want := min(SendRetryDelay<<(count-1), SendRetryMax)
 		if len(rd.Done) != 1 || rd.Done[0].Disposition != Hide || rd.Done[0].Visibility != want {
-			t.Errorf("receive %d: %+v, want hidden %v (it cannot fit: 11 attributes)", count, rd.Done, want)
+			t.Errorf("receive %d: %+v, want hidden %v (it cannot fit: 11 attributes, the payload too large for an envelope)", count, rd.Done, want)
 		}
 	}
 	if st := m.Status(); st.Unsendable != 4 {
