@@ -128,6 +128,13 @@ type fleet struct {
 	killedAt, stoppedAt map[int]time.Time
 	exited              map[int]exit
 	deadCopies          int // dead letters of a job already dead-lettered
+	allDead             []deadLetter
+}
+
+// deadLetter is one dead letter of a job, copies included.
+type deadLetter struct {
+	to string
+	a  qjobs.Attrs
 }
 
 // exit is when and how a process ended.
@@ -391,6 +398,7 @@ func (f *fleet) deadLetters(ctx context.Context, into map[string]qjobs.Attrs, fo
 				f.deadCopies++
 			}
 			into[em.To] = a
+			f.allDead = append(f.allDead, deadLetter{to: em.To, a: a})
 		}
 	}
 }
@@ -501,7 +509,7 @@ func (f *fleet) run(ctx context.Context) fleetReport {
 		}
 	}
 	runs := f.runs()
-	f.check(&rep, runs, dead, stopPID)
+	f.check(&rep, runs, f.allDead, stopPID)
 	return rep
 }
 
@@ -571,7 +579,11 @@ func cancelled(result string) bool {
 }
 
 // check fills the report's findings from the runs and the dead letters.
-func (f *fleet) check(rep *fleetReport, runs []attemptRun, dead map[string]qjobs.Attrs, stopPID int) {
+func (f *fleet) check(rep *fleetReport, runs []attemptRun, deadList []deadLetter, stopPID int) {
+	dead := map[string]qjobs.Attrs{}
+	for _, d := range deadList {
+		dead[d.to] = d.a
+	}
 	byJob := map[string][]attemptRun{}
 	for _, r := range runs {
 		byJob[r.to] = append(byJob[r.to], r)
@@ -605,18 +617,12 @@ func (f *fleet) check(rep *fleetReport, runs []attemptRun, dead map[string]qjobs
 		f.dupCauses(rep, rs)
 	}
 	rep.IDs = checkIDs(byJob)
-	for to, a := range dead {
-		last := ""
-		for _, r := range byJob[to] {
-			if r.hasEnd && !cancelled(r.result) && r.result != "ok" {
-				last = r.result
-			}
+	for _, d := range deadList {
+		if msg := wrongDeadLetter(byJob[d.to], d.a); msg != "" {
+			rep.DeadWrongErr = append(rep.DeadWrongErr, d.to+": "+msg)
 		}
-		if a.LastErr == "" || !strings.HasSuffix(last, a.LastErr) {
-			rep.DeadWrongErr = append(rep.DeadWrongErr, fmt.Sprintf("%s: dead letter says %q (%s), last handler error %q", to, a.LastErr, a.Reason, last))
-		}
-		if target, _, _ := strings.Cut(to, "-"); target != "bad" && target != "busy" {
-			rep.DeadShouldNot = append(rep.DeadShouldNot, fmt.Sprintf("%s: %s, %q", to, a.Reason, a.LastErr))
+		if target, _, _ := strings.Cut(d.to, "-"); target != "bad" && target != "busy" {
+			rep.DeadShouldNot = append(rep.DeadShouldNot, fmt.Sprintf("%s: %s, %q", d.to, d.a.Reason, d.a.LastErr))
 		}
 	}
 	for _, l := range []*[]string{&rep.IDs, &rep.Overlaps, &rep.Stopped, &rep.StopSpent, &rep.DeadWrongErr, &rep.DeadShouldNot} {
@@ -650,6 +656,31 @@ func (f *fleet) dupCauses(rep *fleetReport, rs []attemptRun) {
 		}
 		prev = &rs[i]
 	}
+}
+
+// wrongDeadLetter says what is wrong with a dead letter of the job whose runs are rs: its
+// error must be one its handler returned on the job's latest attempt that reported (copies
+// of a job may each have run that attempt), and its id the id the runs saw.
+func wrongDeadLetter(rs []attemptRun, a qjobs.Attrs) string {
+	latest, errs := 0, []string(nil)
+	for _, r := range rs {
+		switch {
+		case !r.hasEnd || cancelled(r.result) || r.result == "ok" || r.attempt < latest:
+		case r.attempt > latest:
+			latest, errs = r.attempt, []string{r.result}
+		default:
+			errs = append(errs, r.result)
+		}
+	}
+	if len(rs) > 0 && strconv.FormatUint(a.ID, 10) != rs[0].id {
+		return fmt.Sprintf("dead letter of id %d, the runs saw %s", a.ID, rs[0].id)
+	}
+	for _, e := range errs {
+		if a.LastErr != "" && strings.HasSuffix(e, a.LastErr) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("dead letter says %q (%s, %d lost deliveries), the handler's errors on attempt %d: %q", a.LastErr, a.Reason, a.Lost, latest, errs)
 }
 
 // checkIDs reports jobs whose runs saw no id (0) or more than one, and ids two jobs share.
@@ -782,10 +813,14 @@ func TestFleetCheckCatchesPlantedDefects(t *testing.T) {
 		{to: "busy-1", id: "9", attempt: 1, pid: 11, start: at(0), end: at(1), result: "smtp: 451 mailbox busy (attempt 1)", hasEnd: true},
 		{to: "busy-1", id: "9", attempt: 2, pid: 12, start: at(2), end: at(3), result: "smtp: 451 mailbox busy (attempt 2)", hasEnd: true},
 	}
-	cleanDead := map[string]qjobs.Attrs{"busy-1": {LastErr: "smtp: 451 mailbox busy (attempt 2)", Reason: qjobs.ReasonSpent}}
+	cleanDead := map[string]qjobs.Attrs{"busy-1": {ID: 9, LastErr: "smtp: 451 mailbox busy (attempt 2)", Reason: qjobs.ReasonSpent}}
 	findings := func(runs []attemptRun, dead map[string]qjobs.Attrs) map[string]int {
 		var rep fleetReport
-		(&fleet{}).check(&rep, runs, dead, 10)
+		var list []deadLetter
+		for to, a := range dead {
+			list = append(list, deadLetter{to: to, a: a})
+		}
+		(&fleet{}).check(&rep, runs, list, 10)
 		got := map[string]int{}
 		for name, l := range map[string][]string{"ids": rep.IDs, "overlaps": rep.Overlaps, "stop-spent": rep.StopSpent,
 			"dead-wrong-err": rep.DeadWrongErr, "dead-should-not": rep.DeadShouldNot} {
@@ -825,11 +860,15 @@ func TestFleetCheckCatchesPlantedDefects(t *testing.T) {
 			return rs
 		}, map[string]int{"stop-spent": 1}},
 		{"the stopped job dead-lettered", func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun {
-			dead["slow-1"] = qjobs.Attrs{LastErr: "attempt 1 ended without an outcome", Reason: qjobs.ReasonSpent}
+			dead["slow-1"] = qjobs.Attrs{ID: 8, LastErr: "attempt 1 ended without an outcome", Reason: qjobs.ReasonSpent}
 			return append(rs[:2], rs[3:]...)
 		}, map[string]int{"stop-spent": 1, "dead-wrong-err": 1, "dead-should-not": 1}},
 		{"a dead letter with an earlier error", func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun {
-			dead["busy-1"] = qjobs.Attrs{LastErr: "smtp: 451 mailbox busy (attempt 1)", Reason: qjobs.ReasonSpent}
+			dead["busy-1"] = qjobs.Attrs{ID: 9, LastErr: "smtp: 451 mailbox busy (attempt 1)", Reason: qjobs.ReasonSpent}
+			return rs
+		}, map[string]int{"dead-wrong-err": 1}},
+		{"a dead letter of another id", func(rs []attemptRun, dead map[string]qjobs.Attrs) []attemptRun {
+			dead["busy-1"] = qjobs.Attrs{ID: 99, LastErr: "smtp: 451 mailbox busy (attempt 2)", Reason: qjobs.ReasonSpent}
 			return rs
 		}, map[string]int{"dead-wrong-err": 1}},
 		{"one job, two ids", func(rs []attemptRun, _ map[string]qjobs.Attrs) []attemptRun {
