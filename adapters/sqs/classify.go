@@ -138,8 +138,9 @@ func classifySend(op string, err error) *core.TransportError {
 func unknown(err error) error { return fmt.Errorf("%w: %w", err, core.ErrSendUnknown) }
 
 func sendUnknown(err error) bool {
+	// The SDK wraps a failure to send in a response error of status 0: no answer came.
 	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) {
+	if errors.As(err, &status) && status.HTTPStatusCode() != 0 {
 		s := status.HTTPStatusCode()
 		return s < 400 || s >= 500
 	}

@@ -148,8 +148,13 @@ func TestEntryResultsKeepEntryOrder(t *testing.T) {
 // that the server failed with a 5xx, may have been stored (ErrSendUnknown); a 4xx answer, a
 // connection never made, or an SDK failure before sending stored nothing.
 func TestClassifySendTellsUnknownFromRefused(t *testing.T) {
-	sendErr := func(err error) error {
-		return &smithy.OperationError{ServiceID: "SQS", OperationName: "SendMessage", Err: &smithyhttp.RequestSendError{Err: err}}
+	sendErr := func(err error) error { // as the SDK wraps it: a response error of status 0
+		return &smithy.OperationError{ServiceID: "SQS", OperationName: "SendMessage", Err: &awshttp.ResponseError{
+			ResponseError: &smithyhttp.ResponseError{
+				Response: &smithyhttp.Response{Response: &http.Response{}},
+				Err:      &smithyhttp.RequestSendError{Err: err},
+			},
+		}}
 	}
 	post := func(err error) error { return &url.Error{Op: "Post", URL: "http://127.0.0.1:1", Err: err} }
 	tests := []struct {

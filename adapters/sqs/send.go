@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -44,7 +45,11 @@ func NewSender(c SendClient, cfg Config) (*Sender, error) {
 	return &Sender{c: c, cfg: probe.cfg, url: aws.String(probe.cfg.QueueURL)}, nil
 }
 
-// SendBatch sends msgs (1..10); one error per entry.
+// DelayMax is the longest delay SQS takes on a message.
+const DelayMax = 15 * time.Minute
+
+// SendBatch sends msgs (1..10); one error per entry. A delay outside 0..DelayMax, or
+// attributes attrsOut refuses, fail the call Fatal without sending anything.
 func (s *Sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, error) {
 	const op = "send"
 	if err := batchErr(op, len(msgs)); err != nil {
@@ -53,7 +58,12 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []core.Outgoing) ([]error, 
 	attrs := make([]map[string]types.MessageAttributeValue, len(msgs))
 	for i, m := range msgs {
 		var err error
-		if attrs[i], err = attrsOut(m); err != nil {
+		if m.Delay < 0 || m.Delay > DelayMax {
+			err = fmt.Errorf("delay %v outside 0..%v", m.Delay, DelayMax)
+		} else {
+			attrs[i], err = attrsOut(m)
+		}
+		if err != nil {
 			return nil, &core.TransportError{Class: core.Fatal, Op: op, Code: "InvalidParameterValue",
 				Err: fmt.Errorf("sqs: send entry %d to %s: %w", i, s.cfg.QueueURL, err)}
 		}

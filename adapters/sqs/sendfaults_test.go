@@ -116,6 +116,37 @@ func TestSendRefusesMisusedAttributesWithoutACall(t *testing.T) {
 	}
 }
 
+// TestSendRefusesDelayOutOfRangeWithoutACall: a delay SQS would refuse (or that would
+// overflow its whole seconds) is a Fatal refusal naming the entry; nothing is sent.
+func TestSendRefusesDelayOutOfRangeWithoutACall(t *testing.T) {
+	s := &fauxqs.Server{URL: "http://127.0.0.1:1"} // nothing listens: a call would be Retryable
+	snd := newSender(t, newClient(t, s), s.URL+"/000000000000/q")
+	for _, d := range []time.Duration{-time.Second, sqs.DelayMax + time.Second, 292 * 365 * 24 * time.Hour} {
+		_, err := snd.SendBatch(context.Background(), []core.Outgoing{{Body: []byte("ok")}, {Body: []byte("x"), Delay: d}})
+		mustClass(t, fmt.Sprintf("delay %v", d), err, core.Fatal)
+		if err == nil || !strings.Contains(err.Error(), "entry 1") || !strings.Contains(err.Error(), "delay") {
+			t.Errorf("error %v does not name entry 1 and its delay", err)
+		}
+	}
+}
+
+// TestSendToNoServerStoredNothing: a connection never made is Retryable and not
+// ErrSendUnknown, for SendMessage and SendMessageBatch.
+func TestSendToNoServerStoredNothing(t *testing.T) {
+	s := &fauxqs.Server{URL: "http://127.0.0.1:1"}
+	snd := newSender(t, newClient(t, s), s.URL+"/000000000000/q")
+	for _, n := range []int{1, 2} {
+		errs, err := snd.SendBatch(context.Background(), make([]core.Outgoing, n))
+		if err == nil {
+			err = errs[0]
+		}
+		mustClass(t, fmt.Sprintf("a send of %d with nothing listening", n), err, core.Retryable)
+		if errors.Is(err, core.ErrSendUnknown) {
+			t.Errorf("a send of %d with nothing listening: %v, want no ErrSendUnknown", n, err)
+		}
+	}
+}
+
 // TestAmbiguousSendIsNeverResent runs each send through the fault proxy with exactly one
 // fault, on a client that keeps the SDK's default retryer (3 attempts). A fault after the
 // queue took the call (answer lost, answer cut short) leaves exactly what was sent stored
