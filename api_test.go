@@ -101,7 +101,7 @@ func TestHandlerPanicIsRecordedNotRetried(t *testing.T) {
 		if err := r.Drain(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if j, _ := r.Get(id); j.State != StateDead || j.Reason != ReasonPanic || j.Attempts != 1 || j.LastErr != "kaboom" {
+		if j, _ := r.Get(context.Background(), id); j.State != StateDead || j.Reason != ReasonPanic || j.Attempts != 1 || j.LastErr != "kaboom" {
 			t.Errorf("middleware %d: job %+v, want dead (panic) after one attempt", len(mws), j)
 		}
 		r.Close()

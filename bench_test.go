@@ -32,7 +32,7 @@ func endToEnd(b *testing.B, syncEvery bool, jobs, producers int) (time.Duration,
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- r.Run(ctx) }()
-	syncs0 := r.Stats().Syncs
+	syncs0 := readStats(b, r).Syncs
 	payload := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -49,7 +49,7 @@ func endToEnd(b *testing.B, syncEvery bool, jobs, producers int) (time.Duration,
 	wg.Wait()
 	<-all
 	d := time.Since(t0)
-	syncs := r.Stats().Syncs - syncs0
+	syncs := readStats(b, r).Syncs - syncs0
 	cancel()
 	if err := <-ran; err != nil {
 		b.Fatal(err)
@@ -123,7 +123,7 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 		total, cpu = total+time.Since(t0), cpu+processCPU()-c0
-		if st := r.Stats(); st.Waiting != records {
+		if st := readStats(b, r); st.Waiting != records {
 			b.Fatalf("replayed %d waiting jobs, want %d", st.Waiting, records)
 		}
 		if err := r.Close(); err != nil {
@@ -211,17 +211,17 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	}
 	for b.Loop() {
 		r := open()
-		s0 := r.Stats().Syncs
+		s0 := readStats(b, r).Syncs
 		t0 := time.Now()
 		if _, err := r.EnqueueMany(ctx, batch); err != nil {
 			b.Fatal(err)
 		}
 		many += time.Since(t0)
-		manySyncs += r.Stats().Syncs - s0
+		manySyncs += readStats(b, r).Syncs - s0
 		r.Close()
 
 		r = open()
-		s0 = r.Stats().Syncs
+		s0 = readStats(b, r).Syncs
 		t0 = time.Now()
 		var wg sync.WaitGroup
 		for range jobs {
@@ -233,7 +233,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 		}
 		wg.Wait()
 		single += time.Since(t0)
-		singleSyncs += r.Stats().Syncs - s0
+		singleSyncs += readStats(b, r).Syncs - s0
 		r.Close()
 	}
 	n := float64(b.N)

@@ -19,13 +19,17 @@ type BreakerInfo struct {
 // Breakers returns the targets whose breaker is open, half-open, or closed with recent
 // failures, sorted by target, from the owner's consistent view; a target not listed has a
 // closed breaker with no failure in its window. Breaker state is not journaled: after a
-// restart every breaker starts closed. After Close it returns nil.
-func (r *Runner) Breakers() []BreakerInfo {
-	rep, err := r.call(context.Background(), command{kind: cmdBreakers})
-	if err != nil || rep.err != nil {
-		return nil
+// restart every breaker starts closed. It waits for the runner's owner, so ctx bounds it;
+// after Close it returns ErrClosed.
+func (r *Runner) Breakers(ctx context.Context) ([]BreakerInfo, error) {
+	rep, err := r.call(ctx, command{kind: cmdBreakers})
+	if err != nil {
+		return nil, err
 	}
-	return rep.breakers
+	if rep.err != nil {
+		return nil, rep.err
+	}
+	return rep.breakers, nil
 }
 
 func breakersOf(bs []runner.TargetBreaker) []BreakerInfo {

@@ -39,7 +39,10 @@ func TestBreakersReportsOpenTargetsWithCooldown(t *testing.T) {
 	if err := r.DrainDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := r.Breakers()
+	got, err := r.Breakers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []BreakerInfo{
 		{Target: "down.example", State: "open"},
 		{Target: "flaky.example", State: "closed", Failures: 1},
@@ -58,7 +61,7 @@ func TestBreakersReportsOpenTargetsWithCooldown(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Breakers(); got != nil {
-		t.Errorf("Breakers after Close = %v, want nil", got)
+	if got, err := r.Breakers(ctx); got != nil || !errors.Is(err, ErrClosed) {
+		t.Errorf("Breakers after Close = %v, %v; want nil, ErrClosed", got, err)
 	}
 }

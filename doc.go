@@ -26,12 +26,13 @@
 //		log.Fatal(r.Run(ctx)) // until ctx ends; then a graceful stop and Close
 //	}
 //
-// The module's documentation is in its docs directory: the runner's semantics
-// (docs/runner.md), the journal and its recovery (docs/journal.md), the worker's leases
-// (docs/worker.md), the same jobs on SQS (docs/queue.md), what handlers return
-// (docs/results.md), hooks, middleware and OpenTelemetry (docs/observability.md), operating a
-// runner (docs/operating.md), the simulator (docs/simulator.md) and testing your own handlers
-// with package sluicetest (docs/testing.md).
+// The module's documentation is in its docs directory: the words and the two runners side by
+// side, with a whole service (docs/concepts.md), the runner's semantics (docs/runner.md), the
+// journal and its recovery (docs/journal.md), the worker's leases (docs/worker.md), the same
+// jobs on SQS (docs/queue.md), what handlers return (docs/results.md), hooks, middleware and
+// OpenTelemetry (docs/observability.md), operating a runner (docs/operating.md), the
+// simulator (docs/simulator.md) and testing your own handlers with package sluicetest
+// (docs/testing.md).
 //
 // What a user can rely on:
 //

@@ -86,7 +86,7 @@ func TestEnqueueManyHonoursEveryOptionAsEnqueue(t *testing.T) {
 			t.Errorf("error %q: want one sluice: prefix", err)
 		}
 		if o.ID != 0 {
-			if o.Job, err = r.Get(o.ID); err != nil {
+			if o.Job, err = r.Get(context.Background(), o.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -151,7 +151,7 @@ func TestEnqueueManyReportsEachDuplicate(t *testing.T) {
 	if want := [4]bool{true, false, true, true}; dup != want {
 		t.Errorf("WasDuplicate flags %v, want %v", dup, want)
 	}
-	if j, err := r.Get(holder + 1); err != nil || j.Unique != "b" {
+	if j, err := r.Get(context.Background(), holder+1); err != nil || j.Unique != "b" {
 		t.Errorf("the batch's own job: %+v, %v", j, err)
 	}
 }

@@ -47,8 +47,8 @@ func TestPublicErrorsHaveOnePrefix(t *testing.T) {
 		is   error
 		err  error
 	}{
-		{"get unknown id", sluice.ErrNotFound, func() error { _, err := k.Get(12345); return err }()},
-		{"runner get unknown id", sluice.ErrNotFound, func() error { _, err := r.Get(12345); return err }()},
+		{"get unknown id", sluice.ErrNotFound, func() error { _, err := k.Get(ctx, 12345); return err }()},
+		{"runner get unknown id", sluice.ErrNotFound, func() error { _, err := r.Get(ctx, 12345); return err }()},
 		{"empty target", sluice.ErrInvalidJob, enq(time.Time{}, "", "p")},
 		{"huge target", sluice.ErrInvalidJob, enq(time.Time{}, huge, "p")},
 		{"bad due", sluice.ErrInvalidJob, enq(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), "t", "p")},
@@ -70,8 +70,10 @@ func TestPublicErrorsHaveOnePrefix(t *testing.T) {
 			_, err := sluice.New(t.TempDir(), sluice.Config{Policy: sluice.Policy{Attempts: -1}})
 			return err
 		}()},
-		{"queue get", sluice.ErrQueueUnsupported, func() error { _, err := qk.Get(1); return err }()},
+		{"queue get", sluice.ErrQueueUnsupported, func() error { _, err := qk.Get(ctx, 1); return err }()},
 		{"queue cancel", sluice.ErrQueueUnsupported, qk.Cancel(ctx, 1)},
+		{"queue stats", sluice.ErrQueueUnsupported, func() error { _, err := qk.Stats(ctx); return err }()},
+		{"queue breakers", sluice.ErrQueueUnsupported, func() error { _, err := qk.Breakers(ctx); return err }()},
 		{"queue unique", sluice.ErrQueueUnsupported, func() error {
 			_, err := qk.Enqueue(ctx, time.Time{}, "t", "p", sluice.WithUnique("u"))
 			return err

@@ -40,7 +40,7 @@ func ExampleRunner_Cancel() {
 	if err := r.Cancel(ctx, id); err != nil {
 		log.Fatal(err)
 	}
-	j, _ := r.Get(id)
+	j, _ := r.Get(ctx, id)
 	fmt.Println("job", j.ID, j.State)
 	fmt.Println("cancel again:", errors.Is(r.Cancel(ctx, id), sluice.ErrTerminal))
 	// Output:
@@ -61,7 +61,7 @@ func ExampleRunner_Retry() {
 	ctx := context.Background()
 	id, _ := r.Enqueue(ctx, time.Time{}, "mail", "welcome")
 	_ = r.Drain(ctx)
-	j, _ := r.Get(id)
+	j, _ := r.Get(ctx, id)
 	fmt.Println(j.State, j.Reason, j.LastErr)
 
 	fixed = true // (the handler runs only while Drain does: no race)
@@ -69,7 +69,7 @@ func ExampleRunner_Retry() {
 		log.Fatal(err)
 	}
 	_ = r.Drain(ctx)
-	j, _ = r.Get(id)
+	j, _ = r.Get(ctx, id)
 	fmt.Println(j.State, "after", len(j.History), "attempts in its history")
 	// Output:
 	// dead permanent template missing

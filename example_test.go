@@ -40,7 +40,7 @@ func Example() {
 	if err := r.Drain(ctx); err != nil {
 		log.Fatal(err)
 	}
-	j, _ := r.Get(id)
+	j, _ := r.Get(ctx, id)
 	fmt.Println("job", j.ID, j.State, "after", j.Attempts, "attempt")
 	// Output:
 	// attempt 1: mail "hello" to ada@example.com
@@ -134,12 +134,20 @@ func ExampleKind_EnqueueMany() {
 	for _, to := range []string{"ada@example.com", "grace@example.com", "alan@example.com"} {
 		jobs = append(jobs, sluice.NewJob[email]{Target: "smtp.example.com", Payload: email{To: to, Subject: "hello"}})
 	}
-	before := r.Stats().Commits
-	ids, err := r.EnqueueMany(context.Background(), jobs)
+	ctx := context.Background()
+	before, err := r.Stats(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("ids", ids, "in", r.Stats().Commits-before, "commit")
+	ids, err := r.EnqueueMany(ctx, jobs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	after, err := r.Stats(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ids", ids, "in", after.Commits-before.Commits, "commit")
 	// Output:
 	// ids [1 2 3] in 1 commit
 }
@@ -270,7 +278,7 @@ func ExampleRegister() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	j, _ := emails.Get(id)
+	j, _ := emails.Get(ctx, id)
 	fmt.Println("duplicate:", dup, "of job", j.ID, j.Kind, j.State)
 	// Unordered output:
 	// mail "welcome" to ada@example.com

@@ -9,6 +9,13 @@ import (
 
 // Job is what a handler receives for one attempt.
 type Job[A any] struct {
+	// ID is the id Enqueue returned: never 0, and the same on every attempt and delivery of
+	// the job, on the local runner and the queue runner alike (Runner.Retry keeps it too).
+	// Key the side effects a handler asks of other services by it, not by Attempt, so that a
+	// second run of the job (after a crash, a lost lease, a retry) repeats the same key:
+	// fmt.Sprintf("billing-%s-%d", job.Kind, job.ID). Ids are unique within one runner's
+	// directory or queue only, and a new directory counts from 1 again: let the prefix name
+	// the directory or queue. docs/concepts.md says more.
 	ID      uint64
 	Kind    string // the kind's name (Register)
 	Target  string

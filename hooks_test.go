@@ -101,7 +101,7 @@ func TestHooksReportEachDurableTransitionOnce(t *testing.T) {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
 		// 3 enqueued, 2 started, 2 finished, 1 deferred.
-		if st := r.Stats(); int64(records) != st.Records || records != 8 {
+		if st := readStats(t, r); int64(records) != st.Records || records != 8 {
 			t.Errorf("commits reported %d records, Stats %d, want 8", records, st.Records)
 		}
 	})
@@ -127,7 +127,7 @@ func TestMiddlewareErrorReplacesTheHandlers(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := r.Get(id); j.State != StateDead || j.Reason != ReasonPermanent || j.LastErr != "no retries here: 503" {
+	if j, _ := r.Get(context.Background(), id); j.State != StateDead || j.Reason != ReasonPermanent || j.LastErr != "no retries here: 503" {
 		t.Errorf("job %+v, want dead (permanent) after one attempt", j)
 	}
 	r.Close()
@@ -141,7 +141,7 @@ func TestMiddlewareErrorReplacesTheHandlers(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := r.Get(id); j.State != StateDead || j.Reason != ReasonPanic {
+	if j, _ := r.Get(context.Background(), id); j.State != StateDead || j.Reason != ReasonPanic {
 		t.Errorf("job %+v, want dead (panic)", j)
 	}
 }
@@ -267,7 +267,7 @@ func TestHooksReportAttemptsACrashInterrupted(t *testing.T) {
 			},
 			OnSettled: func(s Settled) { log.add("settled %d %v", s.ID, s.State) },
 		}, succeedString)
-		if _, err := r.Get(id); err != nil {
+		if _, err := r.Get(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{"ended 1#1 retry 3s next=dead reason=spent err=interrupted", "settled 1 dead"}
@@ -315,7 +315,7 @@ func TestSnoozeMovesTheDueWithoutAnAttempt(t *testing.T) {
 		if err := r.Drain(ctx); err != nil {
 			t.Fatal(err)
 		}
-		j, _ := r.Get(id)
+		j, _ := r.Get(context.Background(), id)
 		var hist []string
 		for _, a := range j.History {
 			hist = append(hist, fmt.Sprintf("%d:%s", a.Number, a.Outcome))

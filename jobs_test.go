@@ -51,7 +51,7 @@ func TestEnqueueRefusesBadJobsNamingTheRange(t *testing.T) {
 	if !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), "job 1 of 2") {
 		t.Errorf("EnqueueMany with an empty target: %v, want ErrInvalidJob naming job 1 of 2", err)
 	}
-	if s := r.Stats(); s.LastID != 0 || s.Records != 0 {
+	if s := readStats(t, r); s.LastID != 0 || s.Records != 0 {
 		t.Fatalf("refused enqueues wrote something: %+v", s)
 	}
 }
@@ -62,11 +62,11 @@ func TestEnqueueManyIsOneBatchOneSync(t *testing.T) {
 	r := openOn(t, disk.New(1), Config{Capacity: 1}, succeedString)
 	defer r.Close()
 	ctx := context.Background()
-	s0 := r.Stats()
+	s0 := readStats(t, r)
 	if _, err := r.Enqueue(ctx, time.Time{}, "a", "one"); err != nil {
 		t.Fatal(err)
 	}
-	s1 := r.Stats()
+	s1 := readStats(t, r)
 	jobs := make([]NewJob[string], 100)
 	for i := range jobs {
 		jobs[i] = NewJob[string]{Target: "a", Payload: "many", Options: []JobOption{WithPriority(i % 3)}}
@@ -75,7 +75,7 @@ func TestEnqueueManyIsOneBatchOneSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2 := r.Stats()
+	s2 := readStats(t, r)
 	if ids[0] != 2 || ids[99] != 101 || len(ids) != 100 {
 		t.Fatalf("ids %v, want 2..101", ids)
 	}
@@ -83,7 +83,7 @@ func TestEnqueueManyIsOneBatchOneSync(t *testing.T) {
 		t.Fatalf("EnqueueMany: %d commits, %d syncs, %d records; one Enqueue: %d syncs",
 			s2.Commits-s1.Commits, s2.Syncs-s1.Syncs, s2.Records-s1.Records, s1.Syncs-s0.Syncs)
 	}
-	j, err := r.Get(ids[5])
+	j, err := r.Get(context.Background(), ids[5])
 	if err != nil || j.Priority != 2 {
 		t.Fatalf("job %d: %+v %v, want priority 2", ids[5], j, err)
 	}
@@ -159,7 +159,7 @@ func TestUniqueKeyAdmitsOneLiveJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	records := r.Stats().Records
+	records := readStats(t, r).Records
 	var dup bool
 	id, err := r.Enqueue(ctx, later, "a", "y", WithUnique("order-7"), WasDuplicate(&dup))
 	if err != nil || id != first || !dup {
@@ -169,7 +169,7 @@ func TestUniqueKeyAdmitsOneLiveJob(t *testing.T) {
 	if !errors.Is(err, ErrDuplicate) || id != first {
 		t.Fatalf("FailOnDuplicate: id %d err %v, want id %d and ErrDuplicate", id, err, first)
 	}
-	if got := r.Stats().Records; got != records {
+	if got := readStats(t, r).Records; got != records {
 		t.Fatalf("duplicates journaled %d records", got-records)
 	}
 	if err := r.Close(); err != nil {
@@ -186,7 +186,7 @@ func TestUniqueKeyAdmitsOneLiveJob(t *testing.T) {
 	if id, err := r.Enqueue(ctx, later, "a", "z", WithUnique("order-7"), WasDuplicate(&dup)); err != nil || id == first || dup {
 		t.Fatalf("after the holder ended: id %d dup %v err %v, want a new job", id, dup, err)
 	}
-	if j, err := r.Get(first); err != nil || j.Unique != "order-7" {
+	if j, err := r.Get(context.Background(), first); err != nil || j.Unique != "order-7" {
 		t.Fatalf("Get(%d) = %+v, %v", first, j, err)
 	}
 }
@@ -274,7 +274,7 @@ func TestDrainDueWorksWhatIsDueAndReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[uint64]State{now: StateSucceeded, later: StatePending, flaky: StateWaiting} {
-		if j, err := r.Get(id); err != nil || j.State != want {
+		if j, err := r.Get(context.Background(), id); err != nil || j.State != want {
 			t.Errorf("job %d: %v %v, want %v", id, j.State, err, want)
 		}
 	}
@@ -311,7 +311,7 @@ func TestRetryKeepsTheAttemptHistory(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	j, err := r.Get(id)
+	j, err := r.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

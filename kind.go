@@ -196,15 +196,15 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 }
 
 // Get returns a copy of the job with the given id, its payload decoded, or ErrNotFound (also
-// for a job of another kind).
-func (k *Kind[A]) Get(id uint64) (JobInfo[A], error) {
+// for a job of another kind). ctx bounds the wait, as on Runner.Get.
+func (k *Kind[A]) Get(ctx context.Context, id uint64) (JobInfo[A], error) {
 	if err := k.check(); err != nil {
 		return JobInfo[A]{}, err
 	}
 	if k.q != nil {
 		return JobInfo[A]{}, fmt.Errorf("%w: get %d: a queue cannot look a message up", ErrQueueUnsupported, id)
 	}
-	v, err := k.Runner.Get(id)
+	v, err := k.Runner.Get(ctx, id)
 	if err != nil {
 		return JobInfo[A]{}, err
 	}

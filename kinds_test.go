@@ -81,10 +81,10 @@ func TestKindsShareOneRunner(t *testing.T) {
 			t.Errorf("handlers ran %s, missing %s", got, want)
 		}
 	}
-	if j, err := ints.Get(iids[1]); err != nil || j.Payload != 3 || j.Kind != "int" || j.State != StateSucceeded {
-		t.Errorf("ints.Get(%d) = %+v, %v", iids[1], j, err)
+	if j, err := ints.Get(context.Background(), iids[1]); err != nil || j.Payload != 3 || j.Kind != "int" || j.State != StateSucceeded {
+		t.Errorf("ints.Get(context.Background(), %d) = %+v, %v", iids[1], j, err)
 	}
-	if _, err := ints.Get(sid); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `kind "str"`) {
+	if _, err := ints.Get(context.Background(), sid); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `kind "str"`) {
 		t.Errorf("ints.Get of a str job: %v, want ErrNotFound naming its kind", err)
 	}
 	p, err := ints.List(ctx, ListFilter{})
@@ -157,11 +157,11 @@ func TestUnregisteredKindWaits(t *testing.T) {
 	if err := r.Drain(ctx); err != nil { // a second dispatch does not warn again
 		t.Fatal(err)
 	}
-	st := r.Stats()
+	st := readStats(t, r)
 	if st.Unregistered != 1 || st.Waiting != 1 || st.Succeeded != 1 {
 		t.Errorf("stats %+v, want 1 unregistered waiting, 1 succeeded", st)
 	}
-	if j, err := r.Get(bid); err != nil || j.State != StatePending || j.Kind != "b" {
+	if j, err := r.Get(context.Background(), bid); err != nil || j.State != StatePending || j.Kind != "b" {
 		t.Errorf("job %d of the unregistered kind: %+v %v, want pending", bid, j, err)
 	}
 	if n := strings.Count(logs.String(), "unregistered kind"); n != 1 || !strings.Contains(logs.String(), "kind=b") {
@@ -177,10 +177,10 @@ func TestUnregisteredKindWaits(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j, err := b.Get(bid); err != nil || j.State != StateSucceeded || j.Payload != "y" {
+	if j, err := b.Get(context.Background(), bid); err != nil || j.State != StateSucceeded || j.Payload != "y" {
 		t.Errorf("job %d once its kind is registered: %+v %v, want succeeded", bid, j, err)
 	}
-	if st := r.Stats(); st.Unregistered != 0 {
+	if st := readStats(t, r); st.Unregistered != 0 {
 		t.Errorf("stats %+v, want none unregistered", st)
 	}
 }
@@ -231,7 +231,7 @@ func TestKindConcurrencyLimit(t *testing.T) {
 	if err := <-drained; err != nil {
 		t.Fatal(err)
 	}
-	if st := r.Stats(); st.Succeeded != 5 {
+	if st := readStats(t, r); st.Succeeded != 5 {
 		t.Fatalf("stats %+v, want 5 succeeded", st)
 	}
 }
@@ -278,7 +278,7 @@ func TestUniqueWindowAfterSuccess(t *testing.T) {
 	if err != nil || id == first {
 		t.Fatalf("enqueue after the window: id %d err %v, want a new job", id, err)
 	}
-	j, err := k.Get(id)
+	j, err := k.Get(context.Background(), id)
 	if diff := cmp.Diff(JobInfo[string]{ID: id, Kind: "mail", Target: "t", State: StatePending, FirstDue: mock.Now().UTC(),
 		Due: mock.Now().UTC(), Unique: "welcome", UniqueWindow: time.Hour, Payload: "next day"}, j); err != nil || diff != "" {
 		t.Fatalf("the new job (-want +got) %v\n%s", err, diff)

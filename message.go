@@ -78,12 +78,12 @@ type WorkerConfig struct {
 	// Prefetch is how many received messages may wait for a free handler; default 0.
 	Prefetch int
 	// Budget: a delivery whose receive count reaches max(2, Budget) is retired without running
-	// (acked, logged at Error); default 5. With a redrive policy (RedriveMax N) the budget is
+	// (deleted, logged at Error); default 5. With a redrive policy (RedriveMax N) the budget is
 	// raised to at least N+1, so the queue dead-letters first (logged once at Info).
 	Budget int
 	// RedriveMax is the queue's redrive maxReceiveCount, 0 when it has none.
 	RedriveMax int
-	// Policy gives the backoff of Retry results: Base and Cap (and its jitter). Attempts and
+	// Policy gives the backoff after a retryable error: Base and Cap (and its jitter). Attempts and
 	// Deadline are unused here: the receive Budget and the redrive policy bound redeliveries.
 	Policy Policy
 	// Grace is how long shutdown keeps renewing running handlers' leases before cancelling
@@ -102,7 +102,7 @@ type WorkerConfig struct {
 	// Seed seeds backoff jitter; 0 picks one from the clock.
 	Seed int64
 	// Decode, when set, says whether a message can be handled at all; an error makes it
-	// poison: counted, logged with its id, never handled, acked once its receive count reaches
+	// poison: counted, logged with its id, never handled, deleted once its receive count reaches
 	// the budget.
 	Decode func(Message) error
 	// OnReceived, OnRenewed, OnDropped and OnDisposed report deliveries received, renewals,

@@ -56,7 +56,7 @@ func TestNamesShareOneRule(t *testing.T) {
 	if err := k.Schedule(ctx, "nightly", "@every 1m", "nul\x00target", "x"); !errors.Is(err, ErrInvalidJob) {
 		t.Errorf("Schedule with a NUL target = %v; want ErrInvalidJob", err)
 	}
-	if st := r.Stats(); st.LastID != 0 {
+	if st := readStats(t, r); st.LastID != 0 {
 		t.Errorf("refused names wrote %d jobs", st.LastID)
 	}
 	if _, err := k.Enqueue(ctx, at, strings.Repeat("t", NameMax), "x", WithUnique(strings.Repeat("u", NameMax))); err != nil {
@@ -80,7 +80,7 @@ func TestLongHandlerErrorIsCutOnARuneBoundary(t *testing.T) {
 	if err := k.DrainDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	j, err := k.Get(id)
+	j, err := k.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

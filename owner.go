@@ -29,7 +29,7 @@ const wakeMin = time.Millisecond
 //     Panics become Panicked.
 //  2. Gathering: it blocks for one input, then takes what else is already waiting while the
 //     Node has Room (group commit), yielding once before a write so that callers just
-//     acknowledged can join it.
+//     acknowledged can join it. Every input follows a Clock with the time it was taken.
 //  3. Time only from Config.Clock: one timer, set to Effects.WakeAt.
 //  4. A failure (Effects.Failed) cancels every running handler, and Run and Drain return
 //     it; recovery is Close and Open again (the disk is the truth).
@@ -44,10 +44,8 @@ type owner struct {
 	closeFS func() error
 	failed  error
 	timer   *clock.Timer
-	quit    <-chan struct{} // Close was called; nil once stepped
-	// dueTicked is the last wake time the loop fired at once, already reached.
-	dueTicked time.Time
-	kinds     map[string]kindEntry // registered (Register)
+	quit    <-chan struct{}      // Close was called; nil once stepped
+	kinds   map[string]kindEntry // registered (Register)
 
 	// Invariant: running holds exactly the attempts whose handler goroutine has not reported.
 	running map[runner.Token]context.CancelCauseFunc
@@ -95,14 +93,6 @@ func (o *owner) loop() {
 	for {
 		if o.pump() {
 			return
-		}
-		if w := o.node.WakeAt(); !w.IsZero() && !o.r.clk.Now().Before(w) && !w.Equal(o.dueTicked) {
-			// A wake time already reached is a timer that fires at once (a clock that does not
-			// move, such as a test's mock, never fires the shortest timer); once per wake time,
-			// so a wake the Node cannot act on yet waits for the timer instead of spinning.
-			o.dueTicked = w
-			o.tick()
-			continue
 		}
 		cmds, done, synced := o.r.cmds, o.r.done.ready, o.synced
 		if o.node.Room() == 0 {
@@ -164,12 +154,14 @@ func syncer(in <-chan runner.Batch, out chan<- error) {
 	}
 }
 
-// gather takes what is already waiting while the Node has Room: outcomes, then commands.
-// Before a write it lets callers just acknowledged send their next command first.
+// gather takes what is already waiting while the Node has Room: outcomes, then commands, at
+// the clock's time (the Node's Clock comes before what it takes). Before a write it lets
+// callers just acknowledged send their next command first.
 func (o *owner) gather() {
 	if !o.node.Flying() && !o.r.cfg.opts.SyncEveryRecord {
 		runtime.Gosched()
 	}
+	o.tick()
 	o.outcomes()
 	for o.node.Room() > 0 {
 		select {

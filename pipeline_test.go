@@ -359,3 +359,63 @@ func allZero(p []byte) bool {
 	}
 	return true
 }
+
+// TestReadsAreBoundedByTheirContext: Get, Stats and Breakers wait for the owner, which answers
+// a read only once everything produced is durable. With a journal sync held, each returns its
+// context's error when the context ends; once the sync returns, they answer again.
+func TestReadsAreBoundedByTheirContext(t *testing.T) {
+	g := newGateFS()
+	r := openOn(t, g, Config{}, succeed)
+	defer r.Close()
+	g.mu.Lock()
+	g.gated = true
+	g.mu.Unlock()
+	enq := make(chan error, 1)
+	go func() {
+		_, err := r.Enqueue(context.Background(), time.Now().Add(time.Hour), "t", "x")
+		enq <- err
+	}()
+	for i := 0; ; i++ { // until the enqueue's sync is held
+		g.mu.Lock()
+		held := len(g.log) > 0 && g.log[len(g.log)-1] == "sync<"
+		g.mu.Unlock()
+		if held {
+			break
+		}
+		if i == 5000 {
+			t.Fatal("the enqueue's sync did not begin within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	reads := map[string]func(context.Context) error{
+		"Stats":    func(ctx context.Context) error { _, err := r.Stats(ctx); return err },
+		"Get":      func(ctx context.Context) error { _, err := r.Get(ctx, 1); return err },
+		"Breakers": func(ctx context.Context) error { _, err := r.Breakers(ctx); return err },
+	}
+	for name, read := range reads {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- read(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s with a sync held: %v, want context.DeadlineExceeded", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s with a sync held did not return within 5s of its context's deadline", name)
+		}
+		cancel()
+	}
+	g.mu.Lock()
+	g.gated = false
+	g.mu.Unlock()
+	g.gate <- struct{}{}
+	if err := <-enq; err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range reads {
+		if err := read(context.Background()); err != nil {
+			t.Errorf("%s after the sync: %v", name, err)
+		}
+	}
+}

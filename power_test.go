@@ -92,7 +92,7 @@ func (w *powerWorld) live(t *testing.T) {
 		w.check(t, r)
 		err = w.burst(r)
 		r.Close()
-		w.compactions += int(r.Stats().Compactions)
+		w.compactions += int(readStats(t, r).Compactions)
 	}
 	if err != nil && !errors.Is(err, faultfs.ErrPowerCut) {
 		t.Fatalf("seed %d: %v", w.seed, err)
@@ -115,17 +115,17 @@ func (w *powerWorld) final(t *testing.T) {
 	}
 	defer r.Close()
 	w.check(t, r)
-	w.succeeded += r.Stats().Succeeded
+	w.succeeded += readStats(t, r).Succeeded
 }
 
 // check holds a freshly opened runner to everything acknowledged.
 func (w *powerWorld) check(t *testing.T, r *Kind[string]) {
 	t.Helper()
-	if last := r.Stats().LastID; last < w.lastID {
+	if last := readStats(t, r).LastID; last < w.lastID {
 		t.Fatalf("seed %d: last id %d after the cut, but %d was acknowledged (cut: %s)", w.seed, last, w.lastID, w.fs.LastCut())
 	}
 	for id, payload := range w.acked {
-		j, err := r.Get(id)
+		j, err := r.Get(context.Background(), id)
 		if err != nil || payload != "" && j.Payload != payload {
 			t.Fatalf("seed %d: acknowledged job %d lost: %+v, %v (cut: %s)", w.seed, id, j, err, w.fs.LastCut())
 		}

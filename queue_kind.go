@@ -29,12 +29,12 @@ func (k *Kind[A]) runner() *Runner {
 }
 
 // Breakers is Runner.Breakers; a queue-backed kind's breakers live in each process's
-// worker, so it returns nil.
-func (k *Kind[A]) Breakers() []BreakerInfo {
+// worker, out of the handle's sight (ErrQueueUnsupported).
+func (k *Kind[A]) Breakers(ctx context.Context) ([]BreakerInfo, error) {
 	if k.queue() != nil {
-		return nil
+		return nil, fmt.Errorf("%w: breakers: each process's worker keeps its own; read them from its logs and hooks", ErrQueueUnsupported)
 	}
-	return k.runner().Breakers()
+	return k.runner().Breakers(ctx)
 }
 
 // enqueueQueue is EnqueueMany on a queue: the ids are the jobs' own, drawn at random by this
@@ -99,12 +99,13 @@ func (k *Kind[A]) DrainDue(ctx context.Context) error {
 	return k.runner().DrainDue(ctx)
 }
 
-// Stats is Runner.Stats; for a kind on a QueueRunner it is zero (see QueueRunner.Stats).
-func (k *Kind[A]) Stats() Stats {
+// Stats is Runner.Stats; a queue holds no per-kind counts by state (ErrQueueUnsupported:
+// QueueRunner.Stats counts this process's work).
+func (k *Kind[A]) Stats(ctx context.Context) (Stats, error) {
 	if k.queue() != nil {
-		return Stats{}
+		return Stats{}, fmt.Errorf("%w: stats: a queue keeps no counts by state; use QueueRunner.Stats for this process's work", ErrQueueUnsupported)
 	}
-	return k.runner().Stats()
+	return k.runner().Stats(ctx)
 }
 
 // Unschedule is Runner.Unschedule; a queue-backed kind has no schedules (ErrQueueUnsupported).

@@ -274,9 +274,9 @@ func (r *Runner) enqueueMany(ctx context.Context, njs []runner.NewJob, sets []jo
 }
 
 // Get returns a copy of the job with the given id, of any kind, its payload as journaled
-// (Kind.Get decodes it), or ErrNotFound.
-func (r *Runner) Get(id uint64) (JobInfo[[]byte], error) {
-	rep, err := r.call(context.Background(), command{kind: cmdGet, id: id})
+// (Kind.Get decodes it), or ErrNotFound. It waits for the runner's owner, so ctx bounds it.
+func (r *Runner) Get(ctx context.Context, id uint64) (JobInfo[[]byte], error) {
+	rep, err := r.call(ctx, command{kind: cmdGet, id: id})
 	if err != nil {
 		return JobInfo[[]byte]{}, err
 	}
@@ -318,18 +318,23 @@ func (r *Runner) Retry(ctx context.Context, id uint64) error {
 	return rep.err
 }
 
-// Stats returns counts by state and the disk work done since Open. After Close it returns the
-// values at close (never zeros).
-func (r *Runner) Stats() Stats {
+// Stats returns counts by state and the disk work done since Open. It waits for the runner's
+// owner, so ctx bounds it (ctx.Err() when ctx ends first). After Close it returns the values
+// at close, without an error, so a final metrics scrape still reads them.
+func (r *Runner) Stats(ctx context.Context) (Stats, error) {
+	rep, err := r.call(ctx, command{kind: cmdStats})
+	if err == nil && rep.err == nil {
+		return rep.stats, nil
+	}
 	if r.zero() {
-		return Stats{}
+		return Stats{}, err
 	}
-	rep, err := r.call(context.Background(), command{kind: cmdStats})
-	if err != nil || rep.err != nil {
-		<-r.exit // only a closed runner fails a read
-		return r.last
+	select { // only a closed runner fails a read; its values at close are final
+	case <-r.exit:
+		return r.last, nil
+	case <-ctx.Done():
+		return Stats{}, ctx.Err()
 	}
-	return rep.stats
 }
 
 // Run starts attempts until ctx ends; then it stops gracefully and closes the runner: it

@@ -39,17 +39,23 @@ func TestOpenReopenKeepsJobsAndIDs(t *testing.T) {
 	if _, err := r.Enqueue(ctx, time.Time{}, "t", "x"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Enqueue after Close = %v, want ErrClosed", err)
 	}
+	if st, err := r.Stats(ctx); err != nil || st.LastID != 3 || st.Cancelled != 1 {
+		t.Errorf("Stats after Close = %+v, %v; want the values at close (last id 3, 1 cancelled), no error", st, err)
+	}
+	if _, err := r.Get(ctx, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
 
 	r, err = Open(dir, cfg, JSON[string](), succeed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	st := r.Stats()
+	st := readStats(t, r)
 	if st.LastID != 3 || st.Waiting != 2 || st.Cancelled != 1 {
 		t.Errorf("after reopen: %+v, want last id 3, 2 waiting, 1 cancelled", st)
 	}
-	j, err := r.Get(1)
+	j, err := r.Get(context.Background(), 1)
 	if err != nil || j.State != StatePending || j.Payload != "later" {
 		t.Errorf("Get(1) = %+v, %v; want a pending job with payload later", j, err)
 	}
@@ -121,7 +127,7 @@ func TestEnqueueRefusesTooLargePayloadBeforeJournaling(t *testing.T) {
 	if id, err := r.Enqueue(ctx, time.Time{}, "t", []byte("small")); err != nil || id != 1 {
 		t.Errorf("Enqueue after the refusals = %d, %v; want id 1 (a refusal spends no id)", id, err)
 	}
-	if st := r.Stats(); st.Records != 1 {
+	if st := readStats(t, r); st.Records != 1 {
 		t.Errorf("journal records after the refusals and one enqueue = %d, want 1", st.Records)
 	}
 }
@@ -211,7 +217,7 @@ func TestRetryRevivesADeadJob(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	j, _ := r.Get(id)
+	j, _ := r.Get(context.Background(), id)
 	if j.State != StateDead || j.Reason != "permanent" || j.LastErr != "bad input" {
 		t.Fatalf("job = %+v, want dead (permanent, bad input)", j)
 	}
@@ -222,7 +228,7 @@ func TestRetryRevivesADeadJob(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := r.Get(id); j.State != StateSucceeded {
+	if j, _ := r.Get(context.Background(), id); j.State != StateSucceeded {
 		t.Errorf("after Retry: %+v, want succeeded", j)
 	}
 }
@@ -256,7 +262,7 @@ func TestCompactOnCloseShrinksTheJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if st := r.Stats(); st.LastID != 200 || st.Succeeded != 10 {
+	if st := readStats(t, r); st.LastID != 200 || st.Succeeded != 10 {
 		t.Errorf("after reopen: %+v, want last id 200 and the 10 retained succeeded jobs", st)
 	}
 }

@@ -105,15 +105,15 @@ func TestDriverEnqueueDrainSucceedsAll(t *testing.T) {
 		if err := r.Drain(ctx); err != nil {
 			t.Fatal(err)
 		}
-		st := r.Stats()
+		st := readStats(t, r)
 		if st.Succeeded != n || runs.Load() != n || st.LastID != n {
 			t.Fatalf("after drain: %+v, runs %d; want %d succeeded, %d runs", st, runs.Load(), n, n)
 		}
-		j, err := r.Get(7)
+		j, err := r.Get(context.Background(), 7)
 		if err != nil || j.State != StateSucceeded || j.Attempts != 1 || j.Payload != "p7" {
 			t.Errorf("Get(7) = %+v, %v; want succeeded after 1 attempt with payload p7", j, err)
 		}
-		if _, err := r.Get(n + 1); !errors.Is(err, ErrNotFound) {
+		if _, err := r.Get(context.Background(), n+1); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Get(%d) err = %v, want ErrNotFound", n+1, err)
 		}
 	})
@@ -183,7 +183,7 @@ func TestDriverGroupCommitGathersConcurrentEnqueues(t *testing.T) {
 		synctest.Wait() // every enqueue is in the owner's channel, the owner in its fsync
 		close(h.release)
 		wg.Wait()
-		if st := r.Stats(); st.LastID != 64 || st.Commits != 2 {
+		if st := readStats(t, r); st.LastID != 64 || st.Commits != 2 {
 			t.Errorf("64 enqueues, the last 63 during one fsync: LastID %d in %d commits, want 64 in 2", st.LastID, st.Commits)
 		}
 	})
@@ -212,7 +212,7 @@ func TestDriverSyncEveryRecordCommitsEachCommand(t *testing.T) {
 	r := openOn(t, disk.New(1), cfg, succeedString)
 	defer r.Close()
 	enqueueConcurrently(t, r, 32)
-	if st := r.Stats(); st.Commits != 32 {
+	if st := readStats(t, r); st.Commits != 32 {
 		t.Errorf("commits = %d for 32 enqueues with SyncEveryRecord, want 32", st.Commits)
 	}
 }
@@ -232,11 +232,11 @@ func TestDriverSyncEveryRecordCommitsEachOutcome(t *testing.T) {
 	if _, err := r.EnqueueMany(context.Background(), jobs); err != nil {
 		t.Fatal(err)
 	}
-	c0 := r.Stats().Commits
+	c0 := readStats(t, r).Commits
 	if err := r.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := r.Stats().Commits - c0; n != 1+16 {
+	if n := readStats(t, r).Commits - c0; n != 1+16 {
 		t.Errorf("commits while 16 jobs drained with SyncEveryRecord = %d, want 17 (the starts, then one per outcome)", n)
 	}
 }
@@ -280,7 +280,7 @@ func TestDriverCancelCancelsRunningHandler(t *testing.T) {
 		if c, _ := cause.Load().(error); !errors.Is(c, ErrJobCancelled) {
 			t.Errorf("handler's context.Cause = %v, want ErrJobCancelled", c)
 		}
-		if j, _ := r.Get(id); j.State != StateCancelled {
+		if j, _ := r.Get(context.Background(), id); j.State != StateCancelled {
 			t.Errorf("state = %v, want cancelled (the running attempt's outcome is ignored)", j.State)
 		}
 	})
@@ -309,7 +309,7 @@ func TestDriverRetryWaitsForBackoffOnTheClock(t *testing.T) {
 		if err := r.Drain(ctx); err != nil {
 			t.Fatal(err)
 		}
-		j, _ := r.Get(id)
+		j, _ := r.Get(context.Background(), id)
 		if j.State != StateSucceeded || j.Attempts != 3 || len(starts) != 3 {
 			t.Fatalf("job %+v after %d starts, want succeeded on attempt 3", j, len(starts))
 		}
@@ -334,7 +334,7 @@ func TestDriverPanicIsRecordedDead(t *testing.T) {
 		if err := r.Drain(ctx); err != nil {
 			t.Fatal(err)
 		}
-		j, _ := r.Get(id)
+		j, _ := r.Get(context.Background(), id)
 		if j.State != StateDead || j.Attempts != 1 {
 			t.Errorf("job = %+v, want dead after 1 attempt", j)
 		}
@@ -390,23 +390,23 @@ func TestDriverGracefulStopReleasesTheAttempt(t *testing.T) {
 		if _, err := r.Enqueue(context.Background(), time.Time{}, "a", "late"); !errors.Is(err, ErrClosed) {
 			t.Errorf("Enqueue after Run returned: %v, want ErrClosed", err)
 		}
-		if st := r.Stats(); st.Succeeded != 1 || st.Waiting != 1 || st.LastID != 2 {
+		if st := readStats(t, r); st.Succeeded != 1 || st.Waiting != 1 || st.LastID != 2 {
 			t.Errorf("Stats after close = %+v, want the values at close (1 succeeded, 1 waiting)", st)
 		}
 
 		ran := make(chan string, 1)
 		r = openOn(t, d, cfg, func(ctx context.Context, j Job[string]) error { ran <- j.Payload; return nil })
 		defer r.Close()
-		if j, _ := r.Get(quick); j.State != StateSucceeded {
+		if j, _ := r.Get(context.Background(), quick); j.State != StateSucceeded {
 			t.Errorf("quick job after reopen: %+v, want succeeded", j)
 		}
-		if j, _ := r.Get(stuck); j.State != StatePending || j.Attempts != 0 {
+		if j, _ := r.Get(context.Background(), stuck); j.State != StatePending || j.Attempts != 0 {
 			t.Errorf("stuck job after reopen: %+v, want pending with no attempt counted", j)
 		}
 		if err := r.Drain(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if j, _ := r.Get(stuck); j.State != StateSucceeded || j.Attempts != 1 || <-ran != "stuck" {
+		if j, _ := r.Get(context.Background(), stuck); j.State != StateSucceeded || j.Attempts != 1 || <-ran != "stuck" {
 			t.Errorf("released job after a drain: %+v, want succeeded on attempt 1", j)
 		}
 	})
@@ -442,7 +442,7 @@ func TestDriverAbandonsAHandlerIgnoringTheStop(t *testing.T) {
 		synctest.Wait()
 		r = openOn(t, d, cfg, succeedString)
 		defer r.Close()
-		if j, _ := r.Get(id); j.State != StateDead || j.Reason != "spent" || j.LastErr != "interrupted" {
+		if j, _ := r.Get(context.Background(), id); j.State != StateDead || j.Reason != "spent" || j.LastErr != "interrupted" {
 			t.Errorf("abandoned job after reopen: %+v, want dead (spent) after an interrupted attempt", j)
 		}
 	})
@@ -469,10 +469,10 @@ func TestDriverCrashCountsTheAttempt(t *testing.T) {
 		synctest.Wait() // the old owner idles in its select: the disk is ours
 		d.Crash()
 		r := openOn(t, d, cfg, succeedString)
-		if j, _ := r.Get(running); j.State != StateDead || j.Reason != "spent" || j.LastErr != "interrupted" {
+		if j, _ := r.Get(context.Background(), running); j.State != StateDead || j.Reason != "spent" || j.LastErr != "interrupted" {
 			t.Errorf("running job after the crash: %+v, want dead (spent) after an interrupted attempt", j)
 		}
-		if j, _ := r.Get(waiting); j.State != StatePending {
+		if j, _ := r.Get(context.Background(), waiting); j.State != StatePending {
 			t.Errorf("acknowledged waiting job after the crash: %+v, want pending", j)
 		}
 		_ = r.Close()
@@ -520,7 +520,7 @@ func TestDriverRenameFailureKeepsTheOldJournal(t *testing.T) {
 			t.Fatalf("enqueue %d after a kept compaction failure: %v", i, err)
 		}
 	}
-	st := r.Stats()
+	st := readStats(t, r)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +529,7 @@ func TestDriverRenameFailureKeepsTheOldJournal(t *testing.T) {
 	}
 	r = openOn(t, d, cfg, succeedString)
 	defer r.Close()
-	if st := r.Stats(); st.LastID != 20 || st.Waiting != 20 {
+	if st := readStats(t, r); st.LastID != 20 || st.Waiting != 20 {
 		t.Errorf("after reopen: %+v, want all 20 jobs waiting", st)
 	}
 }
@@ -558,10 +558,10 @@ func TestDriverUndecodablePayloadFailsTheJob(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := r.Get(good); j.State != StateSucceeded {
+	if j, _ := r.Get(context.Background(), good); j.State != StateSucceeded {
 		t.Errorf("good job %+v, want succeeded", j)
 	}
-	j, err := r.Get(bad)
+	j, err := r.Get(context.Background(), bad)
 	if j.State != StateDead || j.Reason != "permanent" || !strings.Contains(j.LastErr, "schema changed") || err == nil {
 		t.Errorf("undecodable job %+v (Get err %v), want dead (permanent) naming the decode error, and Get reporting it", j, err)
 	}
@@ -632,7 +632,7 @@ func TestInspectWritesNothingAndReportsInterrupted(t *testing.T) {
 	wait, _ := r.Enqueue(ctx, time.Now().Add(time.Hour), "a", "y")
 	go func() { _ = r.Drain(ctx) }()
 	<-started
-	r.Stats() // a read answered after the commit that started the attempt: the disk is idle
+	readStats(t, r) // a read answered after the commit that started the attempt: the disk is idle
 	before := diskDigest(t, d)
 	in, err := inspectFS(d)
 	if err != nil {
@@ -673,4 +673,16 @@ func diskDigest(t *testing.T, d *disk.Disk) string {
 		fmt.Fprintf(&b, "%s %x\n", n, buf)
 	}
 	return b.String()
+}
+
+// statsOf is s.Stats, failing tb on an error.
+func readStats(tb testing.TB, s interface {
+	Stats(context.Context) (Stats, error)
+}) Stats {
+	tb.Helper()
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		tb.Fatalf("Stats: %v", err)
+	}
+	return st
 }

@@ -65,8 +65,8 @@ var (
 type WorkerStats struct {
 	Received  int // deliveries received
 	Started   int // handlers started
-	Succeeded int // handlers that acked: the message was deleted
-	Released  int // Retry results: the message was made visible again after its backoff
+	Succeeded int // handlers that returned nil: the message was deleted
+	Released  int // retryable errors (RetryAfter and Snooze too): the message was made visible again later
 	Permanent int // Permanent errors (and panics) without a redrive policy: deleted, logged at Error
 	Terminal  int // DeadLetter errors, and Permanent ones with a redrive policy: hidden for the redrive
 	Retired   int // deliveries over the receive budget: deleted without running, logged at Error

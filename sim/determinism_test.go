@@ -1,47 +1,10 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/datadriven"
 )
-
-func runBytes(t testing.TB, seed int64, profile string, trace bool) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	o := Options{Seed: seed, Profile: profile}
-	if trace {
-		o.Trace = &b
-	}
-	res, err := Run(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Report(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// TestSameSeedSameBytes runs seeds of every profile twice, trace included, and compares the
-// output byte for byte (run it under -race too: the runs share nothing).
-func TestSameSeedSameBytes(t *testing.T) {
-	for _, profile := range []string{"swarm", "calm", "disk", "network", "bitflip"} {
-		for _, seed := range []int64{1, 2, 42} {
-			a := runBytes(t, seed, profile, true)
-			b := runBytes(t, seed, profile, true)
-			if !bytes.Equal(a, b) {
-				t.Errorf("seed %d profile %s: two runs differ (%d vs %d bytes)", seed, profile, len(a), len(b))
-			}
-		}
-	}
-}
 
 // TestSeedsDiffer guards against a world that ignores its seed.
 func TestSeedsDiffer(t *testing.T) {
@@ -80,98 +43,6 @@ func TestOffset(t *testing.T) {
 	} {
 		if got := Offset(c.d); got != c.want {
 			t.Errorf("Offset(%v) = %q, want %q", c.d, got, c.want)
-		}
-	}
-}
-
-// TestSweep runs 200 seeds of the swarm and 25 of each pinned profile (ten times as many with
-// SLUICE_LONG=1) and fails on any violation, printing each failing seed's report.
-func TestSweep(t *testing.T) {
-	scale := 1
-	if os.Getenv("SLUICE_LONG") != "" {
-		scale = 10
-	}
-	failed := 0
-	for _, p := range []struct {
-		profile string
-		seeds   int
-	}{{"swarm", 200}, {"calm", 25}, {"disk", 25}, {"network", 25}, {"bitflip", 25}} {
-		for seed := int64(1); seed <= int64(p.seeds*scale); seed++ {
-			res, err := Run(Options{Seed: seed, Profile: p.profile})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.OK() {
-				failed++
-				var b bytes.Buffer
-				res.Report(&b)
-				t.Errorf("seed %d profile %s: %v\n%s", seed, p.profile, res.Violation, b.String())
-				if failed >= 3 {
-					t.Fatalf("stopping after %d failing seeds", failed)
-				}
-			}
-		}
-	}
-}
-
-// TestCorpus replays every entry of corpus/sim/*.txt and compares its outcome and digest.
-// After a deliberate behaviour change: check the runs, then rerun with -rewrite.
-func TestCorpus(t *testing.T) {
-	files, err := filepath.Glob("../corpus/sim/*.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no corpus entries in corpus/sim")
-	}
-	for _, f := range files {
-		datadriven.RunTest(t, f, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd != "run" {
-				t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
-			}
-			var args []string
-			for _, a := range d.CmdArgs {
-				args = append(args, a.String())
-			}
-			e, err := ParseRunArgs(args)
-			if err != nil {
-				t.Fatalf("%s: %v", d.Pos, err)
-			}
-			res, err := Run(e.Options())
-			if err != nil {
-				t.Fatalf("%s: %v", d.Pos, err)
-			}
-			return Outcome(res)
-		})
-	}
-}
-
-// TestParseCorpusMatchesDatadriven: simrun --replay's parser reads the same entries.
-func TestParseCorpusMatchesDatadriven(t *testing.T) {
-	files, _ := filepath.Glob("../corpus/sim/*.txt")
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries, err := ParseCorpus(f, string(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := 0
-		datadriven.RunTest(t, f, func(t *testing.T, d *datadriven.TestData) string {
-			if i >= len(entries) {
-				t.Fatalf("%s: datadriven sees more entries than ParseCorpus (%d)", f, len(entries))
-			}
-			e := entries[i]
-			i++
-			if got := d.CmdArgs[0].String(); got != "seed="+strconv.FormatInt(e.Seed, 10) {
-				t.Errorf("%s: datadriven %s, ParseCorpus seed %d", d.Pos, got, e.Seed)
-			}
-			return d.Expected
-		})
-		if i != len(entries) {
-			t.Errorf("%s: ParseCorpus found %d entries, datadriven %d", f, len(entries), i)
 		}
 	}
 }

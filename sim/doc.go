@@ -18,7 +18,7 @@
 //     jumps to the next event. Times print as offsets from Epoch. In the safety phase the
 //     scheduling families (Loop.Shift) may fire an event late, bunch it to a grain, or let later
 //     events of its instant overtake it; never earlier, never in the liveness phase.
-//  4. The seed's "swarm" stream draws the configuration and the fault mix (NewConfig); a
+//  4. The seed's "swarm" stream draws the configuration and the fault mix (sim/config); a
 //     profile pins the fault mix (sim/faults.Pick). Every profile makes the same draws.
 //  5. A run has a safety phase (faults on, Options.Safety long) and a liveness phase (faults
 //     off) that ends when every job and message has settled, or fails at a bound computed
@@ -33,9 +33,10 @@
 //     journal's frames) is rendered by core's Describe functions, not by the world.
 //  8. A run's verdict is ok, violation, incomplete (stopped at the steps max) or fault (a panic
 //     inside the simulator, caught by Run with its stack): Run never panics on a seed.
-//  9. Everything that explains a run is derived from its trace by running the seed again, in
-//     sim/explain: Explain (the focused report), WriteTimeline (the HTML page), Shrink (a
-//     search over shrink tokens, each a replayable override of the drawn configuration).
+//  9. Everything that renders or explains a run is in sim/explain: Report (the summary), and,
+//     derived from its trace by running the seed again, Explain (the focused report),
+//     WriteTimeline (the HTML page), Shrink (a search over sim/config's shrink tokens, each a
+//     replayable override of the drawn configuration). Corpus files are parsed by sim/corpus.
 //  10. Damaged journal images are built by sim/forge. A program's misuse of the machines' APIs
 //     (bad configurations, calls a buggy driver makes) is tested in core's own packages.
 //

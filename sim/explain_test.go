@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestFocusedReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := res.Report(&b); err != nil {
+	if err := explain.Report(res, &b); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"machine: the runner's journal and recovery", "events of the entities involved:", "  job "} {
@@ -226,6 +227,63 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	for _, c := range []string{"att", "crash", "sync", "lead", "lease"} {
 		if d.classes[c] == 0 {
 			t.Errorf("no element of class %q (classes %v)", c, d.classes)
+		}
+	}
+}
+
+// A violation's report names the invariant, shows the last events and the repro command, and
+// still ends with the digest.
+func TestViolationReport(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		res, err := sim.Run(sim.Planted(sim.Options{Seed: seed, Profile: "disk"}, "ack-early"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Violation == nil {
+			continue
+		}
+		var b strings.Builder
+		if err := explain.Report(res, &b); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, want := range []string{"VIOLATION no-lost-ack at ", "last 30 events:", "reproduce: go run ./cmd/simrun --seed " + strconv.FormatInt(seed, 10) + " --profile disk\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report lacks %q:\n%s", want, out)
+			}
+		}
+		if !strings.HasSuffix(out, "trace sha256 "+res.Digest+"\n") {
+			t.Errorf("report does not end with the digest:\n%s", out)
+		}
+		return
+	}
+	t.Fatal("no seed violated")
+}
+
+// A run stopped by the steps max is incomplete, not ok; a panic inside the simulator is a
+// fault with its stack, not a crash of the caller.
+func TestVerdicts(t *testing.T) {
+	res, err := sim.Run(sim.Options{Seed: 1, Steps: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict() != sim.VerdictIncomplete || res.OK() {
+		t.Errorf("steps max run: verdict %s, want %s", res.Verdict(), sim.VerdictIncomplete)
+	}
+	res, err = sim.Run(sim.Planted(sim.Options{Seed: 1}, "panic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict() != sim.VerdictFault || !strings.Contains(res.Fault, "planted simulator fault") || !strings.Contains(res.Fault, "runSafely") {
+		t.Errorf("panicking run: verdict %s, fault %q", res.Verdict(), res.Fault)
+	}
+	var b strings.Builder
+	if err := explain.Report(res, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SIMULATOR FAULT seed 1", "reproduce: go run ./cmd/simrun --seed 1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"hash/crc32"
 	"math/bits"
 	"strconv"
 
@@ -19,34 +18,6 @@ import (
 // must refuse each as corruption (corruption-refused), never apply it. Draws come from the
 // world's "forge" stream and the nodes' "forge-schedule/<node>/<crash>" and
 // "forge-copy/<node>/<commit>" streams, so no other draw moves.
-
-// The frame layout, for the damage families that read frames (journal_fam.go, mut_split.go).
-const (
-	frameHdr   = forge.FrameHdr
-	payloadHdr = forge.PayloadHdr
-	fileHdr    = forge.FileHdr
-	snapFlag   = forge.SnapFlag
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// forgedFrame is one frame of a journal image (forge.Frame).
-type forgedFrame struct {
-	off   int
-	n     int // payload length
-	flags byte
-}
-
-// framesBefore lists the frames of b wholly before end (forge.Frames).
-func framesBefore(b []byte, end int) []forgedFrame {
-	var fs []forgedFrame
-	for _, f := range forge.Frames(b, end) {
-		fs = append(fs, forgedFrame{off: f.Off, n: f.N, flags: f.Flags})
-	}
-	return fs
-}
-
-func spare(b []byte) bool { return forge.Spare(b) }
 
 // forgeMark forges the clean-close mark of node n's journal, just closed cleanly (forge.Mark).
 // It reports whether it forged.

@@ -150,7 +150,7 @@ func TestWithoutLastFiredKeepsTheJobDropsTheAdvance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	split, ok := withoutLastFired(img)
+	split, ok := forge.WithoutLastFired(img)
 	if !ok {
 		t.Fatal("the last commit handled periods, but nothing was split")
 	}

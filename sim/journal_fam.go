@@ -1,12 +1,9 @@
 package sim
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"math/bits"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/forge"
 )
 
 // The journal's families: what production does to a runner's journal that the rest of the
@@ -61,7 +59,7 @@ func (w *World) jfam() *journalFam {
 // injected says whether err is the work of an injected disk fault: an error the disk returned
 // (disk.ErrInjected), or the journal's io.ErrShortWrite for a short count reported without one.
 func (w *World) injected(err error) bool {
-	return errors.Is(err, disk.ErrInjected) || w.cfg.Faults.Disk.ShortWrite > 0 && errors.Is(err, io.ErrShortWrite)
+	return Injected(err, w.cfg.Faults.Disk)
 }
 
 // bigRecordMax is the RecordMax of a node with big records: larger than the journal's read
@@ -284,100 +282,33 @@ func describeHead(b []byte) string {
 }
 
 // aimRule damages node n's synced journal (before end, where its last complete batch starts)
-// so that one of the journal's frame rules, or its header's, must refuse it: a first frame
-// that is not LSN 1 of batch 1, a snapshot flag where none may be or an end flag missing from
-// one, a batch number 0, a later frame out of LSN or batch order, a file cut inside its header.
-// Each frame is resealed (its CRC matches), so only the rule can see it. Two damages of the
-// damage family in three are aimed (its own stream); the refusal must name the offset aimed at.
-// It reports whether it damaged.
+// so that one of the journal's frame rules, or its header's, must refuse it (forge.Aim). Two
+// damages of the damage family in three are aimed (its own stream); the refusal must name
+// the offset aimed at. It reports whether it damaged.
 func (w *World) aimRule(n *runnerNode, end, last int64) bool {
 	r := w.jfam().rAim
 	if r.Intn(3) == 0 {
 		return false
 	}
 	b, err := readAll(n.disk, journalName)
-	if err != nil || int64(len(b)) < end || len(b) < fileHdr {
+	if err != nil || int64(len(b)) < end || len(b) < forge.FileHdr {
 		return false
 	}
-	snapFile := b[12]&1 != 0
-	k := r.Intn(11)
-	if k == 0 {
-		size := 1 + r.Intn(fileHdr-1)
-		if snapFile && r.Intn(2) == 0 {
-			size = fileHdr // the header alone: the snapshot it announces is gone
-		}
-		n.disk.Cut(journalName, int64(size))
-		w.jfam().aimedAt[n.id] = 0
-		if size == fileHdr {
-			w.jfam().aimedAt[n.id] = fileHdr
-		}
-		n.flipped = fmt.Sprintf("the file cut to %d bytes, inside its header (%d later bytes of complete batches lost)", size, last-int64(size))
-		w.fault("aimed-cut")
-		w.trace(n.name, "FORGE "+n.flipped)
-		return true
-	}
-	fs := framesBefore(b, int(end))
-	if len(fs) == 0 || k >= 6 && k < 10 && len(fs) < 2 {
-		return false
-	}
-	f := fs[0]
-	if k >= 6 && k < 10 {
-		f = fs[1+r.Intn(len(fs)-1)]
-	}
-	p := b[f.off+frameHdr : f.off+frameHdr+f.n]
-	lsn, batch := binary.LittleEndian.Uint64(p[0:]), binary.LittleEndian.Uint64(p[8:])
-	var what string
+	a := forge.Aim(r, b, int(end))
 	switch {
-	case k == 1 && !snapFile:
-		lsn = 2 + uint64(r.Intn(1000))
-		what = "the first frame's LSN moved off 1"
-	case k == 2 && !snapFile:
-		batch = 2 + uint64(r.Intn(1000))
-		what = "the first frame's batch moved off 1"
-	case k == 3 && !snapFile:
-		p[16] |= snapFlag
-		what = "a snapshot flag on the first frame of a plain file"
-	case k == 3:
-		p[16] &^= snapFlag
-		what = "the snapshot flag cleared on the first frame of a compacted file"
-	case k <= 4 && snapFile:
-		batch = 0
-		what = "the snapshot frame's batch set to 0"
-	case k <= 5 && snapFile:
-		p[16] &^= 1 // flagEnd
-		what = "the snapshot frame's end flag cleared"
-	case k <= 5:
-		lsn = 0
-		what = "the first frame's LSN set to 0"
-	case k == 6:
-		p[16] |= snapFlag
-		what = "a snapshot flag on a later frame"
-	case k == 7:
-		lsn += 1 + uint64(r.Intn(5))
-		what = "a later frame's LSN moved forward"
-	case k == 8:
-		batch++
-		what = "a later frame's batch moved forward"
-	case k == 10:
-		p[16] |= 0x40
-		what = "an unknown frame flag"
+	case a.What == "":
+		return false
+	case a.Cut > 0:
+		n.disk.Cut(journalName, int64(a.Cut))
+		n.flipped = fmt.Sprintf("the file cut to %d bytes, inside its header (%d later bytes of complete batches lost)", a.Cut, last-int64(a.Cut))
+		w.fault("aimed-cut")
 	default:
-		lsn--
-		what = "a later frame's LSN repeated"
+		old, _ := readAll(n.disk, journalName)
+		flipDiff(n, old, b)
+		n.flipped = fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed (synced; %d later bytes of complete batches)", a.At, a.What, last-end)
+		w.fault("aimed-frame")
 	}
-	binary.LittleEndian.PutUint64(p[0:], lsn)
-	binary.LittleEndian.PutUint64(p[8:], batch)
-	fr := b[f.off : f.off+frameHdr+f.n]
-	binary.LittleEndian.PutUint32(fr[4:8], crc32.Update(crc32.Update(0, castagnoli, fr[0:4]), castagnoli, fr[frameHdr:]))
-	old, _ := readAll(n.disk, journalName)
-	for i := f.off; i < f.off+frameHdr+f.n; i++ {
-		for d := b[i] ^ old[i]; d != 0; d &= d - 1 {
-			n.disk.FlipBit(journalName, int64(i), uint(bits.TrailingZeros8(d)))
-		}
-	}
-	w.jfam().aimedAt[n.id] = int64(f.off)
-	n.flipped = fmt.Sprintf("the frame at byte %d rewritten with %s, its CRC resealed (synced; %d later bytes of complete batches)", f.off, what, last-end)
-	w.fault("aimed-frame")
+	w.jfam().aimedAt[n.id] = a.At
 	w.trace(n.name, "FORGE "+n.flipped)
 	return true
 }
@@ -411,14 +342,14 @@ func (n *runnerNode) damageClosed(closeErr error) {
 	if err != nil || n.disk.SettledLen(journalName) != int64(len(b)) {
 		return
 	}
-	fs := framesBefore(b, len(b))
-	if len(fs) == 0 || fs[len(fs)-1].off+frameHdr+fs[len(fs)-1].n != len(b) {
+	fs := forge.Frames(b, len(b))
+	if len(fs) == 0 || fs[len(fs)-1].Off+forge.FrameHdr+fs[len(fs)-1].N != len(b) {
 		return
 	}
-	start := fs[0].off
+	start := fs[0].Off
 	for _, f := range fs[:len(fs)-1] {
-		if f.flags&1 != 0 { // flagEnd: the next frame starts a batch
-			start = f.off + frameHdr + f.n
+		if f.Flags&1 != 0 { // flagEnd: the next frame starts a batch
+			start = f.Off + forge.FrameHdr + f.N
 		}
 	}
 	off := int64(start + w.jfam().rAim.Intn(len(b)-start))
@@ -443,13 +374,13 @@ func (w *World) journalIntact(n *runnerNode, end, last int64) string {
 	case int64(len(b)) < last:
 		return fmt.Sprintf("%s holds %d bytes after the crash, the engine's synced batches %d", journalName, len(b), last)
 	}
-	fs := framesBefore(b, int(last))
-	atEnd, atLast := end == fileHdr, false
+	fs := forge.Frames(b, int(last))
+	atEnd, atLast := end == forge.FileHdr, false
 	for _, f := range fs {
-		if f.flags&1 == 0 { // flagEnd: a batch ends with this frame
+		if f.Flags&1 == 0 { // flagEnd: a batch ends with this frame
 			continue
 		}
-		stop := int64(f.off + frameHdr + f.n)
+		stop := int64(f.Off + forge.FrameHdr + f.N)
 		atEnd = atEnd || stop == end
 		atLast = atLast || stop == last
 	}

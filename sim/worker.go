@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/netfault"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -929,11 +930,7 @@ func (p *workerProc) batchCall(id uint64, deadline time.Time, op string, receipt
 				entries, whole = nil, transportErr(core.Retryable, op, "RequestTimeout")
 			} else if breach == faults.BreachCount {
 				// The contract broken: one result too few or too many (taken effect all the same).
-				if len(entries) > 1 && w.rBreach.Intn(2) == 0 {
-					entries = entries[:len(entries)-1]
-				} else {
-					entries = append(entries, nil)
-				}
+				entries = netfault.Miscount(entries, len(entries) > 1 && w.rBreach.Intn(2) == 0)
 			}
 		case call == faults.CallStale:
 			entries = make([]error, n)
@@ -983,9 +980,7 @@ func asCaller(receipts []string, entries []error, whole error) error {
 	return whole
 }
 
-// errUnclassed is a failure that is no *core.TransportError (a client library's own error): the
-// worker must treat it as retryable and as possibly taken effect (core.ClassOf).
-var errUnclassed = errors.New("simulated connection reset by peer")
+var errUnclassed = netfault.ErrUnclassed
 
 // dispositionReplied tells the checker which disposition calls failed retryably (the
 // worker may send them again).
@@ -1057,22 +1052,10 @@ func (w *World) checkQueue() {
 	}
 }
 
-func transportErr(class core.Class, op, code string) error {
-	return &core.TransportError{Class: class, Op: op, Code: code, Err: errors.New("simulated " + code)}
-}
+// transportErr and callErr are the simulated client's errors, shared with sluicetest.
+var transportErr = netfault.Err
 
-func callErr(w *World, call faults.Call, op string) error {
-	switch call {
-	case faults.CallThrottle:
-		return transportErr(core.Retryable, op, "ThrottlingException")
-	case faults.CallServerError:
-		return transportErr(core.Retryable, op, "InternalError")
-	case faults.CallFatal:
-		return transportErr(core.Fatal, op, "AccessDenied")
-	default:
-		return transportErr(core.Retryable, op, "RequestTimeout")
-	}
-}
+func callErr(_ *World, call faults.Call, op string) error { return netfault.Call(call, op) }
 
 // dupTracker attributes each duplicate successful run of a message (a success after an
 // earlier success) to what kept the earlier one from deleting it.

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/journal"
+	"github.com/sluicehq/sluice/sim/config"
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/trace"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -25,7 +27,7 @@ type Options struct {
 	Safety  time.Duration // safety phase length; 0: SafetyDefault
 	Steps   int           // events max; 0: StepsMaxDefault
 	Trace   io.Writer     // when set, every trace line is written to it
-	// Shrunk is a shrink token (token.go): overrides of the seed's drawn configuration that
+	// Shrunk is a shrink token (sim/config): overrides of the seed's drawn configuration that
 	// replay a shrunk run byte for byte.
 	Shrunk string
 	// Perturb allocates the world's heap, maps and buffers with other capacities, for the
@@ -40,7 +42,7 @@ type Options struct {
 type World struct {
 	cfg  Config
 	loop Loop
-	tr   *Trace
+	tr   *trace.Trace
 	chk  *Checker
 	st   Stats
 	runs [256]string // repeated's strings of one byte, by the byte
@@ -195,7 +197,7 @@ func Run(o Options) (*Result, error) {
 		return nil, err
 	}
 	if o.Shrunk != "" {
-		if cfg, err = ApplyToken(cfg, o.Shrunk); err != nil {
+		if cfg, err = config.ApplyToken(cfg, o.Shrunk); err != nil {
 			return nil, err
 		}
 	}
@@ -248,13 +250,13 @@ func (w *World) perturb() {
 	w.chk.nodes = make(map[int]*nodeModel, 61)
 	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
 	w.chk.receipts = make(map[string]*receiptModel, 2003)
-	w.tr.buf, w.tr.prefixLen = make([]byte, 0, 4093), 0
+	w.tr.Perturb()
 	w.pollers = make([]*longPoll, 0, 37)
 }
 
 func newWorld(cfg Config, out io.Writer) *World {
 	w := &World{
-		cfg: cfg, tr: NewTrace(out), chk: NewChecker(), faultsOn: true,
+		cfg: cfg, tr: trace.New(out), chk: NewChecker(), faultsOn: true,
 		rNet: Stream(cfg.Seed, "network"), rFaults: Stream(cfg.Seed, "faults"),
 		rWork: Stream(cfg.Seed, "workload"), rExec: Stream(cfg.Seed, "executor"),
 		rSched: Stream(cfg.Seed, "schedule"), rPoint: Stream(cfg.Seed, "crash-point"),

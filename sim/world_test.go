@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,38 +187,6 @@ func TestMutationIgnoreFatalIsCaught(t *testing.T) {
 	if v == nil || v.Invariant != InvFatalEndsRun || !strings.Contains(v.Detail, "fatal receive") {
 		t.Fatalf("violation %v, want %s about a fatal receive", v, InvFatalEndsRun)
 	}
-}
-
-// A violation's report names the invariant, shows the last events and the repro command, and
-// still ends with the digest.
-func TestViolationReport(t *testing.T) {
-	for seed := int64(1); seed <= 30; seed++ {
-		cfg, _ := NewConfig(seed, "disk")
-		w := newWorld(cfg, nil)
-		w.mutation = mutAckEarly
-		w.run()
-		v := w.chk.Violation()
-		if v == nil {
-			continue
-		}
-		res := &Result{Config: cfg, Violation: v, Last: w.tr.Last(), Digest: w.tr.Digest(), Checks: w.chk.Checks(),
-			Options: Options{Seed: seed, Profile: "disk"}}
-		var b strings.Builder
-		if err := res.Report(&b); err != nil {
-			t.Fatal(err)
-		}
-		out := b.String()
-		for _, want := range []string{"VIOLATION no-lost-ack at ", "last 30 events:", "reproduce: go run ./cmd/simrun --seed " + strconv.FormatInt(seed, 10) + " --profile disk\n"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("report lacks %q:\n%s", want, out)
-			}
-		}
-		if !strings.HasSuffix(out, "trace sha256 "+res.Digest+"\n") {
-			t.Errorf("report does not end with the digest:\n%s", out)
-		}
-		return
-	}
-	t.Fatal("no seed violated")
 }
 
 // A replay of a copy of the disk that differs from the live state is reported (here the live

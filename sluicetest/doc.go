@@ -1,5 +1,5 @@
 // Package sluicetest tests a user's own job handlers, as written for production, under seeded
-// crashes, torn writes, fsync failures, graceful stops and faulty downstream services.
+// crashes, disk faults, graceful stops and faulty downstream services.
 //
 // A Scenario names the handler (built by Setup over simulated Services), the sluice.Config and
 // codec the program uses, a Workload that plans enqueues, cancels and retries over simulated time,
@@ -8,7 +8,8 @@
 // the path of a timeline file. Find runs the same sweep without a *testing.T.
 //
 // The simulated world executes core/runner's Node, the host the production runner executes, over
-// sim/disk on a simulated clock: a batch's sync lands as an event of the instant it was written
+// sim/disk on the simulator's event loop (sim.Loop), with the faults of the simulator's presets
+// (sim/faults: the disk profile's for the runner, the network profile's for a worker): a batch's sync lands as an event of the instant it was written
 // (what that instant still steps goes into the next batch), and a graceful stop is the Node's
 // (admission off, the graces, a flush, a compaction when CompactOnClose, close). It runs Config
 // as a Runner does, through the same code (its defaults and checks, AgeMax, the middleware

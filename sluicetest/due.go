@@ -33,7 +33,7 @@ func DrainDue(ctx context.Context, r *sluice.Runner, now time.Time) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		quiet, err := nothingDue(r, now)
+		quiet, err := nothingDue(ctx, r, now)
 		if err != nil {
 			stop()
 			<-done
@@ -50,13 +50,13 @@ func DrainDue(ctx context.Context, r *sluice.Runner, now time.Time) error {
 }
 
 // nothingDue reports that no attempt runs and no job is due at now.
-func nothingDue(r *sluice.Runner, now time.Time) (bool, error) {
-	st := r.Stats()
-	if st.Running > 0 {
-		return false, nil
+func nothingDue(ctx context.Context, r *sluice.Runner, now time.Time) (bool, error) {
+	st, err := r.Stats(ctx)
+	if err != nil || st.Running > 0 {
+		return false, err
 	}
 	for id := uint64(1); id <= st.LastID; id++ {
-		j, err := r.Get(id)
+		j, err := r.Get(ctx, id)
 		if errors.Is(err, sluice.ErrNotFound) {
 			continue // pruned by compaction: terminal
 		}

@@ -23,9 +23,10 @@ type Scenario[A any] struct {
 	Setup func(env *Env) sluice.Handler[A]
 	// Workload plans the enqueues, cancels and retries, drawing from r.
 	Workload func(r *rand.Rand, p *Plan[A])
-	// Invariants are checked after every step and at the end (View.Final). Three provided
-	// ones are always checked too: "acknowledged jobs settle", "no effect after cancel" and
-	// "success was reported".
+	// Invariants are checked after every step and at the end (View.Final). Provided ones are
+	// always checked too: "acknowledged jobs settle", "no effect after cancel", "success was
+	// reported", "durable state survives a restart", "a graceful stop waits for its handlers"
+	// and "a graceful stop keeps every outcome".
 	Invariants []Invariant[A]
 	// JobsMax bounds the enqueues a seed's knobs allow (default 8); Horizon is how long
 	// faults are injected (default 30s of simulated time).
@@ -119,7 +120,7 @@ type Knobs struct {
 	Jobs          int  // enqueues allowed
 	Crashes       int  // process crashes (at a time, after a service call, or inside a commit)
 	Stops         int  // graceful stops
-	DiskFaults    bool // failed writes and fsyncs (each poisons the runner: a crash)
+	DiskFaults    bool // the disk profile's faults (a failed write or fsync poisons the runner: a crash)
 	ServiceFaults bool // the services' Fail, ApplyThenFail and Timeout
 	Horizon       time.Duration
 }
@@ -205,16 +206,10 @@ type Invariant[A any] struct {
 // Request.Key the handler uses).
 func ExactlyOnce[A any](service string, key func(payload A) string) Invariant[A] {
 	return Invariant[A]{Name: "exactly-once " + service + " effect per key", Check: func(v View[A]) error {
-		n := map[string]int{}
-		for _, c := range v.Effects(service) {
-			if c.Read {
-				continue
-			}
-			n[c.Key]++
-			if n[c.Key] > 1 {
-				return fmt.Errorf("key %q took effect %d times on %s (the last by attempt %d#%d at %s)",
-					c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
-			}
+		n, c := onceEach(v.Calls(service))
+		if c != nil {
+			return fmt.Errorf("key %q took effect %d times on %s (the last by attempt %d#%d at %s)",
+				c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
 		}
 		if !v.Final() {
 			return nil

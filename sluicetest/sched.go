@@ -1,67 +1,26 @@
 package sluicetest
 
 import (
-	"container/heap"
 	"context"
+	"errors"
 	"fmt"
-	"hash/fnv"
+	"math/rand"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/faults"
 )
 
-// epoch is where every simulated clock starts.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// epoch is where every simulated clock starts: sim's.
+var epoch = sim.Epoch
 
 // watchdog is how long (wall clock) the world waits for a handler to reach a Service call or
 // return before it reports the handler as blocked outside the simulation.
 var watchdog = 10 * time.Second
-
-type evKind uint8
-
-const (
-	evPlan evKind = iota + 1
-	evCallDone
-	evOutcome
-	evWake
-	evCrash
-	evArmCommitCrash
-	evStop
-	evRestart
-	evHorizon
-	evFunc // fn runs: the worker world's network legs
-)
-
-type event struct {
-	at   time.Time
-	seq  uint64
-	kind evKind
-	op   int
-	call *pendingCall
-	att  *attempt
-	fn   func()
-}
-
-type evHeap []*event
-
-func (h evHeap) Len() int { return len(h) }
-func (h evHeap) Less(i, j int) bool {
-	if !h[i].at.Equal(h[j].at) {
-		return h[i].at.Before(h[j].at)
-	}
-	return h[i].seq < h[j].seq
-}
-func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *evHeap) Push(x any)   { *h = append(*h, x.(*event)) }
-func (h *evHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
 
 // attempt is one running handler. Its fields are written by the world only while the handler
 // is parked in a Service call (or before it starts), so the channels order every access.
@@ -74,11 +33,12 @@ type attempt struct {
 	parked *pendingCall
 	// dead: the process died; the next Service call exits the goroutine.
 	dead, exiting bool
-	// userCancelled: the job's cancellation reached the handler's context.
-	userCancelled bool
-	calls         int // service calls issued so far
-	finished      atomic.Bool
-	out           error
+	// userCancelled: the job's cancellation reached the handler's context; cancelled: any
+	// cancellation did.
+	userCancelled, cancelled bool
+	calls                    int // service calls issued so far
+	finished                 atomic.Bool
+	out                      error
 }
 
 type reply struct {
@@ -111,41 +71,157 @@ func Now(ctx context.Context) time.Time {
 
 type fixedNowKey struct{}
 
-// sched is the non-generic half of the world: the clock, the event heap, the services and the
-// handshake with handler goroutines (exactly one goroutine runs at a time).
+// sched is the non-generic half of the world: sim's event loop, the seed's fault mix, the
+// services and the handshake with handler goroutines (exactly one goroutine runs at a time).
 type sched struct {
-	now      time.Time
-	seq      uint64
-	events   evHeap
+	loop     sim.Loop
+	now      time.Time // sim.Epoch plus the loop's time, set before each event
 	yield    chan yieldMsg
 	dog      *time.Timer
-	seed     int64      // service draws hash it with the call's identity (see draws)
+	seed     int64
+	k        Knobs
+	fs       faults.Set // the seed's fault mix, drawn as simrun draws it
+	rFault   *rand.Rand
 	services []*Service // in creation order
 	svcFault bool
 	inflight int
-	callsN   int
+	callsN   int // calls completed
+	issuedN  int // calls issued
 	log      []string
-	// onCallDone runs after every completed call (crash and stop points hook here).
-	onCallDone func()
+	// onCallDone runs after every completed call, onCallIssued after every issued one with
+	// its latency (crash and stop points hook here);
+	// onOutcome takes a returned handler's outcome, as an event of the instant it returned.
+	onCallDone   func()
+	onCallIssued func(lat time.Duration)
+	onOutcome    func(*attempt)
 	// aborted: a handler broke the simulation (blocked, or raced it); the run stops.
 	aborted    error
 	abortedWhy string
+	violation  *Violation
+	stormOver  bool
+	final      bool
+	steps      int
 
 	mu       sync.Mutex
 	outlived string // set by a goroutine that called a Service after its handler returned
 }
 
-func newSched(seed int64) *sched {
+// newSched is a world for seed with knobs k under the sim/faults preset profile.
+func newSched(seed int64, k Knobs, profile string) *sched {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &sched{now: epoch, yield: make(chan yieldMsg), dog: t, seed: seed}
+	fs, err := sim.FaultSet(seed, profile)
+	if err != nil {
+		panic(err) // the profiles are ours
+	}
+	w := &sched{now: epoch, yield: make(chan yieldMsg), dog: t, seed: seed, k: k, fs: fs,
+		rFault: sim.Stream(seed, "faults"), svcFault: k.ServiceFaults}
+	w.loop.OnTime = func(d time.Duration) { w.now = epoch.Add(d) }
+	return w
 }
 
-func (w *sched) push(e *event) {
-	w.seq++
-	e.seq = w.seq
-	heap.Push(&w.events, e)
+// effectAfterCancel is the first call that took effect although its attempt's context had
+// been cancelled, with its service's name.
+func (w *sched) effectAfterCancel() (Call, string, bool) {
+	for _, s := range w.services {
+		for _, c := range s.calls {
+			if c.Applied && c.AfterCancel {
+				return c, s.name, true
+			}
+		}
+	}
+	return Call{}, "", false
 }
+
+// onceEach counts the effects per key of calls (reads and calls without effect left out) and
+// returns the first call whose key took effect a second time.
+func onceEach(calls []Call) (map[string]int, *Call) {
+	n := map[string]int{}
+	for i, c := range calls {
+		if !c.Applied || c.Read {
+			continue
+		}
+		n[c.Key]++
+		if n[c.Key] > 1 {
+			return n, &calls[i]
+		}
+	}
+	return n, nil
+}
+
+// at schedules fn at t (a time already passed means now).
+func (w *sched) at(t time.Time, fn func()) { w.loop.At(t.Sub(epoch), fn) }
+
+// after schedules fn d from now.
+func (w *sched) after(d time.Duration, fn func()) { w.loop.After(d, fn) }
+
+// host is what the run loop needs of a world.
+type host interface {
+	open()
+	up() bool         // the process is running
+	settledAll() bool // nothing is left to happen once the storm is over
+	drive()           // performs the machine's effects after an instant's events
+	checkAll()
+	release() // ends the handler goroutines a violation left parked
+}
+
+// loopText is what a world's run loop says.
+type loopText struct{ unsettled, stepsField, end string }
+
+// run steps the world until it settles, a violation, an abort, or the steps bound: each
+// instant's events, then the host's effects, then the invariants.
+func (w *sched) run(h host, stepsMax int, say loopText) {
+	defer func() {
+		if w.aborted == nil {
+			h.release()
+		}
+	}()
+	w.logf("start  %s", w.k)
+	h.open()
+	for w.violation == nil {
+		if w.aborted != nil {
+			w.fail(w.abortedWhy, w.aborted)
+			return
+		}
+		if h.settledAll() {
+			break
+		}
+		at, ok := w.loop.Next()
+		if !ok {
+			w.fail("progress", fmt.Errorf("nothing left to happen but %s", say.unsettled))
+			return
+		}
+		if w.steps >= stepsMax {
+			w.fail("progress", fmt.Errorf("%s after %d steps (raise %s?)", say.unsettled, w.steps, say.stepsField))
+			return
+		}
+		w.steps++
+		for w.aborted == nil && w.violation == nil && w.loop.Step(at) {
+		}
+		if h.up() && w.aborted == nil && w.violation == nil {
+			h.drive()
+		}
+		if msg := w.takeOutlived(); msg != "" {
+			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
+		}
+		h.checkAll()
+	}
+	if w.violation == nil {
+		w.final = true
+		w.logf("end    %s", say.end)
+		h.checkAll()
+	}
+}
+
+func (w *sched) fail(inv string, err error) {
+	if w.violation == nil {
+		w.logf("BROKEN %s: %v", inv, err)
+		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
+	}
+}
+
+// restartIn is the delay before a crashed or stopped process starts again.
+func (w *sched) restartIn() time.Duration { return w.fs.Process.Restart(w.rFault) }
 
 func (w *sched) logf(format string, args ...any) {
 	d := w.now.Sub(epoch)
@@ -201,7 +277,7 @@ func (w *sched) await(a *attempt) {
 		a.finished.Store(true)
 		a.out = m.out
 		if !a.dead {
-			w.push(&event{at: w.now, kind: evOutcome, att: a})
+			w.after(0, func() { w.onOutcome(a) })
 		}
 		return
 	}
@@ -236,35 +312,27 @@ func (w *sched) issue(c *pendingCall) {
 	}
 	c.att.parked = c
 	w.inflight++
-	w.push(&event{at: w.now.Add(lat), kind: evCallDone, call: c})
+	w.after(lat, func() { w.completeCall(c) })
 	w.logf("call   %v %s.%s key=%q idem=%q", c.att.tok, s.name, c.req.Op, c.req.Key, c.req.IdempotencyKey)
+	w.issuedN++
+	if w.onCallIssued != nil {
+		w.onCallIssued(lat)
+	}
 }
 
-// callDraws are the random numbers of one call, a function of the seed and the call's identity
-// (service, op, key, attempt number, its index among the attempt's calls) alone: removing other
-// jobs while shrinking leaves each remaining call's latency and fate as they were.
-type callDraws struct{ x uint64 }
+// callDraws are the random numbers of one call, a stream of the seed named by the call's
+// identity (service, op, key, attempt number, its index among the attempt's calls) alone:
+// removing other jobs while shrinking leaves each remaining call's latency and fate as they were.
+type callDraws struct{ r *rand.Rand }
 
 func (w *sched) draws(c *pendingCall) *callDraws {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d", c.svc.name, c.req.Op, c.req.Key, c.att.tok.Attempt, c.att.calls)
+	id := fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", c.svc.name, c.req.Op, c.req.Key, c.att.tok.Attempt, c.att.calls)
 	c.att.calls++
-	return &callDraws{x: splitmix64(uint64(w.seed) ^ splitmix64(h.Sum64()))}
+	return &callDraws{r: sim.Stream(w.seed, id)}
 }
 
 // next returns a number in [0, 1).
-func (d *callDraws) next() float64 {
-	d.x = splitmix64(d.x)
-	return float64(d.x>>11) / (1 << 53)
-}
-
-// splitmix64 is Steele, Lea and Flood's finaliser: a bijective mix of all 64 bits.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
+func (d *callDraws) next() float64 { return d.r.Float64() }
 
 var fateNames = [...]string{"ok", "failed", "applied then failed", "timed out"}
 

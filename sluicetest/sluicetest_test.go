@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/core/runner"
 )
 
 type order struct {
@@ -363,4 +364,32 @@ func TestConfigMiddlewareAndHooksRunInTheWorld(t *testing.T) {
 	if count["ended retry"] != 0 {
 		t.Errorf("%d attempts ended retry, want none: the middleware makes every failure permanent", count["ended retry"])
 	}
+}
+
+// TestGracefulStopCheckSeesALostOutcome plants a Close that did not write the closing runner's
+// last outcome (the first job it held gets one attempt more than the journal): the world must
+// report the job it reopens older than it closed.
+func TestGracefulStopCheckSeesALostOutcome(t *testing.T) {
+	afterClose = func(last *runner.Snapshot) {
+		if len(last.Jobs) > 0 {
+			last.Jobs[0].Attempts++
+		}
+	}
+	defer func() { afterClose = nil }()
+	sc := charge(true, ServiceFaults{})
+	caught := 0
+	for seed := int64(1); seed <= 100; seed++ {
+		k := sc.knobs(seed)
+		k.Stops, k.Crashes, k.DiskFaults = 2, 0, false
+		if v := run(&sc, seed, k).violation; v != nil {
+			if v.Invariant != "a graceful stop keeps every outcome" {
+				t.Fatalf("seed %d: %v", seed, v)
+			}
+			caught++
+		}
+	}
+	if caught == 0 {
+		t.Fatal("no seed saw the lost outcome")
+	}
+	t.Logf("%d of 100 seeds saw the lost outcome", caught)
 }

@@ -1,7 +1,6 @@
 package sluicetest
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/internal/netfault"
 	"github.com/sluicehq/sluice/internal/workerkit"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/sim/faults"
@@ -27,15 +27,6 @@ import (
 // The simulated worker: an executor of core/worker's Node (the host production's Worker runs,
 // with its lease machine) against sim/queue over a faulty network, with the user's
 // WorkerHandler called through NewWorker's own code (internal/workerkit).
-
-// networkStorm is the transport fault model of a seed whose DiskFaults knob is on (for the
-// worker that knob means network faults): calls failing before or after taking effect,
-// throttling, and latency spikes beyond the lease margin, which lose leases.
-var networkStorm = faults.Transport{FailBefore: 0.03, FailAfter: 0.03, Throttle: 0.02,
-	LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond,
-	Spike: 0.02, SpikeMin: 2 * time.Second, SpikeMax: 8 * time.Second}
-
-var networkCalm = faults.Transport{LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond}
 
 // pollStep bounds how long a simulated long poll waits before looking at the queue again (a
 // message sent during the poll is delivered within it).
@@ -125,16 +116,10 @@ func (v WorkerView) Calls(service string) []Call {
 // Request.Key its handler uses.
 func ExactlyOnceMessages(service string, key func(body []byte) string) WorkerInvariant {
 	return WorkerInvariant{Name: "exactly-once " + service + " effect per key", Check: func(v WorkerView) error {
-		n := map[string]int{}
-		for _, c := range v.Calls(service) {
-			if !c.Applied || c.Read {
-				continue
-			}
-			n[c.Key]++
-			if n[c.Key] > 1 {
-				return fmt.Errorf("key %q took effect %d times on %s (the last by message %d delivery %d at %s)",
-					c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
-			}
+		n, c := onceEach(v.Calls(service))
+		if c != nil {
+			return fmt.Errorf("key %q took effect %d times on %s (the last by message %d delivery %d at %s)",
+				c.Key, n[c.Key], service, c.Job, c.Attempt, c.Done.Sub(epoch).Round(time.Millisecond))
 		}
 		if !v.Final() {
 			return nil
@@ -204,13 +189,11 @@ var discard = slog.New(slog.DiscardHandler)
 type wworld struct {
 	*sched
 	sc      *WorkerScenario
-	k       Knobs
-	seed    int64
 	q       *queue.Queue
 	net     faults.Transport
 	rNet    *rand.Rand
-	rFault  *rand.Rand
 	rJitter *rand.Rand
+	rBreach *rand.Rand
 	handler sluice.WorkerHandler
 	kit     workerkit.Kit
 
@@ -228,11 +211,7 @@ type wworld struct {
 
 	sends     []sendOp
 	sendsLeft int
-	stormOver bool
-	final     bool
-	steps     int
 	crashAt   []int
-	violation *Violation
 }
 
 func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
@@ -241,15 +220,16 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 		// The queue has the redrive policy the configuration says it has.
 		qcfg.DeadLetter, qcfg.MaxReceiveCount = queue.New(queue.Config{Name: "dlq"}, nil), n
 	}
-	w := &wworld{sched: newSched(seed), sc: sc, k: k, seed: seed,
+	w := &wworld{sched: newSched(seed, k, "network"), sc: sc,
 		q:    queue.New(qcfg, nil),
-		rNet: sim.Stream(seed, "network"), rFault: sim.Stream(seed, "faults"), rJitter: sim.Stream(seed, "jitter"),
+		rNet: sim.Stream(seed, "network"), rJitter: sim.Stream(seed, "jitter"), rBreach: sim.Stream(seed, "breach"),
 		running: map[string]*attempt{}, receiptOf: map[*attempt]string{}, results: map[*attempt]*worker.Result{},
 		acked: map[string]bool{}}
-	w.svcFault = k.ServiceFaults
-	w.net = networkCalm
+	w.net = w.calm()
 	if k.DiskFaults {
-		w.net = networkStorm
+		// simrun's network profile: calls failing before or after their effect, throttling,
+		// server errors, stale receipts, fatal errors, and latency spikes that lose leases.
+		w.net = w.fs.Transport
 	}
 	w.handler = sc.Setup(&Env{w: w.sched})
 	p := &Sends{max: k.Jobs}
@@ -259,25 +239,32 @@ func runWorker(sc *WorkerScenario, seed int64, k Knobs) result {
 	w.sends = p.sends
 	w.sendsLeft = len(p.sends)
 	for i, s := range p.sends {
-		w.push(&event{at: epoch.Add(s.at), kind: evPlan, op: i})
+		w.at(epoch.Add(s.at), func() {
+			w.sendsLeft--
+			w.logf("send   %s", w.q.Send(w.now, w.sends[i].body))
+		})
 	}
 	callsGuess := 3 * k.Jobs
 	rc, rs := sim.Stream(seed, "crashes"), sim.Stream(seed, "stops")
 	for range k.Crashes {
 		kind, at, n := rc.Intn(2), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
 		if kind == 0 {
-			w.push(&event{at: epoch.Add(at), kind: evCrash})
+			w.at(epoch.Add(at), w.crash)
 		} else {
 			w.crashAt = append(w.crashAt, n)
 		}
 	}
 	for range k.Stops {
-		w.push(&event{at: epoch.Add(randDur(rs, k.Horizon)), kind: evStop})
+		w.at(epoch.Add(randDur(rs, k.Horizon)), w.stop)
 	}
 	slices.Sort(w.crashAt)
-	w.onCallDone = w.callHook
-	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
-	w.loop()
+	w.onCallDone, w.onOutcome = w.callHook, w.outcome
+	w.loop.AtExact(k.Horizon, w.horizon)
+	stepsMax := sc.StepsMax
+	if stepsMax <= 0 {
+		stepsMax = stepsMaxDefault
+	}
+	w.run(w, stepsMax, loopText{unsettled: "messages are not disposed", stepsField: "WorkerScenario.StepsMax", end: "every message disposed"})
 	return finished(w.violation, w.log)
 }
 
@@ -285,73 +272,23 @@ func (w *wworld) callHook() {
 	for len(w.crashAt) > 0 && w.crashAt[0] <= w.callsN {
 		w.crashAt = w.crashAt[1:]
 		if !w.stormOver {
-			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evCrash})
+			w.after(randDur(w.rFault, 20*time.Millisecond), w.crash)
 		}
 	}
 }
 
-func (w *wworld) fail(inv string, err error) {
-	if w.violation == nil {
-		w.logf("BROKEN %s: %v", inv, err)
-		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
+// release ends the handler goroutines a violation left parked.
+func (w *wworld) release() {
+	for _, a := range w.running { // order-free: each ends on its own, nothing is logged
+		w.kill(a)
 	}
 }
 
-func (w *wworld) loop() {
-	defer func() {
-		if w.aborted == nil {
-			for _, a := range w.running { // order-free: each ends on its own, nothing is logged
-				w.kill(a)
-			}
-		}
-	}()
-	w.logf("start  %s", w.k)
-	w.open()
-	stepsMax := w.sc.StepsMax
-	if stepsMax <= 0 {
-		stepsMax = stepsMaxDefault
-	}
-	for w.violation == nil {
-		if w.aborted != nil {
-			w.fail(w.abortedWhy, w.aborted)
-			return
-		}
-		if w.settled() {
-			break
-		}
-		if w.events.Len() == 0 {
-			w.fail("progress", errors.New("nothing left to happen but messages are not disposed"))
-			return
-		}
-		if w.steps >= stepsMax {
-			w.fail("progress", fmt.Errorf("messages not disposed after %d steps (raise WorkerScenario.StepsMax?)", w.steps))
-			return
-		}
-		w.steps++
-		if at := w.events[0].at; at.After(w.now) {
-			w.now = at
-		}
-		for w.events.Len() > 0 && !w.events[0].at.After(w.now) && w.aborted == nil && w.violation == nil {
-			w.handle(heap.Pop(&w.events).(*event))
-		}
-		if w.eng != nil && w.aborted == nil && w.violation == nil {
-			w.drive()
-		}
-		if msg := w.takeOutlived(); msg != "" {
-			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
-		}
-		w.checkAll()
-	}
-	if w.violation == nil {
-		w.final = true
-		w.logf("end    every message disposed")
-		w.checkAll()
-	}
-}
+func (w *wworld) up() bool { return w.eng != nil }
 
-// settled: the storm is over, every send made, every message deleted or dead-lettered, and no
-// handler or service call is left.
-func (w *wworld) settled() bool {
+// settledAll: the storm is over, every send made, every message deleted or dead-lettered,
+// and no handler or service call is left.
+func (w *wworld) settledAll() bool {
 	if !w.stormOver || w.sendsLeft > 0 || w.eng == nil || len(w.running) > 0 || w.inflight > 0 {
 		return false
 	}
@@ -374,13 +311,9 @@ func (w *wworld) checkAll() {
 		}
 		return nil
 	}}, {Name: "no effect after cancel", Check: func(WorkerView) error {
-		for _, s := range w.services {
-			for _, c := range s.calls {
-				if c.Applied && c.AfterCancel {
-					return fmt.Errorf("message %d delivery %d's call %s.%s key %q took effect after its handler's context was cancelled (lease lost or shutdown): does the handler use context.WithoutCancel?",
-						c.Job, c.Attempt, s.name, c.Op, c.Key)
-				}
-			}
+		if c, svc, ok := w.effectAfterCancel(); ok {
+			return fmt.Errorf("message %d delivery %d's call %s.%s key %q took effect after its handler's context was cancelled (lease lost or shutdown): does the handler use context.WithoutCancel?",
+				c.Job, c.Attempt, svc, c.Op, c.Key)
 		}
 		return nil
 	}}}, w.sc.Invariants...)
@@ -392,47 +325,40 @@ func (w *wworld) checkAll() {
 	}
 }
 
-func (w *wworld) handle(ev *event) {
-	switch ev.kind {
-	case evPlan:
-		w.sendsLeft--
-		id := w.q.Send(w.now, w.sends[ev.op].body)
-		w.logf("send   %s", id)
-	case evCallDone:
-		w.completeCall(ev.call)
-	case evOutcome:
-		w.outcome(ev.att)
-	case evWake:
-		if w.eng != nil && ev.op == w.gen {
-			w.step(worker.Tick{Now: w.now})
+// calm is the network without faults, at LAN latency: the presets' latency (up to 200 ms a
+// leg) alone makes deletes miss a long poll's lease, which is a network fault here.
+func (w *wworld) calm() faults.Transport {
+	return faults.Transport{LatencyMin: time.Millisecond, LatencyMax: 20 * time.Millisecond}
+}
+
+// crash kills the worker process, if it runs and the storm is not over.
+func (w *wworld) crash() {
+	if w.eng != nil && !w.stormOver {
+		w.logf("CRASH  the worker process dies")
+		if w.recv != nil {
+			w.recv.dead = true // nobody is left to release what it returns
 		}
-	case evFunc:
-		ev.fn()
-	case evCrash:
-		if w.eng != nil && !w.stormOver {
-			w.logf("CRASH  the worker process dies")
-			if w.recv != nil {
-				w.recv.dead = true // nobody is left to release what it returns
-			}
-			w.exit()
-		}
-	case evStop:
-		if w.eng != nil && !w.stopping && !w.stormOver {
-			w.logf("stop   graceful shutdown begins")
-			w.stopping = true
-			w.step(worker.Shutdown{Now: w.now})
-		}
-	case evRestart:
-		w.restarting = false
-		w.open()
-	case evHorizon:
-		w.stormOver = true
-		w.svcFault = false
-		w.net = networkCalm
-		w.logf("calm   no more faults")
-		if w.eng == nil && !w.restarting {
-			w.scheduleRestart()
-		}
+		w.exit()
+	}
+}
+
+// stop begins a graceful shutdown: the Node's sequence.
+func (w *wworld) stop() {
+	if w.eng != nil && !w.stopping && !w.stormOver {
+		w.logf("stop   graceful shutdown begins")
+		w.stopping = true
+		w.step(worker.Shutdown{Now: w.now})
+	}
+}
+
+// horizon ends the storm: no more faults; a process down is restarted.
+func (w *wworld) horizon() {
+	w.stormOver = true
+	w.svcFault = false
+	w.net = w.calm()
+	w.logf("calm   no more faults")
+	if w.eng == nil && !w.restarting {
+		w.scheduleRestart()
 	}
 }
 
@@ -498,7 +424,10 @@ func sortedReceipts(m map[string]*attempt) []string {
 
 func (w *wworld) scheduleRestart() {
 	w.restarting = true
-	w.push(&event{at: w.now.Add(100*time.Millisecond + randDur(w.rFault, 2*time.Second)), kind: evRestart})
+	w.after(w.restartIn(), func() {
+		w.restarting = false
+		w.open()
+	})
 }
 
 func (w *wworld) step(ev worker.Event) {
@@ -531,7 +460,12 @@ func (w *wworld) drive() {
 	}
 	if wake := next.Wake; !wake.IsZero() && !wake.Equal(w.wakeAt) {
 		w.wakeAt = wake
-		w.push(&event{at: later(wake, w.now.Add(time.Millisecond)), kind: evWake, op: w.gen})
+		gen := w.gen
+		w.at(later(wake, w.now.Add(time.Millisecond)), func() {
+			if w.eng != nil && gen == w.gen {
+				w.step(worker.Tick{Now: w.now})
+			}
+		})
 	}
 }
 
@@ -559,14 +493,14 @@ func (w *wworld) CancelHandler(c worker.CancelHandler) {
 
 func (w *wworld) ChangeVisibility(c lease.ChangeVisibility) {
 	entries := c.Entries
-	w.leaseCall(c.Call, c.Deadline, "change-visibility", describeChanges(entries), func(now time.Time) []error {
+	w.leaseCall(c.Call, c.Deadline, "change-visibility", describeChanges(entries), len(entries), func(now time.Time) []error {
 		return w.q.ChangeVisibilityBatch(now, entries)
 	})
 }
 
 func (w *wworld) Delete(d lease.Delete) {
 	receipts := d.Receipts
-	w.leaseCall(d.Call, d.Deadline, "delete", strings.Join(receipts, " "), func(now time.Time) []error {
+	w.leaseCall(d.Call, d.Deadline, "delete", strings.Join(receipts, " "), len(receipts), func(now time.Time) []error {
 		return w.q.DeleteBatch(now, receipts)
 	})
 }
@@ -589,11 +523,12 @@ type leaseCall struct {
 // effect at the queue after one leg's latency (unless the network fails it first, or its
 // context ended before it got there) and its reply arrives after another, to this process
 // only; a reply not back by the deadline is the context's error, then.
-func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string, apply func(now time.Time) []error) {
+func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string, n int, apply func(now time.Time) []error) {
 	gen := w.gen
 	fate := w.net.Draw(w.rNet, true)
 	out, _ := w.net.Latency(w.rNet)
 	back, _ := w.net.Latency(w.rNet)
+	breach := w.breach(false)
 	c := &leaseCall{}
 	w.calls[id] = c
 	reply := func(errs []error, err error) {
@@ -608,37 +543,56 @@ func (w *wworld) leaseCall(id lease.CallID, deadline time.Time, op, what string,
 		w.step(worker.CallDone{Call: id, Now: w.now, Entries: errs, Err: err})
 	}
 	c.end = func(err error) {
-		w.push(&event{at: w.now, kind: evFunc, fn: func() {
+		w.after(0, func() {
 			reply(nil, &core.TransportError{Class: core.Retryable, Op: op, Err: err})
-		}})
+		})
 	}
-	w.push(&event{at: later(deadline, w.now), kind: evFunc, fn: func() {
+	w.at(later(deadline, w.now), func() {
 		if !c.settled {
 			c.end(context.DeadlineExceeded)
 		}
-	}})
-	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: func() {
+	})
+	w.after(out, func() {
 		if c.settled {
 			return // its context ended before it reached the queue
 		}
-		w.logf("queue  %s %s: %s", op, what, fate)
-		errs, err := w.callFate(fate, op, apply)
-		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() { reply(errs, err) }})
-	}})
+		var (
+			errs []error
+			err  error
+		)
+		switch {
+		case breach == faults.BreachUnclassed:
+			w.logf("queue  %s %s: breach, no effect, an unclassified error", op, what)
+			err = netfault.ErrUnclassed
+		default:
+			w.logf("queue  %s %s: %s", op, what, fate)
+			errs, err = w.callFate(fate, op, n, apply)
+			if breach == faults.BreachCount && fate == faults.CallOK {
+				w.logf("queue  %s: breach, a reply with the wrong number of entries", op)
+				errs = netfault.Miscount(errs, len(errs) > 1 && w.rBreach.Intn(2) == 0)
+			}
+		}
+		w.after(back, func() { reply(errs, err) })
+	})
 }
 
-// callFate applies a call at the queue as its drawn fate says.
-func (w *wworld) callFate(fate faults.Call, op string, apply func(now time.Time) []error) ([]error, error) {
+// callFate applies a batch call of n entries at the queue as its drawn fate says, with the
+// errors sim's worlds give each fate.
+func (w *wworld) callFate(fate faults.Call, op string, n int, apply func(now time.Time) []error) ([]error, error) {
 	switch fate {
 	case faults.CallOK:
 		return apply(w.now), nil
 	case faults.CallFailAfter:
 		apply(w.now)
-		return nil, &core.TransportError{Class: core.Retryable, Op: op, Err: errors.New("reply lost")}
-	case faults.CallFatal:
-		return nil, &core.TransportError{Class: core.Fatal, Op: op, Err: errors.New("access denied")}
+		return nil, netfault.Lost(op)
+	case faults.CallStale:
+		errs := make([]error, n)
+		for i := range errs {
+			errs[i] = netfault.Stale(op)
+		}
+		return errs, nil
 	}
-	return nil, &core.TransportError{Class: core.Retryable, Op: op, Err: fmt.Errorf("%s", fate)}
+	return nil, netfault.Call(fate, op)
 }
 
 func describeChanges(es []core.VisibilityChange) string {
@@ -647,6 +601,15 @@ func describeChanges(es []core.VisibilityChange) string {
 		parts[i] = fmt.Sprintf("%s=%s", e.Receipt, e.Timeout)
 	}
 	return strings.Join(parts, " ")
+}
+
+// breach draws the contract-breach family for one call, from its own stream and only while
+// the network model has it on (faults.Transport.DrawBreach).
+func (w *wworld) breach(receive bool) int {
+	if w.net.Breach == 0 {
+		return faults.BreachNone
+	}
+	return w.net.DrawBreach(w.rBreach, receive)
 }
 
 // recvCall is a receive call in flight.
@@ -665,6 +628,7 @@ func (w *wworld) Receive(r worker.Receive) {
 	fate := w.net.Draw(w.rNet, false)
 	out, _ := w.net.Latency(w.rNet)
 	back, _ := w.net.Latency(w.rNet)
+	breach := w.breach(true)
 	deadline := w.now.Add(out + r.Wait)
 	var poll func()
 	poll = func() {
@@ -675,9 +639,15 @@ func (w *wworld) Receive(r worker.Receive) {
 			msgs []core.Message
 			err  error
 		)
-		switch fate {
-		case faults.CallOK, faults.CallFailAfter:
+		switch {
+		case breach == faults.BreachUnclassed:
+			err = netfault.ErrUnclassed
+		case fate == faults.CallOK, fate == faults.CallFailAfter:
 			msgs = w.q.Receive(w.now, r.Max, r.Visibility)
+			if breach == faults.BreachExtra && len(msgs) > 0 {
+				// The contract broken: more deliveries than asked for, each leased at the queue.
+				msgs = append(msgs, w.q.Receive(w.now, 1+w.rBreach.Intn(3), r.Visibility)...)
+			}
 			if len(msgs) == 0 && w.now.Before(deadline) {
 				next := w.now.Add(pollStep)
 				if v, ok := w.q.NextVisibleAt(); ok && v.After(w.now) && v.Before(next) {
@@ -686,20 +656,18 @@ func (w *wworld) Receive(r worker.Receive) {
 				if deadline.Before(next) {
 					next = deadline
 				}
-				w.push(&event{at: next, kind: evFunc, fn: poll})
+				w.at(next, poll)
 				return
 			}
 			if fate == faults.CallFailAfter {
 				// Received at the queue, reply lost: hidden until their windows lapse.
-				msgs, err = nil, &core.TransportError{Class: core.Retryable, Op: "receive", Err: errors.New("reply lost")}
+				msgs, err = nil, netfault.Lost("receive")
 			}
-		case faults.CallFatal:
-			err = &core.TransportError{Class: core.Fatal, Op: "receive", Err: errors.New("access denied")}
 		default:
-			err = &core.TransportError{Class: core.Retryable, Op: "receive", Err: fmt.Errorf("%s", fate)}
+			err = netfault.Call(fate, "receive")
 		}
 		rc.answered = true
-		w.push(&event{at: w.now.Add(back), kind: evFunc, fn: func() {
+		w.after(back, func() {
 			if w.eng == nil || w.gen != gen {
 				return // the process died: the messages lapse back
 			}
@@ -709,9 +677,9 @@ func (w *wworld) Receive(r worker.Receive) {
 			}
 			w.kit.Received(msgs)
 			w.step(worker.ReceiveDone{Call: r.Call, Now: w.now, Messages: msgs, Err: err})
-		}})
+		})
 	}
-	w.push(&event{at: w.now.Add(out), kind: evFunc, fn: poll})
+	w.after(out, poll)
 }
 
 // AbandonReceive cancels the call's context: a poll still waiting at the queue ends at once
@@ -729,13 +697,13 @@ func (w *wworld) AbandonReceive(call worker.CallID) {
 	}
 	rc.abandoned = true
 	gen := w.gen
-	w.push(&event{at: w.now, kind: evFunc, fn: func() {
+	w.after(0, func() {
 		if w.eng == nil || w.gen != gen {
 			return
 		}
 		w.recv = nil
 		w.step(worker.ReceiveDone{Call: call, Now: w.now, Err: context.Canceled})
-	}})
+	})
 }
 
 // StartHandler runs the handler for s on its own goroutine until it parks or returns.

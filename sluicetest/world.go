@@ -1,7 +1,6 @@
 package sluicetest
 
 import (
-	"container/heap"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -30,10 +29,9 @@ const (
 	stepsMaxDefault = 100_000
 	// restartsMax bounds the failed reopens in a row before the run reports it.
 	restartsMax = 50
+	// diskStorm multiplies the disk profile's rates when the DiskFaults knob is on.
+	diskStorm = 10
 )
-
-// diskStorm are the disk faults of a seed whose DiskFaults knob is on.
-var diskStorm = faults.Disk{WriteErr: 0.01, SyncErr: 0.02}
 
 // world is one run: core/runner's Node, the host the production owner executes, executed over
 // sim/disk with the world's clock and faults.
@@ -41,12 +39,10 @@ type world[A any] struct {
 	*sched
 	sc      *Scenario[A]
 	codec   sluice.Codec[A]
-	k       Knobs
-	seed    int64
 	disk    *disk.Disk
 	ecfg    runner.Config
 	rJitter *rand.Rand
-	rFault  *rand.Rand
+	rClose  *rand.Rand    // close points
 	kit     runnerkit.Kit // the user's Config as a Runner runs it: middleware, hooks, defaults
 
 	node       *runner.Node   // nil while the process is down
@@ -69,13 +65,10 @@ type world[A any] struct {
 	reported    map[uint64]bool      // a success outcome was fed for the job
 	cancelAcked map[uint64]time.Time // when the job's cancel became durable
 	last        runner.Snapshot      // the state when the process last went down
+	closed      bool                 // it went down by a graceful stop, not a crash
 
 	crashCalls []int // crash after this many completed calls (ascending)
 	stopCalls  []int
-	stormOver  bool
-	final      bool
-	steps      int
-	violation  *Violation
 }
 
 // Violation is a broken invariant found by a run.
@@ -105,7 +98,7 @@ type result struct {
 // run runs the scenario once for seed with knobs k.
 func run[A any](sc *Scenario[A], seed int64, k Knobs) result {
 	w := newWorld(sc, seed, k)
-	w.loop()
+	w.run(w, w.stepsMax(), loopText{unsettled: "jobs have not settled", stepsField: "Scenario.StepsMax", end: "every job settled"})
 	return finished(w.violation, w.log)
 }
 
@@ -127,14 +120,12 @@ func finished(v *Violation, log []string) result {
 
 func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w := &world[A]{
-		sched:       newSched(seed),
+		sched:       newSched(seed, k, "disk"),
 		sc:          sc,
 		codec:       sc.Codec,
-		k:           k,
-		seed:        seed,
 		disk:        disk.New(sim.Stream(seed, "disk").Int63()),
 		rJitter:     sim.Stream(seed, "jitter"),
-		rFault:      sim.Stream(seed, "faults"),
+		rClose:      sim.Stream(seed, "close-point"),
 		pending:     map[runner.Ref]int{},
 		running:     map[runner.Token]*attempt{},
 		acked:       map[uint64]bool{},
@@ -145,9 +136,12 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	if w.codec == nil {
 		w.codec = sluice.JSON[A]()
 	}
-	w.svcFault = k.ServiceFaults
 	if k.DiskFaults {
-		w.disk.SetFaults(diskStorm)
+		// simrun's disk profile, every kind at ten times its drawn rate: a sluicetest run makes
+		// tens of disk operations where a simrun run makes thousands.
+		fs := w.fs
+		fs.Storm(diskStorm)
+		w.disk.SetFaults(fs.Disk)
 	}
 	kit, err := sluice.NewRunnerKit(sc.simConfig(), "", sc.Setup(&Env{w: w.sched}))
 	if err != nil {
@@ -165,11 +159,12 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 	w.refID = make([]uint64, p.refs)
 	w.planLeft = len(w.plan)
 	for i, op := range w.plan {
-		w.push(&event{at: epoch.Add(op.at), kind: evPlan, op: i})
+		w.at(epoch.Add(op.at), func() { w.planLeft--; w.submit(i) })
 	}
 
-	// Fault points: a third each at a random time, after a random service call, and inside a
-	// commit (armed at a random time).
+	// Crash points: a third each at a random time, after a random service call, and inside a
+	// commit (armed at a random time); stop points: half at a random time, half while a random
+	// service call is in flight.
 	// Crash and stop points come from their own streams, so lowering one knob while
 	// shrinking keeps the other points (and the first n of its own) where they were.
 	callsGuess := 3 * k.Jobs
@@ -178,25 +173,25 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		kind, at, n := rc.Intn(3), randDur(rc, k.Horizon), 1+rc.Intn(callsGuess)
 		switch kind {
 		case 0:
-			w.push(&event{at: epoch.Add(at), kind: evCrash})
+			w.at(epoch.Add(at), w.crashPoint)
 		case 1:
 			w.crashCalls = append(w.crashCalls, n)
 		default:
-			w.push(&event{at: epoch.Add(at), kind: evArmCommitCrash})
+			w.at(epoch.Add(at), w.armCommitCrash)
 		}
 	}
 	for range k.Stops {
 		kind, at, n := rs.Intn(2), randDur(rs, k.Horizon), 1+rs.Intn(callsGuess)
 		if kind == 0 {
-			w.push(&event{at: epoch.Add(at), kind: evStop})
+			w.at(epoch.Add(at), w.stop)
 		} else {
 			w.stopCalls = append(w.stopCalls, n)
 		}
 	}
 	slices.Sort(w.crashCalls)
 	slices.Sort(w.stopCalls)
-	w.onCallDone = w.callHook
-	w.push(&event{at: epoch.Add(k.Horizon), kind: evHorizon})
+	w.onCallDone, w.onCallIssued, w.onOutcome = w.callHook, w.stopHook, w.outcome
+	w.loop.AtExact(k.Horizon, w.horizon)
 	return w
 }
 
@@ -218,18 +213,23 @@ func randDur(r *rand.Rand, d time.Duration) time.Duration {
 	return time.Duration(r.Int63n(int64(d)))
 }
 
-// callHook schedules the crashes and stops that wait for the n-th completed call.
+// callHook schedules the crashes that wait for the n-th completed call.
 func (w *world[A]) callHook() {
 	for len(w.crashCalls) > 0 && w.crashCalls[0] <= w.callsN {
 		w.crashCalls = w.crashCalls[1:]
 		if !w.stormOver {
-			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evCrash})
+			w.after(randDur(w.rFault, 20*time.Millisecond), w.crashPoint)
 		}
 	}
-	for len(w.stopCalls) > 0 && w.stopCalls[0] <= w.callsN {
+}
+
+// stopHook schedules the stops that wait for the n-th issued call, while it is in flight: a
+// graceful stop that finds its handler inside a call.
+func (w *world[A]) stopHook(lat time.Duration) {
+	for len(w.stopCalls) > 0 && w.stopCalls[0] <= w.issuedN {
 		w.stopCalls = w.stopCalls[1:]
 		if !w.stormOver {
-			w.push(&event{at: w.now.Add(randDur(w.rFault, 20*time.Millisecond)), kind: evStop})
+			w.after(randDur(w.rFault, lat), w.stop)
 		}
 	}
 }
@@ -239,48 +239,6 @@ func (w *world[A]) stepsMax() int {
 		return w.sc.StepsMax
 	}
 	return stepsMaxDefault
-}
-
-func (w *world[A]) loop() {
-	defer w.release()
-	w.logf("start  %s", w.k)
-	w.open()
-	for w.violation == nil {
-		if w.aborted != nil {
-			w.fail(w.abortedWhy, w.aborted)
-			return
-		}
-		if w.settledAll() {
-			break
-		}
-		if w.events.Len() == 0 {
-			w.fail("progress", errors.New("nothing left to happen but jobs have not settled"))
-			return
-		}
-		if w.steps >= w.stepsMax() {
-			w.fail("progress", fmt.Errorf("jobs have not settled after %d steps (raise Scenario.StepsMax?)", w.steps))
-			return
-		}
-		w.steps++
-		if at := w.events[0].at; at.After(w.now) {
-			w.now = at
-		}
-		for w.events.Len() > 0 && !w.events[0].at.After(w.now) && w.aborted == nil {
-			w.handle(heap.Pop(&w.events).(*event))
-		}
-		if w.eng != nil && w.aborted == nil {
-			w.commit()
-		}
-		if msg := w.takeOutlived(); msg != "" {
-			w.abort("determinism", errors.New(msg+": a goroutine outlived its handler; wait for it before returning"))
-		}
-		w.checkAll()
-	}
-	if w.violation == nil {
-		w.final = true
-		w.logf("end    every job settled")
-		w.checkAll()
-	}
 }
 
 // release ends the handler goroutines a violation left parked, so a sweep leaks none.
@@ -293,12 +251,7 @@ func (w *world[A]) release() {
 	}
 }
 
-func (w *world[A]) fail(inv string, err error) {
-	if w.violation == nil {
-		w.logf("BROKEN %s: %v", inv, err)
-		w.violation = &Violation{Seed: w.seed, Knobs: w.k, Invariant: inv, Err: err, At: w.now.Sub(epoch).Round(time.Millisecond)}
-	}
-}
+func (w *world[A]) up() bool { return w.eng != nil }
 
 // settledAll: the storm is over, the plan done, and nothing waits, runs or is in flight.
 func (w *world[A]) settledAll() bool {
@@ -306,45 +259,40 @@ func (w *world[A]) settledAll() bool {
 		len(w.running) == 0 && w.inflight == 0 && len(w.pending) == 0
 }
 
-func (w *world[A]) handle(ev *event) {
-	switch ev.kind {
-	case evPlan:
-		w.planLeft--
-		w.submit(ev.op)
-	case evCallDone:
-		w.completeCall(ev.call)
-	case evOutcome:
-		w.outcome(ev.att)
-	case evWake:
-	case evFunc:
-		ev.fn()
-	case evCrash:
-		if w.eng != nil && !w.stormOver {
-			w.crash("crash")
-		}
-	case evArmCommitCrash:
-		if w.eng != nil && !w.stormOver {
-			n := 1 + w.rFault.Intn(4)
-			w.logf("arm    crash at the %d-th disk write or sync from now", n)
-			w.disk.CrashAfter(n)
-		}
-	case evStop:
-		if w.eng != nil && !w.stopping && !w.stormOver {
-			w.logf("stop   graceful stop begins")
-			w.stopping = true
-			w.step(runner.Close{Compact: w.sc.Config.CompactOnClose})
-		}
-	case evRestart:
-		w.restarting = false
-		w.open()
-	case evHorizon:
-		w.stormOver = true
-		w.svcFault = false
-		w.disk.SetFaults(faults.Disk{})
-		w.logf("calm   no more faults")
-		if w.eng == nil && !w.restarting {
-			w.scheduleRestart()
-		}
+// crashPoint crashes the process, if it runs and the storm is not over.
+func (w *world[A]) crashPoint() {
+	if w.eng != nil && !w.stormOver {
+		w.crash("crash")
+	}
+}
+
+// armCommitCrash cuts the process at its k-th mutating disk operation from now, k drawn as
+// simrun's crash points are: over every operation of a batch and of a compaction's swap.
+func (w *world[A]) armCommitCrash() {
+	if w.eng != nil && !w.stormOver {
+		n := w.fs.Process.Point(w.rFault)
+		w.logf("arm    crash at the %d-th disk write or sync from now", n)
+		w.disk.CrashAfter(n)
+	}
+}
+
+// stop begins a graceful stop: the Node's close sequence.
+func (w *world[A]) stop() {
+	if w.eng != nil && !w.stopping && !w.stormOver {
+		w.logf("stop   graceful stop begins")
+		w.stopping = true
+		w.step(runner.Close{Compact: w.sc.Config.CompactOnClose})
+	}
+}
+
+// horizon ends the storm: no more faults; a process down is restarted.
+func (w *world[A]) horizon() {
+	w.stormOver = true
+	w.svcFault = false
+	w.disk.SetFaults(faults.Disk{})
+	w.logf("calm   no more faults")
+	if w.eng == nil && !w.restarting {
+		w.scheduleRestart()
 	}
 }
 
@@ -411,6 +359,8 @@ func (w *world[A]) outcome(a *attempt) {
 	w.step(runner.Ended{Token: a.tok, Outcome: outcome.Runner(out)})
 }
 
+func (w *world[A]) drive() { w.commit() }
+
 // commit performs the Node's Readys. A written batch's sync lands as an event of this instant,
 // after the events already due now: what they step goes into the next batch (pipelined, as in
 // production).
@@ -430,11 +380,11 @@ func (w *world[A]) commit() {
 		}
 		if !rd.Sync.Empty() {
 			gen := w.gen
-			w.push(&event{at: w.now, kind: evFunc, fn: func() {
+			w.after(0, func() {
 				if w.gen == gen && w.node == n {
 					n.Step(runner.SyncDone{Err: rd.Sync.Sync()})
 				}
-			}})
+			})
 		}
 		if !rd.WakeAt.IsZero() && !rd.WakeAt.Equal(w.wakeAt) {
 			w.wakeAt = rd.WakeAt
@@ -442,7 +392,7 @@ func (w *world[A]) commit() {
 			if min := w.now.Add(time.Millisecond); at.Before(min) {
 				at = min
 			}
-			w.push(&event{at: at, kind: evWake})
+			w.at(at, func() {}) // an instant to look at the Node again
 		}
 	}
 }
@@ -471,6 +421,7 @@ func (w *world[A]) perform(rd runner.Effects) {
 			w.cancelAcked[id] = w.now
 			w.logf("ack    cancel of job %d", id)
 		case opRetry:
+			delete(w.settled, w.refID[op.ref]) // dead no more: it runs again
 			w.logf("ack    retry of job %d", w.refID[op.ref])
 		}
 	}
@@ -490,6 +441,7 @@ func (w *world[A]) perform(rd runner.Effects) {
 			a.userCancelled = true
 		}
 		w.logf("cancel %v (%v)", c.Token, cause)
+		a.cancelled = true
 		a.cancel(cause)
 		w.interrupt(a, cause)
 	}
@@ -531,6 +483,7 @@ func (w *world[A]) start(s runner.Attempt) {
 // are lost, the disk keeps what a power cut leaves.
 func (w *world[A]) crash(why string) {
 	w.logf("CRASH  %s", why)
+	w.closed = false
 	w.killAll()
 	w.eng, w.node = nil, nil
 	w.disk.Crash()
@@ -542,23 +495,56 @@ func (w *world[A]) crash(why string) {
 	w.scheduleRestart()
 }
 
+// afterClose, when set (by a test), may change what the closing runner held: a seam to plant
+// a Close that did not make all of it durable.
+var afterClose func(last *runner.Snapshot)
+
 // finishClose performs Effects.Close: the journal closed (after the Node's flush and
 // compaction); the process then exits and attempts still running are abandoned.
 func (w *world[A]) finishClose() {
+	w.armClosePoint()
 	if err := w.node.Close(); err != nil {
 		w.crash(fmt.Sprintf("close failed: %v", err))
 		return
 	}
 	w.logf("stop   runner closed; the process exits")
+	if tok, ok := w.uncancelled(); ok {
+		w.fail("a graceful stop waits for its handlers", fmt.Errorf("the runner closed while attempt %v ran, never cancelled: the stop gives a running handler its grace, then cancels it, before it closes", tok))
+		return
+	}
 	w.killAll()
 	w.eng, w.node = nil, nil
+	w.closed = true // w.last is what the closing runner held: all of it durable
+	if afterClose != nil {
+		afterClose(&w.last)
+	}
 	w.scheduleRestart()
 }
 
-func (w *world[A]) killAll() {
-	if w.eng != nil {
-		w.last = w.eng.State()
+// armClosePoint draws the disk profile's close point: with its probability, a crash cuts Close
+// at its k-th mutating disk operation (the clean-close mark's write, or its sync).
+func (w *world[A]) armClosePoint() {
+	p := w.fs.Process.ClosePoint
+	if !w.k.DiskFaults || w.stormOver || p == 0 || !faults.Hit(w.rClose, p) {
+		return
 	}
+	k := 1 + w.rClose.Intn(faults.ClosePointOps)
+	w.logf("arm    crash at Close's disk operation %d", k)
+	w.disk.CrashAfter(k)
+}
+
+// uncancelled reports the first attempt, by token, still running and never cancelled.
+func (w *world[A]) uncancelled() (runner.Token, bool) {
+	for _, t := range w.runningTokens() {
+		if !w.running[t].cancelled {
+			return t, true
+		}
+	}
+	return runner.Token{}, false
+}
+
+// runningTokens lists the running attempts in token order (never map order).
+func (w *world[A]) runningTokens() []runner.Token {
 	toks := make([]runner.Token, 0, len(w.running))
 	for t := range w.running {
 		toks = append(toks, t)
@@ -569,7 +555,14 @@ func (w *world[A]) killAll() {
 		}
 		return toks[i].Attempt < toks[j].Attempt
 	})
-	for _, t := range toks {
+	return toks
+}
+
+func (w *world[A]) killAll() {
+	if w.eng != nil {
+		w.last = w.eng.State()
+	}
+	for _, t := range w.runningTokens() {
 		a := w.running[t]
 		a.cancel(sluice.ErrShutdown)
 		w.kill(a)
@@ -591,8 +584,10 @@ func (w *world[A]) killAll() {
 
 func (w *world[A]) scheduleRestart() {
 	w.restarting = true
-	d := 100*time.Millisecond + randDur(w.rFault, 2*time.Second)
-	w.push(&event{at: w.now.Add(d), kind: evRestart})
+	w.after(w.restartIn(), func() {
+		w.restarting = false
+		w.open()
+	})
 }
 
 // open starts the process: Open (replay, requeue interrupted attempts), then Run's dispatch on.
@@ -603,7 +598,7 @@ func (w *world[A]) open() {
 	if err != nil {
 		w.failedOpen++
 		w.logf("open   failed: %v", err)
-		if (errors.Is(err, disk.ErrInjected) || errors.Is(err, disk.ErrCrashed)) && w.failedOpen < restartsMax {
+		if (sim.Injected(err, w.fs.Disk) || errors.Is(err, disk.ErrCrashed)) && w.failedOpen < restartsMax {
 			w.disk.Crash()
 			w.scheduleRestart()
 			return
@@ -614,7 +609,66 @@ func (w *world[A]) open() {
 	w.failedOpen = 0
 	w.eng, w.node = e, runner.NewNode(e, runner.NodeConfig{})
 	w.logf("open   %d interrupted attempts requeued", e.Orphans())
+	if err := w.reopenedAsClosed(); err != nil {
+		w.fail("a graceful stop keeps every outcome", err)
+		return
+	}
+	if err := w.recovered(); err != nil {
+		w.fail("durable state survives a restart", err)
+		return
+	}
 	w.step(runner.Admit{On: true})
+}
+
+// reopenedAsClosed compares the journal reopened after a graceful stop with what the closing
+// runner held, which Close made durable: each job as it was (attempts running at the stop
+// requeued), unless compaction at close pruned it settled.
+func (w *world[A]) reopenedAsClosed() error {
+	if !w.closed {
+		return nil
+	}
+	w.closed = false
+	for _, c := range w.last.Jobs {
+		j, ok := w.eng.Get(c.ID)
+		switch {
+		case !ok && c.State.Terminal():
+		case !ok:
+			return fmt.Errorf("job %d was %s when the runner closed, and is gone from the reopened journal", c.ID, c.State)
+		case c.State == runner.Running:
+			if j.State.Terminal() || j.Attempts < c.Attempts {
+				return fmt.Errorf("job %d was running attempt %d when the runner closed, and reopened %s after %d", c.ID, c.Attempts, j.State, j.Attempts)
+			}
+		case j.State != c.State || j.Attempts != c.Attempts:
+			return fmt.Errorf("job %d was %s after %d attempts when the runner closed, and reopened %s after %d: the stop did not make it durable",
+				c.ID, c.State, c.Attempts, j.State, j.Attempts)
+		}
+	}
+	return nil
+}
+
+// recovered compares the reopened journal with what the process was told was durable: every
+// acknowledged job is there, unless it settled (compaction prunes settled jobs), and every job
+// reported settled is still settled, in the same state. A terminal job the world had not seen
+// settle (the process died between the sync and its effects) is settled from now on.
+func (w *world[A]) recovered() error {
+	ids := make([]uint64, 0, len(w.acked))
+	for id := range w.acked {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		j, ok := w.eng.Get(id)
+		st, settled := w.settled[id]
+		switch {
+		case !ok && !settled:
+			return fmt.Errorf("acknowledged job %d is gone from the reopened journal", id)
+		case ok && settled && j.State != st:
+			return fmt.Errorf("job %d was reported settled %s, but the reopened journal has it %s", id, st, j.State)
+		case ok && !settled && j.State.Terminal():
+			w.settled[id] = j.State
+		}
+	}
+	return nil
 }
 
 // jobs is the last durable state in the invariants' terms.
@@ -656,13 +710,9 @@ func (w *world[A]) checkAll() {
 func (w *world[A]) provided() []Invariant[A] {
 	return []Invariant[A]{
 		{Name: "no effect after cancel", Check: func(View[A]) error {
-			for _, s := range w.services {
-				for _, c := range s.calls {
-					if c.Applied && c.AfterCancel {
-						return fmt.Errorf("attempt %d#%d's call %s.%s key %q took effect although the job's cancellation had reached its context (does the handler use context.WithoutCancel or context.Background?)",
-							c.Job, c.Attempt, s.name, c.Op, c.Key)
-					}
-				}
+			if c, svc, ok := w.effectAfterCancel(); ok {
+				return fmt.Errorf("attempt %d#%d's call %s.%s key %q took effect although the job's cancellation had reached its context (does the handler use context.WithoutCancel or context.Background?)",
+					c.Job, c.Attempt, svc, c.Op, c.Key)
 			}
 			return nil
 		}},

@@ -135,7 +135,7 @@ func TestBrowserFilterRetryAndCancel(t *testing.T) {
 		t.Errorf("after retry: state %q, flash %q, location %q; want pending, %q, %s", state, flash, location,
 			"Done: retry.", srv.URL+"/ops/jobs/2?done=retry")
 	}
-	if j, err := r.Get(2); err != nil || j.State != sluice.StatePending {
+	if j, err := r.Get(context.Background(), 2); err != nil || j.State != sluice.StatePending {
 		t.Errorf("runner's job 2 after retry in the browser = %v, %v; want pending", j.State, err)
 	}
 
@@ -150,7 +150,7 @@ func TestBrowserFilterRetryAndCancel(t *testing.T) {
 	if state := text(`#state`); state != "cancelled" {
 		t.Errorf("job 4's page after cancel says %q, want cancelled", state)
 	}
-	if j, err := r.Get(4); err != nil || j.State != sluice.StateCancelled {
+	if j, err := r.Get(context.Background(), 4); err != nil || j.State != sluice.StateCancelled {
 		t.Errorf("runner's job 4 after cancel in the browser = %v, %v; want cancelled", j.State, err)
 	}
 }

@@ -188,7 +188,7 @@ func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 		t.Errorf("a token spent on another job = %d, want 400", rec.Code)
 	}
 	tok = confirm()
-	if j, _ := r.Get(2); j.State != sluice.StateDead {
+	if j, _ := r.Get(context.Background(), 2); j.State != sluice.StateDead {
 		t.Fatalf("job 2 is %v after refused requests, want dead", j.State)
 	}
 
@@ -196,7 +196,7 @@ func TestActionsNeedAuthorizeTokenAndSameOrigin(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "../2?done=retry" {
 		t.Fatalf("POST retry = %d Location %q, want 303 ../2?done=retry:\n%s", rec.Code, rec.Header().Get("Location"), rec.Body)
 	}
-	if j, _ := r.Get(2); j.State != sluice.StatePending {
+	if j, _ := r.Get(context.Background(), 2); j.State != sluice.StatePending {
 		t.Errorf("job 2 is %v after retry, want pending", j.State)
 	}
 	// The same confirmation again: a token is single-use.
@@ -294,7 +294,10 @@ func TestOverviewThroughputBetweenViews(t *testing.T) {
 	r, _ := testjournal.Open(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ui := sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true, Now: func() time.Time { return now }})
-	before := r.Stats()
+	before, err := r.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, body := get(t, ui, "/"); !strings.Contains(body, "measured from the next refresh") {
 		t.Errorf("first overview claims a throughput:\n%s", body)
 	}
@@ -303,7 +306,10 @@ func TestOverviewThroughputBetweenViews(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after := r.Stats()
+	after, err := r.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	now = now.Add(2 * time.Second)
 	_, body := get(t, ui, "/")
 	want := fmt.Sprintf("%.1f records/s, %.1f batches/s (over 2s)",

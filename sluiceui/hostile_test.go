@@ -261,7 +261,7 @@ func TestTokensExpire(t *testing.T) {
 	if rec := post(t, h, "/jobs/2/retry", url.Values{"token": {first}}, nil); rec.Code != 400 {
 		t.Errorf("a token pushed out by 1,024 newer ones = %d, want 400", rec.Code)
 	}
-	if j, _ := r.Get(2); j.State != sluice.StateDead {
+	if j, _ := r.Get(context.Background(), 2); j.State != sluice.StateDead {
 		t.Errorf("job 2 = %v, want dead", j.State)
 	}
 }

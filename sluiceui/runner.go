@@ -18,7 +18,7 @@ type runnerSource struct {
 	r *sluice.Runner
 }
 
-func (s runnerSource) Stats(context.Context) (sluice.Stats, error) { return s.r.Stats(), nil }
+func (s runnerSource) Stats(ctx context.Context) (sluice.Stats, error) { return s.r.Stats(ctx) }
 
 func (s runnerSource) List(ctx context.Context, f Filter) (Page, error) {
 	p, err := s.r.List(ctx, sluice.ListFilter{States: f.States, Kind: f.Kind, Target: f.Target, After: f.After, Limit: f.limit(),
@@ -33,8 +33,8 @@ func (s runnerSource) List(ctx context.Context, f Filter) (Page, error) {
 	return out, nil
 }
 
-func (s runnerSource) Get(_ context.Context, id uint64) (Job, error) {
-	j, err := s.r.Get(id)
+func (s runnerSource) Get(ctx context.Context, id uint64) (Job, error) {
+	j, err := s.r.Get(ctx, id)
 	if err != nil {
 		return Job{}, err
 	}
@@ -46,9 +46,13 @@ func jobOf(j sluice.JobInfo[[]byte]) Job {
 		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: j.Payload}
 }
 
-func (s runnerSource) Breakers(context.Context) ([]Breaker, error) {
+func (s runnerSource) Breakers(ctx context.Context) ([]Breaker, error) {
+	bs, err := s.r.Breakers(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Breaker
-	for _, b := range s.r.Breakers() {
+	for _, b := range bs {
 		out = append(out, Breaker{Target: b.Target, State: b.State, Until: b.Until, Failures: b.Failures, InFlight: b.InFlight})
 	}
 	return out, nil

@@ -193,15 +193,19 @@ func then[E any](first func(E), f func(E)) func(E) {
 }
 
 // ObserveRunner reports the runner's jobs by state whenever the meter's reader collects;
-// stats is usually the runner's Stats method. Unregister the result before closing the runner
-// if the meter provider outlives it (Stats after Close returns the values at close).
-func (in *Instruments) ObserveRunner(stats func() sluice.Stats) (metric.Registration, error) {
+// stats is usually the runner's Stats method, called with the collection's context; its error
+// fails that collection. Unregister the result before closing the runner if the meter
+// provider outlives it (Stats after Close returns the values at close).
+func (in *Instruments) ObserveRunner(stats func(context.Context) (sluice.Stats, error)) (metric.Registration, error) {
 	g, err := in.meter.Int64ObservableGauge("sluice.runner.jobs", metric.WithDescription("Jobs by state."))
 	if err != nil {
 		return nil, fmt.Errorf("sluice: otel: %w", err)
 	}
-	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		s := stats()
+	return in.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		s, err := stats(ctx)
+		if err != nil {
+			return err
+		}
 		for _, v := range []struct {
 			state string
 			n     int

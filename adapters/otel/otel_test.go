@@ -133,7 +133,11 @@ func TestOTelRunnerReportsMetricsAndSpansOfARun(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := s.points(t)
-		records := r.Stats().Records
+		st, err := r.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records := st.Records
 		_ = reg.Unregister()
 		if err := r.Close(); err != nil {
 			t.Fatal(err)

@@ -127,7 +127,13 @@ func (si *sluiceInst) WaitCompleted(ctx context.Context, n int) error {
 	return waitFor(ctx, func() bool { return si.succeeded.Load() >= int64(n) })
 }
 
-func (si *sluiceInst) Syncs() int64 { return si.r.Stats().Syncs }
+func (si *sluiceInst) Syncs() int64 {
+	st, err := si.r.Stats(context.Background())
+	if err != nil { // with a live context only a zero runner fails, and this one is made by Open
+		panic(err)
+	}
+	return st.Syncs
+}
 
 func (si *sluiceInst) Close(ctx context.Context) error {
 	if si.cancel != nil {

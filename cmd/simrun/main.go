@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/config"
+	"github.com/sluicehq/sluice/sim/corpus"
 	"github.com/sluicehq/sluice/sim/explain"
 	"github.com/sluicehq/sluice/sim/faults"
 )
@@ -201,7 +203,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--shrink prints the reduction, not a trace: replay the shrunk run with --trace")
 	}
 	if o.shrunk != "" {
-		if _, err := sim.ParseToken(o.shrunk); err != nil {
+		if _, err := config.ParseToken(o.shrunk); err != nil {
 			return o, fmt.Errorf("--shrunk: %v", err)
 		}
 	}
@@ -269,7 +271,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := explain.Explain(res); err != nil {
 		fmt.Fprintf(stderr, "simrun: explaining the violation: %v\n", err)
 	}
-	if err := res.Report(stdout); err != nil {
+	if err := explain.Report(res, stdout); err != nil {
 		fmt.Fprintf(stderr, "simrun: writing the report: %v\n", err)
 		return exitViolation
 	}
@@ -327,7 +329,7 @@ func replay(o options, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
 		return exitUsage
 	}
-	entries, err := sim.ParseCorpus(o.replay, string(data))
+	entries, err := corpus.Parse(o.replay, string(data))
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun: %v\n", err)
 		return exitUsage
@@ -339,7 +341,7 @@ func replay(o options, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "simrun: %s: %v\n", e.Where, err)
 			return exitUsage
 		}
-		if err := res.Report(stdout); err != nil {
+		if err := explain.Report(res, stdout); err != nil {
 			return exitViolation
 		}
 		if res.Fault != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -216,7 +217,7 @@ func TestRetryRefusesWhileARunnerHoldsTheDirectory(t *testing.T) {
 	if diff := cmp.Diff(before, snapshotDir(t, dir)); diff != "" {
 		t.Errorf("a refused retry changed the directory (-before +after):\n%.2000s", diff)
 	}
-	if j, err := r.Get(2); err != nil || j.State != sluice.StateDead {
+	if j, err := r.Get(context.Background(), 2); err != nil || j.State != sluice.StateDead {
 		t.Errorf("job 2 = %v, %v; want dead", j.State, err)
 	}
 }

@@ -58,7 +58,10 @@ type Node struct {
 	// compactDue and holdWaiters: the last landing wants the next one quiet (Room is 0
 	// meanwhile); stopped is the machine's Stopped as the last write or landing left it.
 	compactDue, holdWaiters, stopped bool
-	wakeAt                           time.Time // Effects.WakeAt as last returned
+	// wakeAt is Effects.WakeAt as last returned. Invariant: a wake time reached (wakeAt <= now)
+	// leaves the Node dirty, so a driver never waits on a timer for what is due already
+	// (unless flying, failed or closed).
+	wakeAt time.Time
 
 	closing        bool
 	compactAtClose bool
@@ -647,6 +650,9 @@ func (n *Node) CheckInvariants() error {
 	}
 	if n.flying && n.failed != nil {
 		errs = append(errs, errors.New("runner: a batch flies after the failure"))
+	}
+	if w := n.wakeAt; !w.IsZero() && !n.now.Before(w) && !n.flying && !n.dirty && n.failed == nil && !n.closed {
+		errs = append(errs, fmt.Errorf("runner: wake time %s reached at %s, and the next Ready writes nothing", w.Format(time.RFC3339Nano), n.now.Format(time.RFC3339Nano)))
 	}
 	if n.failed == nil {
 		errs = append(errs, n.e.CheckInvariants())

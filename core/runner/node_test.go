@@ -193,6 +193,26 @@ func TestNodeWritesNothingWhileASyncFlies(t *testing.T) {
 	}
 }
 
+// TestNodeWakeReachedWritesAtOnce: the Clock that reaches Effects.WakeAt leaves the Node
+// dirty, so its next Ready writes the batch that starts the due job; a wake time at or
+// before the Node's now with nothing to write breaks CheckInvariants.
+func TestNodeWakeReachedWritesAtOnce(t *testing.T) {
+	h := newNodeHarness(t, Config{}, NodeConfig{})
+	h.step(Admit{On: true})
+	due := epoch.Add(time.Second)
+	h.enqueue(due, "a")
+	h.settle()
+	h.take()
+	if w := h.n.WakeAt(); !w.Equal(due) {
+		t.Fatalf("WakeAt %v, want the job's due %v", w, due)
+	}
+	h.step(Clock{Now: due})
+	h.settle()
+	if diff := cmp.Diff([]string{"write", "landed 1", "start 1#1"}, h.take()); diff != "" {
+		t.Fatalf("(-want +got)\n%s", diff)
+	}
+}
+
 // TestNodeAnswersReadsOnlyWhenQuiet: a read stepped after a command that a flight staged is
 // not answered at that landing (the command is not durable): the next flight takes nothing
 // new (Room 0), and the read is answered at its landing, in a Ready that writes nothing.

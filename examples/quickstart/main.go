@@ -63,7 +63,7 @@ func run(dir string) error {
 	if err := r.Drain(ctx); err != nil { // work until nothing is left; a service calls r.Run(ctx)
 		return err
 	}
-	job, err := r.Get(id)
+	job, err := r.Get(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -144,7 +144,11 @@ func run() error {
 			_ = r.Close()
 			return fmt.Errorf("drain: %w", err)
 		}
-		st := r.Stats()
+		st, err := r.Stats(context.Background())
+		if err != nil {
+			_ = r.Close()
+			return fmt.Errorf("stats: %w", err)
+		}
 		out.printf("drained commits=%d records=%d syncs=%d compactions=%d\n", st.Commits, st.Records, st.Syncs, st.Compactions)
 	}
 	return r.Close()
@@ -225,9 +229,13 @@ func enqueue(ctx context.Context, r *sluice.Kind[string], o options, out *lineWr
 }
 
 func dump(r *sluice.Kind[string], out *lineWriter) error {
-	last := r.Stats().LastID
-	for id := uint64(1); id <= last; id++ {
-		j, err := r.Get(id)
+	ctx := context.Background()
+	st, err := r.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	for id := uint64(1); id <= st.LastID; id++ {
+		j, err := r.Get(ctx, id)
 		if errors.Is(err, sluice.ErrNotFound) {
 			out.printf("job %d gone 0\n", id)
 			continue

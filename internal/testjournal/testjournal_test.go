@@ -1,6 +1,7 @@
 package testjournal_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,7 +41,7 @@ func TestClosedHoldsTheDocumentedJobs(t *testing.T) {
 		t.Errorf("jobs (-want +got):\n%s", diff)
 	}
 	r := testjournal.Reopen(t, dir)
-	if j, err := r.Get(4); err != nil || j.State != sluice.StatePending || j.Payload != "later" {
+	if j, err := r.Get(context.Background(), 4); err != nil || j.State != sluice.StatePending || j.Payload != "later" {
 		t.Errorf("job 4 after Reopen = %+v, %v; want the pending \"later\"", j, err)
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/config"
 )
 
 // Shrinking (simrun --seed N --shrink) searches, deterministically, for a smaller run that
-// breaks the same invariant: the seed's drawn configuration plus a shrink token (sim.Token)
+// breaks the same invariant: the seed's drawn configuration plus a shrink token (config.Token)
 // of overrides. The search is delta debugging over the token: first every fault kind that is
 // on is offered for removal (all, then halves, then one by one) and each kind left is offered
 // at a higher rate (so it strikes sooner), then each count tries a ladder of lower values and
@@ -43,12 +44,12 @@ func Shrink(o sim.Options) (*Shrunk, error) {
 		return nil, fmt.Errorf("explain: seed %d (profile %s) breaks no invariant: nothing to shrink", o.Seed, before.Config.Profile)
 	}
 	inv := before.Violation.Invariant
-	base, err := sim.ParseToken(o.Shrunk)
+	base, err := config.ParseToken(o.Shrunk)
 	if err != nil {
 		return nil, err
 	}
 	s := &shrinker{o: o, inv: inv, best: before, tok: base, runs: 1}
-	s.drawn, err = sim.NewConfig(o.Seed, before.Config.Profile)
+	s.drawn, err = config.New(o.Seed, before.Config.Profile)
 	if err != nil {
 		return nil, err
 	}
@@ -66,14 +67,14 @@ func Shrink(o sim.Options) (*Shrunk, error) {
 type shrinker struct {
 	o     sim.Options
 	inv   string
-	drawn sim.Config
+	drawn config.Config
 	best  *sim.Result
-	tok   sim.Token
+	tok   config.Token
 	runs  int
 }
 
 // try runs t and keeps it when it breaks the same invariant in no more events.
-func (s *shrinker) try(t sim.Token) bool {
+func (s *shrinker) try(t config.Token) bool {
 	if s.runs >= shrinkRunsMax {
 		return false
 	}
@@ -94,7 +95,7 @@ func (s *shrinker) try(t sim.Token) bool {
 // faults offers the fault kinds still on for removal: all, then halves, then one by one.
 func (s *shrinker) faults() bool {
 	c, _ := s.tok.Apply(s.drawn)
-	on := sim.FaultsOn(c)
+	on := config.FaultsOn(c)
 	progress := false
 	if c.Faults.ExpectRefusal {
 		t := s.tok.Clone()
@@ -145,7 +146,7 @@ func (s *shrinker) faults() bool {
 // the fewest events.
 func (s *shrinker) counts() bool {
 	progress := false
-	for _, k := range sim.CountKnobs() {
+	for _, k := range config.CountKnobs() {
 		c, _ := s.tok.Apply(s.drawn)
 		if k.Side == "runner" && c.Nodes == 0 || k.Side == "queue" && c.Workers == 0 {
 			continue // the side is gone: its counts change nothing
@@ -173,14 +174,14 @@ func (s *shrinker) counts() bool {
 // simplify drops every count override and boost the shrunk run does not need (the run without
 // it fails the same way in no more events), so the token names only what matters.
 func (s *shrinker) simplify() {
-	for _, k := range sim.CountKnobs() {
+	for _, k := range config.CountKnobs() {
 		if _, ok := s.tok.Counts[k.Name]; ok {
 			t := s.tok.Clone()
 			delete(t.Counts, k.Name)
 			s.try(t)
 		}
 	}
-	for _, name := range sim.FaultNames() {
+	for _, name := range config.FaultNames() {
 		if _, ok := s.tok.Boost[name]; ok {
 			t := s.tok.Clone()
 			delete(t.Boost, name)
@@ -215,8 +216,8 @@ func ladder(lo, cur int64) []int64 {
 }
 
 // faultKinds counts the fault kinds a configuration has on (a shrink's "fault kinds" figure).
-func faultKinds(c sim.Config) int {
-	n := len(sim.FaultsOn(c))
+func faultKinds(c config.Config) int {
+	n := len(config.FaultsOn(c))
 	if c.Faults.ExpectRefusal {
 		n++
 	}

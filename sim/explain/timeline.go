@@ -314,7 +314,7 @@ func writeHead(b *strings.Builder, res *sim.Result) {
 	fmt.Fprintf(b, "<h1>seed %d, profile %s: %s</h1>\n", res.Config.Seed, html.EscapeString(res.Config.Profile), html.EscapeString(res.Verdict()))
 	fmt.Fprintf(b, "<p>%d events over %s simulated; reproduce: <code>%s</code></p>\n", res.Steps, sim.Offset(res.End), html.EscapeString(res.Repro()))
 	if v := res.Violation; v != nil {
-		fmt.Fprintf(b, "<p class=\"verdict\">VIOLATION <b>%s</b> at %s in %s: %s</p>\n", v.Invariant, sim.Offset(v.At), html.EscapeString(sim.Machine(v)), html.EscapeString(v.Detail))
+		fmt.Fprintf(b, "<p class=\"verdict\">VIOLATION <b>%s</b> at %s in %s: %s</p>\n", v.Invariant, sim.Offset(v.At), html.EscapeString(Machine(v)), html.EscapeString(v.Detail))
 	}
 }
 

@@ -344,6 +344,10 @@ func (s Set) Validate() error {
 	return s.Timing.Validate()
 }
 
+// Storm is storm for sluicetest, whose runs make a few dozen disk operations where simrun's
+// make thousands.
+func (s *Set) Storm(k float64) { s.storm(k) }
+
 // storm multiplies every fault probability of s by k, keeping each a probability and the
 // transport call faults' sum at most 1/2.
 func (s *Set) storm(k float64) {

@@ -1,4 +1,4 @@
-package sim
+package config
 
 import (
 	"hash/fnv"

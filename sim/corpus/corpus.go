@@ -1,10 +1,16 @@
-package sim
+// Package corpus parses the simulator's corpus files (corpus/sim/*.txt): each entry pins one
+// run of package sim, its seed, profile and overrides, and the outcome and trace digest the
+// run must produce.
+package corpus
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/config"
 )
 
 // A corpus entry (corpus/sim/*.txt) pins one run: the seed, its profile, a one-line note of
@@ -21,25 +27,25 @@ import (
 //
 // The expected output is "ok" or "violation <invariant>", then the run's trace digest.
 
-// CorpusEntry is one parsed entry.
-type CorpusEntry struct {
+// Entry is one parsed entry.
+type Entry struct {
 	Where    string // file:line
 	Seed     int64
 	Profile  string
 	Safety   time.Duration
 	Steps    int
-	Shrunk   string // a shrink token (token.go)
+	Shrunk   string // a shrink token (sim/config)
 	Note     string
 	Expected string // the lines after ----
 }
 
 // Options returns the run the entry pins.
-func (e CorpusEntry) Options() Options {
-	return Options{Seed: e.Seed, Profile: e.Profile, Safety: e.Safety, Steps: e.Steps, Shrunk: e.Shrunk}
+func (e Entry) Options() sim.Options {
+	return sim.Options{Seed: e.Seed, Profile: e.Profile, Safety: e.Safety, Steps: e.Steps, Shrunk: e.Shrunk}
 }
 
 // Outcome renders what a corpus entry records of a result.
-func Outcome(r *Result) string {
+func Outcome(r *sim.Result) string {
 	status := r.Verdict()
 	if r.Violation != nil {
 		status = "violation " + r.Violation.Invariant
@@ -48,7 +54,7 @@ func Outcome(r *Result) string {
 }
 
 // Check compares a result with the entry; "" when it matches.
-func (e CorpusEntry) Check(r *Result) string {
+func (e Entry) Check(r *sim.Result) string {
 	got := Outcome(r)
 	if strings.TrimSpace(got) == strings.TrimSpace(e.Expected) {
 		return ""
@@ -59,8 +65,8 @@ func (e CorpusEntry) Check(r *Result) string {
 
 // ParseRunArgs parses the arguments of a "run" line: seed=N profile=P duration=D steps=K
 // shrunk=TOKEN.
-func ParseRunArgs(args []string) (CorpusEntry, error) {
-	e := CorpusEntry{Profile: "swarm", Seed: -1}
+func ParseRunArgs(args []string) (Entry, error) {
+	e := Entry{Profile: "swarm", Seed: -1}
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
@@ -78,7 +84,7 @@ func ParseRunArgs(args []string) (CorpusEntry, error) {
 			e.Steps, err = strconv.Atoi(v)
 		case "shrunk":
 			e.Shrunk = v
-			_, err = ParseToken(v)
+			_, err = config.ParseToken(v)
 		default:
 			return e, fmt.Errorf("unknown argument %q", k)
 		}
@@ -92,10 +98,10 @@ func ParseRunArgs(args []string) (CorpusEntry, error) {
 	return e, nil
 }
 
-// ParseCorpus parses a corpus file (the datadriven subset above).
-func ParseCorpus(name, text string) ([]CorpusEntry, error) {
+// Parse parses a corpus file (the datadriven subset above).
+func Parse(name, text string) ([]Entry, error) {
 	lines := strings.Split(text, "\n")
-	var out []CorpusEntry
+	var out []Entry
 	for i := 0; i < len(lines); i++ {
 		l := strings.TrimSpace(lines[i])
 		if l == "" || strings.HasPrefix(l, "#") {
