@@ -3,13 +3,16 @@ package sqs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"strings"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -114,4 +117,37 @@ func classifyEntry(op string, e *EntryError) error {
 		}
 	}
 	return &core.TransportError{Class: class, Op: op, Code: code, Err: e}
+}
+
+// classifySend classes a failed send as classify does and, when the queue may have stored
+// the message, wraps core.ErrSendUnknown: an answer of 5xx or one that could not be read (a
+// truncated body, a checksum mismatch), or a connection that failed after the request may
+// have reached the queue (a reset, a timeout). An answer of 4xx (a refusal, throttling)
+// and a connection that was never made mean nothing was stored.
+func classifySend(op string, err error) *core.TransportError {
+	te := classify(op, err)
+	if sendUnknown(err) {
+		te.Err = unknown(te.Err)
+		if te.Class == core.Fatal {
+			te.Class = core.Retryable
+		}
+	}
+	return te
+}
+
+func unknown(err error) error { return fmt.Errorf("%w: %w", err, core.ErrSendUnknown) }
+
+func sendUnknown(err error) bool {
+	// The SDK wraps a failure to send in a response error of status 0: no answer came.
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() != 0 {
+		s := status.HTTPStatusCode()
+		return s < 400 || s >= 500
+	}
+	var se *smithyhttp.RequestSendError
+	if !errors.As(err, &se) {
+		return false // the SDK failed before sending (credentials, serialization)
+	}
+	var oe *net.OpError
+	return !errors.As(err, &oe) || oe.Op != "dial"
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -140,5 +141,92 @@ func TestEntryResultsKeepEntryOrder(t *testing.T) {
 	want := []string{"ok", "gone/ReceiptHandleIsInvalid", "retryable/NoEntryResult", "ok"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestClassifySendTellsUnknownFromRefused: a send whose answer was lost or unreadable, or
+// that the server failed with a 5xx, may have been stored (ErrSendUnknown); a 4xx answer, a
+// connection never made, or an SDK failure before sending stored nothing.
+func TestClassifySendTellsUnknownFromRefused(t *testing.T) {
+	sendErr := func(err error) error { // as the SDK wraps it: a response error of status 0
+		return &smithy.OperationError{ServiceID: "SQS", OperationName: "SendMessage", Err: &awshttp.ResponseError{
+			ResponseError: &smithyhttp.ResponseError{
+				Response: &smithyhttp.Response{Response: &http.Response{}},
+				Err:      &smithyhttp.RequestSendError{Err: err},
+			},
+		}}
+	}
+	post := func(err error) error { return &url.Error{Op: "Post", URL: "http://127.0.0.1:1", Err: err} }
+	tests := []struct {
+		name    string
+		err     error
+		unknown bool
+		class   core.Class
+	}{
+		{"5xx", httpErr(500, &smithy.GenericAPIError{Code: "InternalError"}), true, core.Retryable},
+		{"503 without a code", httpErr(503, errors.New("bad gateway")), true, core.Retryable},
+		{"answer truncated", httpErr(200, &smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), true, core.Retryable},
+		{"connection reset", sendErr(post(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})), true, core.Retryable},
+		{"EOF", sendErr(post(io.EOF)), true, core.Retryable},
+		{"timeout", sendErr(post(context.DeadlineExceeded)), true, core.Retryable},
+		{"throttled", httpErr(400, &smithy.GenericAPIError{Code: "ThrottlingException"}), false, core.Retryable},
+		{"refused", httpErr(400, &smithy.GenericAPIError{Code: "InvalidParameterValue"}), false, core.Fatal},
+		{"connection refused", sendErr(post(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})), false, core.Retryable},
+		{"before sending", &smithy.OperationError{ServiceID: "SQS", OperationName: "SendMessage", Err: errors.New("no credentials")}, false, core.Fatal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			te := classifySend("send", fmt.Errorf("sqs: send to q: %w", tt.err))
+			if got := errors.Is(te, core.ErrSendUnknown); got != tt.unknown {
+				t.Errorf("errors.Is(%v, ErrSendUnknown) = %v, want %v", te, got, tt.unknown)
+			}
+			if te.Class != tt.class {
+				t.Errorf("class %v, want %v", te.Class, tt.class)
+			}
+			if !errors.Is(te, tt.err) {
+				t.Errorf("%v does not wrap the SDK's error", te)
+			}
+		})
+	}
+}
+
+// fakeSend answers SendMessageBatch with out.
+type fakeSend struct {
+	out *awssqs.SendMessageBatchOutput
+}
+
+func (f fakeSend) SendMessage(context.Context, *awssqs.SendMessageInput, ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error) {
+	panic("not called")
+}
+
+func (f fakeSend) SendMessageBatch(context.Context, *awssqs.SendMessageBatchInput, ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error) {
+	return f.out, nil
+}
+
+// TestSendBatchEntryResults: a failed entry is a refusal (not ErrSendUnknown); an entry SQS
+// answered neither way may have been stored (ErrSendUnknown).
+func TestSendBatchEntryResults(t *testing.T) {
+	snd, err := NewSender(fakeSend{out: &awssqs.SendMessageBatchOutput{
+		Successful: []types.SendMessageBatchResultEntry{{Id: aws.String("0")}},
+		Failed:     []types.BatchResultErrorEntry{{Id: aws.String("1"), Code: aws.String("InvalidParameterValue"), SenderFault: true}},
+	}}, Config{QueueURL: "http://127.0.0.1:1/000000000000/q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := snd.SendBatch(context.Background(), make([]core.Outgoing, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(errs))
+	for i, e := range errs {
+		got[i] = fmt.Sprintf("%v unknown=%v", core.ClassOf(e), errors.Is(e, core.ErrSendUnknown))
+	}
+	want := []string{
+		fmt.Sprintf("%v unknown=false", core.Class(0)),
+		fmt.Sprintf("%v unknown=false", core.Fatal),
+		fmt.Sprintf("%v unknown=true", core.Retryable),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }

@@ -20,7 +20,7 @@ type ClientOptions struct {
 	Endpoint string
 	// MaxAttempts caps the SDK's own retries per call (1: none); 0 keeps the SDK default.
 	// It applies to receives only: the Transport makes one attempt at every call naming a
-	// receipt, whose retries the lease controller paces itself.
+	// receipt, whose retries the lease controller paces itself, and a Sender at every send.
 	MaxAttempts int
 	// Load is passed to config.LoadDefaultConfig (region, credentials, profile, ...).
 	Load []func(*config.LoadOptions) error

@@ -27,11 +27,23 @@
 //     visibility past the 12 h ceiling).
 //     Codes are reported without the "AWS.SimpleQueueService." prefix the query-compatible
 //     protocol adds.
-//  7. Calls that name a receipt (change visibility, delete) make one attempt: the SDK's
-//     retryer is replaced for them (aws.NopRetryer), whatever the client was configured with.
-//     The lease machine retries them with its pacing inside the receipt's lease; an SDK retry
-//     could reach the queue after the machine dropped the receipt. Receives keep the client's
-//     retries.
+//  7. Calls that name a receipt (change visibility, delete) and sends make one attempt: the
+//     SDK's retryer is replaced for them (aws.NopRetryer), whatever the client was configured
+//     with. The lease machine retries receipt calls with its pacing inside the receipt's
+//     lease (an SDK retry could reach the queue after the machine dropped the receipt); a
+//     blind resend of a message the queue may have stored would store it twice. Receives
+//     keep the client's retries.
+//  8. A send whose outcome is unknown fails with an error wrapping core.ErrSendUnknown
+//     (Retryable): a 5xx answer, an answer that could not be read, or a connection that
+//     failed once the request was on its way (a reset, a timeout), and a batch entry SQS
+//     answered neither way. A 4xx answer, a failed batch entry and a connection never made
+//     stored nothing and do not wrap it.
+//  9. Attributes: a send carries Outgoing.Attributes as String attributes and Outgoing.Typed
+//     with their own data types (a name in both, or a value of the wrong kind for its type,
+//     is refused Fatal without a call); a receive fills Message.Typed with every attribute
+//     and its data type (String, Number, Binary, custom suffixes) and Message.Attributes with
+//     the text ones. DedupID and GroupID go out as MessageDeduplicationId and MessageGroupId
+//     (FIFO queues).
 //  5. The adapter keeps no state between calls and is safe for concurrent use (as the SDK
 //     client is).
 //

@@ -71,10 +71,11 @@ func New(c Client, cfg Config) (*Transport, error) {
 	return &Transport{c: c, cfg: cfg, url: aws.String(cfg.QueueURL)}, nil
 }
 
-// oneAttempt turns the SDK's own retries off for one call about a receipt: the lease machine
-// paces renewal and disposition retries itself, within the receipt's lease, and an SDK retry
-// could reach the queue after the machine dropped the receipt. Receives keep the client's
-// retryer: they name no receipt.
+// oneAttempt turns the SDK's own retries off for one call about a receipt or one send: the
+// lease machine paces renewal and disposition retries itself, within the receipt's lease
+// (an SDK retry could reach the queue after the machine dropped the receipt), and a resent
+// message the queue already stored would be stored twice. Receives keep the client's
+// retryer: they name no receipt and store nothing.
 func oneAttempt(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} }
 
 // QueueURL is the queue the transport talks to.
@@ -121,8 +122,8 @@ func (t *Transport) Receive(ctx context.Context, max int, wait, visibility time.
 			Receipt:      aws.ToString(m.ReceiptHandle),
 			Body:         []byte(aws.ToString(m.Body)),
 			ReceiveCount: count,
-			Attributes:   attrsIn(m.MessageAttributes),
 		})
+		msgs[len(msgs)-1].Attributes, msgs[len(msgs)-1].Typed = attrsIn(m.MessageAttributes)
 	}
 	return msgs, nil
 }
@@ -217,6 +218,9 @@ func (t *Transport) DeleteBatch(ctx context.Context, receipts []string) ([]error
 	return entryResults(op, len(receipts), ok, out.Failed), nil
 }
 
+// codeNoEntryResult is the code of a batch entry SQS answered neither way.
+const codeNoEntryResult = "NoEntryResult"
+
 // EntryError is a failed batch entry as SQS reported it.
 type EntryError struct {
 	Code        string
@@ -258,7 +262,7 @@ func entryResults(op string, n int, successful []string, failed []types.BatchRes
 	}
 	for i := range errs {
 		if !seen[i] {
-			errs[i] = &core.TransportError{Class: core.Retryable, Op: op, Code: "NoEntryResult",
+			errs[i] = &core.TransportError{Class: core.Retryable, Op: op, Code: codeNoEntryResult,
 				Err: fmt.Errorf("sqs: batch answered neither success nor failure for entry %d", i)}
 		}
 	}

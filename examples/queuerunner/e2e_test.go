@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,9 +30,10 @@ const childEnv = "QUEUERUNNER_CHILD"
 func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
 		var o struct {
-			Endpoint, Queue, DLQ, Done string
-			Work                       time.Duration
-			Concurrency                int
+			Endpoint, Queue, DLQ, Done, Trace string
+			Work, Grace, Window               time.Duration
+			Concurrency                       int
+			FIFO, Orphan                      bool
 		}
 		if err := json.Unmarshal([]byte(v), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -39,8 +41,14 @@ func TestMain(m *testing.M) {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
+		if o.Orphan { // stop as on SIGTERM once the test binary is gone (its pipe closes)
+			go func() {
+				io.Copy(io.Discard, os.Stdin)
+				stop()
+			}()
+		}
 		err := run(ctx, options{endpoint: o.Endpoint, region: fauxqs.Region, queue: o.Queue, dlq: o.DLQ, done: o.Done,
-			window: 4 * time.Second, concurrency: max(o.Concurrency, 8), work: o.Work})
+			trace: o.Trace, window: cmp.Or(o.Window, 4*time.Second), concurrency: max(o.Concurrency, 1), work: o.Work, grace: o.Grace, fifo: o.FIFO})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
