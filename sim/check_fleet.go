@@ -102,12 +102,12 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 		return
 	}
 	w.chk.Pass(InvFleetOneJob)
-	if j.stopAttempt > 0 && !dup {
-		if attempt != j.stopAttempt {
-			w.chk.Fail(InvFleetStop, "%s: job-%d runs attempt %d after a graceful stop cancelled attempt %d", p.name, j.n, attempt, j.stopAttempt)
+	if stopped, ok := j.stopAttempt[m.ID]; ok && !dup {
+		if attempt != stopped {
+			w.chk.Fail(InvFleetStop, "%s: job-%d runs attempt %d from %s after a graceful stop cancelled its attempt %d", p.name, j.n, attempt, m.ID, stopped)
 			return
 		}
-		j.stopAttempt = 0
+		delete(j.stopAttempt, m.ID)
 		w.chk.Pass(InvFleetStop)
 	}
 	// Attempts still running under a lease already lost (their handler not yet returned) are

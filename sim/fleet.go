@@ -105,9 +105,10 @@ type fleetJob struct {
 	malformed string
 	deadAsIs  bool // a delivery of the malformed message was dead-lettered unchanged
 	refused   bool // too large for the queue: the producer's job layer refused it
-	// stopAttempt is the attempt a graceful stop cancelled (0: none since the last run): the
-	// job's next run must carry the same number (fleet-stop).
-	stopAttempt int
+	// stopAttempt is, by message id, the attempt a graceful stop cancelled: that message's
+	// next run must carry the same number (fleet-stop). By message, not by job: another copy
+	// of the job (a re-send whose answer was lost) carries its own count.
+	stopAttempt map[string]int
 	// foreign are the attributes of another producer its message was sent with; body its
 	// payload. A dead letter of the job carries both unchanged (fleet-dead-letter).
 	foreign map[string]core.Attribute
@@ -120,6 +121,16 @@ type fleetJob struct {
 	// killer: every attempt kills its process (an out-of-memory handler); the job must end
 	// dead-lettered deliveries-lost with no attempt spent (fleet-attempts).
 	killer bool
+}
+
+// stopAttemptOf returns the attempt a graceful stop cancelled on message id, if any; j may
+// be nil (not a job).
+func (j *fleetJob) stopAttemptOf(id string) (int, bool) {
+	if j == nil {
+		return 0, false
+	}
+	a, ok := j.stopAttempt[id]
+	return a, ok
 }
 
 // fleetHolder is a running attempt: its worker and its message.
@@ -551,7 +562,10 @@ func (f *fleet) endAttempt(p *workerProc, fp *fleetProc, d *fleetDelivery, recei
 	cancelled := d.cancelled != (w.mutation == mutFleetCancelFlip)
 	if d.stopped {
 		d.outcome = qjobs.Outcome{Result: qjobs.Retryable, Err: "context canceled (shutdown)"}
-		j.stopAttempt = d.attempt
+		if j.stopAttempt == nil {
+			j.stopAttempt = map[string]int{}
+		}
+		j.stopAttempt[d.m.ID] = d.attempt
 		cancelled = w.mutation != mutFleetStopSpends
 	}
 	if !cancelled && d.outcome.Result != qjobs.Success {
@@ -704,6 +718,11 @@ func (f *fleet) deliver(p *workerProc, d *fleetDelivery, s qjobs.Send, decided t
 	}
 	if s.To == qjobs.ToQueue && d.job != nil && d.job.parked {
 		f.parkedIDs = append(f.parkedIDs, id)
+	}
+	if a, ok := d.job.stopAttemptOf(d.m.ID); ok && s.To == qjobs.ToQueue {
+		// A successor of a stopped message (a defer, or a defect's retry) carries its check.
+		delete(d.job.stopAttempt, d.m.ID)
+		d.job.stopAttempt[id] = a
 	}
 	if s.To == qjobs.ToQueue && d.job != nil {
 		f.checkHop(w, d.job, f.hops[d.m.ID], qjobs.Send{Why: s.Why, Attrs: s.Attrs, Message: out}, decided, id)
