@@ -291,11 +291,11 @@ func (q *QueueRunner) sendJobs(ctx context.Context, sends []qjobs.Send, first in
 			if e == nil {
 				e = errs[k]
 			}
-			switch {
-			case e == nil:
-			case errors.Is(e, core.ErrSendUnknown) && sends[i].Deduplicated && try < qjobs.UnknownRetriesMax:
+			switch sends[i].Fate(e, try) {
+			case qjobs.EnqueueStored:
+			case qjobs.EnqueueAgain:
 				again = append(again, i)
-			case errors.Is(e, core.ErrSendUnknown):
+			case qjobs.EnqueueUnknown:
 				return wrapf(ErrEnqueueUnknown, e, "enqueue: job %d (id %d) may have been stored; check for id %d before enqueueing it again",
 					first+i, sends[i].Attrs.ID, sends[i].Attrs.ID)
 			default:

@@ -117,6 +117,34 @@ type Send struct {
 // UnknownRetriesMax bounds the repeats of a deduplicated send whose answer was lost.
 const UnknownRetriesMax = 2
 
+// EnqueueFate is what becomes of one enqueue's send once the queue answered.
+type EnqueueFate int
+
+const (
+	// EnqueueStored: the queue took it.
+	EnqueueStored EnqueueFate = iota
+	// EnqueueAgain: its answer was lost but the queue drops a copy: send it again.
+	EnqueueAgain
+	// EnqueueUnknown: its answer was lost and a copy would be a second job: the caller is
+	// told it may be stored, with the job's id, and nothing is sent again.
+	EnqueueUnknown
+	// EnqueueFailed: the queue refused it; the caller gets the error.
+	EnqueueFailed
+)
+
+// Fate says what becomes of s, an Enqueue's send, whose try-th send (0 the first) answered err.
+func (s Send) Fate(err error, try int) EnqueueFate {
+	switch {
+	case err == nil:
+		return EnqueueStored
+	case errors.Is(err, core.ErrSendUnknown) && s.Deduplicated && try < UnknownRetriesMax:
+		return EnqueueAgain
+	case errors.Is(err, core.ErrSendUnknown):
+		return EnqueueUnknown
+	}
+	return EnqueueFailed
+}
+
 // Run asks the driver to run the handler of Attrs.Kind on Payload as attempt Attempt.
 type Run struct {
 	Receipt string

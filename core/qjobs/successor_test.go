@@ -204,3 +204,28 @@ func TestIDsAreDrawnAndRequired(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+func TestEnqueueFate(t *testing.T) {
+	unknown := &core.TransportError{Class: core.Retryable, Op: "send", Err: core.ErrSendUnknown}
+	refused := &core.TransportError{Class: core.Fatal, Op: "send", Err: errors.New("InvalidParameterValue")}
+	fifo, standard := Send{Deduplicated: true}, Send{}
+	for _, c := range []struct {
+		name string
+		s    Send
+		err  error
+		try  int
+		want EnqueueFate
+	}{
+		{"stored", standard, nil, 0, EnqueueStored},
+		{"standard, answer lost", standard, unknown, 0, EnqueueUnknown},
+		{"FIFO, answer lost", fifo, unknown, 0, EnqueueAgain},
+		{"FIFO, answer lost again", fifo, unknown, UnknownRetriesMax - 1, EnqueueAgain},
+		{"FIFO, answer lost past the bound", fifo, unknown, UnknownRetriesMax, EnqueueUnknown},
+		{"refused", fifo, refused, 0, EnqueueFailed},
+		{"refused, standard", standard, refused, 0, EnqueueFailed},
+	} {
+		if got := c.s.Fate(c.err, c.try); got != c.want {
+			t.Errorf("%s: fate %d, want %d", c.name, got, c.want)
+		}
+	}
+}
