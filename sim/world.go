@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/eventheap"
 	"github.com/sluicehq/sluice/sim/internal/trace"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -246,7 +247,7 @@ func (w *World) runSafely() (fault string) {
 // perturb reallocates the world's containers with other capacities (the determinism check's
 // second run): nothing a run prints may depend on them.
 func (w *World) perturb() {
-	w.loop.h = make(eventHeap, 0, 4099)
+	w.loop.h = make(eventheap.Heap, 0, 4099)
 	w.chk.nodes = make(map[int]*nodeModel, 61)
 	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
 	w.chk.receipts = make(map[string]*receiptModel, 2003)
