@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core/worker"
+	"github.com/sluicehq/sluice/sim/internal/liveness"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -198,27 +198,10 @@ func (w *World) updateBounds() time.Duration {
 }
 
 // Liveness is a run's settle time against its bound, per side (from the start of the phase).
-type Liveness struct {
-	Runner, Queue Side
-}
+type Liveness = liveness.Liveness
 
-// Side is one side's settle time and bound from the start of the liveness phase; Settled is
-// -1 when it did not settle, and On false when the world has no such side.
-type Side struct {
-	On             bool
-	Settled, Bound time.Duration
-}
-
-// Ratio is the larger of the sides' settle time over bound (0 when neither settled at all).
-func (l Liveness) Ratio() float64 {
-	r := 0.0
-	for _, s := range []Side{l.Runner, l.Queue} {
-		if s.On && s.Settled >= 0 && s.Bound > 0 {
-			r = max(r, float64(s.Settled)/float64(s.Bound))
-		}
-	}
-	return r
-}
+// Side is one side's settle time and bound from the start of the liveness phase.
+type Side = liveness.Side
 
 func (w *World) livenessResult() Liveness {
 	side := func(s liveSide) Side {
@@ -229,42 +212,4 @@ func (w *World) livenessResult() Liveness {
 		return out
 	}
 	return Liveness{Runner: side(w.runnerSide), Queue: side(w.queueSide)}
-}
-
-// String renders "settled in X of Y (runner X of Y, queue X of Y)".
-func (l Liveness) String() string {
-	sec := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s" }
-	part := func(name string, s Side) string {
-		if !s.On {
-			return ""
-		}
-		x := "not settled"
-		if s.Settled >= 0 {
-			x = sec(s.Settled)
-		}
-		return name + " " + x + " of " + sec(s.Bound)
-	}
-	var parts []string
-	for _, p := range []string{part("runner", l.Runner), part("queue", l.Queue)} {
-		if p != "" {
-			parts = append(parts, p)
-		}
-	}
-	all := Side{On: true, Settled: max(l.Runner.Settled, l.Queue.Settled), Bound: max(l.Runner.Bound, l.Queue.Bound)}
-	if (l.Runner.On && l.Runner.Settled < 0) || (l.Queue.On && l.Queue.Settled < 0) {
-		all.Settled = -1
-	}
-	head := "not settled"
-	if all.Settled >= 0 {
-		head = "settled in " + sec(all.Settled)
-	}
-	s := head + " of " + sec(all.Bound)
-	if len(parts) > 0 {
-		s += " (" + parts[0]
-		for _, p := range parts[1:] {
-			s += ", " + p
-		}
-		s += ")"
-	}
-	return s + ", ratio " + strconv.FormatFloat(l.Ratio(), 'f', 4, 64)
 }

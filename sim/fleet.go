@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/retry"
 	"github.com/sluicehq/sluice/core/worker"
 	"github.com/sluicehq/sluice/sim/faults"
+	"github.com/sluicehq/sluice/sim/internal/jobattrs"
 	"github.com/sluicehq/sluice/sim/queue"
 )
 
@@ -246,10 +247,6 @@ func (f *fleet) stopped(p *workerProc) {
 	delete(f.procs, p.id)
 }
 
-// farDues are the dues of parked jobs: far beyond any run, the last one at the end of year
-// 9999 (its wait saturates time.Duration).
-var farDues = []time.Duration{30 * 24 * time.Hour, 400 * 24 * time.Hour, -1}
-
 // enqueue sends the n-th job through the producers' job layer, unless it refuses it (too
 // large). One job in four carries its own attempts or deadline; about one in eight is due
 // later (up to three times the longest delay), one in sixteen in the past, one in sixty-four
@@ -275,7 +272,7 @@ func (f *fleet) enqueue(w *World, n int) {
 	case 12:
 		j.parked = true
 		nj.Due = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
-		if d := farDues[r.Intn(len(farDues))]; d > 0 {
+		if d := jobattrs.FarDues[r.Intn(len(jobattrs.FarDues))]; d > 0 {
 			nj.Due = now.Add(d)
 		}
 	}
@@ -312,15 +309,10 @@ func (f *fleet) enqueue(w *World, n int) {
 		w.chk.Fail(InvMachine, "job-%d: qjobs.Size says %d bytes, the queue counts %d, the limit %d", n, size, queue.Size(out), queue.MessageMax)
 	}
 	if r.Intn(12) == 0 {
-		d := damages[r.Intn(len(damages))]
-		attrs := make(map[string]string, len(out.Attributes)+1)
-		for k, v := range out.Attributes { // a copy: the order does not matter
-			attrs[k] = v
-		}
-		d.damage(attrs)
-		out.Attributes = attrs
-		j.malformed, j.parked = d.names, false // not a job: it goes to the dead-letter queue
-		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.what)
+		d := jobattrs.Damages[r.Intn(len(jobattrs.Damages))]
+		out.Attributes = d.Apply(out.Attributes)
+		j.malformed, j.parked = d.Names, false // not a job: it goes to the dead-letter queue
+		w.trace("producer", "job-"+strconv.Itoa(n)+" malformed: "+d.What)
 	}
 	f.foreignAttrs(w, j, &out)
 	if err := w.queue.Refusal(out); err != nil {
@@ -336,29 +328,14 @@ func (f *fleet) enqueue(w *World, n int) {
 	w.trace("producer", id+" job-"+strconv.Itoa(n)+" "+s.String())
 }
 
-// foreignAttrs gives one job in eight attributes of another producer (a trace id, a Number,
-// a Binary), and one in forty-eight a Binary sluice-kind (not a job: as it is to the
-// dead-letter queue, Binary kept).
+// foreignAttrs adds another producer's attributes to some jobs (jobattrs.Foreign).
 func (f *fleet) foreignAttrs(w *World, j *fleetJob, out *core.Outgoing) {
 	j.body = append([]byte(nil), out.Body...)
-	r := f.r
-	switch {
-	case j.malformed == "" && r.Intn(48) == 0:
-		attrs := make(map[string]string, len(out.Attributes))
-		for k, v := range out.Attributes { // a copy: the order does not matter
-			attrs[k] = v
-		}
-		delete(attrs, qjobs.AttrKind)
-		out.Attributes = attrs
-		out.Typed = map[string]core.Attribute{qjobs.AttrKind: {Type: "Binary", Binary: []byte("job")}}
+	switch jobattrs.Foreign(f.r, j.n, j.malformed == "", out) {
+	case jobattrs.BinaryKind:
 		j.foreign, j.malformed, j.parked = out.Typed, qjobs.AttrKind, false
 		w.trace("producer", "job-"+strconv.Itoa(j.n)+" malformed: binary kind")
-	case r.Intn(8) == 0:
-		out.Typed = map[string]core.Attribute{
-			"trace-id":   {Type: "String", String: "t-" + strconv.Itoa(j.n)},
-			"hops.count": {Type: "Number.int", String: strconv.Itoa(r.Intn(1000))},
-			"sig":        {Type: "Binary", Binary: []byte{0, byte(j.n), 0xff}},
-		}
+	case jobattrs.Other:
 		j.foreign = out.Typed
 	}
 }
@@ -388,24 +365,6 @@ func (f *fleet) refused(w *World, j *fleetJob, r qjobs.Refusal) {
 		return
 	}
 	w.trace("producer", "refuse job-"+strconv.Itoa(j.n)+": "+strconv.Itoa(r.Size)+" bytes, the queue takes "+strconv.Itoa(queue.MessageMax))
-}
-
-// damages are the ways a job message's attributes can arrive broken (a producer of another
-// version or program, an attribute dropped on the way); names is what Decode's error must name.
-var damages = []struct {
-	what, names string
-	damage      func(map[string]string)
-}{
-	{"no kind", qjobs.AttrKind, func(a map[string]string) { delete(a, qjobs.AttrKind) }},
-	{"empty kind", "kind", func(a map[string]string) { a[qjobs.AttrKind] = "" }},
-	{"kind with NUL", "kind", func(a map[string]string) { a[qjobs.AttrKind] = "jo\x00b" }},
-	{"no target", "target", func(a map[string]string) { delete(a, qjobs.AttrTarget) }},
-	{"garbled first due", qjobs.AttrFirstDue, func(a map[string]string) { a[qjobs.AttrFirstDue] = "yesterday" }},
-	{"no first due", qjobs.AttrFirstDue, func(a map[string]string) { delete(a, qjobs.AttrFirstDue) }},
-	{"garbled attempt", qjobs.AttrAttempt, func(a map[string]string) { a[qjobs.AttrAttempt] = "2nd" }},
-	{"negative attempt", "negative", func(a map[string]string) { a[qjobs.AttrAttempt] = "-1" }},
-	{"garbled options", qjobs.AttrOpts, func(a map[string]string) { a[qjobs.AttrOpts] = `{"m":` }},
-	{"negative attempts max", "negative", func(a map[string]string) { a[qjobs.AttrOpts] = `{"m":-2}` }},
 }
 
 // badConfig is the job layer's misconfiguration probe: qjobs.New with one field out of

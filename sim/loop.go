@@ -2,65 +2,9 @@ package sim
 
 import (
 	"time"
+
+	"github.com/sluicehq/sluice/sim/internal/eventheap"
 )
-
-// event is one scheduled action of the world. Events run in (at, seq) order: time first, then
-// the order in which they were scheduled, so ties break the same way on every run.
-type event struct {
-	at  time.Duration // offset from Epoch
-	seq uint64
-	fn  func()
-}
-
-// eventHeap is a binary min-heap of events by (at, seq). It is container/heap's algorithm on
-// the concrete type: going through heap.Interface boxed every event pushed and popped (two
-// allocations per event, a sixth of a sweep's allocations).
-type eventHeap []event
-
-func (h eventHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *eventHeap) push(e event) {
-	*h = append(*h, e)
-	s := *h
-	for j := len(s) - 1; j > 0; {
-		i := (j - 1) / 2 // parent
-		if i == j || !s.less(j, i) {
-			break
-		}
-		s[i], s[j] = s[j], s[i]
-		j = i
-	}
-}
-
-func (h *eventHeap) pop() event {
-	s := *h
-	n := len(s) - 1
-	s[0], s[n] = s[n], s[0]
-	for i := 0; ; {
-		j1 := 2*i + 1
-		if j1 >= n || j1 < 0 {
-			break
-		}
-		j := j1 // left child
-		if j2 := j1 + 1; j2 < n && s.less(j2, j1) {
-			j = j2 // right child
-		}
-		if !s.less(j, i) {
-			break
-		}
-		s[i], s[j] = s[j], s[i]
-		i = j
-	}
-	e := s[n]
-	s[n] = event{}
-	*h = s[:n]
-	return e
-}
 
 // Loop is the discrete-event scheduler: single-threaded, it jumps to the next event.
 //
@@ -74,7 +18,7 @@ type Loop struct {
 	Shift func(at time.Duration) (time.Duration, uint64)
 	now   time.Duration
 	seq   uint64
-	h     eventHeap
+	h     eventheap.Heap
 	steps int
 }
 
@@ -99,7 +43,7 @@ func (l *Loop) At(at time.Duration, fn func()) {
 		later, extra := l.Shift(at)
 		at, seq = max(at, later), seq+extra
 	}
-	l.h.push(event{at: at, seq: seq, fn: fn})
+	l.h.Push(eventheap.Event{At: at, Seq: seq, Fn: fn})
 }
 
 // AtExact schedules fn at offset at, never shifted (the world's own phase boundaries).
@@ -108,7 +52,7 @@ func (l *Loop) AtExact(at time.Duration, fn func()) {
 		at = l.now
 	}
 	l.seq++
-	l.h.push(event{at: at, seq: l.seq, fn: fn})
+	l.h.Push(eventheap.Event{At: at, Seq: l.seq, Fn: fn})
 }
 
 // After schedules fn d after now.
@@ -119,24 +63,24 @@ func (l *Loop) Next() (time.Duration, bool) {
 	if len(l.h) == 0 {
 		return 0, false
 	}
-	return l.h[0].at, true
+	return l.h[0].At, true
 }
 
 // Step runs the next event if it is at or before until; it reports whether one ran.
 func (l *Loop) Step(until time.Duration) bool {
-	if len(l.h) == 0 || l.h[0].at > until {
+	if len(l.h) == 0 || l.h[0].At > until {
 		return false
 	}
-	e := l.h.pop()
-	if e.at < l.now {
+	e := l.h.Pop()
+	if e.At < l.now {
 		panic("sim: event scheduled in the past")
 	}
-	l.now = e.at
+	l.now = e.At
 	l.steps++
 	if l.OnTime != nil {
 		l.OnTime(l.now)
 	}
-	e.fn()
+	e.Fn()
 	return true
 }
 

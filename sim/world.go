@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/counts"
+	"github.com/sluicehq/sluice/sim/internal/eventheap"
 	"github.com/sluicehq/sluice/sim/internal/trace"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -116,50 +117,8 @@ type Stats struct {
 	Duplicates Counts
 }
 
-// Counts is a set of named counters rendered in name order.
-type Counts struct{ m map[string]int }
-
-// Add adds n to the counter k.
-func (c *Counts) Add(k string, n int) {
-	if c.m == nil {
-		c.m = make(map[string]int)
-	}
-	c.m[k] += n
-}
-
-// Get returns the counter k.
-func (c Counts) Get(k string) int { return c.m[k] }
-
-// Total is the sum of all counters.
-func (c Counts) Total() int {
-	n := 0
-	for _, v := range c.m {
-		n += v
-	}
-	return n
-}
-
-// String renders "a=1 b=2" in key order, or "none".
-func (c Counts) String() string {
-	if len(c.m) == 0 {
-		return "none"
-	}
-	keys := make([]string, 0, len(c.m))
-	for k := range c.m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Itoa(c.m[k]))
-	}
-	return b.String()
-}
+// Counts is a set of named counters rendered in name order (sim/internal/counts).
+type Counts = counts.Counts
 
 // Result is the outcome of a run.
 type Result struct {
@@ -246,7 +205,7 @@ func (w *World) runSafely() (fault string) {
 // perturb reallocates the world's containers with other capacities (the determinism check's
 // second run): nothing a run prints may depend on them.
 func (w *World) perturb() {
-	w.loop.h = make(eventHeap, 0, 4099)
+	w.loop.h = make(eventheap.Heap, 0, 4099)
 	w.chk.nodes = make(map[int]*nodeModel, 61)
 	w.chk.jobs = make(map[jobKey]*jobModel, 3001)
 	w.chk.receipts = make(map[string]*receiptModel, 2003)
