@@ -57,6 +57,15 @@ const (
 	InvFleetSendBackoff = "fleet-send-backoff"
 )
 
+// leaseHeld reports whether worker q holds receipt r by its own accounting now: it knows the
+// receipt and the window it was last granted has not ended. A late timer (the process
+// stalled) can leave a lapsed lease unstepped; the queue may then redeliver its message, as it
+// would to a process paused past its lease, and that run is not two holders.
+func (f *fleet) leaseHeld(q *workerProc, r string) bool {
+	l, held := q.e.Lease(r)
+	return held && l.Deadline.After(q.w.now())
+}
+
 // checkRun checks an attempt the job layer of worker p admitted, before it starts.
 func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attrs, attempt int, m core.Message, dup bool) {
 	w := p.w
@@ -91,7 +100,7 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 			w.st.Jobs.Add("fleet-duplicate-run", 1)
 			continue
 		}
-		if _, held := q.e.Lease(r); held {
+		if f.leaseHeld(q, r) {
 			w.chk.Fail(InvFleetSingleHolder, "%s: job-%d started under %s while worker/%d runs it under %s, lease held", p.name, j.n, m.Receipt, h.worker, r)
 			return
 		}
@@ -116,7 +125,7 @@ func (f *fleet) checkRun(p *workerProc, fp *fleetProc, j *fleetJob, a qjobs.Attr
 	for r, h := range j.holders {
 		if q := w.workers[h.worker-1]; !q.up || q.e == nil {
 			explained++
-		} else if _, held := q.e.Lease(r); !held {
+		} else if !f.leaseHeld(q, r) {
 			explained++
 		}
 	}
