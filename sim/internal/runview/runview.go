@@ -5,6 +5,7 @@ package runview
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -314,17 +315,7 @@ func OfSchedule(s runner.Schedule) Schedule {
 }
 
 // SameSchedules reports whether a and b are equal, schedule by schedule.
-func SameSchedules(a, b []Schedule) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func SameSchedules(a, b []Schedule) bool { return slices.Equal(a, b) }
 
 // SpecNext is the independent oracle of a spec's periods: the first period strictly after
 // after (-1: none). Intervals count from the anchor; cron specs are robfig/cron's own
