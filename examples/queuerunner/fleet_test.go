@@ -22,7 +22,6 @@ import (
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice"
@@ -290,16 +289,9 @@ func (f *fleet) enqueue(ctx context.Context, jobs []sluice.NewJob[Email], res *e
 
 // inQueue counts the messages visible, in flight or delayed.
 func (f *fleet) inQueue(ctx context.Context, url string) int {
-	out, err := f.admin.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &url,
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	n, err := flakyrun.InQueue(ctx, f.admin, url)
 	if err != nil {
 		f.t.Fatal(err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		k, _ := strconv.Atoi(v)
-		n += k
 	}
 	return n
 }

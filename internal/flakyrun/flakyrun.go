@@ -263,7 +263,7 @@ func Run(ctx context.Context, server *fauxqs.Server, o Options) (Report, error) 
 	}
 	deadline := time.Now().Add(o.Deadline)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if n, err := inQueue(ctx, admin, url); err == nil && n == 0 {
+		if n, err := InQueue(ctx, admin, url); err == nil && n == 0 {
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -277,13 +277,13 @@ func Run(ctx context.Context, server *fauxqs.Server, o Options) (Report, error) 
 			rep.Problems = append(rep.Problems, fmt.Sprintf("worker %d: Run returned %v", i, err))
 		}
 	}
-	if rep.Left, err = inQueue(ctx, admin, url); err != nil {
+	if rep.Left, err = InQueue(ctx, admin, url); err != nil {
 		return rep, err
 	}
 	if rep.Left > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d messages neither deleted nor dead-lettered after %v", rep.Left, o.Deadline))
 	}
-	if rep.DeadLettered, err = inQueue(ctx, admin, dlq); err != nil {
+	if rep.DeadLettered, err = InQueue(ctx, admin, dlq); err != nil {
 		return rep, err
 	}
 	rep.Faults = px.Faults()
@@ -291,8 +291,8 @@ func Run(ctx context.Context, server *fauxqs.Server, o Options) (Report, error) 
 	return rep, nil
 }
 
-// inQueue counts the messages visible, in flight or delayed.
-func inQueue(ctx context.Context, c *awssqs.Client, url string) (int, error) {
+// InQueue counts the messages of the queue at url visible, in flight or delayed.
+func InQueue(ctx context.Context, c *awssqs.Client, url string) (int, error) {
 	out, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
 			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
