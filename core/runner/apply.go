@@ -72,6 +72,9 @@ func (m *Machine) apply(r *Record) (*job, JobState, error) {
 	if scheduleTag(r.Tag) {
 		return nil, 0, m.applySchedule(*r)
 	}
+	if pauseTag(r.Tag) {
+		return nil, 0, m.applyPause(r)
+	}
 	// Only an Enqueued record adds a job; every other one changes its job in place.
 	var j *job
 	if r.Tag != TagEnqueued {
@@ -123,8 +126,11 @@ func (m *Machine) applyRecord(r *Record, j *job) error {
 	case TagRetried:
 		want = Dead
 	case TagCancelled:
-		if j.State == Running {
+		switch {
+		case j.State == Running:
 			want = Running
+		case holds(j):
+			want = Dead // a dead job holding its group may be cancelled, to release it
 		}
 	}
 	if j.State != want {
@@ -159,6 +165,7 @@ func (m *Machine) applyEnqueue(r *Record) error {
 	m.nextID++
 	m.qpush(j)
 	m.holdKey(j)
+	m.joinGroup(j)
 	m.maybeWarn(j.kind)
 	return nil
 }
@@ -221,13 +228,20 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 		if j.State == Waiting {
 			m.qremove(j)
 		}
+		if holds(j) {
+			m.heldGroup(j, false)
+		}
 		j.Deferred = false
 		m.becomeTerminal(j, Cancelled, NoReason, time.Time{})
 	case TagRetried:
+		if holds(j) {
+			m.heldGroup(j, false)
+		}
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.firstDueKey, j.dueKey = 0, r.Due.UnixNano(), r.Due.UnixNano()
 		m.qpush(j)
 		m.holdKey(j)
+		m.joinGroup(j)
 	default:
 		return fmt.Errorf("unknown tag %d", r.Tag)
 	}
@@ -245,13 +259,22 @@ func (m *Machine) qpush(j *job) {
 }
 
 func (m *Machine) qremove(j *job) {
-	if !m.replaying {
+	switch {
+	case m.replaying:
+	case parked(j):
+		m.unparkRemove(j)
+	default:
 		j.kind.q.remove(j)
 	}
 }
 
 func (m *Machine) qfix(j *job) {
-	if !m.replaying {
+	switch {
+	case m.replaying:
+	case parked(j):
+		m.unparkRemove(j)
+		j.kind.q.push(j)
+	default:
 		j.kind.q.fix(j)
 	}
 }
@@ -394,4 +417,8 @@ func (m *Machine) becomeTerminal(j *job, s JobState, why Reason, at time.Time) {
 	}
 	m.termSeq++
 	j.State, j.Reason, j.TermSeq = s, why, m.termSeq
+	m.leaveGroup(j)
+	if holds(j) {
+		m.heldGroup(j, true)
+	}
 }

@@ -278,6 +278,12 @@ func (e *Engine) step(ev Event) (Ticket, error) {
 	case RemoveSchedule:
 		v.Ticket = t
 		ev = v
+	case Pause:
+		v.Ticket = t
+		ev = v
+	case Resume:
+		v.Ticket = t
+		ev = v
 	}
 	if err := e.m.Step(ev); err != nil {
 		return 0, err
@@ -329,6 +335,18 @@ func (e *Engine) Cancel(id uint64) (Ticket, error) { return e.step(Cancel{ID: id
 // ErrPoisoned.
 func (e *Engine) Retry(now time.Time, id uint64) (Ticket, error) {
 	return e.step(Retry{ID: id, Now: now})
+}
+
+// Pause submits the durable pause of a kind: its jobs start no attempt until Resume (running
+// ones go on). Answered at once when the kind is paused already. Errors: ErrUnknownKind (a
+// kind neither registered nor named by a job), ErrPoisoned.
+func (e *Engine) Pause(now time.Time, kind string) (Ticket, error) {
+	return e.step(Pause{Kind: kind, Now: now})
+}
+
+// Resume submits the resumption of a paused kind (answered at once when it is not paused).
+func (e *Engine) Resume(now time.Time, kind string) (Ticket, error) {
+	return e.step(Resume{Kind: kind, Now: now})
 }
 
 // AttemptDone feeds the outcome of a dispatched attempt that ended at now. An outcome for a

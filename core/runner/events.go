@@ -68,6 +68,21 @@ type Retry struct {
 	Now    time.Time
 }
 
+// Pause stops a kind's jobs from starting, durably, until a Resume (a running attempt goes
+// on). Kind must be registered or named by a job (ErrUnknownKind).
+type Pause struct {
+	Ticket Ticket
+	Kind   string
+	Now    time.Time
+}
+
+// Resume lets a paused kind's jobs start again.
+type Resume struct {
+	Ticket Ticket
+	Kind   string
+	Now    time.Time
+}
+
 // Synced says every record with Seq ≤ Through is durable.
 type Synced struct{ Through uint64 }
 
@@ -98,6 +113,8 @@ func (Dispatch) isEvent()    {}
 func (Enqueue) isEvent()     {}
 func (EnqueueMany) isEvent() {}
 func (Cancel) isEvent()      {}
+func (Pause) isEvent()       {}
+func (Resume) isEvent()      {}
 func (Retry) isEvent()       {}
 func (Synced) isEvent()      {}
 func (AttemptDone) isEvent() {}
@@ -130,6 +147,9 @@ type Attempt struct {
 	Probe    bool      // admitted as a half-open probe
 	Value    any       // what the kind's decode-check port made of Payload (nil without one)
 	Kind     string    // the job's kind (Opts.Kind): whose handler runs it
+	// Timeout bounds the attempt's run (the job's Opts.Timeout, else its kind's); 0: none. The
+	// driver ends the handler's context then, and the attempt fails (retryably).
+	Timeout time.Duration
 }
 
 // Settled reports a job whose terminal state (succeeded, dead, cancelled) is durable.

@@ -28,7 +28,72 @@ func (m *Machine) checkInvariants() error {
 	if err := m.checkInflight(); err != nil {
 		return err
 	}
+	if err := m.checkFlow(); err != nil {
+		return err
+	}
 	return m.checkBreakers()
+}
+
+// checkFlow checks the flow keys and groups (flow.go): each key's running attempts, each
+// parked job parked once where its key or group says, each group's jobs in id order with only
+// its head running, and the kinds' parked and stuck counts.
+func (m *Machine) checkFlow() error {
+	running := map[*flowKey]int{}
+	for _, a := range m.inflight {
+		if a.key != nil {
+			running[a.key]++
+		}
+	}
+	parkedBy := map[*kind]int{}
+	stuck := map[*kind]int{}
+	names := make([]string, 0, len(m.keys))
+	for n := range m.keys {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ks := m.keys[n]
+		if ks.running != running[ks] || n != ks.kind.name+"\x00"+ks.name {
+			return fmt.Errorf("runner: key %q of kind %q counts %d running, %d in flight", ks.name, ks.kind.name, ks.running, running[ks])
+		}
+		for _, j := range ks.parked {
+			if !parked(j) || j.kind != ks.kind || j.Opts.Key != ks.name {
+				return fmt.Errorf("runner: key %q holds job %d (%v) as parked", ks.name, j.ID, j.State)
+			}
+			parkedBy[ks.kind]++
+		}
+	}
+	names = names[:0]
+	for n := range m.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		g := m.groups[n]
+		for i, id := range g.ids {
+			j := m.job(id)
+			if j == nil || (i > 0 && g.ids[i-1] >= id) || j.Opts.Group != g.name || j.kind != g.kind ||
+				(j.State.Terminal() && !(i == 0 && holds(j))) || (j.State == Running && i > 0) {
+				return fmt.Errorf("runner: group %q holds job %d at %d of %v", g.name, id, i, g.ids)
+			}
+		}
+		held := len(g.ids) > 0 && holds(m.job(g.ids[0]))
+		for _, j := range g.parked {
+			if !parked(j) || len(g.ids) == 0 || j.ID == g.ids[0] {
+				return fmt.Errorf("runner: group %q parks job %d (%v), head %v", g.name, j.ID, j.State, g.ids)
+			}
+			parkedBy[g.kind]++
+			if held {
+				stuck[g.kind]++
+			}
+		}
+	}
+	for _, k := range m.kindList {
+		if k.parked != parkedBy[k] || k.stuck != stuck[k] {
+			return fmt.Errorf("runner: kind %q counts %d parked and %d stuck, holds %d and %d", k.name, k.parked, k.stuck, parkedBy[k], stuck[k])
+		}
+	}
+	return nil
 }
 
 // checkJobs checks every filed job against its kind, its policy, the unique index and the
@@ -57,7 +122,7 @@ func (m *Machine) checkJobs() (waiting int, err error) {
 			lastKind, lastName, looked = m.kinds[j.Opts.Kind], j.Opts.Kind, true
 		}
 		running := j.State != Running || j.Attempts <= m.policy(j).Attempts && (unit || m.replaying)
-		filed, queued := j.kind == lastKind, j.kind.q.holds(j)
+		filed, queued := j.kind == lastKind, j.kind.q.holds(j) || parked(j)
 		if j.broken(m.termSeq) != "" || j.ID != id || id >= m.nextID || !running || !filed || (j.State == Waiting) != queued {
 			return 0, fmt.Errorf("runner: job %d filed under %d (next id %d), attempt holds a unit %v, of %d allowed, under its kind %q %v, queued %v at %v: %s",
 				j.ID, id, m.nextID, unit, m.policy(j).Attempts, j.Opts.Kind, filed, queued, j.idx, j.broken(m.termSeq))
@@ -99,7 +164,7 @@ func (m *Machine) checkKinds(waiting int) error {
 	}
 	for i, k := range m.kindList {
 		q := &k.q
-		queued += q.len()
+		queued += q.len() + k.parked
 		listed := m.kinds[k.name] == k && (i == 0 || m.kindList[i-1].name < k.name)
 		if !listed || q.prio.len() != q.age.len() || k.inflight != inflight[k] || k.cfg.Limit > 0 && k.inflight > k.cfg.Limit ||
 			k.inflight > 0 && !m.startable(k) || k.replayWaiting != 0 {

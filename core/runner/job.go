@@ -178,7 +178,21 @@ type Opts struct {
 	// UniqueFor, when > 0, keeps Unique reserved for this long after the job succeeds (from
 	// the time its Finished record carries); a dead or cancelled job frees it at once.
 	UniqueFor time.Duration
+	// Key is the job's flow key within its kind: KindConfig.KeyLimit, KeyRate and Fair count
+	// per key. "" is a key like any other.
+	Key string
+	// Group is the job's sequence within its kind: jobs of one group start one at a time, in
+	// id (enqueue) order; a later job waits until every earlier one has ended. "": none.
+	Group string
+	// Hold: when this job dies, its group's later jobs wait until it is retried or cancelled
+	// (without it, a dead job releases its group). Requires Group.
+	Hold bool
+	// Timeout, when > 0, bounds each attempt's run (Attempt.Timeout); 0: the kind's.
+	Timeout time.Duration
 }
+
+// ext reports whether o has a field of the options' extension (codec: w.opts).
+func (o *Opts) ext() bool { return o.Key != "" || o.Group != "" || o.Hold || o.Timeout != 0 }
 
 // validate takes a pointer: every record and job checks its options, and Opts is 64 bytes.
 func (o *Opts) validate() error {
@@ -193,6 +207,10 @@ func (o *Opts) validate() error {
 		return fmt.Errorf("unique window %v is negative", o.UniqueFor)
 	case o.UniqueFor > 0 && o.Unique == "":
 		return fmt.Errorf("unique window %v without a unique key", o.UniqueFor)
+	case o.Timeout < 0:
+		return fmt.Errorf("attempt timeout %v is negative (0: the kind's)", o.Timeout)
+	case o.Hold && o.Group == "":
+		return fmt.Errorf("hold on dead without a group")
 	}
 	return nil
 }

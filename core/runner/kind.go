@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/core/flow"
 )
 
 // KindConfig is one registered kind of job: its name (Opts.Kind), its concurrency limit and
@@ -15,6 +17,16 @@ type KindConfig struct {
 	Limit int
 	// Decode is the kind's decode-check port (see MachineConfig.Decode, used when nil).
 	Decode func(payload []byte) (any, error)
+	// Rate bounds the kind's starts (zero: none); KeyRate each flow key's (Opts.Key).
+	Rate, KeyRate Rate
+	// KeyLimit bounds the attempts of one flow key running at once; 0: none.
+	KeyLimit int
+	// Fair serves the kind's flow keys round-robin: a key that started a job in the current
+	// round waits until every other key with a due job has started one (flow.go).
+	Fair bool
+	// Timeout bounds each attempt of the kind (Attempt.Timeout) unless the job sets its own;
+	// 0: none.
+	Timeout time.Duration
 }
 
 // kind is the machine's state for one kind seen in a job or registered: its waiting jobs and
@@ -31,6 +43,14 @@ type kind struct {
 	// replayWaiting counts this kind's waiting jobs in replay (Machine.count keeps it), which
 	// builds the queues only at its end; 0 otherwise.
 	replayWaiting int
+	paused        bool        // journaled: Pause, Resume
+	bucket        flow.Bucket // cfg.Rate's
+	// round is the fair share's current round (Fair); fairKeys the keys waiting for the next.
+	round    uint64
+	fairKeys []*flowKey
+	// parked counts this kind's parked jobs (flow.go), stuck those behind a dead job holding
+	// their group. Invariant: both match the keys' and groups' parked lists.
+	parked, stuck int
 }
 
 // kindOf returns the kind named name, adding it (unregistered, in name order) if new.
@@ -44,7 +64,7 @@ func (m *Machine) kindOf(name string) *kind {
 		m.lastKind = k
 		return k
 	}
-	k := &kind{name: name, q: newQueue()}
+	k := &kind{name: name, q: newQueue(), round: 1}
 	m.kinds[name] = k
 	m.lastKind = k
 	i, _ := slices.BinarySearchFunc(m.kindList, name, func(a *kind, n string) int { return strings.Compare(a.name, n) })
@@ -59,6 +79,18 @@ func (m *Machine) register(c KindConfig) error {
 	}
 	if c.Limit < 0 {
 		return fmt.Errorf("%w: kind %q: Limit must be ≥ 0 (0: no limit), got %d", ErrInvalidConfig, c.Name, c.Limit)
+	}
+	if c.KeyLimit < 0 {
+		return fmt.Errorf("%w: kind %q: KeyLimit must be ≥ 0 (0: no limit), got %d", ErrInvalidConfig, c.Name, c.KeyLimit)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: kind %q: Timeout must be ≥ 0 (0: none), got %v", ErrInvalidConfig, c.Name, c.Timeout)
+	}
+	if err := c.Rate.Validate(); err != nil {
+		return fmt.Errorf("%w: kind %q: Rate.%w", ErrInvalidConfig, c.Name, err)
+	}
+	if err := c.KeyRate.Validate(); err != nil {
+		return fmt.Errorf("%w: kind %q: KeyRate.%w", ErrInvalidConfig, c.Name, err)
 	}
 	k := m.kindOf(c.Name)
 	if k.registered {
@@ -80,9 +112,10 @@ func (m *Machine) Register(c KindConfig) error {
 // startable reports whether jobs of k may start at all: registered, or any kind may run.
 func (m *Machine) startable(k *kind) bool { return k.registered || !m.cfg.KindsOnly }
 
-// runnable reports whether a job of k may start now: startable and under its limit.
+// runnable reports whether a job of k may start now: startable, not paused and under its
+// limit (its rate is kindReady's).
 func (m *Machine) runnable(k *kind) bool {
-	return m.startable(k) && (k.cfg.Limit == 0 || k.inflight < k.cfg.Limit)
+	return m.startable(k) && !k.paused && (k.cfg.Limit == 0 || k.inflight < k.cfg.Limit)
 }
 
 // pick is the due job to consider next at now among the kinds that may start one: the one
@@ -91,7 +124,7 @@ func (m *Machine) runnable(k *kind) bool {
 func (m *Machine) pick(now time.Time) *job {
 	var old, best *job
 	for _, k := range m.kindList {
-		if !m.runnable(k) || k.q.prio.len() == 0 {
+		if !m.runnable(k) || k.q.prio.len() == 0 || !m.kindReady(k, now) {
 			continue
 		}
 		if o := k.q.age.min(); old == nil || byDue(o, old) {
@@ -107,27 +140,38 @@ func (m *Machine) pick(now time.Time) *job {
 	return best
 }
 
-// earliest is the waiting job with the earliest (due, id) among the kinds that may start one
-// now, or nil.
-func (m *Machine) earliest() *job {
-	var e *job
+// earliest is when the first waiting job of the kinds that may start one could start: its
+// (due, id), later if its kind's rate allows none before (zero: none).
+func (m *Machine) earliest() time.Time {
+	var e time.Time
 	for _, k := range m.kindList {
 		if !m.runnable(k) {
 			continue
 		}
-		if j := k.q.earliest(); j != nil && (e == nil || byDue(j, e)) {
-			e = j
+		j := k.q.earliest()
+		if j == nil {
+			continue
+		}
+		t := j.due()
+		if r := k.cfg.Rate; r.On() {
+			if at := time.Unix(0, k.bucket.ReadyAt(r)).UTC(); at.After(t) {
+				t = at
+			}
+		}
+		if e.IsZero() || t.Before(e) {
+			e = t
 		}
 	}
 	return e
 }
 
-// waiting counts the waiting jobs of the kinds that may start (unregistered ones left out).
+// waiting counts the waiting jobs that may start: of kinds registered (or any may run) and
+// not paused, parked ones included but those behind a dead job holding their group.
 func (m *Machine) waiting() int {
 	n := 0
 	for _, k := range m.kindList {
-		if m.startable(k) {
-			n += k.q.len()
+		if m.startable(k) && !k.paused {
+			n += k.q.len() + k.parked - k.stuck
 		}
 	}
 	return n

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/breaker"
+	"github.com/sluicehq/sluice/core/flow"
 	"github.com/sluicehq/sluice/core/pool"
 	"github.com/sluicehq/sluice/core/retry"
 )
@@ -101,7 +102,8 @@ type attempt struct {
 	payload    []byte
 	firstDue   time.Time
 	probe      breaker.Probe
-	seq        uint64 // its Started record
+	key        *flowKey // counted against its flow key (nil: its kind counts none)
+	seq        uint64   // its Started record
 	dispatched bool
 	dropped    bool // cancelled before dispatch; skipped at Synced
 	stopped    bool // cancelled by a graceful stop: released unless it succeeds
@@ -273,6 +275,15 @@ type Machine struct {
 
 	replaying bool // records come from the journal: nothing is appended
 	snapshots int  // records applied so far (a snapshot must come first)
+
+	// Flow control (flow.go): the flow keys of kinds that count them, the groups with a job
+	// not ended, the keys parked by their rate by when to let them out, and when dispatching
+	// first began (every bucket starts empty then).
+	keys     map[string]*flowKey
+	groups   map[string]*group
+	rateWake []keyWake
+	wakeSeq  uint64
+	openAt   int64
 }
 
 // New returns an empty machine, not dispatching, or a *ConfigError naming the first bad field.
@@ -294,6 +305,8 @@ func New(cfg MachineConfig) (*Machine, error) {
 		pool:     p,
 		breakers: map[string]*breaker.Breaker{},
 		inflight: map[Token]*attempt{},
+		keys:     map[string]*flowKey{},
+		groups:   map[string]*group{},
 	}
 	for _, k := range cfg.Kinds {
 		if err := m.register(k); err != nil {
@@ -334,6 +347,12 @@ func (m *Machine) Step(ev Event) error {
 	case Dispatch:
 		m.at(ev.Now)
 		m.becomeDispatching(ev.On)
+	case Pause:
+		m.at(ev.Now)
+		return m.pause(ev.Ticket, ev.Kind, true)
+	case Resume:
+		m.at(ev.Now)
+		return m.pause(ev.Ticket, ev.Kind, false)
 	default:
 		panic("runner: unknown event " + reflect.TypeOf(ev).String())
 	}
@@ -369,9 +388,9 @@ func (m *Machine) WakeAt() time.Time {
 	if m.pool.Status().Free == 0 {
 		return w
 	}
-	if e := m.earliest(); e != nil {
-		if d := e.due(); w.IsZero() || d.Before(w) {
-			return d
+	for _, d := range [2]time.Time{m.earliest(), m.flowWake()} {
+		if !d.IsZero() && (w.IsZero() || d.Before(w)) {
+			w = d
 		}
 	}
 	return w
@@ -403,6 +422,14 @@ func (m *Machine) becomeDispatching(on bool) {
 	m.dispatching = on
 	m.graceAt, m.abandonAt = time.Time{}, time.Time{}
 	if on {
+		if !m.dispatched {
+			m.openAt = m.now.UnixNano()
+			for _, k := range m.kindList {
+				if r := k.cfg.Rate; r.On() {
+					k.bucket = flow.Fresh(r, m.openAt)
+				}
+			}
+		}
 		m.dispatched = true
 		m.warnUnregistered()
 	}
@@ -577,7 +604,7 @@ func (m *Machine) cancel(ev Cancel) error {
 	if err != nil {
 		return err
 	}
-	if j.State.Terminal() {
+	if j.State.Terminal() && !holds(j) {
 		return fmt.Errorf("%w: cancel job %d (%v)", ErrTerminal, ev.ID, j.State)
 	}
 	tok := Token{j.ID, j.Attempts}
@@ -657,7 +684,7 @@ func (m *Machine) becomeSynced(through uint64) {
 		}
 		a.dispatched = true
 		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload,
-			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value, Kind: a.kind.name})
+			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value, Kind: a.kind.name, Timeout: m.timeout(a)})
 	}
 	m.starting = drained(m.starting, i)
 	i = 0
@@ -811,6 +838,8 @@ func (m *Machine) releaseAttempt(a *attempt) {
 	delete(m.inflight, a.token)
 	a.kind.inflight--
 	m.pool.Step(pool.Release{})
+	m.ended(a.key)
+	a.key = nil
 }
 
 func (m *Machine) breakerFor(target string) *breaker.Breaker {
@@ -843,10 +872,27 @@ func (m *Machine) schedule(now time.Time) {
 			k.q.promote(now)
 		}
 	}
-	for {
+	m.flowTick(now)
+	// Each pass parks, starts, defers or ends a job, or ends a fair round (which lets out at
+	// least one parked job): the bound is the jobs, twice, and the kinds.
+	for range 2*len(m.order) + len(m.kindList) + 1 {
 		j := m.pick(now)
 		if j == nil {
-			return
+			n := 0
+			for _, k := range m.kindList {
+				if len(k.fairKeys) > 0 && k.q.prio.len() == 0 && m.runnable(k) {
+					m.maybeEndRound(k, now)
+					n++
+				}
+			}
+			if n == 0 {
+				return
+			}
+			continue
+		}
+		if b, g, ks, why := m.gate(j, now); b.Reason != NotBlocked {
+			m.park(j, g, ks, why)
+			continue
 		}
 		var d breaker.Decision
 		m.pool.Step(pool.Acquire{})
@@ -884,6 +930,7 @@ func (m *Machine) schedule(now time.Time) {
 			tok := Token{j.ID, j.Attempts + 1}
 			m.record(Record{Tag: TagStarted, ID: j.ID, Attempt: tok.Attempt, At: now})
 			v, err := m.decode(j.kind, j.Payload)
+			ks := m.started(j, now, err == nil)
 			if err != nil {
 				// Never dispatched: the attempt ends in the same batch as a permanent failure
 				// of the job; the target was never called, so its breaker records nothing.
@@ -899,7 +946,7 @@ func (m *Machine) schedule(now time.Time) {
 			} else {
 				a = new(attempt)
 			}
-			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.firstDue(), probe: d.Probe, seq: m.seq, value: v}
+			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.firstDue(), probe: d.Probe, seq: m.seq, value: v, key: ks}
 			m.inflight[tok] = a
 			j.kind.inflight++
 			m.starting = append(m.starting, a)
@@ -935,4 +982,12 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 		m.finish(j, norm(now), Failure(Interrupted, true))
 	}
 	return len(orphans)
+}
+
+// timeout is attempt a's bound: its job's own, else its kind's (0: none).
+func (m *Machine) timeout(a *attempt) time.Duration {
+	if j := m.job(a.token.ID); j != nil && j.Opts.Timeout > 0 {
+		return j.Opts.Timeout
+	}
+	return a.kind.cfg.Timeout
 }

@@ -65,5 +65,11 @@ func checkNames(nj NewJob) error {
 	if err := CheckName("kind", nj.Opts.Kind, false); err != nil {
 		return err
 	}
-	return CheckName("unique key", nj.Opts.Unique, false)
+	if err := CheckName("unique key", nj.Opts.Unique, false); err != nil {
+		return err
+	}
+	if err := CheckName("flow key", nj.Opts.Key, false); err != nil {
+		return err
+	}
+	return CheckName("group", nj.Opts.Group, false)
 }

@@ -99,8 +99,8 @@ type Ref uint64
 // Input is the sealed set of a Node's inputs (Node.Step).
 type Input interface{ isInput() }
 
-// Propose submits a command: Cmd is an Enqueue, EnqueueMany, Cancel, Retry, SetSchedule or
-// RemoveSchedule (its Ticket and Now are the Node's to set). Its answer is an Ack for Ref.
+// Propose submits a command: Cmd is an Enqueue, EnqueueMany, Cancel, Retry, SetSchedule,
+// RemoveSchedule, Pause or Resume (its Ticket and Now are the Node's to set). Its answer is an Ack for Ref.
 type Propose struct {
 	Ref Ref
 	Cmd Event
@@ -347,6 +347,12 @@ func (n *Node) propose(p Propose) {
 	case SetSchedule:
 		c.Now = n.now
 		p.Cmd, size = c, len(c.Schedule.Payload)
+	case Pause:
+		c.Now = n.now
+		p.Cmd = c
+	case Resume:
+		c.Now = n.now
+		p.Cmd = c
 	case Cancel, RemoveSchedule:
 	default:
 		panic(fmt.Sprintf("runner: Propose of %T, which is not a command", p.Cmd))

@@ -9,8 +9,8 @@ import (
 // IdleThrough reports that no waiting job and no schedule's period is due at or before t and
 // nothing holds a unit.
 func (m *Machine) IdleThrough(t time.Time) bool {
-	e := m.earliest()
-	return (e == nil || e.due().After(t)) && m.pool.Status().Used == 0 && len(m.dueSchedules(t)) == 0
+	e, f := m.earliest(), m.flowWake()
+	return (e.IsZero() || e.After(t)) && (f.IsZero() || f.After(t)) && m.pool.Status().Used == 0 && len(m.dueSchedules(t)) == 0
 }
 
 // Idle reports that nothing is waiting (due or not, deferred included) or holding a unit.
@@ -91,6 +91,9 @@ type Status struct {
 	Stopped     bool
 	// Unregistered counts the waiting jobs of kinds not registered (KindsOnly): they wait.
 	Unregistered int
+	// Paused counts the waiting jobs of paused kinds; Held those behind a dead job holding
+	// their group (Opts.Hold). Both are within Waiting and wait for an operator.
+	Paused, Held int
 
 	Durable     journal.LSN
 	Grown       int64 // journal bytes since open or the last compaction
@@ -109,6 +112,12 @@ func (m *Machine) Status() Status {
 		Waiting: m.counts[Waiting], Deferred: m.deferred, Running: m.counts[Running],
 		Succeeded: m.counts[Succeeded], Dead: m.counts[Dead], Cancelled: m.counts[Cancelled],
 		WakeAt: m.WakeAt(), Dispatching: m.dispatching, Unregistered: m.unregistered()}
+	for _, k := range m.kindList {
+		if k.paused {
+			s.Paused += k.q.len() + k.parked
+		}
+		s.Held += k.stuck
+	}
 	s.Stopped = !m.dispatching && (m.running() == 0 ||
 		(m.graceAt.IsZero() && !m.abandonAt.IsZero() && !m.now.Before(m.abandonAt)))
 	return s

@@ -20,6 +20,8 @@ const (
 	TagSnapshot  uint8 = 8
 	TagReleased  uint8 = 9  // a graceful stop gave the running attempt back: not counted
 	TagSnoozed   uint8 = 10 // the handler snoozed: not counted, the job waits until a new due
+	TagPaused    uint8 = 11 // a kind (Record.Target) paused: its jobs do not start
+	TagResumed   uint8 = 12 // a paused kind resumed
 )
 
 // codecVersion is the first byte of every record and snapshot payload. Version 2 added the
@@ -110,6 +112,15 @@ func (r *Record) validate() error {
 	if scheduleTag(r.Tag) {
 		return r.validateSchedule()
 	}
+	if pauseTag(r.Tag) {
+		if r.ID != 0 {
+			return bad("id %d on a kind's record", r.ID)
+		}
+		if err := CheckName("kind", r.Target, false); err != nil {
+			return bad("%v", err)
+		}
+		return nil
+	}
 	if r.ID < 1 {
 		return bad("id 0")
 	}
@@ -158,13 +169,13 @@ func EncodeRecord(r Record) []byte { return appendRecord(make([]byte, 0, r.sizeM
 
 // sizeMax bounds the bytes of r's payload, so an encoding buffer is allocated once.
 func (r *Record) sizeMax() int {
-	return 64 + len(r.Target) + len(r.Payload) + len(r.Err) + len(r.Opts.Kind) + len(r.Opts.Unique)
+	return 64 + len(r.Target) + len(r.Payload) + len(r.Err) + len(r.Opts.Kind) + len(r.Opts.Unique) + r.Opts.extLen()
 }
 
 // enqueuedLen is the length of an Enqueued record's payload as appendRecord writes it: version,
 // id, due, target, payload and options (three fixed fields, two strings, the unique window).
 func (r *Record) enqueuedLen() int {
-	return 1 + 8 + 8 + 4 + len(r.Target) + 4 + len(r.Payload) + 4 + 4 + 8 + 4 + len(r.Opts.Kind) + 4 + len(r.Opts.Unique) + 8
+	return 1 + 8 + 8 + 4 + len(r.Target) + 4 + len(r.Payload) + 4 + 4 + 8 + 4 + len(r.Opts.Kind) + 4 + len(r.Opts.Unique) + 8 + r.Opts.extLen()
 }
 
 // appendRecord appends the payload of r to b (EncodeRecord).
@@ -204,6 +215,8 @@ func appendRecord(b []byte, r Record) []byte {
 		w.u8(uint8(r.Reason))
 	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
 		w.scheduleRecord(r)
+	case TagPaused, TagResumed:
+		w.str(r.Target)
 	}
 	return w.b
 }
@@ -223,7 +236,7 @@ func DecodeRecord(tag uint8, data []byte) (Record, error) {
 // place (a Record is hundreds of bytes: replay reuses one rather than copy one per record).
 func decodeRecord(rd reader, tag uint8, r *Record) error {
 	*r = Record{Tag: tag}
-	if tag == TagSnapshot || tag == 0 || (tag > TagSnoozed && !scheduleTag(tag)) {
+	if tag == TagSnapshot || tag == 0 || (tag > TagResumed && !scheduleTag(tag)) {
 		return fmt.Errorf("%w: tag %d is not a record", ErrDecode, tag)
 	}
 	if v := rd.u8(); v != codecVersion && rd.err == nil {
@@ -262,6 +275,8 @@ func decodeRecord(rd reader, tag uint8, r *Record) error {
 		r.Reason = Reason(rd.u8())
 	case TagScheduleSet, TagScheduleRemoved, TagScheduleFired:
 		rd.scheduleRecord(r)
+	case TagPaused, TagResumed:
+		r.Target = rd.name()
 	}
 	if err := rd.done(); err != nil {
 		return err
@@ -279,6 +294,9 @@ type Snapshot struct {
 	Windows []UniqueWindow
 	// Schedules are the periodic jobs' schedules, by name (schedule.go).
 	Schedules []Schedule
+	// Paused are the paused kinds, by name: written after the schedules only when there are
+	// any, so a snapshot without is as it was before pausing existed.
+	Paused []string
 }
 
 // UniqueWindow is a unique key (Kind, Unique) that job ID, succeeded, holds until Until.
@@ -334,6 +352,11 @@ func (s *Snapshot) validateRest() error {
 			}
 		}
 	}
+	for i, k := range s.Paused {
+		if err := CheckName("kind", k, false); err != nil || (i > 0 && s.Paused[i-1] >= k) {
+			return snapshotErr("paused kind %q out of order or invalid", k)
+		}
+	}
 	return s.validateSchedules()
 }
 
@@ -383,6 +406,12 @@ func EncodeSnapshot(s Snapshot) []byte {
 		w.time(u.Until)
 	}
 	w.b = append(w.b, sched.b...)
+	if len(s.Paused) > 0 {
+		w.u32(uint32(len(s.Paused)))
+		for _, k := range s.Paused {
+			w.str(k)
+		}
+	}
 	return w.b
 }
 
@@ -393,7 +422,7 @@ func encodedSize(s *Snapshot) int {
 	n := 1 + 8 + 8 + 4 + 4
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		n += 84 + len(j.Target) + len(j.Payload) + len(j.LastErr) + len(j.Opts.Kind) + len(j.Opts.Unique)
+		n += 84 + len(j.Target) + len(j.Payload) + len(j.LastErr) + len(j.Opts.Kind) + len(j.Opts.Unique) + j.Opts.extLen()
 		for _, h := range j.History {
 			n += 17 + len(h.Err)
 			if h.Outcome != AttemptRunning {
@@ -480,6 +509,16 @@ func decodeSnapshot(rd reader, s *Snapshot, start func(n int), put func(int, *Jo
 		}
 	}
 	s.Schedules = rd.schedules()
+	if len(rd.b) > 0 && rd.err == nil {
+		// Each kind takes at least its 4-byte length.
+		if n := rd.u32(); rd.err == nil && (n == 0 || uint64(n) > uint64(len(rd.b))/4) {
+			return fmt.Errorf("%w: snapshot claims %d paused kinds in %d bytes", ErrDecode, n, len(rd.b))
+		} else {
+			for range n {
+				s.Paused = append(s.Paused, rd.str())
+			}
+		}
+	}
 	return rd.done()
 }
 
@@ -496,24 +535,57 @@ func inRange(t time.Time) bool { return !t.Before(timeMin) && !t.After(timeMax) 
 
 type writer struct{ b []byte }
 
+// optsExt is set in the attempts field (at most MaxInt32, so its top bit is free) when the
+// options' extension follows the unique window: key, group, hold and timeout. Options without
+// those fields are written as before the extension existed, byte for byte.
+const optsExt = 1 << 31
+
+// optsExtLen is the extension's length but its strings: two lengths, hold, timeout.
+const optsExtLen = 4 + 4 + 1 + 8
+
 func (w *writer) opts(o Opts) {
 	w.u32(uint32(int32(o.Priority)))
-	w.u32(uint32(o.AttemptsMax))
+	a := uint32(o.AttemptsMax)
+	if o.ext() {
+		a |= optsExt
+	}
+	w.u32(a)
 	w.u64(uint64(o.Deadline))
 	w.str(o.Kind)
 	w.str(o.Unique)
 	w.u64(uint64(o.UniqueFor))
+	if o.ext() {
+		w.str(o.Key)
+		w.str(o.Group)
+		w.bool(o.Hold)
+		w.u64(uint64(o.Timeout))
+	}
 }
 
 func (r *reader) opts() Opts {
 	var o Opts
 	o.Priority = int(int32(r.u32()))
-	o.AttemptsMax = int(r.u32())
+	a := r.u32()
+	o.AttemptsMax = int(a &^ optsExt)
 	o.Deadline = time.Duration(int64(r.u64()))
 	o.Kind = r.name()
 	o.Unique = r.str()
 	o.UniqueFor = time.Duration(int64(r.u64()))
+	if a&optsExt != 0 {
+		o.Key = r.name()
+		o.Group = r.name()
+		o.Hold = r.bool()
+		o.Timeout = time.Duration(int64(r.u64()))
+	}
 	return o
+}
+
+// extLen is the length of o's extension as w.opts writes it (0 without one).
+func (o *Opts) extLen() int {
+	if !o.ext() {
+		return 0
+	}
+	return optsExtLen + len(o.Key) + len(o.Group)
 }
 
 func (w *writer) u8(v uint8)   { w.b = append(w.b, v) }
@@ -707,6 +779,9 @@ func (r *reader) enqueued(rec *Record) bool {
 	payload := b[:n]
 	b = b[n:]
 	prio, attempts, deadline := le.Uint32(b), le.Uint32(b[4:]), le.Uint64(b[8:])
+	if attempts&optsExt != 0 {
+		return false // the options' extension: decodeRecord's reads take it
+	}
 	if n, b = uint64(le.Uint32(b[16:])), b[20:]; n+4 > uint64(len(b)) { // kind, unique's length
 		return false
 	}

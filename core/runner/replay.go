@@ -89,10 +89,16 @@ func (m *Machine) load(s Snapshot, jobs []job) error {
 			m.unique[k] = j.ID
 		}
 		m.order = append(m.order, j)
+		if !j.State.Terminal() || holds(j) {
+			m.joinGroup(j)
+		}
 		m.count(j.kind, j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.qpush(j)
 		}
+	}
+	for _, k := range s.Paused {
+		m.kindOf(k).paused = true
 	}
 	return m.loadSchedules(s.Schedules)
 }
@@ -170,7 +176,7 @@ func (m *Machine) snapshot(retain int, ended time.Time) (Snapshot, []uint64) {
 			cut = seqs[terminal-retain] // TermSeqs are unique: keep exactly retain of them
 		}
 		for _, j := range m.order {
-			if j.State.Terminal() && j.TermSeq < cut {
+			if j.State.Terminal() && j.TermSeq < cut && !holds(j) {
 				dropped = append(dropped, j.ID)
 			}
 		}
@@ -189,6 +195,7 @@ func (m *Machine) snapshot(retain int, ended time.Time) (Snapshot, []uint64) {
 	if len(m.scheds) > 0 {
 		s.Schedules = m.Schedules()
 	}
+	s.Paused = m.Paused()
 	return s, dropped
 }
 

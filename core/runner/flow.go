@@ -1,0 +1,614 @@
+package runner
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core/flow"
+)
+
+// Flow control (docs/runner.md): what may keep a due job from starting besides the pool, its
+// kind's limit and its target's breaker, decided here at admission.
+//
+//   - a paused kind starts nothing (journaled: Pause, Resume);
+//   - a kind's Rate bounds its starts (a token bucket per kind);
+//   - per flow key (Opts.Key): KeyLimit bounds the attempts running at once, KeyRate the
+//     starts, and Fair serves the keys round-robin;
+//   - per group (Opts.Group): one at a time, in id order; a dead job with Opts.Hold keeps the
+//     rest waiting until it is retried or cancelled.
+//
+// A due job stopped by its key or its group is parked: taken out of its kind's heaps and kept
+// by the key or the group, so that neither the scheduler nor WakeAt sees it again until what
+// stopped it changes (an attempt of the key ends, the key's bucket refills, a round of the
+// fair share ends, the group's head ends). Parking is not durable: replay queues every
+// waiting job and the next schedule parks again what must wait.
+//
+// Buckets start empty when dispatching first begins (flow.Fresh): a restart grants no burst
+// the runner may have spent before the crash.
+
+// Rate is flow.Rate: at most Count starts per Per, Burst at once (0: Count).
+type Rate = flow.Rate
+
+// BlockReason says why a waiting job is not starting (Machine.Blocked).
+type BlockReason uint8
+
+const (
+	NotBlocked      BlockReason = iota
+	BlockNotDue                 // its due time has not come (Until)
+	BlockDeferred               // its target's breaker is open (Until)
+	BlockUnregistered           // its kind is not registered
+	BlockPaused                 // its kind is paused
+	BlockKindLimit              // its kind runs KindConfig.Limit attempts (Running)
+	BlockKindRate               // its kind's rate allows the next start at Until
+	BlockKeyLimit               // its key runs KeyLimit attempts (Key, Running)
+	BlockKeyRate                // its key's rate allows the next start at Until (Key)
+	BlockFair                   // its key started this round; other keys go first (Key)
+	BlockGroup                  // an earlier job of its group has not ended (By)
+	BlockGroupDead              // an earlier job of its group is dead and holds it (By)
+	BlockPool                   // every unit of the pool is taken
+)
+
+// Block is why a waiting job is not starting, as an operator is told.
+type Block struct {
+	Reason  BlockReason
+	Until   time.Time // BlockNotDue, BlockDeferred, BlockKindRate, BlockKeyRate
+	By      uint64    // BlockGroup, BlockGroupDead: the job holding the group
+	Key     string    // the flow key or the group
+	Running int       // BlockKindLimit, BlockKeyLimit
+}
+
+func (b Block) String() string {
+	switch b.Reason {
+	case NotBlocked:
+		return "ready to start"
+	case BlockNotDue:
+		return "due at " + b.Until.Format(time.RFC3339Nano)
+	case BlockDeferred:
+		return "its target's breaker is open until " + b.Until.Format(time.RFC3339Nano)
+	case BlockUnregistered:
+		return "its kind is not registered in this process"
+	case BlockPaused:
+		return "its kind is paused"
+	case BlockKindLimit:
+		return "its kind is at its concurrency limit (" + strconv.Itoa(b.Running) + " running)"
+	case BlockKindRate:
+		return "its kind is rate limited until " + b.Until.Format(time.RFC3339Nano)
+	case BlockKeyLimit:
+		return "key " + strconv.Quote(b.Key) + " is at its limit (" + strconv.Itoa(b.Running) + " running)"
+	case BlockKeyRate:
+		return "key " + strconv.Quote(b.Key) + " is rate limited until " + b.Until.Format(time.RFC3339Nano)
+	case BlockFair:
+		return "key " + strconv.Quote(b.Key) + " waits its turn (fair share among keys)"
+	case BlockGroup:
+		return "sequence " + strconv.Quote(b.Key) + " is held by job " + strconv.FormatUint(b.By, 10)
+	case BlockGroupDead:
+		return "sequence " + strconv.Quote(b.Key) + " is held by dead job " + strconv.FormatUint(b.By, 10) + " (retry or cancel it)"
+	case BlockPool:
+		return "every unit of the pool is busy"
+	}
+	return fmt.Sprintf("block(%d)", uint8(b.Reason))
+}
+
+// why a key's jobs are parked: what unparks them.
+type parkWhy uint8
+
+const (
+	parkNone  parkWhy = iota
+	parkLimit         // an attempt of the key ends
+	parkRate          // the key's bucket refills (Machine.rateWake)
+	parkFair          // the kind's round ends
+)
+
+// flowKey is one flow key of a kind that counts keys (KeyLimit, KeyRate or Fair).
+// Invariant: running is the attempts of this key in Machine.inflight.
+type flowKey struct {
+	kind    *kind
+	name    string
+	running int
+	bucket  flow.Bucket
+	served  uint64 // the kind's round in which the key last started a job
+	parked  []*job // by byPrio, a binary heap
+	why     parkWhy
+	readyAt int64 // parkRate: when the bucket allows a start
+	waking  bool  // in Machine.rateWake
+	fairing bool  // in kind.fairKeys
+}
+
+// group is one sequence: ids are its jobs not yet ended, ascending, and a dead job with Hold
+// at their head. Invariant: ids[0] is the only job of the group that may start.
+type group struct {
+	kind   *kind
+	name   string
+	ids    []uint64
+	parked []*job // ascending by id
+}
+
+func (k *kind) keyed() bool {
+	return k.cfg.KeyLimit > 0 || k.cfg.KeyRate.On() || k.cfg.Fair
+}
+
+// holds reports whether j is a dead job holding its group.
+func holds(j *job) bool { return j.State == Dead && j.Opts.Hold && j.Opts.Group != "" }
+
+func groupKey(o *Opts) string { return o.Kind + "\x00" + o.Group }
+
+// keyOf returns j's flow key state, making it (with an empty bucket) when new.
+func (m *Machine) keyOf(j *job) *flowKey {
+	name := j.kind.name + "\x00" + j.Opts.Key
+	if ks := m.keys[name]; ks != nil {
+		return ks
+	}
+	ks := &flowKey{kind: j.kind, name: j.Opts.Key}
+	if r := j.kind.cfg.KeyRate; r.On() {
+		ks.bucket = flow.Fresh(r, m.openAt)
+	}
+	m.keys[name] = ks
+	return ks
+}
+
+// maybeForgetKey drops a key that holds nothing a fresh one would not: no attempt, no parked
+// job, a full bucket and no turn taken in the current round.
+func (m *Machine) maybeForgetKey(ks *flowKey) {
+	if ks.running == 0 && len(ks.parked) == 0 && !ks.waking && !ks.fairing &&
+		ks.bucket.Full(m.now.UnixNano()) && ks.served != ks.kind.round {
+		delete(m.keys, ks.kind.name+"\x00"+ks.name)
+	}
+}
+
+// groupOf returns j's group, making it when new.
+func (m *Machine) groupOf(j *job) *group {
+	k := groupKey(j.Opts)
+	g := m.groups[k]
+	if g == nil {
+		g = &group{kind: j.kind, name: j.Opts.Group}
+		m.groups[k] = g
+	}
+	return g
+}
+
+// joinGroup files a job that became non-terminal (enqueued, or retried) in its group.
+func (m *Machine) joinGroup(j *job) {
+	if j.Opts.Group == "" {
+		return
+	}
+	g := m.groupOf(j)
+	if i, found := slices.BinarySearch(g.ids, j.ID); !found {
+		g.ids = slices.Insert(g.ids, i, j.ID)
+	}
+}
+
+// leaveGroup takes a job that ended out of its group, unless it is dead and holds it; the
+// next job then heads the group, and is let out if it was parked.
+func (m *Machine) leaveGroup(j *job) {
+	if j.Opts.Group == "" || holds(j) {
+		return
+	}
+	k := groupKey(j.Opts)
+	g := m.groups[k]
+	if g == nil {
+		return
+	}
+	i, found := slices.BinarySearch(g.ids, j.ID)
+	if !found {
+		return
+	}
+	g.ids = slices.Delete(g.ids, i, i+1)
+	if i == 0 && len(g.ids) > 0 && len(g.parked) > 0 && g.parked[0].ID == g.ids[0] {
+		h := g.parked[0]
+		g.parked = slices.Delete(g.parked, 0, 1)
+		m.unpark(h)
+	}
+	if len(g.ids) == 0 && len(g.parked) == 0 {
+		delete(m.groups, k)
+	}
+}
+
+// gate is why the due job j may not start now, or parkNone with no block: its group, then
+// its key. A blocked job is parked (out of the heaps) by the caller.
+func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey, parkWhy) {
+	if j.Opts.Group != "" {
+		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
+			b := Block{Reason: BlockGroup, By: g.ids[0], Key: g.name}
+			if h := m.job(g.ids[0]); h != nil && holds(h) {
+				b.Reason = BlockGroupDead
+			}
+			return b, g, nil, parkNone
+		}
+	}
+	k := j.kind
+	if !k.keyed() {
+		return Block{}, nil, nil, parkNone
+	}
+	ks := m.keyOf(j)
+	switch {
+	case k.cfg.KeyLimit > 0 && ks.running >= k.cfg.KeyLimit:
+		return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}, nil, ks, parkLimit
+	case k.cfg.KeyRate.On() && ks.bucket.ReadyAt(k.cfg.KeyRate) > now.UnixNano():
+		return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}, nil, ks, parkRate
+	case k.cfg.Fair && ks.served == k.round:
+		return Block{Reason: BlockFair, Key: ks.name}, nil, ks, parkFair
+	}
+	return Block{}, nil, ks, parkNone
+}
+
+// park takes the due job j out of its kind's heaps and keeps it in g or ks until what
+// blocked it (why) changes.
+func (m *Machine) park(j *job, g *group, ks *flowKey, why parkWhy) {
+	j.kind.q.remove(j)
+	j.kind.parked++
+	if g != nil {
+		i, _ := slices.BinarySearchFunc(g.parked, j.ID, func(p *job, id uint64) int { return cmpU64(p.ID, id) })
+		g.parked = slices.Insert(g.parked, i, j)
+		if h := m.job(g.ids[0]); h != nil && holds(h) {
+			j.kind.stuck++
+		}
+		return
+	}
+	jobHeapPush(&ks.parked, j)
+	ks.why = why
+	switch why {
+	case parkRate:
+		ks.readyAt = ks.bucket.ReadyAt(j.kind.cfg.KeyRate)
+		if !ks.waking {
+			ks.waking = true
+			m.wakeSeq++
+			m.rateWake = append(m.rateWake, keyWake{at: ks.readyAt, seq: m.wakeSeq, ks: ks})
+			keyWakeUp(m.rateWake, len(m.rateWake)-1)
+		}
+	case parkFair:
+		if !ks.fairing {
+			ks.fairing = true
+			j.kind.fairKeys = append(j.kind.fairKeys, ks)
+		}
+	}
+}
+
+// unpark puts a parked job back in its kind's queue (timers: the next schedule promotes it).
+func (m *Machine) unpark(j *job) {
+	j.kind.parked--
+	if j.Opts.Group != "" {
+		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
+			if h := m.job(g.ids[0]); h != nil && holds(h) {
+				j.kind.stuck--
+			}
+		}
+	}
+	j.kind.q.push(j)
+}
+
+// unparkKey lets the best parked job of ks out (when what parked it for why changed).
+func (m *Machine) unparkKey(ks *flowKey, why parkWhy) {
+	if ks.why != why || len(ks.parked) == 0 {
+		return
+	}
+	j := jobHeapPop(&ks.parked)
+	if len(ks.parked) == 0 {
+		ks.why = parkNone
+	}
+	m.unpark(j)
+}
+
+// parked reports whether the waiting job j is parked (in none of its kind's heaps).
+func parked(j *job) bool {
+	return j.State == Waiting && j.idx[slotTimers] == -1 && j.idx[slotPrio] == -1
+}
+
+// unparkRemove takes a parked job out of wherever it is parked (it is being cancelled).
+func (m *Machine) unparkRemove(j *job) {
+	j.kind.parked--
+	if j.Opts.Group != "" {
+		if g := m.groups[groupKey(j.Opts)]; g != nil {
+			if i := slices.Index(g.parked, j); i >= 0 {
+				g.parked = slices.Delete(g.parked, i, i+1)
+				if h := m.job(g.ids[0]); h != nil && holds(h) {
+					j.kind.stuck--
+				}
+				return
+			}
+		}
+	}
+	if ks := m.keys[j.kind.name+"\x00"+j.Opts.Key]; ks != nil {
+		if i := slices.Index(ks.parked, j); i >= 0 {
+			ks.parked = slices.Delete(ks.parked, i, i+1)
+			jobHeapify(ks.parked)
+			return
+		}
+	}
+	panic(fmt.Sprintf("runner: job %d is parked nowhere", j.ID))
+}
+
+// heldGroup updates the stuck counts when g's head becomes a holding dead job (on) or stops
+// being one (off).
+func (m *Machine) heldGroup(j *job, on bool) {
+	if j.Opts.Group == "" {
+		return
+	}
+	g := m.groups[groupKey(j.Opts)]
+	if g == nil || len(g.ids) == 0 || g.ids[0] != j.ID {
+		return
+	}
+	if on {
+		j.kind.stuck += len(g.parked)
+	} else {
+		j.kind.stuck -= len(g.parked)
+	}
+}
+
+// started counts a start of j (its Started record) against its kind's and key's rates, its
+// key's running attempts (when dispatched: running) and the fair share's round.
+func (m *Machine) started(j *job, now time.Time, running bool) *flowKey {
+	k := j.kind
+	if r := k.cfg.Rate; r.On() {
+		k.bucket.Take(r, now.UnixNano())
+	}
+	if !k.keyed() {
+		return nil
+	}
+	ks := m.keyOf(j)
+	if r := k.cfg.KeyRate; r.On() {
+		ks.bucket.Take(r, now.UnixNano())
+	}
+	ks.served = k.round
+	if running {
+		ks.running++
+	}
+	return ks
+}
+
+// ended counts the end of an attempt of key ks (nil: none counted).
+func (m *Machine) ended(ks *flowKey) {
+	if ks == nil {
+		return
+	}
+	ks.running--
+	m.unparkKey(ks, parkLimit)
+	m.maybeForgetKey(ks)
+}
+
+// kindReady reports whether k's rate allows a start at now.
+func (m *Machine) kindReady(k *kind, now time.Time) bool {
+	return !k.cfg.Rate.On() || k.bucket.ReadyAt(k.cfg.Rate) <= now.UnixNano()
+}
+
+// flowTick lets out the keys whose buckets have refilled by now, and ends the round of each
+// fair kind that has no due job left but parked ones.
+func (m *Machine) flowTick(now time.Time) {
+	for len(m.rateWake) > 0 && m.rateWake[0].at <= now.UnixNano() {
+		ks := keyWakePop(&m.rateWake).ks
+		ks.waking = false
+		m.unparkKey(ks, parkRate)
+		m.maybeForgetKey(ks)
+	}
+	for _, k := range m.kindList {
+		m.maybeEndRound(k, now)
+	}
+}
+
+// maybeEndRound starts k's next fair-share round when no due job of k is left to start in
+// this one: each key that waited its turn lets one job out.
+func (m *Machine) maybeEndRound(k *kind, now time.Time) {
+	if len(k.fairKeys) == 0 || k.q.prio.len() > 0 || !m.runnable(k) {
+		return
+	}
+	k.round++
+	keys := k.fairKeys
+	k.fairKeys = nil
+	for _, ks := range keys {
+		ks.fairing = false
+		m.unparkKey(ks, parkFair)
+	}
+	k.q.promote(now)
+}
+
+// flowWake is the earliest time flow control lets a job out by itself (zero: none): a key's
+// bucket refilling, or now when a fair kind's round can end.
+func (m *Machine) flowWake() time.Time {
+	var w time.Time
+	if len(m.rateWake) > 0 {
+		w = time.Unix(0, m.rateWake[0].at).UTC()
+	}
+	for _, k := range m.kindList {
+		if len(k.fairKeys) > 0 && k.q.prio.len() == 0 && m.runnable(k) {
+			return m.now
+		}
+	}
+	return w
+}
+
+// Blocked is why waiting job id is not starting at the machine's now (NotBlocked: nothing but
+// its turn; also for a job that is not waiting). The driver's and the simulator's views read it.
+func (m *Machine) Blocked(id uint64) Block {
+	j := m.job(id)
+	if j == nil || j.State != Waiting {
+		return Block{}
+	}
+	k := j.kind
+	switch {
+	case !m.startable(k):
+		return Block{Reason: BlockUnregistered}
+	case k.paused:
+		return Block{Reason: BlockPaused}
+	}
+	if j.Opts.Group != "" {
+		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
+			b := Block{Reason: BlockGroup, By: g.ids[0], Key: g.name}
+			if h := m.job(g.ids[0]); h != nil && holds(h) {
+				b.Reason = BlockGroupDead
+			}
+			return b
+		}
+	}
+	if m.now.UnixNano() < j.dueKey {
+		r := BlockNotDue
+		if j.Deferred {
+			r = BlockDeferred
+		}
+		return Block{Reason: r, Until: j.due()}
+	}
+	if k.cfg.Limit > 0 && k.inflight >= k.cfg.Limit {
+		return Block{Reason: BlockKindLimit, Running: k.inflight}
+	}
+	if !m.kindReady(k, m.now) {
+		return Block{Reason: BlockKindRate, Until: time.Unix(0, k.bucket.ReadyAt(k.cfg.Rate)).UTC()}
+	}
+	if k.keyed() {
+		if ks := m.keys[k.name+"\x00"+j.Opts.Key]; ks != nil {
+			switch {
+			case k.cfg.KeyLimit > 0 && ks.running >= k.cfg.KeyLimit:
+				return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}
+			case k.cfg.KeyRate.On() && ks.bucket.ReadyAt(k.cfg.KeyRate) > m.now.UnixNano():
+				return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}
+			case k.cfg.Fair && parked(j):
+				return Block{Reason: BlockFair, Key: ks.name}
+			}
+		}
+	}
+	if m.pool.Status().Free == 0 {
+		return Block{Reason: BlockPool}
+	}
+	return Block{}
+}
+
+// Paused lists the paused kinds by name.
+func (m *Machine) Paused() []string {
+	var out []string
+	for _, k := range m.kindList {
+		if k.paused {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// pause journals a kind's pause or resume; one that changes nothing is answered at once.
+func (m *Machine) pause(t Ticket, name string, on bool) error {
+	k := m.kinds[name]
+	if k == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownKind, QuoteCut(name))
+	}
+	if k.paused == on {
+		m.ack(Ack{Ticket: t})
+		return nil
+	}
+	tag := TagResumed
+	if on {
+		tag = TagPaused
+	}
+	m.record(Record{Tag: tag, Target: name})
+	m.acking = append(m.acking, pending{m.seq, Ack{Ticket: t}})
+	return nil
+}
+
+// applyPause applies a Paused or Resumed record.
+func (m *Machine) applyPause(r *Record) error {
+	k := m.kindOf(r.Target)
+	on := r.Tag == TagPaused
+	if k.paused == on {
+		return fmt.Errorf("tag %d for kind %q, which is already so", r.Tag, r.Target)
+	}
+	k.paused = on
+	return nil
+}
+
+func pauseTag(tag uint8) bool { return tag == TagPaused || tag == TagResumed }
+
+// ErrUnknownKind: Pause or Resume named a kind that is neither registered nor named by a job.
+var ErrUnknownKind = fmt.Errorf("runner: no such kind")
+
+// keyWake is a key parked by its rate, due to be let out at at (seq orders equal times).
+type keyWake struct {
+	at  int64
+	seq uint64
+	ks  *flowKey
+}
+
+func keyWakeLess(a, b keyWake) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+
+func keyWakeUp(h []keyWake, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !keyWakeLess(h[i], h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func keyWakePop(h *[]keyWake) keyWake {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && keyWakeLess(s[c+1], s[c]) {
+			c++
+		}
+		if !keyWakeLess(s[c], s[i]) {
+			break
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
+	*h = s
+	return top
+}
+
+// jobHeapPush, jobHeapPop and jobHeapify keep a binary heap of jobs by byPrio.
+func jobHeapPush(h *[]*job, j *job) {
+	s := append(*h, j)
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !byPrio(s[i], s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+	*h = s
+}
+
+func jobHeapPop(h *[]*job) *job {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0], s[n] = s[n], nil
+	s = s[:n]
+	jobHeapDown(s, 0)
+	*h = s
+	return top
+}
+
+func jobHeapDown(s []*job, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(s) {
+			return
+		}
+		if c+1 < len(s) && byPrio(s[c+1], s[c]) {
+			c++
+		}
+		if !byPrio(s[c], s[i]) {
+			return
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
+}
+
+func jobHeapify(s []*job) {
+	for i := len(s)/2 - 1; i >= 0; i-- {
+		jobHeapDown(s, i)
+	}
+}
+
+// describeBlock is b in a scenario file's words.
+func describeBlock(b Block) string { return strings.ReplaceAll(b.String(), "\"", "'") }
