@@ -36,19 +36,19 @@ type Rate = flow.Rate
 type BlockReason uint8
 
 const (
-	NotBlocked      BlockReason = iota
-	BlockNotDue                 // its due time has not come (Until)
-	BlockDeferred               // its target's breaker is open (Until)
-	BlockUnregistered           // its kind is not registered
-	BlockPaused                 // its kind is paused
-	BlockKindLimit              // its kind runs KindConfig.Limit attempts (Running)
-	BlockKindRate               // its kind's rate allows the next start at Until
-	BlockKeyLimit               // its key runs KeyLimit attempts (Key, Running)
-	BlockKeyRate                // its key's rate allows the next start at Until (Key)
-	BlockFair                   // its key started this round; other keys go first (Key)
-	BlockGroup                  // an earlier job of its group has not ended (By)
-	BlockGroupDead              // an earlier job of its group is dead and holds it (By)
-	BlockPool                   // every unit of the pool is taken
+	NotBlocked        BlockReason = iota
+	BlockNotDue                   // its due time has not come (Until)
+	BlockDeferred                 // its target's breaker is open (Until)
+	BlockUnregistered             // its kind is not registered
+	BlockPaused                   // its kind is paused
+	BlockKindLimit                // its kind runs KindConfig.Limit attempts (Running)
+	BlockKindRate                 // its kind's rate allows the next start at Until
+	BlockKeyLimit                 // its key runs KeyLimit attempts (Key, Running)
+	BlockKeyRate                  // its key's rate allows the next start at Until (Key)
+	BlockFair                     // its key started this round; other keys go first (Key)
+	BlockGroup                    // an earlier job of its group has not ended (By)
+	BlockGroupDead                // an earlier job of its group is dead and holds it (By)
+	BlockPool                     // every unit of the pool is taken
 )
 
 // Block is why a waiting job is not starting, as an operator is told.
