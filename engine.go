@@ -36,8 +36,14 @@ var (
 	ErrCorrupt = journal.ErrCorrupt
 )
 
+// ErrUnknownKind: Pause or Resume named a kind that is neither registered nor named by a job.
+var ErrUnknownKind = errors.New("sluice: no such kind")
+
 // Why a handler's context was cancelled, as context.Cause reports it.
 var (
+	// ErrAttemptTimeout: the attempt ran past its timeout (WithAttemptTimeout,
+	// WithJobAttemptTimeout); the attempt fails, retryably.
+	ErrAttemptTimeout = errors.New("sluice: attempt timed out")
 	// ErrJobCancelled: Cancel was called for the job; the attempt's outcome is ignored.
 	ErrJobCancelled = errors.New("sluice: job cancelled")
 )
@@ -92,6 +98,8 @@ func mapErr(err error) error {
 	switch {
 	case errors.Is(err, runner.ErrNotFound):
 		return reprefix(ErrNotFound, err)
+	case errors.Is(err, runner.ErrUnknownKind):
+		return hint(reprefix(ErrUnknownKind, err), "name a registered kind")
 	case errors.Is(err, runner.ErrTooLarge):
 		return reprefix(ErrTooLarge, err)
 	case errors.Is(err, runner.ErrDuplicate):

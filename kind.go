@@ -27,7 +27,90 @@ type KindOption func(*kindSettings)
 
 type kindSettings struct {
 	limit int
+	flow  kindFlow
 	err   error
+}
+
+// kindFlow is a kind's flow control (docs/runner.md, flow control).
+type kindFlow struct {
+	rate, keyRate Rate
+	keyLimit      int
+	fair, hold    bool
+	timeout       time.Duration
+}
+
+// Rate is at most Count starts per Per, Burst of them back to back (0: Count). Starts are
+// attempts starting; a retry is a start.
+type Rate struct {
+	Count int
+	Per   time.Duration
+	Burst int
+}
+
+func (r Rate) core() runner.Rate { return runner.Rate{Count: r.Count, Per: r.Per, Burst: r.Burst} }
+
+func (s *kindSettings) refuse(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// WithRate bounds the kind's starts to r: a token bucket that starts empty when the runner
+// opens, so a restart never grants a burst the runner may have spent before it.
+func WithRate(r Rate) KindOption {
+	return func(s *kindSettings) {
+		if err := r.core().Validate(); err != nil || r.Count == 0 {
+			s.refuse(fmt.Errorf("WithRate(%+v): %v", r, orText(err, "Count must be ≥ 1")))
+		}
+		s.flow.rate = r
+	}
+}
+
+// WithKeyRate bounds the starts of each flow key (WithKey) of the kind to r.
+func WithKeyRate(r Rate) KindOption {
+	return func(s *kindSettings) {
+		if err := r.core().Validate(); err != nil || r.Count == 0 {
+			s.refuse(fmt.Errorf("WithKeyRate(%+v): %v", r, orText(err, "Count must be ≥ 1")))
+		}
+		s.flow.keyRate = r
+	}
+}
+
+// WithKeyConcurrency bounds the attempts of one flow key (WithKey) running at once to n.
+func WithKeyConcurrency(n int) KindOption {
+	return func(s *kindSettings) {
+		if n < 1 {
+			s.refuse(fmt.Errorf("WithKeyConcurrency(%d): must be ≥ 1", n))
+		}
+		s.flow.keyLimit = n
+	}
+}
+
+// WithFairShare serves the kind's flow keys round-robin: a key that started a job waits
+// until every other key with a due job has started one.
+func WithFairShare() KindOption { return func(s *kindSettings) { s.flow.fair = true } }
+
+// WithHoldOnDead makes a dead job hold its sequence (WithGroup): the later jobs of the
+// sequence wait until it is retried or cancelled. Without it a dead job releases them.
+func WithHoldOnDead() KindOption { return func(s *kindSettings) { s.flow.hold = true } }
+
+// WithAttemptTimeout bounds each attempt of the kind to d (d > 0) unless the job sets its own
+// (WithJobAttemptTimeout): the handler's context ends with cause ErrAttemptTimeout and the
+// attempt fails, retryably.
+func WithAttemptTimeout(d time.Duration) KindOption {
+	return func(s *kindSettings) {
+		if d <= 0 {
+			s.refuse(fmt.Errorf("WithAttemptTimeout(%v): must be > 0", d))
+		}
+		s.flow.timeout = d
+	}
+}
+
+func orText(err error, text string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return text
 }
 
 // WithConcurrency bounds the attempts of the kind that run at once to n (n ≥ 1), within the
@@ -46,6 +129,7 @@ func WithConcurrency(n int) KindOption {
 type kindEntry struct {
 	name   string
 	limit  int
+	flow   kindFlow
 	decode func([]byte) (any, error)
 	// start runs the handler for one attempt whose payload decode made value; a panic is a
 	// *PanicError.
@@ -81,7 +165,7 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 		if s.limit != 0 {
 			return nil, fmt.Errorf("%w: Register %q: WithConcurrency: bound a process with QueueConfig.Worker.Concurrency", ErrQueueUnsupported, name)
 		}
-		return registerQueue(q, name, codec, handler)
+		return registerQueue(q, name, codec, handler, s.flow)
 	}
 	r, _ := reg.(*Runner)
 	if r.zero() {
@@ -93,7 +177,7 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	if started {
 		return nil, fmt.Errorf("sluice: Register %q: the runner has started (Run or Drain); register every kind before", name)
 	}
-	e := kindEntry{name: name, limit: s.limit,
+	e := kindEntry{name: name, limit: s.limit, flow: s.flow,
 		decode: func(b []byte) (any, error) { return codec.Decode(b) },
 		start:  startOf(name, handler)}
 	rep, err := r.call(context.Background(), command{kind: cmdRegister, reg: e})

@@ -107,6 +107,31 @@ func WithUniqueWindow(d time.Duration) JobOption {
 	}
 }
 
+// WithKey gives the job a flow key within its kind: the kind's WithKeyConcurrency,
+// WithKeyRate and WithFairShare count per key (a tenant, a customer, an upstream account).
+// Jobs without one share the key "".
+func WithKey(key string) JobOption {
+	return func(s *jobSettings) {
+		if key == "" {
+			s.refuse(fmt.Errorf("WithKey(\"\"): the key must not be empty"))
+		}
+		s.o.Key = key
+	}
+}
+
+// WithJobAttemptTimeout bounds each attempt of this job to d (d > 0), replacing its kind's
+// WithAttemptTimeout: the handler's context ends d after the attempt starts, with
+// context.Cause ErrAttemptTimeout, and the attempt fails (retryably). It is distinct from
+// WithDeadline, which bounds when attempts may start.
+func WithJobAttemptTimeout(d time.Duration) JobOption {
+	return func(s *jobSettings) {
+		if d <= 0 {
+			s.refuse(fmt.Errorf("WithJobAttemptTimeout(%v): must be > 0", d))
+		}
+		s.o.Timeout = d
+	}
+}
+
 // WasDuplicate sets *dup to whether the job was a duplicate (see WithUnique), through
 // Enqueue or EnqueueMany.
 func WasDuplicate(dup *bool) JobOption { return func(s *jobSettings) { s.dupOut = dup } }

@@ -204,6 +204,10 @@ func (o *owner) command(c command) {
 		cmd = runner.Cancel{ID: c.id}
 	case cmdRetry:
 		cmd = runner.Retry{ID: c.id}
+	case cmdPause:
+		cmd = runner.Pause{Kind: c.target}
+	case cmdResume:
+		cmd = runner.Resume{Kind: c.target}
 	case cmdSchedule, cmdUnschedule:
 		cmd = scheduleCmd(c)
 	case cmdRegister:
@@ -213,7 +217,9 @@ func (o *owner) command(c command) {
 		}
 		r := o.ref()
 		o.calls[r] = c
-		o.node.Step(runner.RegisterKind{Ref: r, Kind: runner.KindConfig{Name: c.reg.name, Limit: c.reg.limit, Decode: c.reg.decode}})
+		f := c.reg.flow
+		o.node.Step(runner.RegisterKind{Ref: r, Kind: runner.KindConfig{Name: c.reg.name, Limit: c.reg.limit, Decode: c.reg.decode,
+			Rate: f.rate.core(), KeyRate: f.keyRate.core(), KeyLimit: f.keyLimit, Fair: f.fair, Timeout: f.timeout}})
 		return
 	case cmdGet, cmdStats, cmdList, cmdSchedules, cmdBreakers:
 		r := o.ref()

@@ -71,15 +71,18 @@ type QueueConfig struct {
 // itself (the queue drops the copy) and returns this only if every repeat was lost too.
 var ErrEnqueueUnknown = errors.New("sluice: enqueue may have been stored")
 
-// WithGroup puts a job in a FIFO queue's message group key: jobs of one group are delivered
-// in enqueue order, one at a time (QueueConfig.FIFO). A standard queue refuses it; the local
-// runner, which has no groups, ignores it.
+// WithGroup puts a job in the sequence key: jobs of one sequence run one at a time, in
+// enqueue order, each starting once every earlier one has ended (succeeded, cancelled, or
+// dead; see WithHoldOnDead). On the local runner sequences are per kind and journaled; on a
+// queue runner they are a FIFO queue's message groups (QueueConfig.FIFO; a standard queue
+// refuses WithGroup).
 func WithGroup(key string) JobOption {
 	return func(s *jobSettings) {
 		if key == "" || len(key) > 128 {
 			s.refuse(fmt.Errorf("WithGroup(%q): the key must be 1 to 128 bytes", runner.QuoteCut(key)))
 		}
 		s.group = key
+		s.o.Group = key
 	}
 }
 
@@ -160,7 +163,15 @@ func (q *QueueRunner) zero() bool { return q == nil || q.m == nil }
 
 var errZeroQueueRunner = notMade("QueueRunner", "NewQueueRunner")
 
-func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A]) (*Kind[A], error) {
+func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A], fl kindFlow) (*Kind[A], error) {
+	switch {
+	case fl.fair:
+		return nil, fmt.Errorf("%w: Register %q: WithFairShare: a queue delivers in its own order", ErrQueueUnsupported, name)
+	case fl.hold:
+		return nil, fmt.Errorf("%w: Register %q: WithHoldOnDead: a FIFO queue moves on past a dead letter", ErrQueueUnsupported, name)
+	case fl.rate.Count > 0 || fl.keyRate.Count > 0 || fl.keyLimit > 0 || fl.timeout > 0:
+		return nil, fmt.Errorf("%w: Register %q: flow limits are not yet supported on a queue runner", ErrQueueUnsupported, name)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.started {

@@ -68,6 +68,8 @@ const (
 	cmdWaitStopped // reply.wait closes once the engine says a stop is done
 	cmdWaitDue     // reply.wait closes once nothing due at or before command.due waits or runs
 	cmdBreakers
+	cmdPause  // pause the kind named by command.target
+	cmdResume // resume it
 )
 
 type command struct {
@@ -303,6 +305,26 @@ func (r *Runner) List(ctx context.Context, f ListFilter) (Page[[]byte], error) {
 // and its outcome ignored.
 func (r *Runner) Cancel(ctx context.Context, id uint64) error {
 	rep, err := r.call(ctx, command{kind: cmdCancel, id: id})
+	if err != nil {
+		return err
+	}
+	return rep.err
+}
+
+// Pause stops the kind named kind from starting attempts, durably: it stays paused across
+// restarts until Resume. Attempts running go on; Enqueue goes on. Pausing a paused kind does
+// nothing. ErrUnknownKind when no job names the kind and it is not registered.
+func (r *Runner) Pause(ctx context.Context, kind string) error {
+	rep, err := r.call(ctx, command{kind: cmdPause, target: kind})
+	if err != nil {
+		return err
+	}
+	return rep.err
+}
+
+// Resume lets a paused kind start attempts again, durably (nothing for a kind not paused).
+func (r *Runner) Resume(ctx context.Context, kind string) error {
+	rep, err := r.call(ctx, command{kind: cmdResume, target: kind})
 	if err != nil {
 		return err
 	}
