@@ -61,6 +61,8 @@ type Config struct {
 	// adds more before the first Dispatch.
 	Kinds     []KindConfig
 	KindsOnly bool
+	// Defect plants a known flow-control bug (MachineConfig.Defect); zero in production.
+	Defect Defect
 }
 
 // ConfigError names the field of Config that WithDefaults refused (Policy and Circuit fields
@@ -120,7 +122,7 @@ func (c Config) WithDefaults() (Config, error) {
 func (c Config) machine() MachineConfig {
 	return MachineConfig{Policy: c.Policy, Circuit: c.Circuit, Capacity: c.Capacity,
 		RecordMax: c.RecordMax, Grace: c.Grace, Logger: c.Logger, Rand: c.Rand, Decode: c.Decode, AgeMax: c.AgeMax,
-		Kinds: c.Kinds, KindsOnly: c.KindsOnly}
+		Kinds: c.Kinds, KindsOnly: c.KindsOnly, Defect: c.Defect}
 }
 
 func (c Config) journal() journal.Config {

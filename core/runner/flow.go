@@ -32,6 +32,21 @@ import (
 // Rate is flow.Rate: at most Count starts per Per, Burst at once (0: Count).
 type Rate = flow.Rate
 
+// Defect is a planted flow-control bug (MachineConfig.Defect), each breaking one promise.
+type Defect uint8
+
+const (
+	NoDefect              Defect = iota
+	DefectPauseIgnored           // a paused kind still starts jobs
+	DefectBurstAtOpen            // buckets start full when dispatching begins: a restart grants a burst
+	DefectKeyLimitPlusOne        // a key may run KeyLimit+1 attempts
+	DefectGroupUnordered         // any job of a group may start while an earlier one has not ended
+	DefectHoldIgnored            // a dead job with Hold releases its group
+	DefectFairOff                // no rounds: keys are served by priority and due only
+	DefectTimeoutTriple          // Attempt.Timeout is three times the configured bound
+	DefectKindRateIgnored        // the kind's Rate is not checked at admission
+)
+
 // BlockReason says why a waiting job is not starting (Machine.Blocked).
 type BlockReason uint8
 
@@ -142,7 +157,7 @@ func (m *Machine) keyOf(j *job) *flowKey {
 		return ks
 	}
 	ks := &flowKey{kind: j.kind, name: j.Opts.Key}
-	if r := j.kind.cfg.KeyRate; r.On() {
+	if r := j.kind.cfg.KeyRate; r.On() && m.cfg.Defect != DefectBurstAtOpen {
 		ks.bucket = flow.Fresh(r, m.openAt)
 	}
 	m.keys[name] = ks
@@ -209,13 +224,15 @@ func (m *Machine) leaveGroup(j *job) {
 // gate is why the due job j may not start now, or parkNone with no block: its group, then
 // its key. A blocked job is parked (out of the heaps) by the caller.
 func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey, parkWhy) {
-	if j.Opts.Group != "" {
+	if j.Opts.Group != "" && m.cfg.Defect != DefectGroupUnordered {
 		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
 			b := Block{Reason: BlockGroup, By: g.ids[0], Key: g.name}
 			if h := m.job(g.ids[0]); h != nil && holds(h) {
 				b.Reason = BlockGroupDead
 			}
-			return b, g, nil, parkNone
+			if b.Reason != BlockGroupDead || m.cfg.Defect != DefectHoldIgnored {
+				return b, g, nil, parkNone
+			}
 		}
 	}
 	k := j.kind
@@ -224,14 +241,21 @@ func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey, parkWhy)
 	}
 	ks := m.keyOf(j)
 	switch {
-	case k.cfg.KeyLimit > 0 && ks.running >= k.cfg.KeyLimit:
+	case k.cfg.KeyLimit > 0 && ks.running >= k.cfg.KeyLimit+m.plusOne():
 		return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}, nil, ks, parkLimit
 	case k.cfg.KeyRate.On() && ks.bucket.ReadyAt(k.cfg.KeyRate) > now.UnixNano():
 		return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}, nil, ks, parkRate
-	case k.cfg.Fair && ks.served == k.round:
+	case k.cfg.Fair && ks.served == k.round && m.cfg.Defect != DefectFairOff:
 		return Block{Reason: BlockFair, Key: ks.name}, nil, ks, parkFair
 	}
 	return Block{}, nil, ks, parkNone
+}
+
+func (m *Machine) plusOne() int {
+	if m.cfg.Defect == DefectKeyLimitPlusOne {
+		return 1
+	}
+	return 0
 }
 
 // park takes the due job j out of its kind's heaps and keeps it in g or ks until what
@@ -370,7 +394,7 @@ func (m *Machine) ended(ks *flowKey) {
 
 // kindReady reports whether k's rate allows a start at now.
 func (m *Machine) kindReady(k *kind, now time.Time) bool {
-	return !k.cfg.Rate.On() || k.bucket.ReadyAt(k.cfg.Rate) <= now.UnixNano()
+	return !k.cfg.Rate.On() || k.bucket.ReadyAt(k.cfg.Rate) <= now.UnixNano() || m.cfg.Defect == DefectKindRateIgnored
 }
 
 // flowTick lets out the keys whose buckets have refilled by now, and ends the round of each

@@ -115,7 +115,7 @@ func (m *Machine) startable(k *kind) bool { return k.registered || !m.cfg.KindsO
 // runnable reports whether a job of k may start now: startable, not paused and under its
 // limit (its rate is kindReady's).
 func (m *Machine) runnable(k *kind) bool {
-	return m.startable(k) && !k.paused && (k.cfg.Limit == 0 || k.inflight < k.cfg.Limit)
+	return m.startable(k) && (!k.paused || m.cfg.Defect == DefectPauseIgnored) && (k.cfg.Limit == 0 || k.inflight < k.cfg.Limit)
 }
 
 // pick is the due job to consider next at now among the kinds that may start one: the one

@@ -159,6 +159,9 @@ type MachineConfig struct {
 	// KindsOnly: only jobs of registered kinds start; the others wait, never started nor
 	// dropped (the production driver). Without it every kind starts, limited if registered.
 	KindsOnly bool
+	// Defect plants one known flow-control bug, so that a test can show a check catching it
+	// (the simulator's planted-defect tests); zero, always, outside them.
+	Defect Defect
 }
 
 // validate refuses the first bad field with a *ConfigError: the one check of the fields a
@@ -425,7 +428,7 @@ func (m *Machine) becomeDispatching(on bool) {
 		if !m.dispatched {
 			m.openAt = m.now.UnixNano()
 			for _, k := range m.kindList {
-				if r := k.cfg.Rate; r.On() {
+				if r := k.cfg.Rate; r.On() && m.cfg.Defect != DefectBurstAtOpen {
 					k.bucket = flow.Fresh(r, m.openAt)
 				}
 			}
@@ -986,8 +989,12 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 
 // timeout is attempt a's bound: its job's own, else its kind's (0: none).
 func (m *Machine) timeout(a *attempt) time.Duration {
+	d := a.kind.cfg.Timeout
 	if j := m.job(a.token.ID); j != nil && j.Opts.Timeout > 0 {
-		return j.Opts.Timeout
+		d = j.Opts.Timeout
 	}
-	return a.kind.cfg.Timeout
+	if m.cfg.Defect == DefectTimeoutTriple {
+		d *= 3
+	}
+	return d
 }
