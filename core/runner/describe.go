@@ -95,6 +95,21 @@ func appendOpts(b []byte, o Opts) []byte {
 		b = append(b, " unique="...)
 		b = strconv.AppendQuote(b, o.Unique)
 	}
+	if o.Key != "" {
+		b = append(b, " key="...)
+		b = strconv.AppendQuote(b, o.Key)
+	}
+	if o.Group != "" {
+		b = append(b, " group="...)
+		b = strconv.AppendQuote(b, o.Group)
+	}
+	if o.Hold {
+		b = append(b, " hold"...)
+	}
+	if o.Timeout != 0 {
+		b = append(b, " timeout="...)
+		b = append(b, o.Timeout.String()...)
+	}
 	if o.UniqueFor != 0 {
 		b = append(b, " unique-for="...)
 		b = append(b, o.UniqueFor.String()...)
@@ -173,6 +188,9 @@ func DescribeResult(r Result, epoch time.Time) string {
 		}
 		if a.Probe {
 			b.WriteString(" probe")
+		}
+		if a.Timeout > 0 {
+			fmt.Fprintf(&b, " timeout=%v", a.Timeout)
 		}
 		b.WriteByte('\n')
 	}

@@ -662,6 +662,12 @@ func (e *Engine) Register(k KindConfig) error { return e.m.Register(k) }
 // Kinds summarises every kind registered or named by a job, by name.
 func (e *Engine) Kinds() []KindStatus { return e.m.Kinds() }
 
+// Blocked is why waiting job id is not starting (Machine.Blocked).
+func (e *Engine) Blocked(id uint64) Block { return e.m.Blocked(id) }
+
+// Paused lists the paused kinds by name (Machine.Paused).
+func (e *Engine) Paused() []string { return e.m.Paused() }
+
 // CheckInvariants runs the machine's invariants and its journal's (for the simulator and tests).
 func (e *Engine) CheckInvariants() error {
 	return errors.Join(e.m.checkInvariants(), e.j.CheckInvariants())

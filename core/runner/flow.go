@@ -64,6 +64,7 @@ const (
 	BlockGroup                    // an earlier job of its group has not ended (By)
 	BlockGroupDead                // an earlier job of its group is dead and holds it (By)
 	BlockPool                     // every unit of the pool is taken
+	NotWaiting                    // the job is not waiting (running, ended, or unknown)
 )
 
 // Block is why a waiting job is not starting, as an operator is told.
@@ -103,6 +104,8 @@ func (b Block) String() string {
 		return "sequence " + strconv.Quote(b.Key) + " is held by dead job " + strconv.FormatUint(b.By, 10) + " (retry or cancel it)"
 	case BlockPool:
 		return "every unit of the pool is busy"
+	case NotWaiting:
+		return "not waiting"
 	}
 	return fmt.Sprintf("block(%d)", uint8(b.Reason))
 }
@@ -397,17 +400,14 @@ func (m *Machine) kindReady(k *kind, now time.Time) bool {
 	return !k.cfg.Rate.On() || k.bucket.ReadyAt(k.cfg.Rate) <= now.UnixNano() || m.cfg.Defect == DefectKindRateIgnored
 }
 
-// flowTick lets out the keys whose buckets have refilled by now, and ends the round of each
-// fair kind that has no due job left but parked ones.
-func (m *Machine) flowTick(now time.Time) {
+// refilled lets out the keys whose buckets have refilled by now (before the queues promote
+// what is due, so that a job let out now starts now).
+func (m *Machine) refilled(now time.Time) {
 	for len(m.rateWake) > 0 && m.rateWake[0].at <= now.UnixNano() {
 		ks := keyWakePop(&m.rateWake).ks
 		ks.waking = false
 		m.unparkKey(ks, parkRate)
 		m.maybeForgetKey(ks)
-	}
-	for _, k := range m.kindList {
-		m.maybeEndRound(k, now)
 	}
 }
 
@@ -423,6 +423,10 @@ func (m *Machine) maybeEndRound(k *kind, now time.Time) {
 	for _, ks := range keys {
 		ks.fairing = false
 		m.unparkKey(ks, parkFair)
+		if ks.why == parkFair { // more wait for later rounds
+			ks.fairing = true
+			k.fairKeys = append(k.fairKeys, ks)
+		}
 	}
 	k.q.promote(now)
 }
@@ -443,11 +447,11 @@ func (m *Machine) flowWake() time.Time {
 }
 
 // Blocked is why waiting job id is not starting at the machine's now (NotBlocked: nothing but
-// its turn; also for a job that is not waiting). The driver's and the simulator's views read it.
+// its turn; NotWaiting for a job that is not waiting). The driver's and the simulator's views read it.
 func (m *Machine) Blocked(id uint64) Block {
 	j := m.job(id)
 	if j == nil || j.State != Waiting {
-		return Block{}
+		return Block{Reason: NotWaiting}
 	}
 	k := j.kind
 	switch {

@@ -870,12 +870,12 @@ func (m *Machine) maybeForgetBreaker(target string, now time.Time) {
 // schedule starts due jobs while a unit is free (docs/runner.md admission): the highest priority
 // first, then (due, id), except that a job due for AgeMax or longer goes first (pick).
 func (m *Machine) schedule(now time.Time) {
+	m.refilled(now)
 	for _, k := range m.kindList {
 		if m.runnable(k) {
 			k.q.promote(now)
 		}
 	}
-	m.flowTick(now)
 	// Each pass parks, starts, defers or ends a job, or ends a fair round (which lets out at
 	// least one parked job): the bound is the jobs, twice, and the kinds.
 	for range 2*len(m.order) + len(m.kindList) + 1 {

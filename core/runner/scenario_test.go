@@ -23,12 +23,15 @@ import (
 //	                          kinds registered at open (L: limit, 0 none); kinds-only: the
 //	                          others wait
 //	register kind=K [limit=N] register a kind on the open engine (before dispatching)
+//	     [key-limit=N] [rate=C/PER[/B]] [key-rate=C/PER[/B]] [fair=true] [timeout=D]
+//	pause kind=K | resume kind=K
+//	blocked ids=N,M           why each waiting job is not starting (Machine.Blocked)
 //	kinds                     every kind known: registered, limit, waiting, in flight
 //	open [dispatch=false]     open (or reopen) the engine at the current time, dispatching
 //	                          unless told not to
 //	     [age-max=D]
 //	enqueue target=T [due=D] [payload=S] [priority=N] [attempts-max=N] [job-deadline=D]
-//	     [kind=K] [unique=U] [unique-for=D]
+//	     [kind=K] [unique=U] [unique-for=D] [key=K] [group=G] [hold=true] [timeout=D]
 //	                          submit (D: offset from the epoch)
 //	enqueue-many              one batch; each input line "job <enqueue's arguments>"
 //	cancel id=N | retry id=N
@@ -95,7 +98,8 @@ func argJob(t *testing.T, d *datadriven.TestData, now time.Time) NewJob {
 		Payload: []byte(argStr(t, d, "payload", "")),
 		Opts: Opts{Priority: argInt(t, d, "priority", 0), AttemptsMax: argInt(t, d, "attempts-max", 0),
 			Deadline: argDur(t, d, "job-deadline", 0), Kind: argStr(t, d, "kind", ""), Unique: argStr(t, d, "unique", ""),
-			UniqueFor: argDur(t, d, "unique-for", 0)},
+			UniqueFor: argDur(t, d, "unique-for", 0), Key: argStr(t, d, "key", ""), Group: argStr(t, d, "group", ""),
+			Hold: argStr(t, d, "hold", "false") == "true", Timeout: argDur(t, d, "timeout", 0)},
 	}
 }
 
@@ -321,10 +325,35 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 		return Describe(s, epoch), nil
 	case "register":
 		needEngine()
-		if err := w.e.Register(KindConfig{Name: argStr(t, d, "kind", ""), Limit: argInt(t, d, "limit", 0)}); err != nil {
+		if err := w.e.Register(KindConfig{Name: argStr(t, d, "kind", ""), Limit: argInt(t, d, "limit", 0),
+			KeyLimit: argInt(t, d, "key-limit", 0), Rate: argRate(t, d, "rate"), KeyRate: argRate(t, d, "key-rate"),
+			Fair: argStr(t, d, "fair", "false") == "true", Timeout: argDur(t, d, "timeout", 0)}); err != nil {
 			return "", err
 		}
 		return "ok\n", nil
+	case "pause", "resume":
+		needEngine()
+		var err error
+		if d.Cmd == "pause" {
+			_, err = w.e.Pause(w.now, argStr(t, d, "kind", ""))
+		} else {
+			_, err = w.e.Resume(w.now, argStr(t, d, "kind", ""))
+		}
+		if err != nil {
+			return "", err
+		}
+		return "ok\n", nil
+	case "blocked":
+		needEngine()
+		var b strings.Builder
+		for _, id := range strings.Split(argStr(t, d, "ids", ""), ",") {
+			var n uint64
+			if _, err := fmt.Sscan(id, &n); err != nil {
+				t.Fatalf("%s: ids=%s: %v", d.Pos, id, err)
+			}
+			fmt.Fprintf(&b, "job %d: %s\n", n, describeBlock(w.e.Blocked(n)))
+		}
+		return b.String(), nil
 	case "kinds":
 		needEngine()
 		var b strings.Builder
@@ -339,6 +368,9 @@ func scenarioCmd(t *testing.T, wp **world, d *datadriven.TestData) (string, erro
 			s.Waiting, s.Deferred, s.Running, s.Succeeded, s.Dead, s.Cancelled, s.InFlight, s.Capacity, s.Poisoned != nil)
 		if s.Unregistered > 0 {
 			out += fmt.Sprintf(" unregistered=%d", s.Unregistered)
+		}
+		if s.Paused > 0 || s.Held > 0 {
+			out += fmt.Sprintf(" paused=%d held=%d", s.Paused, s.Held)
 		}
 		if !s.Dispatching {
 			out += fmt.Sprintf(" stopped=%v", s.Stopped)
@@ -393,4 +425,28 @@ func errText(err error) string {
 		return "compaction kept the old journal" + why
 	}
 	return err.Error()
+}
+
+// argRate parses key=COUNT/PER[/BURST] (zero without the key).
+func argRate(t *testing.T, d *datadriven.TestData, key string) Rate {
+	s := argStr(t, d, key, "")
+	if s == "" {
+		return Rate{}
+	}
+	parts := strings.Split(s, "/")
+	var r Rate
+	if _, err := fmt.Sscan(parts[0], &r.Count); err != nil || len(parts) < 2 {
+		t.Fatalf("%s: %s=%s: want COUNT/PER[/BURST]", d.Pos, key, s)
+	}
+	per, err := time.ParseDuration(parts[1])
+	if err != nil {
+		t.Fatalf("%s: %s=%s: %v", d.Pos, key, s, err)
+	}
+	r.Per = per
+	if len(parts) > 2 {
+		if _, err := fmt.Sscan(parts[2], &r.Burst); err != nil {
+			t.Fatalf("%s: %s=%s: %v", d.Pos, key, s, err)
+		}
+	}
+	return r
 }
