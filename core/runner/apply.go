@@ -179,6 +179,7 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 		}
 		m.qremove(j)
 		j.State, j.Attempts, j.Deferred = Running, r.Attempt, false
+		m.groupRunning(j, +1)
 		grown := len(j.History) == cap(j.History) // append makes a new array
 		if j.History == nil && m.replaying {
 			j.History = m.historySlab()
@@ -194,6 +195,7 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 			j.LastErr = r.Err
 		}
 		j.endAttempt(r.Attempt, r.At, attemptOutcome(r.Kind), r.Err)
+		m.groupRunning(j, -1)
 		switch r.Next {
 		case Waiting:
 			j.State, j.dueKey = Waiting, r.Due.UnixNano()
@@ -209,6 +211,7 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 		j.endAttempt(r.Attempt, r.At, AttemptReleased, "")
 		j.State, j.Attempts = Waiting, j.Attempts-1
 		m.qpush(j)
+		m.groupRunning(j, -1)
 	case TagSnoozed:
 		if r.Attempt != j.Attempts {
 			return fmt.Errorf("job %d: snoozed attempt %d while attempt %d runs", r.ID, r.Attempt, j.Attempts)
@@ -217,10 +220,12 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 		j.endAttempt(r.Attempt, r.At, AttemptSnoozed, "")
 		j.State, j.Attempts, j.dueKey, j.Deferred = Waiting, j.Attempts-1, r.Due.UnixNano(), false
 		m.qpush(j)
+		m.groupRunning(j, -1)
 	case TagExpired:
 		m.qremove(j)
 		j.Deferred = false
 		m.becomeTerminal(j, Dead, r.Reason, time.Time{})
+		m.nudgeKey(j)
 	case TagDeferred:
 		j.dueKey, j.Deferred = r.Due.UnixNano(), true
 		m.qfix(j)
@@ -228,15 +233,16 @@ func (m *Machine) applyTransition(r *Record, j *job) error {
 		if j.State == Waiting {
 			m.qremove(j)
 		}
-		if holds(j) {
-			m.heldGroup(j, false)
+		if j.State == Running {
+			m.groupRunning(j, -1)
 		}
+		wasWaiting := j.State == Waiting
 		j.Deferred = false
 		m.becomeTerminal(j, Cancelled, NoReason, time.Time{})
-	case TagRetried:
-		if holds(j) {
-			m.heldGroup(j, false)
+		if wasWaiting {
+			m.nudgeKey(j)
 		}
+	case TagRetried:
 		j.State, j.Reason, j.TermSeq = Waiting, NoReason, 0
 		j.Attempts, j.firstDueKey, j.dueKey = 0, r.Due.UnixNano(), r.Due.UnixNano()
 		m.qpush(j)
@@ -418,7 +424,5 @@ func (m *Machine) becomeTerminal(j *job, s JobState, why Reason, at time.Time) {
 	m.termSeq++
 	j.State, j.Reason, j.TermSeq = s, why, m.termSeq
 	m.leaveGroup(j)
-	if holds(j) {
-		m.heldGroup(j, true)
-	}
+	m.restuckOf(j)
 }

@@ -142,6 +142,10 @@ type group struct {
 	name   string
 	ids    []uint64
 	parked []*job // ascending by id
+	// running counts the group's jobs in state Running (a retried job may head the group
+	// while a later one, started when it had ended, still runs). Invariant: ≤ 1.
+	running int
+	stuck   int // what restuck added to the kind's stuck count
 }
 
 func (k *kind) keyed() bool {
@@ -196,6 +200,7 @@ func (m *Machine) joinGroup(j *job) {
 	if i, found := slices.BinarySearch(g.ids, j.ID); !found {
 		g.ids = slices.Insert(g.ids, i, j.ID)
 	}
+	m.restuck(g)
 }
 
 // leaveGroup takes a job that ended out of its group, unless it is dead and holds it; the
@@ -214,28 +219,71 @@ func (m *Machine) leaveGroup(j *job) {
 		return
 	}
 	g.ids = slices.Delete(g.ids, i, i+1)
-	if i == 0 && len(g.ids) > 0 && len(g.parked) > 0 && g.parked[0].ID == g.ids[0] {
+	m.maybeLetHead(g)
+	m.restuck(g)
+	if len(g.ids) == 0 && len(g.parked) == 0 && g.running == 0 {
+		delete(m.groups, k)
+	}
+}
+
+// maybeLetHead lets g's head out when it is parked and no job of g runs.
+func (m *Machine) maybeLetHead(g *group) {
+	if g.running == 0 && len(g.ids) > 0 && len(g.parked) > 0 && g.parked[0].ID == g.ids[0] {
 		h := g.parked[0]
 		g.parked = slices.Delete(g.parked, 0, 1)
 		m.unpark(h)
+		m.restuck(g)
 	}
-	if len(g.ids) == 0 && len(g.parked) == 0 {
-		delete(m.groups, k)
+}
+
+// groupRunning counts a job of j's group entering (+1) or leaving (-1) state Running.
+func (m *Machine) groupRunning(j *job, n int) {
+	if j.Opts.Group == "" {
+		return
 	}
+	if g := m.groups[groupKey(j.Opts)]; g != nil {
+		g.running += n
+		if n < 0 {
+			m.maybeLetHead(g)
+		}
+	}
+}
+
+// groupBlock is why j's group keeps it from starting (NotBlocked: it may), and the group:
+// only the group's head may start, and only while no job of the group runs.
+func (m *Machine) groupBlock(j *job) (Block, *group) {
+	if j.Opts.Group == "" {
+		return Block{}, nil
+	}
+	g := m.groups[groupKey(j.Opts)]
+	if g == nil || len(g.ids) == 0 {
+		return Block{}, g
+	}
+	if g.ids[0] != j.ID {
+		b := Block{Reason: BlockGroup, By: g.ids[0], Key: g.name}
+		if h := m.job(g.ids[0]); h != nil && holds(h) {
+			b.Reason = BlockGroupDead
+		}
+		return b, g
+	}
+	if g.running > 0 {
+		b := Block{Reason: BlockGroup, Key: g.name}
+		for _, id := range g.ids {
+			if r := m.job(id); r != nil && r.State == Running {
+				b.By = id
+			}
+		}
+		return b, g
+	}
+	return Block{}, g
 }
 
 // gate is why the due job j may not start now, or parkNone with no block: its group, then
 // its key. A blocked job is parked (out of the heaps) by the caller.
 func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey, parkWhy) {
-	if j.Opts.Group != "" && m.cfg.Defect != DefectGroupUnordered {
-		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
-			b := Block{Reason: BlockGroup, By: g.ids[0], Key: g.name}
-			if h := m.job(g.ids[0]); h != nil && holds(h) {
-				b.Reason = BlockGroupDead
-			}
-			if b.Reason != BlockGroupDead || m.cfg.Defect != DefectHoldIgnored {
-				return b, g, nil, parkNone
-			}
+	if b, g := m.groupBlock(j); b.Reason != NotBlocked && m.cfg.Defect != DefectGroupUnordered {
+		if b.Reason != BlockGroupDead || m.cfg.Defect != DefectHoldIgnored {
+			return b, g, nil, parkNone
 		}
 	}
 	k := j.kind
@@ -269,21 +317,15 @@ func (m *Machine) park(j *job, g *group, ks *flowKey, why parkWhy) {
 	if g != nil {
 		i, _ := slices.BinarySearchFunc(g.parked, j.ID, func(p *job, id uint64) int { return cmpU64(p.ID, id) })
 		g.parked = slices.Insert(g.parked, i, j)
-		if h := m.job(g.ids[0]); h != nil && holds(h) {
-			j.kind.stuck++
-		}
+		m.restuck(g)
 		return
 	}
 	jobHeapPush(&ks.parked, j)
 	ks.why = why
 	switch why {
 	case parkRate:
-		ks.readyAt = ks.bucket.ReadyAt(j.kind.cfg.KeyRate)
 		if !ks.waking {
-			ks.waking = true
-			m.wakeSeq++
-			m.rateWake = append(m.rateWake, keyWake{at: ks.readyAt, seq: m.wakeSeq, ks: ks})
-			keyWakeUp(m.rateWake, len(m.rateWake)-1)
+			m.wakeKey(ks)
 		}
 	case parkFair:
 		if !ks.fairing {
@@ -296,13 +338,6 @@ func (m *Machine) park(j *job, g *group, ks *flowKey, why parkWhy) {
 // unpark puts a parked job back in its kind's queue (timers: the next schedule promotes it).
 func (m *Machine) unpark(j *job) {
 	j.kind.parked--
-	if j.Opts.Group != "" {
-		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
-			if h := m.job(g.ids[0]); h != nil && holds(h) {
-				j.kind.stuck--
-			}
-		}
-	}
 	j.kind.q.push(j)
 }
 
@@ -318,6 +353,30 @@ func (m *Machine) unparkKey(ks *flowKey, why parkWhy) {
 	m.unpark(j)
 }
 
+// nudgeKey lets the next parked job of j's key out when j, a waiting job, ended without
+// starting (cancelled, or dead at admission): j may have been the one let out for a free slot
+// or a token, which would otherwise stay unused.
+func (m *Machine) nudgeKey(j *job) {
+	k := j.kind
+	if m.replaying || !k.keyed() {
+		return
+	}
+	ks := m.keys[k.name+"\x00"+j.Opts.Key]
+	if ks == nil {
+		return
+	}
+	switch ks.why {
+	case parkLimit:
+		if ks.running < k.cfg.KeyLimit {
+			m.unparkKey(ks, parkLimit)
+		}
+	case parkRate:
+		if !ks.waking {
+			m.unparkKey(ks, parkRate)
+		}
+	}
+}
+
 // parked reports whether the waiting job j is parked (in none of its kind's heaps).
 func parked(j *job) bool {
 	return j.State == Waiting && j.idx[slotTimers] == -1 && j.idx[slotPrio] == -1
@@ -330,9 +389,7 @@ func (m *Machine) unparkRemove(j *job) {
 		if g := m.groups[groupKey(j.Opts)]; g != nil {
 			if i := slices.Index(g.parked, j); i >= 0 {
 				g.parked = slices.Delete(g.parked, i, i+1)
-				if h := m.job(g.ids[0]); h != nil && holds(h) {
-					j.kind.stuck--
-				}
+				m.restuck(g)
 				return
 			}
 		}
@@ -347,20 +404,25 @@ func (m *Machine) unparkRemove(j *job) {
 	panic(fmt.Sprintf("runner: job %d is parked nowhere", j.ID))
 }
 
-// heldGroup updates the stuck counts when g's head becomes a holding dead job (on) or stops
-// being one (off).
-func (m *Machine) heldGroup(j *job, on bool) {
-	if j.Opts.Group == "" {
-		return
+// restuck recounts g's parked jobs into its kind's stuck count: all of them while its head is
+// a dead job holding it, else none. Called wherever g's jobs, head or parked list change.
+func (m *Machine) restuck(g *group) {
+	n := 0
+	if len(g.ids) > 0 {
+		if h := m.job(g.ids[0]); h != nil && holds(h) {
+			n = len(g.parked)
+		}
 	}
-	g := m.groups[groupKey(j.Opts)]
-	if g == nil || len(g.ids) == 0 || g.ids[0] != j.ID {
-		return
-	}
-	if on {
-		j.kind.stuck += len(g.parked)
-	} else {
-		j.kind.stuck -= len(g.parked)
+	g.kind.stuck += n - g.stuck
+	g.stuck = n
+}
+
+// restuckOf is restuck on j's group, if any.
+func (m *Machine) restuckOf(j *job) {
+	if j.Opts.Group != "" {
+		if g := m.groups[groupKey(j.Opts)]; g != nil {
+			m.restuck(g)
+		}
 	}
 }
 
@@ -382,7 +444,19 @@ func (m *Machine) started(j *job, now time.Time, running bool) *flowKey {
 	if running {
 		ks.running++
 	}
+	if ks.why == parkRate && len(ks.parked) > 0 && !ks.waking {
+		m.wakeKey(ks) // the next parked job waits for the token after this one
+	}
 	return ks
+}
+
+// wakeKey arms the let-out of ks's next parked job when its bucket allows a start.
+func (m *Machine) wakeKey(ks *flowKey) {
+	ks.readyAt = ks.bucket.ReadyAt(ks.kind.cfg.KeyRate)
+	ks.waking = true
+	m.wakeSeq++
+	m.rateWake = append(m.rateWake, keyWake{at: ks.readyAt, seq: m.wakeSeq, ks: ks})
+	keyWakeUp(m.rateWake, len(m.rateWake)-1)
 }
 
 // ended counts the end of an attempt of key ks (nil: none counted).
@@ -460,14 +534,8 @@ func (m *Machine) Blocked(id uint64) Block {
 	case k.paused:
 		return Block{Reason: BlockPaused}
 	}
-	if j.Opts.Group != "" {
-		if g := m.groups[groupKey(j.Opts)]; g != nil && len(g.ids) > 0 && g.ids[0] != j.ID {
-			b := Block{Reason: BlockGroup, By: g.ids[0], Key: g.name}
-			if h := m.job(g.ids[0]); h != nil && holds(h) {
-				b.Reason = BlockGroupDead
-			}
-			return b
-		}
+	if b, _ := m.groupBlock(j); b.Reason != NotBlocked {
+		return b
 	}
 	if m.now.UnixNano() < j.dueKey {
 		r := BlockNotDue

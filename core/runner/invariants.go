@@ -70,16 +70,23 @@ func (m *Machine) checkFlow() error {
 	sort.Strings(names)
 	for _, n := range names {
 		g := m.groups[n]
+		running := 0
 		for i, id := range g.ids {
 			j := m.job(id)
 			if j == nil || (i > 0 && g.ids[i-1] >= id) || j.Opts.Group != g.name || j.kind != g.kind ||
-				(j.State.Terminal() && !(i == 0 && holds(j))) || (j.State == Running && i > 0) {
+				(j.State.Terminal() && !holds(j)) {
 				return fmt.Errorf("runner: group %q holds job %d at %d of %v", g.name, id, i, g.ids)
 			}
+			if j.State == Running {
+				running++
+			}
+		}
+		if running != g.running || running > 1 {
+			return fmt.Errorf("runner: group %q counts %d running, holds %d: %v", g.name, g.running, running, g.ids)
 		}
 		held := len(g.ids) > 0 && holds(m.job(g.ids[0]))
 		for _, j := range g.parked {
-			if !parked(j) || len(g.ids) == 0 || j.ID == g.ids[0] {
+			if !parked(j) || len(g.ids) == 0 || (j.ID == g.ids[0] && g.running == 0) {
 				return fmt.Errorf("runner: group %q parks job %d (%v), head %v", g.name, j.ID, j.State, g.ids)
 			}
 			parkedBy[g.kind]++

@@ -92,6 +92,9 @@ func (m *Machine) load(s Snapshot, jobs []job) error {
 		if !j.State.Terminal() || holds(j) {
 			m.joinGroup(j)
 		}
+		if j.State == Running {
+			m.groupRunning(j, +1)
+		}
 		m.count(j.kind, j.State, j.Deferred, +1)
 		if j.State == Waiting {
 			m.qpush(j)
