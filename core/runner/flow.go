@@ -354,8 +354,8 @@ func (m *Machine) unparkKey(ks *flowKey, why parkWhy) {
 }
 
 // nudgeKey lets the next parked job of j's key out when j, a waiting job, ended without
-// starting (cancelled, or dead at admission): j may have been the one let out for a free slot
-// or a token, which would otherwise stay unused.
+// starting (cancelled, or dead at admission): j may have been the one let out for a free slot,
+// a token or its key's turn in a fair round, which would otherwise stay unused.
 func (m *Machine) nudgeKey(j *job) {
 	k := j.kind
 	if m.replaying || !k.keyed() {
@@ -373,6 +373,10 @@ func (m *Machine) nudgeKey(j *job) {
 	case parkRate:
 		if !ks.waking {
 			m.unparkKey(ks, parkRate)
+		}
+	case parkFair:
+		if ks.served != k.round { // its turn in this round is still to come
+			m.unparkKey(ks, parkFair)
 		}
 	}
 }
@@ -445,7 +449,14 @@ func (m *Machine) started(j *job, now time.Time, running bool) *flowKey {
 		ks.running++
 	}
 	if ks.why == parkRate && len(ks.parked) > 0 && !ks.waking {
-		m.wakeKey(ks) // the next parked job waits for the token after this one
+		// The next parked job waits for the token after this one, or, within a burst, may
+		// start in this same pass.
+		if ks.bucket.ReadyAt(k.cfg.KeyRate) <= now.UnixNano() {
+			m.unparkKey(ks, parkRate)
+			k.q.promote(now)
+		} else {
+			m.wakeKey(ks)
+		}
 	}
 	return ks
 }

@@ -295,9 +295,7 @@ func (fm *flowMachine) Commit(t *rapid.T) {
 		fm.judgeStart(t, a, now, dueKeys)
 	}
 	for _, s := range res.Settled {
-		if j := m.jobs[s.ID]; j != nil {
-			j.state = s.State
-		}
+		fm.sync(s.ID) // not s.State: an orphan's settling comes with the first commit, maybe after a cancel
 	}
 	for _, tr := range res.Transitions {
 		fm.sync(tr.ID)
@@ -320,8 +318,10 @@ func (fm *flowMachine) judgeStart(t *rapid.T, a Attempt, now time.Time, dueKeys 
 	}
 	k := m.kinds[j.kind].cfg
 	if !fm.eligible(a.Token.ID, now) {
-		t.Fatalf("job %d of kind %q (key %q, group %q) started though the rules hold it (paused %v, head %d, key running %d/%d)",
-			a.Token.ID, j.kind, j.key, j.group, m.paused[j.kind], fm.head(j.kind, j.group), fm.runningOf(j.kind+"\x00"+j.key), k.KeyLimit)
+		h := fm.head(j.kind, j.group)
+		hj, _ := fm.w.e.Get(h)
+		t.Fatalf("job %d of kind %q (key %q, group %q) started though the rules hold it (paused %v, head %d: %v in the engine, %+v in the model, key running %d/%d)",
+			a.Token.ID, j.kind, j.key, j.group, m.paused[j.kind], h, hj.State, m.jobs[h], fm.runningOf(j.kind+"\x00"+j.key), k.KeyLimit)
 	}
 	want := k.Timeout
 	if j.timeout > 0 {
