@@ -117,7 +117,7 @@ func ExampleWithFairShare() {
 		}
 	}
 	if err := r.Drain(ctx); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
 	}
 	fmt.Println(strings.Join(order, " "))
 	// Output: a b a b a a

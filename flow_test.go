@@ -306,8 +306,12 @@ func TestFairShareInterleavesKeys(t *testing.T) {
 				r, k := flowKind(t, s, 1, time.Second, opts...)
 				defer r.Close()
 				enqueueKeyed(t, k, keys...)
-				if err := r.Drain(context.Background()); err != nil {
-					t.Fatal(err)
+				// Bounded on the bubble's clock: a job that never starts fails the test
+				// rather than deadlock the bubble.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				if err := r.Drain(ctx); err != nil {
+					t.Fatalf("%v; started %q", err, s.keys)
 				}
 				if !fair {
 					if !slices.Equal(s.keys, keys) {
