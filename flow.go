@@ -103,8 +103,9 @@ func (r *Runner) Paused(ctx context.Context) ([]string, error) {
 }
 
 // Pause is Runner.Pause of this kind: it starts no attempt until Resume, durably (also
-// across restarts). Running attempts go on, and Enqueue goes on. A queue-backed kind cannot
-// be paused from a handle (ErrQueueUnsupported).
+// across restarts). Running attempts go on, and Enqueue goes on. It hides the Runner's
+// Pause(ctx, kind), which k.Runner.Pause still reaches for another kind. A queue-backed kind
+// cannot be paused from a handle (ErrQueueUnsupported).
 func (k *Kind[A]) Pause(ctx context.Context) error {
 	if err := k.check(); err != nil {
 		return err
