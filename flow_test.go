@@ -449,3 +449,61 @@ func TestFlowOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyOptionsTogetherDrain: every mix of the key options drains a backlog of two keys (a
+// key with several jobs parked must get each of them out, whatever parked them), within each
+// key's limit and rate: no window of length w holds more than Burst + w·Count/Per starts of
+// one key.
+func TestKeyOptionsTogetherDrain(t *testing.T) {
+	rate := Rate{Count: 20, Per: time.Second, Burst: 2}
+	combos := []struct {
+		name  string
+		opts  []KindOption
+		limit int
+		rated bool
+	}{
+		{"rate", []KindOption{WithKeyRate(rate)}, 0, true},
+		{"limit", []KindOption{WithKeyConcurrency(2)}, 2, false},
+		{"fair", []KindOption{WithFairShare()}, 0, false},
+		{"fair+limit", []KindOption{WithFairShare(), WithKeyConcurrency(2)}, 2, false},
+		{"fair+rate", []KindOption{WithFairShare(), WithKeyRate(rate)}, 0, true},
+		{"limit+rate", []KindOption{WithKeyConcurrency(2), WithKeyRate(rate)}, 2, true},
+		{"all", []KindOption{WithFairShare(), WithKeyConcurrency(2), WithKeyRate(rate)}, 2, true},
+	}
+	for _, c := range combos {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newStarts()
+				r, k := flowKind(t, s, 4, 50*time.Millisecond, c.opts...)
+				defer r.Close()
+				enqueueKeyed(t, k, "a", "a", "a", "a", "a", "a", "b", "b", "b")
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				if err := r.Drain(ctx); err != nil {
+					t.Fatalf("%v; started %q", err, s.keys)
+				}
+				for _, key := range []string{"a", "b"} {
+					if c.limit > 0 && s.peak[key] > c.limit {
+						t.Errorf("key %s ran %d at once, limit %d", key, s.peak[key], c.limit)
+					}
+					if !c.rated {
+						continue
+					}
+					var at []time.Duration
+					for i, k := range s.keys {
+						if k == key {
+							at = append(at, s.at[i])
+						}
+					}
+					for i := range at {
+						for j := i; j < len(at); j++ {
+							if n, w := int64(j-i+1), at[j]-at[i]; n > rate.core().Allowed(w) {
+								t.Errorf("key %s: %d starts in %v, want at most %d", key, n, w, rate.core().Allowed(w))
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
