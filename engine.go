@@ -178,7 +178,7 @@ func statsOf(st runner.Status, syncs int64) Stats {
 	return Stats{Waiting: st.Waiting - st.Deferred, Deferred: st.Deferred, Running: st.Running,
 		Succeeded: st.Succeeded, Dead: st.Dead, Cancelled: st.Cancelled, LastID: st.NextID - 1,
 		Commits: st.Commits, Records: st.Records, Compactions: st.Compactions, Syncs: syncs,
-		Unregistered: st.Unregistered}
+		Unregistered: st.Unregistered, Paused: st.Paused, Held: st.Held}
 }
 
 // infoOf is a job in public terms, its payload still encoded.

@@ -126,12 +126,20 @@ func TestQueueKindRefusesWhatAQueueCannotDo(t *testing.T) {
 	cancel() // Run returns at once
 	works := map[string]bool{"Enqueue": true, "EnqueueMany": true, "Run": true, "Close": true}
 	hasErr := returnsError(k)
-	for m, err := range callAll(t, "queue Kind", k, ctx) {
+	called := callAll(t, "queue Kind", k, ctx)
+	for m, err := range called {
 		if !hasErr[m] || works[m] {
 			continue
 		}
 		if !errors.Is(err, sluice.ErrQueueUnsupported) || strings.Count(err.Error(), "sluice:") != 1 {
 			t.Errorf("queue Kind.%s: %v: want ErrQueueUnsupported with one \"sluice:\" prefix", m, err)
+		}
+	}
+	for _, m := range []string{"Pause", "Resume", "Paused"} {
+		if _, ok := called[m]; !ok || !hasErr[m] {
+			t.Errorf("queue Kind.%s: not called, or returns no error", m)
+		} else if !strings.Contains(called[m].Error(), m) {
+			t.Errorf("queue Kind.%s: %v: want the method named", m, called[m])
 		}
 	}
 }

@@ -84,6 +84,11 @@ type JobInfo[A any] struct {
 	UniqueWindow time.Duration
 	// History is the job's last attempts (at most 10), oldest first; Retry keeps it.
 	History []Attempt
+	// Blocked says why a job that waits (pending, waiting or deferred) is not starting, in
+	// an operator's words: "its kind is paused", "key \"a\" is at its limit (2 running)",
+	// "sequence \"s\" is held by job 4", "due at ...", "ready to start" (nothing but its turn).
+	// "" for a job that does not wait, and in Inspect.
+	Blocked string
 	Payload A
 }
 
@@ -99,6 +104,10 @@ type Stats struct {
 	// Unregistered counts the waiting jobs (within Waiting) whose kind is not registered:
 	// they wait, never started nor dropped, until a runner registers their kind.
 	Unregistered int
+	// Paused counts the waiting jobs (within Waiting) of paused kinds (Pause); Held those
+	// behind a dead job that holds its sequence (WithHoldOnDead). Both wait for an operator:
+	// Drain does not wait for them.
+	Paused, Held int
 
 	Commits     int64 // journal batches made durable since Open
 	Records     int64 // journal records made durable since Open

@@ -20,6 +20,7 @@ type Kind[A any] struct {
 	name    string
 	codec   Codec[A]
 	q       *QueueRunner // set for a kind registered on a QueueRunner
+	hold    bool         // WithHoldOnDead: its jobs in a sequence hold it when dead
 }
 
 // KindOption sets one of a kind's options at Register.
@@ -187,16 +188,32 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	if err != nil {
 		return nil, err
 	}
-	return &Kind[A]{Runner: r, name: name, codec: codec}, nil
+	return &Kind[A]{Runner: r, name: name, codec: codec, hold: s.flow.hold}, nil
 }
 
 // startOf is a kind's start: handler called with the attempt's job; a panic is a *PanicError.
 func startOf[A any](name string, handler Handler[A]) func(ctx context.Context, a runner.Attempt) error {
 	return func(ctx context.Context, a runner.Attempt) (err error) {
 		defer outcome.Recover(&err)
-		return handler(ctx, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
+		err = handler(ctx, Job[A]{ID: a.Token.ID, Kind: name, Target: a.Target, Attempt: a.Token.Attempt,
 			Due: a.FirstDue, Payload: a.Value.(A)})
+		if a.Timeout > 0 {
+			err = timedOut(ctx, a.Timeout, err)
+		}
+		return err
 	}
+}
+
+// jobOpts applies a job's options for this kind: its name, and Hold for a job in a sequence
+// of a kind registered WithHoldOnDead.
+func (k *Kind[A]) jobOpts(opts []JobOption) (jobSettings, error) {
+	s, err := jobOpts(opts)
+	if err != nil {
+		return s, err
+	}
+	s.o.Kind = k.name
+	s.o.Hold = k.hold && s.o.Group != ""
+	return s, nil
 }
 
 // Name is the kind's name, as journaled with each of its jobs.
@@ -239,7 +256,11 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 		}
 		return ids[0], nil
 	}
-	return k.Runner.enqueue(ctx, k.name, due, target, b, opts)
+	s, err := k.jobOpts(opts)
+	if err != nil {
+		return 0, err
+	}
+	return k.Runner.enqueue(ctx, s, due, target, b)
 }
 
 // EnqueueMany adds jobs of this kind in one journal batch (one fsync for all) and returns
@@ -268,11 +289,10 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 		if err != nil {
 			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
-		s, err := jobOpts(j.Options)
+		s, err := k.jobOpts(j.Options)
 		if err != nil {
 			return nil, fmt.Errorf("%w (job %d)", err, i)
 		}
-		s.o.Kind = k.name
 		njs[i] = runner.NewJob{Due: j.Due, Target: j.Target, Payload: b, Opts: s.o}
 		sets[i] = s
 	}
@@ -332,7 +352,7 @@ func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 func decodeInfo[A any](codec Codec[A], v JobInfo[[]byte]) (JobInfo[A], error) {
 	info := JobInfo[A]{ID: v.ID, Kind: v.Kind, Target: v.Target, State: v.State, Attempts: v.Attempts,
 		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority,
-		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History}
+		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History, Blocked: v.Blocked}
 	if codec == nil { // ListFilter.OmitPayload: nothing to decode
 		return info, nil
 	}

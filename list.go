@@ -106,8 +106,9 @@ func (r *Runner) list(ctx context.Context, f ListFilter) (Page[[]byte], error) {
 	return p, nil
 }
 
-// listPage runs one chunk of f on the engine (the owner's goroutine).
-func listPage(eng *runner.Engine, f ListFilter) Page[[]byte] {
+// listPage runs one chunk of f on the engine (the owner's goroutine); blocked says why a
+// waiting job is not starting (JobInfo.Blocked).
+func listPage(eng *runner.Engine, f ListFilter, blocked func(*runner.Job) string) Page[[]byte] {
 	limit, scan := f.Limit, f.scan
 	if limit == 0 {
 		limit = 100
@@ -138,8 +139,9 @@ func listPage(eng *runner.Engine, f ListFilter) Page[[]byte] {
 	}
 	jobs, next, more := list(max(f.IDMin, f.After+1), to, match, limit, scan)
 	p := Page[[]byte]{Next: next, More: more, Jobs: make([]JobInfo[[]byte], len(jobs))}
-	for i, j := range jobs {
-		p.Jobs[i] = infoOf(j)
+	for i := range jobs {
+		p.Jobs[i] = infoOf(jobs[i])
+		p.Jobs[i].Blocked = blocked(&jobs[i])
 	}
 	return p
 }

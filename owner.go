@@ -221,7 +221,7 @@ func (o *owner) command(c command) {
 		o.node.Step(runner.RegisterKind{Ref: r, Kind: runner.KindConfig{Name: c.reg.name, Limit: c.reg.limit, Decode: c.reg.decode,
 			Rate: f.rate.core(), KeyRate: f.keyRate.core(), KeyLimit: f.keyLimit, Fair: f.fair, Timeout: f.timeout}})
 		return
-	case cmdGet, cmdStats, cmdList, cmdSchedules, cmdBreakers:
+	case cmdGet, cmdStats, cmdList, cmdSchedules, cmdBreakers, cmdPaused:
 		r := o.ref()
 		o.calls[r] = c
 		o.node.Step(runner.Read{Ref: r})
@@ -347,6 +347,9 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 		panic(fmt.Sprintf("sluice: the engine started job %d of unregistered kind %q", s.Token.ID, s.Kind))
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
+	if s.Timeout > 0 {
+		cancel = o.timed(cancel, s.Timeout)
+	}
 	o.running[s.Token] = cancel
 	o.r.cfg.OnAttemptStarted(attemptStarted(s, now)) // as runnerkit.Kit.Started
 	if o.work == nil {
@@ -394,6 +397,7 @@ func (o *owner) answerRead(c command) {
 		rep := reply{found: ok}
 		if ok {
 			rep.job = infoOf(j)
+			rep.job.Blocked = o.blocked(&j)
 		}
 		c.reply <- rep
 	case cmdStats:
@@ -401,9 +405,11 @@ func (o *owner) answerRead(c command) {
 	case cmdSchedules:
 		c.reply <- reply{scheds: o.eng.Schedules()}
 	case cmdList:
-		c.reply <- reply{page: listPage(o.eng, c.filter)}
+		c.reply <- reply{page: listPage(o.eng, c.filter, o.blocked)}
 	case cmdBreakers:
 		c.reply <- reply{breakers: breakersOf(o.eng.Breakers())}
+	case cmdPaused:
+		c.reply <- reply{paused: o.paused()}
 	}
 }
 

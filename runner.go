@@ -70,6 +70,7 @@ const (
 	cmdBreakers
 	cmdPause  // pause the kind named by command.target
 	cmdResume // resume it
+	cmdPaused // list the paused kinds
 )
 
 type command struct {
@@ -99,6 +100,7 @@ type reply struct {
 	stats Stats
 	wait  <-chan struct{}
 
+	paused   []string          // cmdPaused
 	breakers []BreakerInfo     // cmdBreakers
 	scheds   []runner.Schedule // cmdSchedules
 }
@@ -210,13 +212,9 @@ func newRunner(op opened, cfg Config, syncs *counter) *Runner {
 	return r
 }
 
-// enqueue encodes nothing: the kind's handle did. It applies opts and submits one job.
-func (r *Runner) enqueue(ctx context.Context, kind string, due time.Time, target string, payload []byte, opts []JobOption) (uint64, error) {
-	s, err := jobOpts(opts)
-	if err != nil {
-		return 0, err
-	}
-	s.o.Kind = kind
+// enqueue encodes nothing and applies no option: the kind's handle did (Kind.jobOpts). It
+// submits one job.
+func (r *Runner) enqueue(ctx context.Context, s jobSettings, due time.Time, target string, payload []byte) (uint64, error) {
 	rep, err := r.call(ctx, command{kind: cmdEnqueue, due: due, target: target, payload: payload, opts: s.o})
 	if err != nil {
 		return 0, err

@@ -71,11 +71,10 @@ func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, paylo
 	for _, o := range opts {
 		o(&s)
 	}
-	js, err := jobOpts(s.job)
+	js, err := k.jobOpts(s.job)
 	if err != nil {
 		return err
 	}
-	js.o.Kind = k.name
 	b, err := k.codec.Encode(payload)
 	if err != nil {
 		return wrapf(nil, err, "schedule %q", name)
