@@ -65,32 +65,17 @@ func (o *owner) timed(cancel context.CancelCauseFunc, d time.Duration) context.C
 	}
 }
 
-// flowView is what core/runner's Engine tells of flow control: why a waiting job is not
-// starting (Machine.Blocked) and the paused kinds (Machine.Paused).
-type flowView interface {
-	Blocked(id uint64) runner.Block
-	Paused() []string
-}
-
 // blocked is why the waiting job j is not starting, in an operator's words ("" when it is not
-// waiting, or the engine cannot say).
+// waiting).
 func (o *owner) blocked(j *runner.Job) string {
 	if j.State != runner.Waiting {
 		return ""
 	}
-	if fv, ok := any(o.eng).(flowView); ok {
-		return fv.Blocked(j.ID).String()
-	}
-	return ""
+	return o.eng.Blocked(j.ID).String()
 }
 
 // paused lists the paused kinds by name.
-func (o *owner) paused() []string {
-	if fv, ok := any(o.eng).(flowView); ok {
-		return fv.Paused()
-	}
-	return o.eng.State().Paused // O(jobs): only until the engine says it itself
-}
+func (o *owner) paused() []string { return o.eng.Paused() }
 
 // Paused lists the kinds paused (Pause) by name, as of the last commit. It waits for the
 // runner's owner, so ctx bounds it.

@@ -267,7 +267,7 @@ func TestDeadJobHoldsItsSequence(t *testing.T) {
 				if !slices.Equal(ran, []string{"first"}) || st.Held != 3 || st.Dead != 1 || st.Waiting != 3 {
 					t.Fatalf("held: ran %q, stats %+v; want only the first, 3 held and waiting, 1 dead", ran, st)
 				}
-				if j, err := k.Get(ctx, ids[1]); engineBlocks(t) && (err != nil || j.Blocked != fmt.Sprintf(`sequence "s" is held by dead job %d (retry or cancel it)`, ids[0])) {
+				if j, err := k.Get(ctx, ids[1]); err != nil || j.Blocked != fmt.Sprintf(`sequence "s" is held by dead job %d (retry or cancel it)`, ids[0]) {
 					t.Errorf("Blocked %q (%v), want the dead job holding it", j.Blocked, err)
 				}
 				want := []string{"first", "first", "second", "third", "fourth"}
@@ -365,9 +365,6 @@ func fairBound(enqueued, got []string) error {
 // TestBlockedSaysWhy: JobInfo.Blocked, through Get and List, for a key at its limit and a
 // sequence held by a running job.
 func TestBlockedSaysWhy(t *testing.T) {
-	if !engineBlocks(t) {
-		t.Skip("needs core/runner Engine.Blocked")
-	}
 	synctest.Test(t, func(t *testing.T) {
 		r := newOn(t, disk.New(1), Config{Capacity: 4})
 		defer r.Close()
