@@ -1,0 +1,330 @@
+package qjobs
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core/flow"
+)
+
+// Flow control in one process (Register.Flow). A queue shares no state between the processes
+// that receive from it, so every limit here holds per process: a fleet of N processes starts
+// up to N times a kind's Rate. A fleet-wide limit needs a store shared by the fleet, which a
+// queue does not offer.
+//
+//   - Rate bounds the starts of the kind's attempts, KeyRate the starts of each flow key's
+//     (Attrs.Key; a message without one has the key ""), KeyLimit the attempts of one key
+//     running at once. Buckets are empty when the process first receives (flow.Fresh): a
+//     restart grants no burst the process may have spent before it.
+//   - A delivery over a limit is not run and is no attempt: it waits in the queue, not in the
+//     process (a held delivery would take a worker slot, and one busy key would starve the
+//     other keys of the process). On a standard queue it is re-sent with a delay until the
+//     token is expected, or, for a key at its KeyLimit, KeyWaitBase doubled per earlier wait
+//     of the job up to KeyWaitCap. The successor is a new message: its receive count starts
+//     at 1, so a wait spends neither LostMax nor a redrive policy's maxReceiveCount; it counts
+//     in Attrs.Waits instead, and a job that has waited Config.WaitMax times is dead-lettered
+//     (ReasonWaits). On a FIFO queue a re-send would put the job behind the rest of its message
+//     group, so the message is hidden instead: that wait is one more receive, counted as a
+//     lost delivery against LostMax (and a redrive policy's maxReceiveCount).
+//   - Waiting deliveries of one bucket are told to come back one interval apart (never past
+//     DelayMax), so a backlog returns at the rate it can start rather than all at once.
+//   - Timeout bounds an attempt (the job's Attrs.Timeout, else the kind's), and never past what
+//     the visibility limit leaves the delivery: Run.Timeout. An attempt that ends after it
+//     without success (AttemptDone.TimedOut) fails retryably.
+
+// Flow is a kind's flow control in this process. The zero Flow limits nothing.
+type Flow struct {
+	Rate, KeyRate flow.Rate
+	KeyLimit      int           // ≥ 0; 0: none
+	Timeout       time.Duration // ≥ 0; 0: none
+}
+
+// Validate names the first field of f out of range.
+func (f Flow) Validate() error {
+	if err := f.Rate.Validate(); err != nil {
+		return fmt.Errorf("Rate: %w", err)
+	}
+	if err := f.KeyRate.Validate(); err != nil {
+		return fmt.Errorf("KeyRate: %w", err)
+	}
+	switch {
+	case f.KeyLimit < 0:
+		return fmt.Errorf("KeyLimit %d: must be ≥ 0 (0: none)", f.KeyLimit)
+	case f.Timeout < 0:
+		return fmt.Errorf("Timeout %v: must be ≥ 0 (0: none)", f.Timeout)
+	}
+	return nil
+}
+
+func (f Flow) keyed() bool { return f.KeyLimit > 0 || f.KeyRate.On() }
+
+// The wait of a delivery whose key is at its KeyLimit: when a slot frees is not known, so the
+// wait doubles per earlier wait of the job.
+const (
+	KeyWaitBase = time.Second
+	KeyWaitCap  = time.Minute
+)
+
+// WaitMaxDefault is Config.WaitMax's default: the flow waits a job may make before it is
+// dead-lettered (ReasonWaits).
+const WaitMaxDefault = 1000
+
+// keysMax bounds the flow keys the machine keeps state for. Idle keys (nothing running, a
+// full bucket) are forgotten, and a forgotten key is remade exactly as it was; past the bound a
+// delivery of a new key waits as if at its limit.
+const keysMax = 1 << 16
+
+// kindFlow is a registered kind's limits and state.
+type kindFlow struct {
+	cfg      Flow
+	bucket   *flow.Bucket // Rate; made on first use, as it was when the process first received
+	promised int64        // UnixNano: the latest come-back time told to a delivery waiting for bucket
+}
+
+// keyFlow is one flow key's state. Invariant: running is the Runs of the key not yet answered.
+type keyFlow struct {
+	running  int
+	bucket   *flow.Bucket // KeyRate
+	promised int64
+}
+
+type keyID struct{ kind, key string }
+
+// flowBegin marks the first delivery: every bucket is as if made empty then.
+func (m *Machine) flowBegin(now time.Time) {
+	if !m.flowStarted {
+		m.flowStarted, m.flowStart = true, now.UnixNano()
+	}
+}
+
+func (m *Machine) bucketOf(b **flow.Bucket, r flow.Rate) *flow.Bucket {
+	if *b == nil {
+		fresh := flow.Fresh(r, m.flowStart)
+		if m.defect == defectBurstAtStart {
+			fresh = flow.Bucket{}
+		}
+		*b = &fresh
+	}
+	return *b
+}
+
+// key returns k's state, made if new; nil when keysMax keys are busy.
+func (m *Machine) key(id keyID) *keyFlow {
+	if k, ok := m.keys[id]; ok {
+		return k
+	}
+	if len(m.keys) >= keysMax {
+		m.forgetIdleKeys()
+		if len(m.keys) >= keysMax {
+			return nil
+		}
+	}
+	k := &keyFlow{}
+	m.keys[id] = k
+	return k
+}
+
+// idle reports whether k equals a key never seen: nothing running and its bucket full.
+func (k *keyFlow) idle(now int64) bool {
+	return k.running == 0 && (k.bucket == nil || k.bucket.Full(now)) && k.promised <= now
+}
+
+func (m *Machine) forgetIdleKeys() {
+	now := m.now.UnixNano()
+	for id, k := range m.keys { // deletes only: order does not matter
+		if k.idle(now) {
+			delete(m.keys, id)
+		}
+	}
+}
+
+// flowWait decides whether a delivery of a may start at now under its kind's limits. When it
+// may not, it returns the plan that makes it wait and true.
+func (m *Machine) flowWait(now time.Time, d delivery, a Attrs) (plan, bool) {
+	kf := m.flows[a.Kind]
+	if kf == nil {
+		return plan{}, false
+	}
+	nowN := now.UnixNano()
+	var at int64 // when to come back
+	var why string
+	wait := func(w int64, text string) {
+		if w > at {
+			at, why = w, text
+		}
+	}
+	if r := kf.cfg.Rate; r.On() && m.defect != defectKindRateIgnored {
+		if b := m.bucketOf(&kf.bucket, r); b.ReadyAt(r) > nowN {
+			wait(spread(&kf.promised, b.ReadyAt(r), r, nowN, m.cfg.DelayMax), "its kind is rate limited")
+		}
+	}
+	if kf.cfg.keyed() {
+		k := m.key(keyID{a.Kind, a.Key})
+		switch {
+		case k == nil:
+			wait(nowN+int64(m.keyWait(a)), "too many flow keys in this process")
+		case kf.cfg.KeyLimit > 0 && k.running >= kf.cfg.KeyLimit+m.keyLimitSlack():
+			wait(nowN+int64(m.keyWait(a)), "key "+strconv.Quote(a.Key)+" is at its limit ("+strconv.Itoa(k.running)+" running)")
+		}
+		if r := kf.cfg.KeyRate; k != nil && r.On() {
+			if b := m.bucketOf(&k.bucket, r); b.ReadyAt(r) > nowN {
+				wait(spread(&k.promised, b.ReadyAt(r), r, nowN, m.cfg.DelayMax), "key "+strconv.Quote(a.Key)+" is rate limited")
+			}
+		}
+	}
+	if at == 0 {
+		return plan{}, false
+	}
+	w := time.Duration(at - nowN)
+	if m.cfg.FIFO {
+		// A re-send would go behind the rest of its group: hide, counted as a lost delivery.
+		if v := m.hideFor(now, d, w); v > 0 {
+			m.stats.FlowWaits++
+			return plan{Action: actHide, Visibility: v, Wait: why}, true
+		}
+	}
+	if a.Waits >= m.waitMax() {
+		return m.dead(a, a.Attempts, ReasonWaits, fmt.Sprintf("%d flow waits in the queue (last: %s)", a.Waits, why)), true
+	}
+	m.stats.FlowWaits++
+	a.Waits++
+	return plan{Action: actResend, Send: outgoing{Attrs: a, Delay: max(time.Second, m.delay(w))}, Wait: why}, true
+}
+
+// spread is when a delivery waiting for a bucket ready at readyAt comes back: one interval
+// after the one told before it, so a backlog comes back at the rate it can start; never past
+// the longest delay.
+func spread(promised *int64, readyAt int64, r flow.Rate, now int64, delayMax time.Duration) int64 {
+	at := max(readyAt, min(*promised+r.Interval(), now+int64(delayMax)))
+	*promised = at
+	return at
+}
+
+// keyWait is the wait of a delivery whose key is at its limit: KeyWaitBase doubled per
+// earlier wait of the job, at most KeyWaitCap.
+func (m *Machine) keyWait(a Attrs) time.Duration {
+	return min(KeyWaitBase<<min(a.Waits, 10), KeyWaitCap)
+}
+
+func (m *Machine) waitMax() int {
+	if m.cfg.WaitMax > 0 {
+		return m.cfg.WaitMax
+	}
+	return WaitMaxDefault
+}
+
+// flowTake spends what a start of a takes: a token of each bucket and a slot of its key.
+func (m *Machine) flowTake(now time.Time, a Attrs) {
+	kf := m.flows[a.Kind]
+	if kf == nil {
+		return
+	}
+	nowN := now.UnixNano()
+	if r := kf.cfg.Rate; r.On() {
+		m.bucketOf(&kf.bucket, r).Take(r, nowN)
+	}
+	if kf.cfg.keyed() {
+		k := m.key(keyID{a.Kind, a.Key})
+		if k == nil {
+			panic("qjobs: flowTake of a key flowWait refused") // flowWait made it in the same step
+		}
+		k.running++
+		if r := kf.cfg.KeyRate; r.On() {
+			m.bucketOf(&k.bucket, r).Take(r, nowN)
+		}
+	}
+}
+
+// flowEnd gives back the slot of an attempt of a that ended (an outcome or an abandon).
+func (m *Machine) flowEnd(a Attrs) {
+	kf := m.flows[a.Kind]
+	if kf == nil || !kf.cfg.keyed() {
+		return
+	}
+	id := keyID{a.Kind, a.Key}
+	k := m.keys[id]
+	if k == nil || k.running == 0 {
+		panic(fmt.Sprintf("qjobs: attempt of key %q ended, none running", a.Key))
+	}
+	k.running--
+	if k.idle(m.now.UnixNano()) {
+		delete(m.keys, id)
+	}
+}
+
+// timeout is the bound of an attempt of a delivered at d.ReceivedAt, starting at now: the
+// job's, else its kind's, never past what the visibility limit leaves; 0: none.
+func (m *Machine) timeout(now time.Time, d delivery) time.Duration {
+	t := d.Attrs.Timeout
+	if kf := m.flows[d.Attrs.Kind]; t == 0 && kf != nil {
+		t = kf.cfg.Timeout
+	}
+	if t == 0 {
+		return 0
+	}
+	if m.defect == defectTimeoutUncapped {
+		return t
+	}
+	left := m.cfg.VisibilityMax - m.cfg.Margin - now.Sub(d.ReceivedAt)
+	return max(time.Nanosecond, min(t, left))
+}
+
+// defect is a planted limiter bug, set only by this package's tests to show that they fail.
+type defect uint8
+
+const (
+	noDefect              defect = iota
+	defectKeyLimitPlusOne        // a key may run KeyLimit+1 attempts
+	defectKindRateIgnored        // the kind's Rate is never checked
+	defectBurstAtStart           // buckets start full: a restart grants a burst
+	defectTimeoutUncapped        // the timeout is not cut to the visibility limit
+)
+
+func (m *Machine) keyLimitSlack() int {
+	if m.defect == defectKeyLimitPlusOne {
+		return 1
+	}
+	return 0
+}
+
+// checkFlow states the flow invariants: running per key equals the Runs outstanding of the
+// key, no key runs more than its KeyLimit, and the keys kept stay within keysMax.
+func (m *Machine) checkFlow() error {
+	if len(m.keys) > keysMax {
+		return fmt.Errorf("qjobs: %d flow keys kept, more than %d", len(m.keys), keysMax)
+	}
+	running := map[keyID]int{}
+	for _, p := range m.pending { // counts: order does not matter
+		if p.stage == stageRun {
+			if kf := m.flows[p.d.Attrs.Kind]; kf != nil && kf.cfg.keyed() {
+				running[keyID{p.d.Attrs.Kind, p.d.Attrs.Key}]++
+			}
+		}
+	}
+	ids := make([]keyID, 0, len(m.keys))
+	for id := range m.keys {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].kind < ids[j].kind || ids[i].kind == ids[j].kind && ids[i].key < ids[j].key
+	})
+	for _, id := range ids {
+		k := m.keys[id]
+		if k.running != running[id] {
+			return fmt.Errorf("qjobs: key %q of kind %q counts %d running, %d runs outstanding", id.key, id.kind, k.running, running[id])
+		}
+		if lim := m.flows[id.kind].cfg.KeyLimit; lim > 0 && k.running > lim {
+			return fmt.Errorf("qjobs: key %q of kind %q runs %d attempts, its limit is %d", id.key, id.kind, k.running, lim)
+		}
+	}
+	if len(running) > 0 {
+		for id, n := range running { // at most one is reported; any will do for a broken count
+			if _, ok := m.keys[id]; !ok {
+				return fmt.Errorf("qjobs: key %q of kind %q runs %d attempts and has no state", id.key, id.kind, n)
+			}
+		}
+	}
+	return nil
+}
