@@ -87,7 +87,8 @@ func WithGroup(key string) JobOption {
 }
 
 // ErrQueueUnsupported is wrapped by the error of every call a queue cannot honour: Get, List,
-// Cancel, Retry, Drain, and the options WithPriority, WithUnique and WithUniqueWindow.
+// Cancel, Retry, Drain, and the options WithPriority, WithUnique, WithUniqueWindow,
+// WithFairShare and WithHoldOnDead (WithGroup on a standard queue).
 var ErrQueueUnsupported = errors.New("sluice: not supported by the queue-backed runner")
 
 // QueueMessageMax is the largest message SQS takes: a job's payload (the body) plus its
@@ -164,13 +165,13 @@ func (q *QueueRunner) zero() bool { return q == nil || q.m == nil }
 var errZeroQueueRunner = notMade("QueueRunner", "NewQueueRunner")
 
 func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A], fl kindFlow) (*Kind[A], error) {
+	// Rates and key limits hold per process (docs/queue.md); what needs state shared by the
+	// fleet is refused.
 	switch {
 	case fl.fair:
-		return nil, fmt.Errorf("%w: Register %q: WithFairShare: a queue delivers in its own order", ErrQueueUnsupported, name)
+		return nil, fmt.Errorf("%w: Register %q: WithFairShare: a queue delivers in its own order, and the processes of a fleet share no rounds; use WithKeyConcurrency or WithKeyRate", ErrQueueUnsupported, name)
 	case fl.hold:
-		return nil, fmt.Errorf("%w: Register %q: WithHoldOnDead: a FIFO queue moves on past a dead letter", ErrQueueUnsupported, name)
-	case fl.rate.Count > 0 || fl.keyRate.Count > 0 || fl.keyLimit > 0 || fl.timeout > 0:
-		return nil, fmt.Errorf("%w: Register %q: flow limits are not yet supported on a queue runner", ErrQueueUnsupported, name)
+		return nil, fmt.Errorf("%w: Register %q: WithHoldOnDead: a FIFO queue moves on past a dead letter; redrive the dead-letter queue to run it again", ErrQueueUnsupported, name)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -180,7 +181,8 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 	if _, ok := q.kinds[name]; ok {
 		return nil, fmt.Errorf("sluice: Register %q: the kind is registered already", name)
 	}
-	if err := q.m.Step(qjobs.Register{Kind: name}); err != nil {
+	f := qjobs.Flow{Rate: fl.rate.core(), KeyRate: fl.keyRate.core(), KeyLimit: fl.keyLimit, Timeout: fl.timeout}
+	if err := q.m.Step(qjobs.Register{Kind: name, Flow: f}); err != nil {
 		return nil, wrapf(nil, err, "Register %q", name)
 	}
 	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error {
@@ -228,7 +230,7 @@ func (q *QueueRunner) newJob(kind string, j queueJob) (qjobs.NewJob, error) {
 		return qjobs.NewJob{}, fmt.Errorf("%w: WithGroup: a standard queue has no message groups; set QueueConfig.FIFO on a FIFO queue", ErrQueueUnsupported)
 	}
 	return qjobs.NewJob{Kind: kind, Target: j.target, Due: j.due, AttemptsMax: s.o.AttemptsMax, Deadline: s.o.Deadline,
-		Group: s.group, Payload: j.payload}, nil
+		Group: s.group, Key: s.o.Key, Timeout: s.o.Timeout, Payload: j.payload}, nil
 }
 
 // refusal is the error of a job the job layer refused.
@@ -339,7 +341,11 @@ type QueueStats struct {
 	// Unsendable counts re-sends and dead letters that could not fit the queue even cut
 	// (their original comes back later, with backoff; each is logged at Error).
 	Unsendable int
-	Worker     WorkerStats
+	// FlowWaits counts deliveries over a flow limit of this process (WithRate, WithKeyRate,
+	// WithKeyConcurrency), sent back to the queue to wait without an attempt; TimedOut counts
+	// attempts that ran past their timeout and failed.
+	FlowWaits, TimedOut int
+	Worker              WorkerStats
 }
 
 // Stats returns the job layer's counts and the worker's.
@@ -352,7 +358,8 @@ func (q *QueueRunner) Stats() QueueStats {
 	w := q.w
 	q.mu.Unlock()
 	out := QueueStats{Runs: st.Runs, Deferred: st.Deferred, Succeeded: st.Acked, Retried: st.Hidden + st.Resent,
-		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned, Unsendable: st.Unsendable}
+		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned, Unsendable: st.Unsendable,
+		FlowWaits: st.FlowWaits, TimedOut: st.TimedOut}
 	if w != nil {
 		out.Worker = w.Stats()
 	}
@@ -411,8 +418,9 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 			q.mu.Lock()
 			k := q.kinds[r.Attrs.Kind]
 			q.mu.Unlock()
-			out := k.run(ctx, r.Attrs, r.Attempt, r.Payload)
-			rd, err = q.step(qjobs.AttemptDone{Receipt: receipt, Now: q.clk.Now(), Outcome: jobOutcome(out), Cancelled: ctx.Err() != nil})
+			out, timedOut := q.attempt(ctx, k, r)
+			rd, err = q.step(qjobs.AttemptDone{Receipt: receipt, Now: q.clk.Now(), Outcome: jobOutcome(out),
+				Cancelled: ctx.Err() != nil, TimedOut: timedOut})
 		case len(rd.Sends) > 0:
 			s := rd.Sends[0]
 			to := q.q.Send
@@ -436,6 +444,21 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 		}
 	}
 	panic("sluice: queue runner: a delivery took more than three steps")
+}
+
+// attempt runs r's handler; with r.Timeout, its context ends that long after the start with
+// cause ErrAttemptTimeout (on the runner's clock), and timedOut reports that it had.
+func (q *QueueRunner) attempt(ctx context.Context, k queueKind, r qjobs.Run) (out error, timedOut bool) {
+	if r.Timeout <= 0 {
+		return k.run(ctx, r.Attrs, r.Attempt, r.Payload), false
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	t := q.clk.AfterFunc(r.Timeout, func() { cancel(ErrAttemptTimeout) })
+	out = k.run(actx, r.Attrs, r.Attempt, r.Payload)
+	t.Stop()
+	timedOut = errors.Is(context.Cause(actx), ErrAttemptTimeout)
+	cancel(nil)
+	return out, timedOut
 }
 
 // sendTimeout bounds a delivery's send (a re-send or a dead letter), which runs on after the
