@@ -94,29 +94,34 @@ func TestQueueKeyConcurrencyHoldsPerProcess(t *testing.T) {
 	})
 }
 
-// TestQueueRateHoldsPerProcess: with WithRate(3 per 2 s, burst 2), the starts of one
-// process stay within Allowed over every window, from an empty bucket at the first receive,
-// and still every job runs.
+// TestQueueRateHoldsPerProcess: with WithRate(3 per 2 s, burst 2), the starts stay within
+// Allowed over every window, across a process stopped after 5 s and another started at
+// once with jobs ready for it (its bucket starts empty: no second burst), and still every
+// job runs.
 func TestQueueRateHoldsPerProcess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleetQueue()
 		rate := sluice.Rate{Count: 3, Per: 2 * time.Second, Burst: 2}
-		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
-			Worker: sluice.WorkerConfig{Concurrency: 8}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var mu sync.Mutex
 		var starts []time.Time
-		k, err := sluice.Register(r, "call", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
-			mu.Lock()
-			starts = append(starts, time.Now())
-			mu.Unlock()
-			return nil
-		}, sluice.WithRate(rate))
-		if err != nil {
-			t.Fatal(err)
+		process := func() (*sluice.QueueRunner, *sluice.Kind[mail]) {
+			r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+				Worker: sluice.WorkerConfig{Concurrency: 8}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := sluice.Register(r, "call", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				mu.Unlock()
+				return nil
+			}, sluice.WithRate(rate))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, k
 		}
+		r, k := process()
 		var jobs []sluice.NewJob[mail]
 		for i := range 30 {
 			jobs = append(jobs, sluice.NewJob[mail]{Target: "t", Payload: mail{To: fmt.Sprint(i)}})
@@ -124,26 +129,41 @@ func TestQueueRateHoldsPerProcess(t *testing.T) {
 		if _, err := k.EnqueueMany(context.Background(), jobs); err != nil {
 			t.Fatal(err)
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(5 * time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		first := len(starts)
+		r, k = process()
+		// Jobs ready at the restart: a bucket that started full would start two at once.
+		if _, err := k.EnqueueMany(context.Background(), jobs[:10]); err != nil {
+			t.Fatal(err)
+		}
 		runQueueUntil(t, f, r)
-		if len(starts) != 30 {
-			t.Fatalf("%d starts, want 30", len(starts))
+		if len(starts) != 40 || first == 0 || first == 30 {
+			t.Fatalf("%d starts, %d by the first process; want 40, split", len(starts), first)
 		}
 		fr := flow.Rate{Count: rate.Count, Per: rate.Per, Burst: rate.Burst}
 		for i := range starts {
 			for j := i; j < len(starts); j++ {
 				if w, n := starts[j].Sub(starts[i]), int64(j-i+1); n > fr.Allowed(w) {
-					t.Fatalf("%d starts within %v, the rate allows %d", n, w, fr.Allowed(w))
+					t.Fatalf("%d starts within %v, the rate allows %d (the restart after start %d)", n, w, fr.Allowed(w), first)
 				}
 			}
 		}
 		if span := starts[len(starts)-1].Sub(starts[0]); span < 18*time.Second {
-			t.Errorf("30 starts in %v: the rate did not bind", span)
+			t.Errorf("40 starts in %v: the rate did not bind", span)
 		}
 	})
 }
 
 // TestQueueAttemptTimeout: the kind's WithAttemptTimeout ends the handler's context with
-// cause ErrAttemptTimeout, the attempt fails retryably and the retry runs; a job's
+// cause ErrAttemptTimeout, the attempt fails retryably (though its handler calls the failure
+// permanent) and the retry runs; a job's
 // WithJobAttemptTimeout replaces the kind's.
 func TestQueueAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -163,7 +183,11 @@ func TestQueueAttemptTimeout(t *testing.T) {
 		k, err := sluice.Register(r, "slow", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
 			start := time.Now()
 			if j.Attempt == 1 {
-				<-ctx.Done() // hangs until the timeout ends it
+				<-ctx.Done() // hangs until the timeout ends it, then fails as permanent: retried all the same
+				mu.Lock()
+				runs[j.Payload.To] = append(runs[j.Payload.To], run{j.Attempt, time.Since(start), context.Cause(ctx)})
+				mu.Unlock()
+				return sluice.Permanent(context.Cause(ctx))
 			}
 			mu.Lock()
 			runs[j.Payload.To] = append(runs[j.Payload.To], run{j.Attempt, time.Since(start), context.Cause(ctx)})
