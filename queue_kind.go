@@ -123,3 +123,20 @@ func (k *Kind[A]) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	}
 	return k.runner().Schedules(ctx)
 }
+
+// Pause is Runner.Pause; a queue has no durable state of its own to hold a pause in, and the
+// processes of a fleet share none (ErrQueueUnsupported).
+func (k *Kind[A]) Pause(ctx context.Context, kind string) error {
+	if k.queue() != nil {
+		return fmt.Errorf("%w: pause %s: a queue keeps no state the fleet shares; stop the kind's processes (or deploy without its Register) to pause it", ErrQueueUnsupported, runner.QuoteCut(kind))
+	}
+	return k.runner().Pause(ctx, kind)
+}
+
+// Resume is Runner.Resume; refused on a queue as Pause is.
+func (k *Kind[A]) Resume(ctx context.Context, kind string) error {
+	if k.queue() != nil {
+		return fmt.Errorf("%w: resume %s: a queue keeps no state the fleet shares", ErrQueueUnsupported, runner.QuoteCut(kind))
+	}
+	return k.runner().Resume(ctx, kind)
+}
