@@ -57,6 +57,11 @@ type QueueConfig struct {
 	// with reason deliveries-lost. These never spend the job's attempts. Default 0: 5 plus
 	// 3 per attempt of the job's budget.
 	LostMax int
+	// WaitMax is how many times a job may wait in the queue for a flow limit of the process
+	// that received it (WithRate, WithKeyRate, WithKeyConcurrency; each wait a re-send that
+	// spends neither an attempt nor LostMax) before it is dead-lettered with reason
+	// flow-waits. Default 0: 1,000.
+	WaitMax int
 	// Logger, Clock and Seed are as in Config (they replace Worker's). Seed does not rule
 	// job ids: each process draws them from its own random source.
 	Logger *slog.Logger
@@ -98,9 +103,10 @@ const QueueMessageMax = qjobs.MessageMaxDefault
 // QueueRunner runs registered kinds of job from a queue (Amazon SQS through adapters/sqs)
 // instead of a local journal, so the same jobs run on a fleet of processes: Register and the
 // typed handles' Enqueue and EnqueueMany work as on a Runner. Each process applies the retry
-// policy, the deadline and its own per-target breaker to the jobs it receives; the worker's
+// policy, the deadline, its own per-target breaker and its own flow limits (WithRate,
+// WithKeyRate, WithKeyConcurrency hold per process) to the jobs it receives; the worker's
 // lease controller keeps each running job hidden. See docs/queue.md for what the queue cannot
-// offer (Get, List, Cancel, unique keys).
+// offer (Get, List, Cancel, unique keys, fair share, fleet-wide limits).
 type QueueRunner struct {
 	q   Queue
 	cfg QueueConfig
@@ -150,9 +156,12 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 	if cfg.LostMax < 0 {
 		return nil, fieldErr("LostMax", cfg.LostMax, "must be ≥ 0 (0: 5 plus 3 per attempt)")
 	}
+	if cfg.WaitMax < 0 {
+		return nil, fieldErr("WaitMax", cfg.WaitMax, "must be ≥ 0 (0: 1,000)")
+	}
 	m, err := qjobs.New(qjobs.Config{Policy: retry.Policy(p), Circuit: c, Margin: window,
 		MessageMax: QueueMessageMax, Rand: rand.New(rand.NewSource(cfg.Seed)), IDs: idSource(),
-		LostMax: cfg.LostMax, FIFO: cfg.FIFO})
+		LostMax: cfg.LostMax, WaitMax: cfg.WaitMax, FIFO: cfg.FIFO})
 	if err != nil {
 		return nil, wrapf(nil, err, "NewQueueRunner")
 	}
