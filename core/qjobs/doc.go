@@ -41,8 +41,8 @@
 //     not succeed is a retryable failure, whatever it returned.
 //  7. Flow (flow.go): a kind's Rate, KeyRate and KeyLimit hold in this process only, with
 //     buckets empty at its first delivery. A delivery over one is no attempt: on a standard
-//     queue it is re-sent (WhyWait) with a delay until the token is expected, or for a key at
-//     its limit KeyWaitBase doubled per earlier wait up to KeyWaitCap, its Attrs.Waits counted
+//     queue it is re-sent (WhyWait) with a delay until the token (for a key at its limit, a
+//     slot) is expected, waiters spread one interval (slot) apart, its Attrs.Waits counted
 //     and bounded by WaitMax (then dead-lettered, flow-waits); on a FIFO queue it is hidden
 //     (its group keeps its order), a receive counted as a lost delivery.
 //

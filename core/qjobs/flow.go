@@ -21,15 +21,17 @@ import (
 //   - A delivery over a limit is not run and is no attempt: it waits in the queue, not in the
 //     process (a held delivery would take a worker slot, and one busy key would starve the
 //     other keys of the process). On a standard queue it is re-sent with a delay until the
-//     token is expected, or, for a key at its KeyLimit, KeyWaitBase doubled per earlier wait
-//     of the job up to KeyWaitCap. The successor is a new message: its receive count starts
+//     token is expected, or, for a key at its KeyLimit, until a slot is expected (the kind's
+//     mean attempt time in this process over KeyLimit; KeyWaitBase before any attempt ended).
+//     The successor is a new message: its receive count starts
 //     at 1, so a wait spends neither LostMax nor a redrive policy's maxReceiveCount; it counts
 //     in Attrs.Waits instead, and a job that has waited Config.WaitMax times is dead-lettered
 //     (ReasonWaits). On a FIFO queue a re-send would put the job behind the rest of its message
 //     group, so the message is hidden instead: that wait is one more receive, counted as a
 //     lost delivery against LostMax (and a redrive policy's maxReceiveCount).
-//   - Waiting deliveries of one bucket are told to come back one interval apart (never past
-//     DelayMax), so a backlog returns at the rate it can start rather than all at once.
+//   - Waiting deliveries of one bucket (one key's slots) are told to come back one interval
+//     (one expected slot) apart, never past DelayMax, so a backlog returns at the rate it can
+//     start rather than all at once.
 //   - Timeout bounds an attempt (the job's Attrs.Timeout, else the kind's), and never past what
 //     the visibility limit leaves the delivery: Run.Timeout. An attempt that ends after it
 //     without success (AttemptDone.TimedOut) fails retryably.
@@ -60,12 +62,9 @@ func (f Flow) Validate() error {
 
 func (f Flow) keyed() bool { return f.KeyLimit > 0 || f.KeyRate.On() }
 
-// The wait of a delivery whose key is at its KeyLimit: when a slot frees is not known, so the
-// wait doubles per earlier wait of the job.
-const (
-	KeyWaitBase = time.Second
-	KeyWaitCap  = time.Minute
-)
+// KeyWaitBase is the time a slot of a key at its KeyLimit is expected in before any attempt
+// of the kind ended in this process (after that: the mean attempt time over KeyLimit).
+const KeyWaitBase = time.Second
 
 // WaitMaxDefault is Config.WaitMax's default: the flow waits a job may make before it is
 // dead-lettered (ReasonWaits).
@@ -79,15 +78,17 @@ const keysMax = 1 << 16
 // kindFlow is a registered kind's limits and state.
 type kindFlow struct {
 	cfg      Flow
-	bucket   *flow.Bucket // Rate; made on first use, as it was when the process first received
-	promised int64        // UnixNano: the latest come-back time told to a delivery waiting for bucket
+	bucket   *flow.Bucket  // Rate; made on first use, as it was when the process first received
+	promised int64         // UnixNano: the latest come-back time told to a delivery waiting for bucket
+	runMean  time.Duration // the mean time of the kind's attempts in this process (EWMA); 0: none yet
 }
 
 // keyFlow is one flow key's state. Invariant: running is the Runs of the key not yet answered.
 type keyFlow struct {
 	running  int
 	bucket   *flow.Bucket // KeyRate
-	promised int64
+	promised int64        // the latest come-back time told to a delivery waiting for bucket
+	slotAt   int64        // the latest come-back time told to a delivery waiting for a slot
 }
 
 type keyID struct{ kind, key string }
@@ -128,7 +129,7 @@ func (m *Machine) key(id keyID) *keyFlow {
 
 // idle reports whether k equals a key never seen: nothing running and its bucket full.
 func (k *keyFlow) idle(now int64) bool {
-	return k.running == 0 && (k.bucket == nil || k.bucket.Full(now)) && k.promised <= now
+	return k.running == 0 && (k.bucket == nil || k.bucket.Full(now)) && k.promised <= now && k.slotAt <= now
 }
 
 func (m *Machine) forgetIdleKeys() {
@@ -164,9 +165,9 @@ func (m *Machine) flowWait(now time.Time, d delivery, a Attrs) (plan, bool) {
 		k := m.key(keyID{a.Kind, a.Key})
 		switch {
 		case k == nil:
-			wait(nowN+int64(m.keyWait(a)), "too many flow keys in this process")
+			wait(nowN+int64(m.cfg.DelayMax), "too many flow keys in this process")
 		case kf.cfg.KeyLimit > 0 && k.running >= kf.cfg.KeyLimit+m.keyLimitSlack():
-			wait(nowN+int64(m.keyWait(a)), "key "+strconv.Quote(a.Key)+" is at its limit ("+strconv.Itoa(k.running)+" running)")
+			wait(m.slotAt(kf, k, nowN), "key "+strconv.Quote(a.Key)+" is at its limit ("+strconv.Itoa(k.running)+" running)")
 		}
 		if r := kf.cfg.KeyRate; k != nil && r.On() {
 			if b := m.bucketOf(&k.bucket, r); b.ReadyAt(r) > nowN {
@@ -202,10 +203,17 @@ func spread(promised *int64, readyAt int64, r flow.Rate, now int64, delayMax tim
 	return at
 }
 
-// keyWait is the wait of a delivery whose key is at its limit: KeyWaitBase doubled per
-// earlier wait of the job, at most KeyWaitCap.
-func (m *Machine) keyWait(a Attrs) time.Duration {
-	return min(KeyWaitBase<<min(a.Waits, 10), KeyWaitCap)
+// slotAt is when a delivery of key k, at its limit, comes back: one expected slot (the
+// kind's mean attempt time over KeyLimit) after now or after the one told before it, never
+// past the longest delay.
+func (m *Machine) slotAt(kf *kindFlow, k *keyFlow, now int64) int64 {
+	slot := int64(KeyWaitBase)
+	if kf.runMean > 0 {
+		slot = max(1, int64(kf.runMean)/int64(kf.cfg.KeyLimit))
+	}
+	at := max(now+slot, min(k.slotAt+slot, now+int64(m.cfg.DelayMax)))
+	k.slotAt = at
+	return at
 }
 
 func (m *Machine) waitMax() int {
@@ -237,11 +245,18 @@ func (m *Machine) flowTake(now time.Time, a Attrs) {
 	}
 }
 
-// flowEnd gives back the slot of an attempt of a that ended (an outcome or an abandon).
-func (m *Machine) flowEnd(a Attrs) {
+// flowEnd gives back the slot of an attempt of a that ended (an outcome or an abandon) after
+// running took.
+func (m *Machine) flowEnd(a Attrs, took time.Duration) {
 	kf := m.flows[a.Kind]
 	if kf == nil || !kf.cfg.keyed() {
 		return
+	}
+	took = max(0, took)
+	if kf.runMean == 0 {
+		kf.runMean = max(1, took)
+	} else {
+		kf.runMean = max(1, kf.runMean+(took-kf.runMean)/8)
 	}
 	id := keyID{a.Kind, a.Key}
 	k := m.keys[id]

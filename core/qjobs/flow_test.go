@@ -65,16 +65,18 @@ func TestFlowDecisions(t *testing.T) {
 		flow  Flow
 		steps []stepT
 	}{
-		{"a key limit of 1: the second of key a waits 1 s doubled per wait, key b runs; a's slot frees at its end",
+		{"a key limit of 1: key a's waiters come back one expected slot apart (1 s before any attempt ended, then the mean attempt time), key b runs",
 			nil, Flow{KeyLimit: 1}, []stepT{
 				{0, "r1", keyed("a"), false, "run 1"},
 				{0, "r2", keyed("a"), false, "send wait to queue attempts=0 delay=1s waits=1"},
 				{0, "r3", keyed("b"), false, "run 1"},
-				{sec, "r4", waited(keyed("a"), 3), false, "send wait to queue attempts=0 delay=8s waits=4"},
-				{sec, "r5", waited(keyed("a"), 9), false, "send wait to queue attempts=0 delay=1m0s waits=10"},
-				{2 * sec, "r1", keyed("a"), true, "done delete ()"},
-				{2 * sec, "r6", keyed("a"), false, "run 1"},
-				{2 * sec, "r7", job("smtp"), false, "run 1"}, // no key: the key ""
+				{sec, "r4", waited(keyed("a"), 3), false, "send wait to queue attempts=0 delay=1s waits=4"},
+				{sec, "r5", keyed("a"), false, "send wait to queue attempts=0 delay=2s waits=1"},
+				{4 * sec, "r1", keyed("a"), true, "done delete ()"}, // took 4 s: the mean
+				{4 * sec, "r6", keyed("a"), false, "run 1"},
+				{4 * sec, "r7", keyed("a"), false, "send wait to queue attempts=0 delay=4s waits=1"},
+				{4 * sec, "r8", keyed("a"), false, "send wait to queue attempts=0 delay=8s waits=1"},
+				{4 * sec, "r9", job("smtp"), false, "run 1"}, // no key: the key ""
 			}},
 		{"a kind rate of 1/s starts empty: the first start one interval after the first delivery; waits come back one interval apart",
 			nil, Flow{Rate: flow.Rate{Count: 1, Per: sec}}, []stepT{
@@ -96,7 +98,7 @@ func TestFlowDecisions(t *testing.T) {
 		{"a job past WaitMax is dead-lettered, carrying its waits",
 			func(c *Config) { c.WaitMax = 3 }, Flow{KeyLimit: 1}, []stepT{
 				{0, "r1", keyed("a"), false, "run 1"},
-				{0, "r2", waited(keyed("a"), 2), false, "send wait to queue attempts=0 delay=4s waits=3"},
+				{0, "r2", waited(keyed("a"), 2), false, "send wait to queue attempts=0 delay=1s waits=3"},
 				{0, "r3", waited(keyed("a"), 3), false, "send dead to dead-letter attempts=0 delay=0s reason=flow-waits waits=3 err=3 flow waits in the queue (last: key \"a\" is at its limit (1 running))"},
 			}},
 		{"FIFO: a flow wait hides the message (its group keeps its order)",

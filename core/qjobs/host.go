@@ -448,7 +448,7 @@ func (m *Machine) onAttemptDone(ev AttemptDone) error {
 	if r := ev.Outcome.Result; r < Success || r > Panicked {
 		return fmt.Errorf("%w: AttemptDone for receipt %s with result %d", ErrMisuse, cut(ev.Receipt), r)
 	}
-	m.flowEnd(p.d.Attrs)
+	m.flowEnd(p.d.Attrs, ev.Now.Sub(p.d.ReceivedAt))
 	if ev.Cancelled && ev.Outcome.Result != Success {
 		// The lease was lost or the process is stopping: no outcome, the queue redelivers and
 		// the attempt counts. A success is kept: its job is done even if the delete is lost.
