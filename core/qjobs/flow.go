@@ -71,9 +71,12 @@ const KeyWaitBase = time.Second
 const WaitMaxDefault = 1000
 
 // keysMax bounds the flow keys the machine keeps state for. Idle keys (nothing running, a
-// full bucket) are forgotten, and a forgotten key is remade exactly as it was; past the bound a
-// delivery of a new key waits as if at its limit.
-const keysMax = 1 << 16
+// full bucket) are forgotten in a sweep each time the keys kept double (from keysSweepMin), and
+// a forgotten key is remade exactly as it was; past the bound a delivery of a new key waits.
+const (
+	keysMax      = 1 << 16
+	keysSweepMin = 1 << 10
+)
 
 // kindFlow is a registered kind's limits and state.
 type kindFlow struct {
@@ -116,8 +119,9 @@ func (m *Machine) key(id keyID) *keyFlow {
 	if k, ok := m.keys[id]; ok {
 		return k
 	}
-	if len(m.keys) >= keysMax {
+	if len(m.keys) >= max(m.keysSweepAt, keysSweepMin) {
 		m.forgetIdleKeys()
+		m.keysSweepAt = min(2*len(m.keys), keysMax)
 		if len(m.keys) >= keysMax {
 			return nil
 		}
@@ -258,15 +262,11 @@ func (m *Machine) flowEnd(a Attrs, took time.Duration) {
 	} else {
 		kf.runMean = max(1, kf.runMean+(took-kf.runMean)/8)
 	}
-	id := keyID{a.Kind, a.Key}
-	k := m.keys[id]
+	k := m.keys[keyID{a.Kind, a.Key}]
 	if k == nil || k.running == 0 {
 		panic(fmt.Sprintf("qjobs: attempt of key %q ended, none running", a.Key))
 	}
 	k.running--
-	if k.idle(m.now.UnixNano()) {
-		delete(m.keys, id)
-	}
 }
 
 // timeout is the bound of an attempt of a delivered at d.ReceivedAt, starting at now: the

@@ -186,6 +186,7 @@ type Machine struct {
 
 	flows       map[string]*kindFlow // by kind: the registered kinds with limits
 	keys        map[keyID]*keyFlow   // Invariant: at most keysMax
+	keysSweepAt int                  // keys kept at which idle ones are next forgotten
 	flowStarted bool
 	flowStart   int64 // UnixNano of the first delivery: buckets are as if made empty then
 	defect      defect
