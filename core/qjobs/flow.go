@@ -106,7 +106,7 @@ func (m *Machine) flowBegin(now time.Time) {
 func (m *Machine) bucketOf(b **flow.Bucket, r flow.Rate) *flow.Bucket {
 	if *b == nil {
 		fresh := flow.Fresh(r, m.flowStart)
-		if m.defect == defectBurstAtStart {
+		if m.cfg.Defect == DefectBurstAtStart {
 			fresh = flow.Bucket{}
 		}
 		*b = &fresh
@@ -160,7 +160,7 @@ func (m *Machine) flowWait(now time.Time, d delivery, a Attrs) (plan, bool) {
 			at, why = w, text
 		}
 	}
-	if r := kf.cfg.Rate; r.On() && m.defect != defectKindRateIgnored {
+	if r := kf.cfg.Rate; r.On() && m.cfg.Defect != DefectKindRateIgnored {
 		if b := m.bucketOf(&kf.bucket, r); b.ReadyAt(r) > nowN {
 			wait(spread(&kf.promised, b.ReadyAt(r), r, nowN, m.cfg.DelayMax), "its kind is rate limited")
 		}
@@ -279,26 +279,27 @@ func (m *Machine) timeout(now time.Time, d delivery) time.Duration {
 	if t == 0 {
 		return 0
 	}
-	if m.defect == defectTimeoutUncapped {
+	if m.cfg.Defect == DefectTimeoutUncapped {
 		return t
 	}
 	left := m.cfg.VisibilityMax - m.cfg.Margin - now.Sub(d.ReceivedAt)
 	return max(time.Nanosecond, min(t, left))
 }
 
-// defect is a planted limiter bug, set only by this package's tests to show that they fail.
-type defect uint8
+// Defect is a planted flow-control bug (Config.Defect), each breaking one promise, so that a
+// test or the simulator can show its check fires. Production leaves it NoDefect.
+type Defect uint8
 
 const (
-	noDefect              defect = iota
-	defectKeyLimitPlusOne        // a key may run KeyLimit+1 attempts
-	defectKindRateIgnored        // the kind's Rate is never checked
-	defectBurstAtStart           // buckets start full: a restart grants a burst
-	defectTimeoutUncapped        // the timeout is not cut to the visibility limit
+	NoDefect              Defect = iota
+	DefectKeyLimitPlusOne        // a key may run KeyLimit+1 attempts
+	DefectKindRateIgnored        // the kind's Rate is never checked
+	DefectBurstAtStart           // buckets start full: a restart grants a burst
+	DefectTimeoutUncapped        // the timeout is not cut to the visibility limit
 )
 
 func (m *Machine) keyLimitSlack() int {
-	if m.defect == defectKeyLimitPlusOne {
+	if m.cfg.Defect == DefectKeyLimitPlusOne {
 		return 1
 	}
 	return 0

@@ -161,7 +161,7 @@ func (d seededDraw) draw(lo, hi int, _ string) int { return lo + d.r.Intn(hi-lo+
 // across restarts too; with no rate a delivery waits only when its key is at its limit; an
 // attempt's timeout is the job's, else the kind's, cut to the visibility limit; and the
 // machine's own invariants hold after every step.
-func runFlow(d drawer, def defect) error {
+func runFlow(d drawer, def Defect) error {
 	sec := time.Second
 	var f Flow
 	f.KeyLimit = d.draw(0, 2, "keyLimit")
@@ -174,12 +174,12 @@ func runFlow(d drawer, def defect) error {
 	f.Timeout = []time.Duration{0, 5 * sec}[d.draw(0, 1, "timeout")]
 	cfg := testConfig()
 	cfg.Circuit.Threshold = 1 << 20 // outcomes are drawn: keep every breaker closed
+	cfg.Defect = def
 	newProc := func() (*Machine, error) {
 		m, err := New(cfg)
 		if err != nil {
 			return nil, err
 		}
-		m.defect = def
 		return m, m.Step(Register{Kind: "mail", Flow: f})
 	}
 	m, err := newProc()
@@ -299,7 +299,7 @@ func withinRate(r flow.Rate, starts []time.Time, who string) error {
 
 func TestFlowLimiterHoldsItsPromises(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		if err := runFlow(rapidDraw{t}, noDefect); err != nil {
+		if err := runFlow(rapidDraw{t}, NoDefect); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -310,18 +310,18 @@ func TestFlowLimiterHoldsItsPromises(t *testing.T) {
 func TestFlowLimiterCatchesPlantedDefects(t *testing.T) {
 	const seeds = 300
 	for seed := range int64(seeds) {
-		if err := runFlow(seededDraw{rand.New(rand.NewSource(seed))}, noDefect); err != nil {
+		if err := runFlow(seededDraw{rand.New(rand.NewSource(seed))}, NoDefect); err != nil {
 			t.Fatalf("seed %d without a defect: %v", seed, err)
 		}
 	}
 	for _, def := range []struct {
-		d    defect
+		d    Defect
 		name string
 	}{
-		{defectKeyLimitPlusOne, "a key runs KeyLimit+1"},
-		{defectKindRateIgnored, "the kind's rate ignored"},
-		{defectBurstAtStart, "buckets start full"},
-		{defectTimeoutUncapped, "the timeout not cut to the visibility limit"},
+		{DefectKeyLimitPlusOne, "a key runs KeyLimit+1"},
+		{DefectKindRateIgnored, "the kind's rate ignored"},
+		{DefectBurstAtStart, "buckets start full"},
+		{DefectTimeoutUncapped, "the timeout not cut to the visibility limit"},
 	} {
 		caught := 0
 		var first error

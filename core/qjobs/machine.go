@@ -59,6 +59,8 @@ type Config struct {
 	// WaitMax is how many flow waits (Flow) a job may make in the queue before it is
 	// dead-lettered with ReasonWaits; 0 means WaitMaxDefault.
 	WaitMax int
+	// Defect plants one known flow-control bug (tests and the simulator only).
+	Defect Defect
 }
 
 // The default delivery budget: LostFloor plus LostPerAttempt per attempt.
@@ -189,7 +191,6 @@ type Machine struct {
 	keysSweepAt int                  // keys kept at which idle ones are next forgotten
 	flowStarted bool
 	flowStart   int64 // UnixNano of the first delivery: buckets are as if made empty then
-	defect      defect
 }
 
 // WithDefaults fills the zero fields of c.
