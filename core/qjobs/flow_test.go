@@ -175,6 +175,7 @@ func runFlow(d drawer, def Defect) error {
 	cfg := testConfig()
 	cfg.Circuit.Threshold = 1 << 20 // outcomes are drawn: keep every breaker closed
 	cfg.Defect = def
+	cfg.FIFO = d.draw(0, 3, "fifo") == 0
 	newProc := func() (*Machine, error) {
 		m, err := New(cfg)
 		if err != nil {
@@ -210,6 +211,10 @@ func runFlow(d drawer, def Defect) error {
 				return err
 			}
 			rd := m.Ready()
+			waited := len(rd.Sends) == 1 && rd.Sends[0].Why == WhyWait || len(rd.Done) == 1 && rd.Done[0].Disposition == Hide
+			if waited && !f.Rate.On() && !f.KeyRate.On() && (f.KeyLimit == 0 || busy < f.KeyLimit) {
+				return fmt.Errorf("at +%v key %q waits with %d running, its limit %d, no rate", now.Sub(t0), a.Key, busy, f.KeyLimit)
+			}
 			switch {
 			case len(rd.Runs) == 1:
 				if f.KeyLimit > 0 && busy+1 > f.KeyLimit {
@@ -230,9 +235,6 @@ func runFlow(d drawer, def Defect) error {
 				kindStarts = append(kindStarts, now)
 				keyStarts[a.Key] = append(keyStarts[a.Key], now)
 			case len(rd.Sends) == 1 && rd.Sends[0].Why == WhyWait:
-				if !f.Rate.On() && !f.KeyRate.On() && (f.KeyLimit == 0 || busy < f.KeyLimit) {
-					return fmt.Errorf("at +%v key %q waits with %d running, its limit %d, no rate", now.Sub(t0), a.Key, busy, f.KeyLimit)
-				}
 				if dl := rd.Sends[0].Message.Delay; dl < sec || dl > DelayMaxDefault {
 					return fmt.Errorf("a wait's delay %v out of [1s, %v]", dl, DelayMaxDefault)
 				}
@@ -240,6 +242,11 @@ func runFlow(d drawer, def Defect) error {
 					return err
 				}
 				m.Ready()
+			case cfg.FIFO && len(rd.Done) == 1 && rd.Done[0].Disposition == Hide:
+				// A FIFO wait hides the message, for at least a second.
+				if v := rd.Done[0].Visibility; v < sec || v > VisibilityMaxDefault {
+					return fmt.Errorf("a FIFO wait hides for %v", v)
+				}
 			default:
 				return fmt.Errorf("a delivery got %s", render(rd))
 			}
