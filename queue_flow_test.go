@@ -264,3 +264,52 @@ func TestQueueFlowRefusals(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkQueueFlowNotBinding is a queue runner with 64 workers on the in-memory queue, one
+// op a job from enqueue to its delete, over 1,000 flow keys: without flow limits, and with a
+// kind rate, a key rate and a key limit all far above the load (configured, not binding).
+func BenchmarkQueueFlowNotBinding(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts []sluice.KindOption
+	}{
+		{"none", nil},
+		{"not-binding", []sluice.KindOption{sluice.WithRate(sluice.Rate{Count: 1_000_000, Per: time.Second}),
+			sluice.WithKeyRate(sluice.Rate{Count: 100_000, Per: time.Second}), sluice.WithKeyConcurrency(64)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := newFleetQueue()
+			r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+				Worker: sluice.WorkerConfig{Concurrency: 64}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			k, err := sluice.Register(r, "k", sluice.JSON[int](), func(context.Context, sluice.Job[int]) error { return nil }, bc.opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for lo := 0; lo < b.N; lo += 1000 {
+				var jobs []sluice.NewJob[int]
+				for i := lo; i < min(lo+1000, b.N); i++ {
+					jobs = append(jobs, sluice.NewJob[int]{Target: "t", Payload: i, Options: []sluice.JobOption{sluice.WithKey(fmt.Sprint("tenant-", i%1000))}})
+				}
+				if _, err := k.EnqueueMany(ctx, jobs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			done := make(chan error)
+			go func() { done <- r.Run(ctx) }()
+			for r.Stats().Succeeded < b.N {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			cancel()
+			<-done
+			st := r.Stats()
+			b.ReportMetric(float64(st.FlowWaits), "waits")
+		})
+	}
+}

@@ -351,10 +351,11 @@ type QueueStats struct {
 	// (their original comes back later, with backoff; each is logged at Error).
 	Unsendable int
 	// FlowWaits counts deliveries over a flow limit of this process (WithRate, WithKeyRate,
-	// WithKeyConcurrency), sent back to the queue to wait without an attempt; TimedOut counts
-	// attempts that ran past their timeout and failed.
-	FlowWaits, TimedOut int
-	Worker              WorkerStats
+	// WithKeyConcurrency), sent back to the queue to wait without an attempt; FlowHeld those
+	// held in the process (at most a second) for a rate's next token; TimedOut the attempts
+	// that ran past their timeout and failed.
+	FlowWaits, FlowHeld, TimedOut int
+	Worker                        WorkerStats
 }
 
 // Stats returns the job layer's counts and the worker's.
@@ -368,7 +369,7 @@ func (q *QueueRunner) Stats() QueueStats {
 	q.mu.Unlock()
 	out := QueueStats{Runs: st.Runs, Deferred: st.Deferred, Succeeded: st.Acked, Retried: st.Hidden + st.Resent,
 		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned, Unsendable: st.Unsendable,
-		FlowWaits: st.FlowWaits, TimedOut: st.TimedOut}
+		FlowWaits: st.FlowWaits, FlowHeld: st.FlowHeld, TimedOut: st.TimedOut}
 	if w != nil {
 		out.Worker = w.Stats()
 	}
@@ -455,9 +456,19 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 	panic("sluice: queue runner: a delivery took more than three steps")
 }
 
-// attempt runs r's handler; with r.Timeout, its context ends that long after the start with
-// cause ErrAttemptTimeout (on the runner's clock), and timedOut reports that it had.
+// attempt runs r's handler, r.Delay from now (a stop before then returns its cause: the job
+// layer abandons the delivery); with r.Timeout, its context ends that long after the start
+// with cause ErrAttemptTimeout (on the runner's clock), and timedOut reports that it had.
 func (q *QueueRunner) attempt(ctx context.Context, k queueKind, r qjobs.Run) (out error, timedOut bool) {
+	if r.Delay > 0 { // held for a rate's next token
+		t := q.clk.Timer(r.Delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("stopped before its start: %w", context.Cause(ctx)), false
+		case <-t.C:
+		}
+	}
 	if r.Timeout <= 0 {
 		return k.run(ctx, r.Attrs, r.Attempt, r.Payload), false
 	}

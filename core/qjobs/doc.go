@@ -40,7 +40,9 @@
 //     dead-letters. An attempt that ran past its Run.Timeout (AttemptDone.TimedOut) and did
 //     not succeed is a retryable failure, whatever it returned.
 //  7. Flow (flow.go): a kind's Rate, KeyRate and KeyLimit hold in this process only, with
-//     buckets empty at its first delivery. A delivery over one is no attempt: on a standard
+//     buckets empty at its first delivery. A delivery whose key has a slot and whose rates
+//     allow a start within HoldMax runs, held until then (Run.Delay). Otherwise it is no
+//     attempt: on a standard
 //     queue it is re-sent (WhyWait) with a delay until the token (for a key at its limit, a
 //     slot) is expected, waiters spread one interval (slot) apart, its Attrs.Waits counted
 //     and bounded by WaitMax (then dead-lettered, flow-waits); on a FIFO queue it is hidden

@@ -32,6 +32,9 @@ import (
 //   - Waiting deliveries of one bucket (one key's slots) are told to come back one interval
 //     (one expected slot) apart, never past DelayMax, so a backlog returns at the rate it can
 //     start rather than all at once.
+//   - A delivery whose rates allow a start at most HoldMax ahead (and whose key has a slot) is
+//     not sent back: its Run carries Delay, and the driver starts the handler then. Its tokens
+//     are taken for that instant and its slot at once.
 //   - Timeout bounds an attempt (the job's Attrs.Timeout, else the kind's), and never past what
 //     the visibility limit leaves the delivery: Run.Timeout. An attempt that ends after it
 //     without success (AttemptDone.TimedOut) fails retryably.
@@ -145,14 +148,40 @@ func (m *Machine) forgetIdleKeys() {
 	}
 }
 
-// flowWait decides whether a delivery of a may start at now under its kind's limits. When it
-// may not, it returns the plan that makes it wait and true.
-func (m *Machine) flowWait(now time.Time, d delivery, a Attrs) (plan, bool) {
+// flowWait decides whether a delivery of a may start under its kind's limits. When it must
+// wait in the queue it returns the plan that makes it wait and true. Otherwise start (UnixNano,
+// ≥ now) is when it may start: now, or when a rate allows the next start if that is at most
+// HoldMax ahead (the delivery is then held in the process until then: bouncing it through the
+// queue would cost a whole second at least).
+func (m *Machine) flowWait(now time.Time, d delivery, a Attrs) (pl plan, start int64, waits bool) {
+	nowN := now.UnixNano()
 	kf := m.flows[a.Kind]
 	if kf == nil {
-		return plan{}, false
+		return plan{}, nowN, false
 	}
-	nowN := now.UnixNano()
+	var kindB, keyB *flow.Bucket
+	start = nowN
+	if r := kf.cfg.Rate; r.On() && m.cfg.Defect != DefectKindRateIgnored {
+		kindB = m.bucketOf(&kf.bucket, r)
+		start = max(start, kindB.ReadyAt(r))
+	}
+	var k *keyFlow
+	full := false
+	if kf.cfg.keyed() {
+		if k = m.key(keyID{a.Kind, a.Key}); k != nil {
+			full = kf.cfg.KeyLimit > 0 && k.running >= kf.cfg.KeyLimit+m.keyLimitSlack()
+			if r := kf.cfg.KeyRate; r.On() {
+				keyB = m.bucketOf(&k.bucket, r)
+				start = max(start, keyB.ReadyAt(r))
+			}
+		}
+	}
+	if !full && !(kf.cfg.keyed() && k == nil) && start-nowN <= int64(HoldMax) {
+		if start > nowN {
+			m.stats.FlowHeld++
+		}
+		return plan{}, start, false
+	}
 	var at int64 // when to come back
 	var why string
 	wait := func(w int64, text string) {
@@ -160,43 +189,37 @@ func (m *Machine) flowWait(now time.Time, d delivery, a Attrs) (plan, bool) {
 			at, why = w, text
 		}
 	}
-	if r := kf.cfg.Rate; r.On() && m.cfg.Defect != DefectKindRateIgnored {
-		if b := m.bucketOf(&kf.bucket, r); b.ReadyAt(r) > nowN {
-			wait(spread(&kf.promised, b.ReadyAt(r), r, nowN, m.cfg.DelayMax), "its kind is rate limited")
-		}
+	switch {
+	case kf.cfg.keyed() && k == nil:
+		wait(nowN+int64(m.cfg.DelayMax), "too many flow keys in this process")
+	case full:
+		wait(m.slotAt(kf, k, nowN), "key "+strconv.Quote(a.Key)+" is at its limit ("+strconv.Itoa(k.running)+" running)")
 	}
-	if kf.cfg.keyed() {
-		k := m.key(keyID{a.Kind, a.Key})
-		switch {
-		case k == nil:
-			wait(nowN+int64(m.cfg.DelayMax), "too many flow keys in this process")
-		case kf.cfg.KeyLimit > 0 && k.running >= kf.cfg.KeyLimit+m.keyLimitSlack():
-			wait(m.slotAt(kf, k, nowN), "key "+strconv.Quote(a.Key)+" is at its limit ("+strconv.Itoa(k.running)+" running)")
-		}
-		if r := kf.cfg.KeyRate; k != nil && r.On() {
-			if b := m.bucketOf(&k.bucket, r); b.ReadyAt(r) > nowN {
-				wait(spread(&k.promised, b.ReadyAt(r), r, nowN, m.cfg.DelayMax), "key "+strconv.Quote(a.Key)+" is rate limited")
-			}
-		}
+	if r := kf.cfg.Rate; kindB != nil && kindB.ReadyAt(r) > nowN {
+		wait(spread(&kf.promised, kindB.ReadyAt(r), r, nowN, m.cfg.DelayMax), "its kind is rate limited")
 	}
-	if at == 0 {
-		return plan{}, false
+	if r := kf.cfg.KeyRate; keyB != nil && keyB.ReadyAt(r) > nowN {
+		wait(spread(&k.promised, keyB.ReadyAt(r), r, nowN, m.cfg.DelayMax), "key "+strconv.Quote(a.Key)+" is rate limited")
 	}
 	w := time.Duration(at - nowN)
 	if m.cfg.FIFO {
 		// A re-send would go behind the rest of its group: hide, counted as a lost delivery.
 		if v := m.hideFor(now, d, w); v > 0 {
 			m.stats.FlowWaits++
-			return plan{Action: actHide, Visibility: v, Wait: why}, true
+			return plan{Action: actHide, Visibility: v, Wait: why}, 0, true
 		}
 	}
 	if a.Waits >= m.waitMax() {
-		return m.dead(a, a.Attempts, ReasonWaits, fmt.Sprintf("%d flow waits in the queue (last: %s)", a.Waits, why)), true
+		return m.dead(a, a.Attempts, ReasonWaits, fmt.Sprintf("%d flow waits in the queue (last: %s)", a.Waits, why)), 0, true
 	}
 	m.stats.FlowWaits++
 	a.Waits++
-	return plan{Action: actResend, Send: outgoing{Attrs: a, Delay: max(time.Second, m.delay(w))}, Wait: why}, true
+	return plan{Action: actResend, Send: outgoing{Attrs: a, Delay: max(time.Second, m.delay(w))}, Wait: why}, 0, true
 }
+
+// HoldMax is the longest a delivery is held in the process for a rate's next token (Run.Delay)
+// rather than sent back to wait in the queue, whose delays are whole seconds.
+const HoldMax = time.Second
 
 // spread is when a delivery waiting for a bucket ready at readyAt comes back: one interval
 // after the one told before it, so a backlog comes back at the rate it can start; never past
@@ -227,13 +250,14 @@ func (m *Machine) waitMax() int {
 	return WaitMaxDefault
 }
 
-// flowTake spends what a start of a takes: a token of each bucket and a slot of its key.
-func (m *Machine) flowTake(now time.Time, a Attrs) {
+// flowTake spends what a start of a at start (UnixNano, flowWait's) takes: a token of each
+// bucket and a slot of its key (from now: a held delivery keeps its slot).
+func (m *Machine) flowTake(start int64, a Attrs) {
 	kf := m.flows[a.Kind]
 	if kf == nil {
 		return
 	}
-	nowN := now.UnixNano()
+	nowN := start
 	if r := kf.cfg.Rate; r.On() {
 		m.bucketOf(&kf.bucket, r).Take(r, nowN)
 	}

@@ -3,6 +3,7 @@ package qjobs
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func render(rd Ready) string {
 	switch {
 	case len(rd.Runs) == 1:
 		s := "run " + strconv.Itoa(rd.Runs[0].Attempt)
+		if rd.Runs[0].Delay > 0 {
+			s += " after=" + rd.Runs[0].Delay.String()
+		}
 		if rd.Runs[0].Timeout > 0 {
 			s += " timeout=" + rd.Runs[0].Timeout.String()
 		}
@@ -78,22 +82,24 @@ func TestFlowDecisions(t *testing.T) {
 				{4 * sec, "r8", keyed("a"), false, "send wait to queue attempts=0 delay=8s waits=1"},
 				{4 * sec, "r9", job("smtp"), false, "run 1"}, // no key: the key ""
 			}},
-		{"a kind rate of 1/s starts empty: the first start one interval after the first delivery; waits come back one interval apart",
+		{"a kind rate of 1/s starts empty: a start up to a second ahead is held for; beyond, waiters come back one interval apart",
 			nil, Flow{Rate: flow.Rate{Count: 1, Per: sec}}, []stepT{
-				{0, "r1", keyed("a"), false, "send wait to queue attempts=0 delay=1s waits=1"},
+				{0, "r1", keyed("a"), false, "run 1 after=1s"},
 				{0, "r2", keyed("b"), false, "send wait to queue attempts=0 delay=2s waits=1"},
 				{0, "r3", keyed("c"), false, "send wait to queue attempts=0 delay=3s waits=1"},
-				{sec, "r4", keyed("a"), false, "run 1"},
+				{sec, "r4", keyed("a"), false, "run 1 after=1s"},
 				{sec, "r5", keyed("a"), false, "send wait to queue attempts=0 delay=3s waits=1"},
-				{2 * sec, "r6", keyed("b"), false, "run 1"},
+				{2 * sec, "r6", keyed("b"), false, "run 1 after=1s"},
 			}},
 		{"a key rate: each key its own bucket",
 			nil, Flow{KeyRate: flow.Rate{Count: 2, Per: sec, Burst: 2}}, []stepT{
-				{0, "r0", keyed("z"), false, "send wait to queue attempts=0 delay=1s waits=1"},
+				{0, "r0", keyed("z"), false, "run 1 after=500ms"},
 				{sec, "r1", keyed("a"), false, "run 1"},
 				{sec, "r2", keyed("a"), false, "run 1"},
-				{sec, "r3", keyed("a"), false, "send wait to queue attempts=0 delay=1s waits=1"},
-				{sec, "r4", keyed("b"), false, "run 1"},
+				{sec, "r3", keyed("a"), false, "run 1 after=500ms"},
+				{sec, "r4", keyed("a"), false, "run 1 after=1s"},
+				{sec, "r5", keyed("a"), false, "send wait to queue attempts=0 delay=2s waits=1"},
+				{sec, "r6", keyed("b"), false, "run 1"},
 			}},
 		{"a job past WaitMax is dead-lettered, carrying its waits",
 			func(c *Config) { c.WaitMax = 3 }, Flow{KeyLimit: 1}, []stepT{
@@ -193,6 +199,11 @@ func runFlow(d drawer, def Defect) error {
 	var order []string             // running receipts, in start order
 	var kindStarts []time.Time
 	keyStarts := map[string][]time.Time{}
+	startAt := map[string]time.Time{} // running receipt → when its handler starts (held: later)
+	started := func(r string) {       // r's handler started (the process did not die before)
+		kindStarts = append(kindStarts, startAt[r])
+		keyStarts[running[r]] = append(keyStarts[running[r]], startAt[r])
+	}
 	n := 0
 	for range d.draw(1, 80, "steps") {
 		switch d.draw(0, 5, "action") {
@@ -225,15 +236,17 @@ func runFlow(d drawer, def Defect) error {
 					want = f.Timeout
 				}
 				if want > 0 {
-					want = min(want, VisibilityMaxDefault-cfg.Margin)
+					want = min(want, VisibilityMaxDefault-cfg.Margin-rd.Runs[0].Delay)
 				}
 				if got := rd.Runs[0].Timeout; got != want {
 					return fmt.Errorf("a run's timeout %v, want %v (job %v, kind %v)", got, want, a.Timeout, f.Timeout)
 				}
+				if dl := rd.Runs[0].Delay; dl < 0 || dl > HoldMax {
+					return fmt.Errorf("a run held %v, out of [0, %v]", dl, HoldMax)
+				}
 				running[r] = a.Key
 				order = append(order, r)
-				kindStarts = append(kindStarts, now)
-				keyStarts[a.Key] = append(keyStarts[a.Key], now)
+				startAt[r] = now.Add(rd.Runs[0].Delay)
 			case len(rd.Sends) == 1 && rd.Sends[0].Why == WhyWait:
 				if dl := rd.Sends[0].Message.Delay; dl < sec || dl > DelayMaxDefault {
 					return fmt.Errorf("a wait's delay %v out of [1s, %v]", dl, DelayMaxDefault)
@@ -256,9 +269,16 @@ func runFlow(d drawer, def Defect) error {
 			}
 			i := d.draw(0, len(order)-1, "which")
 			r := order[i]
+			cancelled := d.draw(0, 3, "cancelled") == 0
+			if now.Before(startAt[r]) {
+				cancelled = true // held, stopped before its start: it never ran
+			} else {
+				started(r)
+			}
 			order = append(order[:i], order[i+1:]...)
 			delete(running, r)
-			if err := m.Step(AttemptDone{Receipt: r, Now: now, Outcome: Outcome{Result: Success}, Cancelled: d.draw(0, 3, "cancelled") == 0}); err != nil {
+			delete(startAt, r)
+			if err := m.Step(AttemptDone{Receipt: r, Now: now, Outcome: Outcome{Result: Success}, Cancelled: cancelled}); err != nil {
 				return err
 			}
 			m.Ready()
@@ -271,11 +291,19 @@ func runFlow(d drawer, def Defect) error {
 			if m, err = newProc(); err != nil {
 				return err
 			}
-			running, order = map[string]string{}, nil
+			for _, r := range order {
+				if !now.Before(startAt[r]) {
+					started(r)
+				}
+			}
+			running, order, startAt = map[string]string{}, nil, map[string]time.Time{}
 		}
 		if err := m.CheckInvariants(); err != nil {
 			return err
 		}
+	}
+	for _, r := range order { // the process goes on: held ones start too
+		started(r)
 	}
 	if err := withinRate(f.Rate, kindStarts, "the kind"); err != nil {
 		return err
@@ -288,11 +316,12 @@ func runFlow(d drawer, def Defect) error {
 	return nil
 }
 
-// withinRate checks that every window of starts (ascending) holds at most r.Allowed.
+// withinRate checks that every window of starts holds at most r.Allowed.
 func withinRate(r flow.Rate, starts []time.Time, who string) error {
 	if !r.On() {
 		return nil
 	}
+	slices.SortFunc(starts, time.Time.Compare)
 	for i := range starts {
 		for j := i; j < len(starts); j++ {
 			w := starts[j].Sub(starts[i])

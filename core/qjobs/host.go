@@ -157,13 +157,16 @@ func (s Send) Fate(err error, try int) EnqueueFate {
 }
 
 // Run asks the driver to run the handler of Attrs.Kind on Payload as attempt Attempt. When
-// Timeout > 0 the driver ends the handler's context Timeout after it starts, and reports
-// AttemptDone.TimedOut.
+// Delay > 0 the driver starts the handler that long after (at most HoldMax: the delivery waits
+// in the process for a rate's next token); a stop or a lost lease before then is answered by
+// an AttemptDone with Cancelled. When Timeout > 0 the driver ends the handler's context
+// Timeout after it starts, and reports AttemptDone.TimedOut.
 type Run struct {
 	Receipt string
 	Attempt int
 	Attrs   Attrs
 	Payload []byte
+	Delay   time.Duration
 	Timeout time.Duration
 }
 
@@ -432,7 +435,7 @@ func (m *Machine) onDeliver(ev Deliver) error {
 	pl := m.admit(ev.Now, d)
 	if pl.Action == actRun {
 		p.stage, p.attempt, p.probe = stageRun, pl.Attempt, pl.Probe
-		m.ready.Runs = append(m.ready.Runs, Run{Receipt: ev.Receipt, Attempt: pl.Attempt, Attrs: a, Payload: payload, Timeout: pl.Timeout})
+		m.ready.Runs = append(m.ready.Runs, Run{Receipt: ev.Receipt, Attempt: pl.Attempt, Attrs: a, Payload: payload, Delay: pl.Delay, Timeout: pl.Timeout})
 		return nil
 	}
 	m.perform(ev.Receipt, p, pl, "")

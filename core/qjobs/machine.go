@@ -141,6 +141,7 @@ type plan struct {
 	Deferred   bool          // actResend: a defer (no attempt was made)
 	Wait       string        // actResend, actHide: a flow wait (no attempt was made), and why
 	Timeout    time.Duration // actRun: the attempt's bound; 0: none
+	Delay      time.Duration // actRun: held in the process this long for a rate's token (≤ HoldMax)
 }
 
 // Result is how an attempt ended.
@@ -168,6 +169,7 @@ type Stats struct {
 	SendsFailed                                                    int // re-sends and dead letters that failed (their original comes back)
 	Unsendable                                                     int // successors that could not fit the queue even cut (their original comes back)
 	FlowWaits                                                      int // deliveries over a flow limit, sent back to wait (no attempt)
+	FlowHeld                                                       int // deliveries held in the process for a rate's next token (Run.Delay)
 	TimedOut                                                       int // attempts that ran past their timeout and did not succeed
 }
 
@@ -283,9 +285,10 @@ func (m *Machine) admit(now time.Time, d delivery) plan {
 	var dec breaker.Decision
 	var wait plan
 	var waits bool
+	var start int64
 	v := retry.Admit(retry.Candidate{UnitFree: true, Late: p.Late(a.FirstDue, now), Spent: p.Spent(made)}, func() bool {
 		// Flow limits before the breaker: a delivery that waits spends no probe.
-		if wait, waits = m.flowWait(now, d, a); waits {
+		if wait, start, waits = m.flowWait(now, d, a); waits {
 			return false
 		}
 		b := m.breaker(a.Target)
@@ -315,8 +318,9 @@ func (m *Machine) admit(now time.Time, d delivery) plan {
 		return m.deferUntil(now, d, a, dec.Until)
 	}
 	m.stats.Runs++
-	m.flowTake(now, a)
-	return plan{Action: actRun, Attempt: made + 1, Probe: dec.Probe, Timeout: m.timeout(now, d)}
+	m.flowTake(start, a)
+	delay := time.Duration(start - now.UnixNano())
+	return plan{Action: actRun, Attempt: made + 1, Probe: dec.Probe, Delay: delay, Timeout: m.timeout(now.Add(delay), d)}
 }
 
 // deferUntil re-sends the job with the attempts made and deliveries lost, not before until;
