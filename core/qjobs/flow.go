@@ -19,14 +19,13 @@ import (
 //     running at once. Buckets are empty when the process first receives (flow.Fresh): a
 //     restart grants no burst the process may have spent before it.
 //   - A delivery over a limit is not run and is no attempt: it waits in the queue, not in the
-//     process (a held delivery would take a worker slot, and one busy key would starve the
-//     other keys of the process). On a standard queue it is re-sent with a delay until the
+//     process (a held delivery takes a worker slot, and one busy key would starve the other
+//     keys of the process), except for a short hold (below). On a standard queue it is re-sent with a delay until the
 //     token is expected, or, for a key at its KeyLimit, until a slot is expected (the kind's
 //     mean attempt time in this process over KeyLimit; KeyWaitBase before any attempt ended).
-//     The successor is a new message: its receive count starts
-//     at 1, so a wait spends neither LostMax nor a redrive policy's maxReceiveCount; it counts
-//     in Attrs.Waits instead, and a job that has waited Config.WaitMax times is dead-lettered
-//     (ReasonWaits). On a FIFO queue a re-send would put the job behind the rest of its message
+//     The successor is a new message: its receive count starts at 1, so a wait spends neither
+//     LostMax nor a redrive policy's maxReceiveCount; it counts in Attrs.Waits instead, and a
+//     job that has waited Config.WaitMax times is dead-lettered (ReasonWaits). On a FIFO queue a re-send would put the job behind the rest of its message
 //     group, so the message is hidden instead: that wait is one more receive, counted as a
 //     lost delivery against LostMax (and a redrive policy's maxReceiveCount).
 //   - Waiting deliveries of one bucket (one key's slots) are told to come back one interval
