@@ -346,9 +346,7 @@ func (m *Machine) checkFlow() error {
 	for id := range m.keys {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		return ids[i].kind < ids[j].kind || ids[i].kind == ids[j].kind && ids[i].key < ids[j].key
-	})
+	sortKeys(ids)
 	for _, id := range ids {
 		k := m.keys[id]
 		if k.running != running[id] {
@@ -358,12 +356,21 @@ func (m *Machine) checkFlow() error {
 			return fmt.Errorf("qjobs: key %q of kind %q runs %d attempts, its limit is %d", id.key, id.kind, k.running, lim)
 		}
 	}
-	if len(running) > 0 {
-		for id, n := range running { // at most one is reported; any will do for a broken count
-			if _, ok := m.keys[id]; !ok {
-				return fmt.Errorf("qjobs: key %q of kind %q runs %d attempts and has no state", id.key, id.kind, n)
-			}
+	var lost []keyID
+	for id := range running {
+		if _, ok := m.keys[id]; !ok {
+			lost = append(lost, id)
 		}
 	}
+	if len(lost) > 0 {
+		sortKeys(lost) // the same report every run
+		return fmt.Errorf("qjobs: key %q of kind %q runs %d attempts and has no state", lost[0].key, lost[0].kind, running[lost[0]])
+	}
 	return nil
+}
+
+func sortKeys(ids []keyID) {
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].kind < ids[j].kind || ids[i].kind == ids[j].kind && ids[i].key < ids[j].key
+	})
 }
