@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -420,5 +421,27 @@ func TestFlowTravelsAndIsChecked(t *testing.T) {
 		if err := m.Step(Register{Kind: "mail", Flow: f}); err == nil {
 			t.Errorf("Register with %+v accepted", f)
 		}
+	}
+}
+
+// TestCheckFlowFires: the machine's own flow invariants catch a key over its limit (the
+// planted DefectKeyLimitPlusOne) and a running count that drifted from the runs outstanding.
+func TestCheckFlowFires(t *testing.T) {
+	cfg := testConfig()
+	cfg.Defect = DefectKeyLimitPlusOne
+	m := flowHost(t, cfg, Flow{KeyLimit: 1})
+	for _, r := range []string{"r1", "r2"} {
+		if err := m.Step(Deliver{Now: t0, Receipt: r, Message: message(Encode(keyed("a"), []byte("p")), 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.CheckInvariants(); err == nil || !strings.Contains(err.Error(), "its limit is 1") {
+		t.Errorf("a key running 2 with a limit of 1: CheckInvariants = %v", err)
+	}
+	m = flowHost(t, testConfig(), Flow{KeyLimit: 2})
+	step(t, m, Deliver{Now: t0, Receipt: "r1", Message: message(Encode(keyed("a"), []byte("p")), 1)})
+	m.keys[keyID{"mail", "a"}].running++
+	if err := m.CheckInvariants(); err == nil || !strings.Contains(err.Error(), "counts 2 running, 1 runs outstanding") {
+		t.Errorf("a drifted count: CheckInvariants = %v", err)
 	}
 }
