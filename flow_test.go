@@ -290,9 +290,11 @@ func TestDeadJobHoldsItsSequence(t *testing.T) {
 	}
 }
 
-// TestFairShareInterleavesKeys: with one unit and every job due, WithFairShare serves the
-// keys round-robin: while a key has a due job, at most N−1 starts of other keys come before
-// its next one (N the keys with due jobs). Without it, key "a" (enqueued first) runs first.
+// TestFairShareInterleavesKeys: with one unit and every job due at once, WithFairShare serves
+// the keys round-robin in the same order each round, so while a key has a due job at most N−1
+// starts of other keys come before its next one (N the keys with due jobs; the general bound,
+// with jobs falling due at other times, is 2(N−1): core's flow model checks it). Without it,
+// key "a" (enqueued first) runs first.
 func TestFairShareInterleavesKeys(t *testing.T) {
 	keys := []string{"a", "a", "a", "a", "a", "a", "b", "b", "c", "c"}
 	for _, fair := range []bool{true, false} {

@@ -57,6 +57,11 @@ type QueueConfig struct {
 	// with reason deliveries-lost. These never spend the job's attempts. Default 0: 5 plus
 	// 3 per attempt of the job's budget.
 	LostMax int
+	// WaitMax is how many times a job may wait in the queue for a flow limit of the process
+	// that received it (WithRate, WithKeyRate, WithKeyConcurrency; each wait a re-send that
+	// spends neither an attempt nor LostMax) before it is dead-lettered with reason
+	// flow-waits. Default 0: 1,000.
+	WaitMax int
 	// Logger, Clock and Seed are as in Config (they replace Worker's). Seed does not rule
 	// job ids: each process draws them from its own random source.
 	Logger *slog.Logger
@@ -87,7 +92,8 @@ func WithGroup(key string) JobOption {
 }
 
 // ErrQueueUnsupported is wrapped by the error of every call a queue cannot honour: Get, List,
-// Cancel, Retry, Drain, and the options WithPriority, WithUnique and WithUniqueWindow.
+// Cancel, Retry, Drain, and the options WithPriority, WithUnique, WithUniqueWindow,
+// WithFairShare and WithHoldOnDead (WithGroup on a standard queue).
 var ErrQueueUnsupported = errors.New("sluice: not supported by the queue-backed runner")
 
 // QueueMessageMax is the largest message SQS takes: a job's payload (the body) plus its
@@ -97,9 +103,10 @@ const QueueMessageMax = qjobs.MessageMaxDefault
 // QueueRunner runs registered kinds of job from a queue (Amazon SQS through adapters/sqs)
 // instead of a local journal, so the same jobs run on a fleet of processes: Register and the
 // typed handles' Enqueue and EnqueueMany work as on a Runner. Each process applies the retry
-// policy, the deadline and its own per-target breaker to the jobs it receives; the worker's
+// policy, the deadline, its own per-target breaker and its own flow limits (WithRate,
+// WithKeyRate, WithKeyConcurrency hold per process) to the jobs it receives; the worker's
 // lease controller keeps each running job hidden. See docs/queue.md for what the queue cannot
-// offer (Get, List, Cancel, unique keys).
+// offer (Get, List, Cancel, unique keys, fair share, fleet-wide limits).
 type QueueRunner struct {
 	q   Queue
 	cfg QueueConfig
@@ -149,9 +156,12 @@ func NewQueueRunner(q Queue, cfg QueueConfig) (*QueueRunner, error) {
 	if cfg.LostMax < 0 {
 		return nil, fieldErr("LostMax", cfg.LostMax, "must be ≥ 0 (0: 5 plus 3 per attempt)")
 	}
+	if cfg.WaitMax < 0 {
+		return nil, fieldErr("WaitMax", cfg.WaitMax, "must be ≥ 0 (0: 1,000)")
+	}
 	m, err := qjobs.New(qjobs.Config{Policy: retry.Policy(p), Circuit: c, Margin: window,
 		MessageMax: QueueMessageMax, Rand: rand.New(rand.NewSource(cfg.Seed)), IDs: idSource(),
-		LostMax: cfg.LostMax, FIFO: cfg.FIFO})
+		LostMax: cfg.LostMax, WaitMax: cfg.WaitMax, FIFO: cfg.FIFO})
 	if err != nil {
 		return nil, wrapf(nil, err, "NewQueueRunner")
 	}
@@ -164,13 +174,13 @@ func (q *QueueRunner) zero() bool { return q == nil || q.m == nil }
 var errZeroQueueRunner = notMade("QueueRunner", "NewQueueRunner")
 
 func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler Handler[A], fl kindFlow) (*Kind[A], error) {
+	// Rates and key limits hold per process (docs/queue.md); what needs state shared by the
+	// fleet is refused.
 	switch {
 	case fl.fair:
-		return nil, fmt.Errorf("%w: Register %q: WithFairShare: a queue delivers in its own order", ErrQueueUnsupported, name)
+		return nil, fmt.Errorf("%w: Register %q: WithFairShare: a queue delivers in its own order, and the processes of a fleet share no rounds; use WithKeyConcurrency or WithKeyRate", ErrQueueUnsupported, name)
 	case fl.hold:
-		return nil, fmt.Errorf("%w: Register %q: WithHoldOnDead: a FIFO queue moves on past a dead letter", ErrQueueUnsupported, name)
-	case fl.rate.Count > 0 || fl.keyRate.Count > 0 || fl.keyLimit > 0 || fl.timeout > 0:
-		return nil, fmt.Errorf("%w: Register %q: flow limits are not yet supported on a queue runner", ErrQueueUnsupported, name)
+		return nil, fmt.Errorf("%w: Register %q: WithHoldOnDead: a FIFO queue moves on past a dead letter; redrive the dead-letter queue to run it again", ErrQueueUnsupported, name)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -180,7 +190,8 @@ func registerQueue[A any](q *QueueRunner, name string, codec Codec[A], handler H
 	if _, ok := q.kinds[name]; ok {
 		return nil, fmt.Errorf("sluice: Register %q: the kind is registered already", name)
 	}
-	if err := q.m.Step(qjobs.Register{Kind: name}); err != nil {
+	f := qjobs.Flow{Rate: fl.rate.core(), KeyRate: fl.keyRate.core(), KeyLimit: fl.keyLimit, Timeout: fl.timeout}
+	if err := q.m.Step(qjobs.Register{Kind: name, Flow: f}); err != nil {
 		return nil, wrapf(nil, err, "Register %q", name)
 	}
 	q.kinds[name] = queueKind{name: name, run: func(ctx context.Context, a qjobs.Attrs, attempt int, payload []byte) error {
@@ -228,7 +239,7 @@ func (q *QueueRunner) newJob(kind string, j queueJob) (qjobs.NewJob, error) {
 		return qjobs.NewJob{}, fmt.Errorf("%w: WithGroup: a standard queue has no message groups; set QueueConfig.FIFO on a FIFO queue", ErrQueueUnsupported)
 	}
 	return qjobs.NewJob{Kind: kind, Target: j.target, Due: j.due, AttemptsMax: s.o.AttemptsMax, Deadline: s.o.Deadline,
-		Group: s.group, Payload: j.payload}, nil
+		Group: s.group, Key: s.o.Key, Timeout: s.o.Timeout, Payload: j.payload}, nil
 }
 
 // refusal is the error of a job the job layer refused.
@@ -339,7 +350,12 @@ type QueueStats struct {
 	// Unsendable counts re-sends and dead letters that could not fit the queue even cut
 	// (their original comes back later, with backoff; each is logged at Error).
 	Unsendable int
-	Worker     WorkerStats
+	// FlowWaits counts deliveries over a flow limit of this process (WithRate, WithKeyRate,
+	// WithKeyConcurrency), sent back to the queue to wait without an attempt; FlowHeld those
+	// held in the process (at most a second) for a rate's next token; TimedOut the attempts
+	// that ran past their timeout and failed.
+	FlowWaits, FlowHeld, TimedOut int
+	Worker                        WorkerStats
 }
 
 // Stats returns the job layer's counts and the worker's.
@@ -352,7 +368,8 @@ func (q *QueueRunner) Stats() QueueStats {
 	w := q.w
 	q.mu.Unlock()
 	out := QueueStats{Runs: st.Runs, Deferred: st.Deferred, Succeeded: st.Acked, Retried: st.Hidden + st.Resent,
-		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned, Unsendable: st.Unsendable}
+		Resent: st.Resent, DeadLettered: st.DeadLettered, Abandoned: st.Abandoned, Unsendable: st.Unsendable,
+		FlowWaits: st.FlowWaits, FlowHeld: st.FlowHeld, TimedOut: st.TimedOut}
 	if w != nil {
 		out.Worker = w.Stats()
 	}
@@ -411,8 +428,9 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 			q.mu.Lock()
 			k := q.kinds[r.Attrs.Kind]
 			q.mu.Unlock()
-			out := k.run(ctx, r.Attrs, r.Attempt, r.Payload)
-			rd, err = q.step(qjobs.AttemptDone{Receipt: receipt, Now: q.clk.Now(), Outcome: jobOutcome(out), Cancelled: ctx.Err() != nil})
+			out, timedOut := q.attempt(ctx, k, r)
+			rd, err = q.step(qjobs.AttemptDone{Receipt: receipt, Now: q.clk.Now(), Outcome: jobOutcome(out),
+				Cancelled: ctx.Err() != nil, TimedOut: timedOut})
 		case len(rd.Sends) > 0:
 			s := rd.Sends[0]
 			to := q.q.Send
@@ -436,6 +454,31 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 		}
 	}
 	panic("sluice: queue runner: a delivery took more than three steps")
+}
+
+// attempt runs r's handler, r.Delay from now (a stop before then returns its cause: the job
+// layer abandons the delivery); with r.Timeout, its context ends that long after the start
+// with cause ErrAttemptTimeout (on the runner's clock), and timedOut reports that it had.
+func (q *QueueRunner) attempt(ctx context.Context, k queueKind, r qjobs.Run) (out error, timedOut bool) {
+	if r.Delay > 0 { // held for a rate's next token
+		t := q.clk.Timer(r.Delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("stopped before its start: %w", context.Cause(ctx)), false
+		case <-t.C:
+		}
+	}
+	if r.Timeout <= 0 {
+		return k.run(ctx, r.Attrs, r.Attempt, r.Payload), false
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	t := q.clk.AfterFunc(r.Timeout, func() { cancel(ErrAttemptTimeout) })
+	out = k.run(actx, r.Attrs, r.Attempt, r.Payload)
+	t.Stop()
+	timedOut = errors.Is(context.Cause(actx), ErrAttemptTimeout)
+	cancel(nil)
+	return out, timedOut
 }
 
 // sendTimeout bounds a delivery's send (a re-send or a dead letter), which runs on after the

@@ -31,12 +31,22 @@
 //     registered, the job is deferred (re-sent with the attempts made, delayed, none spent;
 //     on FIFO, a wait for the not-before time hides the message); past its delivery budget
 //     (LostMax lost deliveries) it is dead-lettered (deliveries-lost); at or past its
-//     deadline, or with its attempts spent, it is dead-lettered; if its target's breaker
-//     refuses, it is deferred until the breaker may admit; else it runs.
+//     deadline, or with its attempts spent, it is dead-lettered; over a flow limit of this
+//     process (rule 7) it waits; if its target's breaker refuses, it is deferred until the
+//     breaker may admit; else it runs.
 //  6. Outcome: a success deletes; a permanent failure or a panic dead-letters; a retryable
 //     failure re-sends the job with the attempt, its error and the policy's next due time as
 //     its not-before time (delayed up to DelayMax); a spent budget or a passed deadline
-//     dead-letters.
+//     dead-letters. An attempt that ran past its Run.Timeout (AttemptDone.TimedOut) and did
+//     not succeed is a retryable failure, whatever it returned.
+//  7. Flow (flow.go): a kind's Rate, KeyRate and KeyLimit hold in this process only, with
+//     buckets empty at its first delivery. A delivery whose key has a slot and whose rates
+//     allow a start within HoldMax runs, held until then (Run.Delay). Otherwise it is no
+//     attempt: on a standard
+//     queue it is re-sent (WhyWait) with a delay until the token (for a key at its limit, a
+//     slot) is expected, waiters spread one interval (slot) apart, its Attrs.Waits counted
+//     and bounded by WaitMax (then dead-lettered, flow-waits); on a FIFO queue it is hidden
+//     (its group keeps its order), a receive counted as a lost delivery.
 //
 // Invariants:
 //   - A job's attributes travel as the message's attributes (Encode, Decode); its body is the
@@ -59,4 +69,7 @@
 //   - A message whose successor keeps failing to send comes back ever more rarely (rule 4),
 //     never every second forever.
 //   - Each delivery has at most one effect outstanding and ends with exactly one Done.
+//   - A flow key's running count is its Runs not yet answered, never above KeyLimit; over any
+//     window the starts of a kind (of a key) in one process are at most Rate.Allowed
+//     (KeyRate.Allowed), across restarts too.
 package qjobs

@@ -33,6 +33,13 @@ type Attrs struct {
 	// SentAt is when a FIFO message with a not-before time was sent: its waits are hides,
 	// and this bounds how many of its receives were waits (not lost deliveries).
 	SentAt time.Time `json:"s,omitzero"`
+	// Key is the job's flow key (WithKey): its kind's KeyLimit and KeyRate count per key.
+	Key string `json:"-"`
+	// Timeout bounds each attempt of the job, replacing its kind's Flow.Timeout when > 0.
+	Timeout time.Duration `json:"t,omitempty"`
+	// Waits counts the flow waits of the job: deliveries over a flow limit of their process,
+	// re-sent without an attempt (bounded by Config.WaitMax).
+	Waits int `json:"w,omitempty"`
 	// AttemptsMax and Deadline replace the policy's for this job when > 0.
 	AttemptsMax int           `json:"m,omitempty"`
 	Deadline    time.Duration `json:"d,omitempty"`
@@ -50,6 +57,8 @@ const (
 	ReasonPermanent Reason = "permanent"
 	// ReasonLost: more deliveries ended without a handler outcome than the delivery budget.
 	ReasonLost Reason = "deliveries-lost"
+	// ReasonWaits: the job waited for its flow limits more than Config.WaitMax times.
+	ReasonWaits Reason = "flow-waits"
 )
 
 // ErrEnvelope is wrapped by every Decode error.
@@ -65,6 +74,7 @@ const (
 	AttrFirstDue = "sluice-first-due" // RFC 3339, nanoseconds, UTC
 	AttrAttempt  = "sluice-attempt"   // attempts made before this message was sent, decimal
 	AttrOpts     = "sluice-opts"      // JSON; absent when every field is zero
+	AttrKey      = "sluice-key"       // the flow key (WithKey); absent: the key ""
 )
 
 // Validate reports the first attribute a job message cannot carry.
@@ -83,6 +93,8 @@ func (a Attrs) check() error {
 		return errors.New("empty target")
 	case a.Attempts < 0 || a.AttemptsMax < 0 || a.Deadline < 0 || a.Lost < 0:
 		return fmt.Errorf("negative attempts (%d), attempts max (%d), deadline (%v) or lost deliveries (%d)", a.Attempts, a.AttemptsMax, a.Deadline, a.Lost)
+	case a.Timeout < 0 || a.Waits < 0:
+		return fmt.Errorf("negative attempt timeout (%v) or flow waits (%d)", a.Timeout, a.Waits)
 	}
 	return nil
 }
@@ -98,6 +110,9 @@ func Encode(a Attrs, payload []byte) core.Outgoing {
 	}
 	if a.ID != 0 {
 		m[AttrID] = strconv.FormatUint(a.ID, 10)
+	}
+	if a.Key != "" {
+		m[AttrKey] = a.Key
 	}
 	if opts, err := json.Marshal(a); err != nil {
 		panic(fmt.Sprintf("qjobs: encode attrs: %v", err)) // plain fields: cannot fail
@@ -136,7 +151,7 @@ func Decode(m core.Message) (Attrs, []byte, error) {
 			return Attrs{}, nil, fmt.Errorf("%w: %s: %w", ErrEnvelope, AttrOpts, err)
 		}
 	}
-	a.Kind, a.Target = kind, m.Attributes[AttrTarget]
+	a.Kind, a.Target, a.Key = kind, m.Attributes[AttrTarget], m.Attributes[AttrKey]
 	due, err := time.Parse(time.RFC3339Nano, m.Attributes[AttrFirstDue])
 	if err != nil {
 		return Attrs{}, nil, fmt.Errorf("%w: %s: %w", ErrEnvelope, AttrFirstDue, err)

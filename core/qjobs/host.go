@@ -13,9 +13,13 @@ import (
 // Event is the sealed set of inputs to Step.
 type Event interface{ isEvent() }
 
-// Register tells the machine this process has a handler for Kind. A delivery of a kind never
-// registered waits in the queue for a process that has it.
-type Register struct{ Kind string }
+// Register tells the machine this process has a handler for Kind, with its flow control in
+// this process (Flow; the zero Flow limits nothing). A delivery of a kind never registered
+// waits in the queue for a process that has it.
+type Register struct {
+	Kind string
+	Flow Flow
+}
 
 // Enqueue asks to send new jobs (one Enqueue or EnqueueMany call). Every job is checked
 // before any is sent: the effect is one Refuse, or one Send per job in order.
@@ -31,6 +35,8 @@ type NewJob struct {
 	AttemptsMax  int       // > 0: replaces the policy's Attempts for this job
 	Deadline     time.Duration
 	Group        string // FIFO: the message group (jobs of one group run in order); "": its own
+	Key          string // the flow key: its kind's Flow.KeyLimit and KeyRate count per key
+	Timeout      time.Duration
 	Payload      []byte // the body, as the codec made it
 }
 
@@ -43,12 +49,14 @@ type Deliver struct {
 }
 
 // AttemptDone reports that the handler of a Run returned. Cancelled: its context had ended
-// (the lease was lost, or the process is stopping) by the time it returned.
+// (the lease was lost, or the process is stopping) by the time it returned. TimedOut: the
+// Run's Timeout had ended the handler's context by then.
 type AttemptDone struct {
 	Receipt   string
 	Now       time.Time
 	Outcome   Outcome
 	Cancelled bool
+	TimedOut  bool
 }
 
 // SendDone is the reply to a delivery's Send: nil, or the error of the call or of its entry.
@@ -81,6 +89,7 @@ const (
 	WhyRetry                  // re-sent for a retry longer than a visibility change can hold
 	WhyDead                   // the job is dead: to the dead-letter queue with its last error
 	WhyNotJob                 // not a job: to the dead-letter queue as it came
+	WhyWait                   // re-sent without an attempt: over a flow limit of this process
 )
 
 func (w Why) String() string {
@@ -95,6 +104,8 @@ func (w Why) String() string {
 		return "dead"
 	case WhyNotJob:
 		return "not-a-job"
+	case WhyWait:
+		return "wait"
 	}
 	return fmt.Sprintf("Why(%d)", uint8(w))
 }
@@ -145,12 +156,18 @@ func (s Send) Fate(err error, try int) EnqueueFate {
 	return EnqueueFailed
 }
 
-// Run asks the driver to run the handler of Attrs.Kind on Payload as attempt Attempt.
+// Run asks the driver to run the handler of Attrs.Kind on Payload as attempt Attempt. When
+// Delay > 0 the driver starts the handler that long after (at most HoldMax: the delivery waits
+// in the process for a rate's next token); a stop or a lost lease before then is answered by
+// an AttemptDone with Cancelled. When Timeout > 0 the driver ends the handler's context
+// Timeout after it starts, and reports AttemptDone.TimedOut.
 type Run struct {
 	Receipt string
 	Attempt int
 	Attrs   Attrs
 	Payload []byte
+	Delay   time.Duration
+	Timeout time.Duration
 }
 
 // Disposition is how a delivery leaves the job layer: what the worker does with its message.
@@ -318,7 +335,14 @@ func (m *Machine) Step(ev Event) error {
 		if ev.Kind == "" {
 			return fmt.Errorf("%w: Register with an empty kind", ErrMisuse)
 		}
+		if err := ev.Flow.Validate(); err != nil {
+			return fmt.Errorf("%w: Register %q: Flow.%w", ErrMisuse, ev.Kind, err)
+		}
 		m.kinds[ev.Kind] = true
+		delete(m.flows, ev.Kind)
+		if ev.Flow != (Flow{}) {
+			m.flows[ev.Kind] = &kindFlow{cfg: ev.Flow}
+		}
 	case Enqueue:
 		m.onEnqueue(ev)
 	case Deliver:
@@ -341,7 +365,8 @@ func (m *Machine) onEnqueue(ev Enqueue) {
 		if due.Before(ev.Now) { // a zero due is before any now
 			due = ev.Now
 		}
-		a := Attrs{ID: m.newID(), Kind: j.Kind, Target: j.Target, FirstDue: due, AttemptsMax: j.AttemptsMax, Deadline: j.Deadline, Group: j.Group}
+		a := Attrs{ID: m.newID(), Kind: j.Kind, Target: j.Target, FirstDue: due, AttemptsMax: j.AttemptsMax, Deadline: j.Deadline, Group: j.Group,
+			Key: j.Key, Timeout: j.Timeout}
 		if due.After(ev.Now) {
 			a.NotBefore = due
 			if m.cfg.FIFO {
@@ -383,6 +408,7 @@ func (m *Machine) onDeliver(ev Deliver) error {
 	if len(m.pending) >= deliveriesMax {
 		return fmt.Errorf("%w: Deliver: %d deliveries in flight already", ErrMisuse, len(m.pending))
 	}
+	m.flowBegin(ev.Now)
 	msg := ev.Message
 	a, payload, err := Decode(msg)
 	if err != nil {
@@ -409,7 +435,7 @@ func (m *Machine) onDeliver(ev Deliver) error {
 	pl := m.admit(ev.Now, d)
 	if pl.Action == actRun {
 		p.stage, p.attempt, p.probe = stageRun, pl.Attempt, pl.Probe
-		m.ready.Runs = append(m.ready.Runs, Run{Receipt: ev.Receipt, Attempt: pl.Attempt, Attrs: a, Payload: payload})
+		m.ready.Runs = append(m.ready.Runs, Run{Receipt: ev.Receipt, Attempt: pl.Attempt, Attrs: a, Payload: payload, Delay: pl.Delay, Timeout: pl.Timeout})
 		return nil
 	}
 	m.perform(ev.Receipt, p, pl, "")
@@ -425,6 +451,7 @@ func (m *Machine) onAttemptDone(ev AttemptDone) error {
 	if r := ev.Outcome.Result; r < Success || r > Panicked {
 		return fmt.Errorf("%w: AttemptDone for receipt %s with result %d", ErrMisuse, cut(ev.Receipt), r)
 	}
+	m.flowEnd(p.d.Attrs, ev.Now.Sub(p.d.ReceivedAt))
 	if ev.Cancelled && ev.Outcome.Result != Success {
 		// The lease was lost or the process is stopping: no outcome, the queue redelivers and
 		// the attempt counts. A success is kept: its job is done even if the delete is lost.
@@ -432,7 +459,17 @@ func (m *Machine) onAttemptDone(ev AttemptDone) error {
 		m.end(ev.Receipt, Done{Receipt: ev.Receipt, Disposition: Release, Err: "abandoned: " + ev.Outcome.Err})
 		return nil
 	}
-	m.perform(ev.Receipt, p, m.finish(ev.Now, p.d, p.attempt, p.probe, ev.Outcome), ev.Outcome.Err)
+	o := ev.Outcome
+	if ev.TimedOut && o.Result != Success {
+		// Whatever the handler made of its ended context, the attempt ran out of time: retry.
+		m.stats.TimedOut++
+		text := "attempt timed out"
+		if o.Err != "" {
+			text += ": " + o.Err
+		}
+		o = Outcome{Result: Retryable, Err: text}
+	}
+	m.perform(ev.Receipt, p, m.finish(ev.Now, p.d, p.attempt, p.probe, o), o.Err)
 	return nil
 }
 
@@ -460,8 +497,11 @@ func (m *Machine) perform(receipt string, p *pending, pl plan, why string) {
 	case actAck:
 		m.end(receipt, Done{Receipt: receipt, Disposition: Delete})
 	case actHide:
-		if pl.Deferred {
+		switch {
+		case pl.Deferred:
 			why = "waiting for its not-before time (FIFO: no delay per message)"
+		case pl.Wait != "":
+			why = "flow wait: " + pl.Wait
 		}
 		m.end(receipt, Done{Receipt: receipt, Disposition: Hide, Visibility: pl.Visibility, Err: why})
 	case actResend, actDeadLetter:
@@ -481,6 +521,8 @@ func (m *Machine) sendOn(receipt string, p *pending, pl plan) {
 		s.To, s.Why = ToDeadLetter, WhyDead
 	case pl.Deferred:
 		s.Why = WhyDefer
+	case pl.Wait != "":
+		s.Why = WhyWait
 	}
 	a := pl.Send.Attrs
 	if m.cfg.FIFO && !a.NotBefore.IsZero() {

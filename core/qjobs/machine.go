@@ -56,6 +56,11 @@ type Config struct {
 	// enqueue) and a group id, and no delay (a FIFO queue takes none per message): a job
 	// waiting for its not-before time is hidden instead of re-sent.
 	FIFO bool
+	// WaitMax is how many flow waits (Flow) a job may make in the queue before it is
+	// dead-lettered with ReasonWaits; 0 means WaitMaxDefault.
+	WaitMax int
+	// Defect plants one known flow-control bug (tests and the simulator only).
+	Defect Defect
 }
 
 // The default delivery budget: LostFloor plus LostPerAttempt per attempt.
@@ -134,6 +139,9 @@ type plan struct {
 	Visibility time.Duration // actHide: whole seconds
 	Send       outgoing      // actResend, actDeadLetter
 	Deferred   bool          // actResend: a defer (no attempt was made)
+	Wait       string        // actResend, actHide: a flow wait (no attempt was made), and why
+	Timeout    time.Duration // actRun: the attempt's bound; 0: none
+	Delay      time.Duration // actRun: held in the process this long for a rate's token (≤ HoldMax)
 }
 
 // Result is how an attempt ended.
@@ -160,6 +168,9 @@ type Stats struct {
 	NotJobs                                                        int // messages that were not jobs, sent to the dead-letter queue
 	SendsFailed                                                    int // re-sends and dead letters that failed (their original comes back)
 	Unsendable                                                     int // successors that could not fit the queue even cut (their original comes back)
+	FlowWaits                                                      int // deliveries over a flow limit, sent back to wait (no attempt)
+	FlowHeld                                                       int // deliveries held in the process for a rate's next token (Run.Delay)
+	TimedOut                                                       int // attempts that ran past their timeout and did not succeed
 }
 
 // Machine is the job layer of one process: a host with New, Step, Ready, WakeAt and Status.
@@ -176,6 +187,12 @@ type Machine struct {
 	pending   map[string]*pending // by receipt; Invariant: at most deliveriesMax
 	ready     Ready
 	now       time.Time // the latest Now of an event
+
+	flows       map[string]*kindFlow // by kind: the registered kinds with limits
+	keys        map[keyID]*keyFlow   // Invariant: at most keysMax
+	keysSweepAt int                  // keys kept at which idle ones are next forgotten
+	flowStarted bool
+	flowStart   int64 // UnixNano of the first delivery: buckets are as if made empty then
 }
 
 // WithDefaults fills the zero fields of c.
@@ -214,11 +231,13 @@ func New(cfg Config) (*Machine, error) {
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "MessageMax", Value: cfg.MessageMax, Rule: "must be ≥ 0"}
 	case cfg.LostMax < 0:
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "LostMax", Value: cfg.LostMax, Rule: "must be ≥ 0"}
+	case cfg.WaitMax < 0:
+		return nil, &core.FieldError{Err: ErrInvalid, Field: "WaitMax", Value: cfg.WaitMax, Rule: "must be ≥ 0 (0: WaitMaxDefault)"}
 	case cfg.IDs == nil:
 		return nil, &core.FieldError{Err: ErrInvalid, Field: "IDs", Value: "nil", Rule: "must be a random source of this process's own"}
 	}
 	return &Machine{cfg: cfg, breakers: map[string]*breaker.Breaker{}, kinds: map[string]bool{},
-		warned: map[string]bool{}, pending: map[string]*pending{}}, nil
+		warned: map[string]bool{}, pending: map[string]*pending{}, flows: map[string]*kindFlow{}, keys: map[keyID]*keyFlow{}}, nil
 }
 
 // ErrInvalid is wrapped by New's own field errors.
@@ -264,7 +283,14 @@ func (m *Machine) admit(now time.Time, d delivery) plan {
 		return m.dead(a, made, ReasonLost, why)
 	}
 	var dec breaker.Decision
+	var wait plan
+	var waits bool
+	var start int64
 	v := retry.Admit(retry.Candidate{UnitFree: true, Late: p.Late(a.FirstDue, now), Spent: p.Spent(made)}, func() bool {
+		// Flow limits before the breaker: a delivery that waits spends no probe.
+		if wait, start, waits = m.flowWait(now, d, a); waits {
+			return false
+		}
 		b := m.breaker(a.Target)
 		b.Step(breaker.Admit{Now: now})
 		dec = *b.Ready().Decision
@@ -286,10 +312,15 @@ func (m *Machine) admit(now time.Time, d delivery) plan {
 		}
 		return m.dead(a, made, ReasonSpent, why)
 	case retry.Defer:
+		if waits {
+			return wait
+		}
 		return m.deferUntil(now, d, a, dec.Until)
 	}
 	m.stats.Runs++
-	return plan{Action: actRun, Attempt: made + 1, Probe: dec.Probe}
+	m.flowTake(start, a)
+	delay := time.Duration(start - now.UnixNano())
+	return plan{Action: actRun, Attempt: made + 1, Probe: dec.Probe, Delay: delay, Timeout: m.timeout(now.Add(delay), d)}
 }
 
 // deferUntil re-sends the job with the attempts made and deliveries lost, not before until;
@@ -460,5 +491,5 @@ func (m *Machine) CheckInvariants() error {
 			return fmt.Errorf("qjobs: target %q: %w", t, err)
 		}
 	}
-	return nil
+	return m.checkFlow()
 }

@@ -22,7 +22,7 @@ const (
 // own reports whether name is one of the job's attributes, which a successor writes anew.
 func own(name string) bool {
 	switch name {
-	case AttrID, AttrKind, AttrTarget, AttrFirstDue, AttrAttempt, AttrOpts:
+	case AttrID, AttrKind, AttrTarget, AttrFirstDue, AttrAttempt, AttrOpts, AttrKey:
 		return true
 	}
 	return false
