@@ -159,25 +159,38 @@ func groupKey(o *Opts) string { return o.Kind + "\x00" + o.Group }
 
 // keyOf returns j's flow key state, making it (with an empty bucket) when new.
 func (m *Machine) keyOf(j *job) *flowKey {
-	name := j.kind.name + "\x00" + j.Opts.Key
-	if ks := m.keys[name]; ks != nil {
+	// Looked up with a name built on the stack (it does not escape): a lookup allocates nothing.
+	if ks := m.keys[j.kind.name+"\x00"+j.Opts.Key]; ks != nil {
 		return ks
 	}
+	m.sweepKeys()
 	ks := &flowKey{kind: j.kind, name: j.Opts.Key}
 	if r := j.kind.cfg.KeyRate; r.On() && m.cfg.Defect != DefectBurstAtOpen {
 		ks.bucket = flow.Fresh(r, m.openAt)
 	}
-	m.keys[name] = ks
+	m.keys[j.kind.name+"\x00"+j.Opts.Key] = ks
 	return ks
 }
 
-// maybeForgetKey drops a key that holds nothing a fresh one would not: no attempt, no parked
+// forgettable reports whether ks holds nothing a fresh key would not: no attempt, no parked
 // job, a full bucket and no turn taken in the current round.
-func (m *Machine) maybeForgetKey(ks *flowKey) {
-	if ks.running == 0 && len(ks.parked) == 0 && !ks.waking && !ks.fairing &&
-		ks.bucket.Full(m.now.UnixNano()) && ks.served != ks.kind.round {
-		delete(m.keys, ks.kind.name+"\x00"+ks.name)
+func (m *Machine) forgettable(ks *flowKey) bool {
+	return ks.running == 0 && len(ks.parked) == 0 && !ks.waking && !ks.fairing &&
+		ks.bucket.Full(m.now.UnixNano()) && ks.served != ks.kind.round
+}
+
+// sweepKeys forgets every forgettable key once the table has doubled since the last sweep:
+// memory stays bounded by the keys in use, and a key is not made again for each of its jobs.
+func (m *Machine) sweepKeys() {
+	if len(m.keys) < m.keysSweepAt {
+		return
 	}
+	for name, ks := range m.keys { // the order does not matter: each key is judged alone
+		if m.forgettable(ks) {
+			delete(m.keys, name)
+		}
+	}
+	m.keysSweepAt = 2*len(m.keys) + 1024
 }
 
 // groupOf returns j's group, making it when new.
@@ -477,7 +490,6 @@ func (m *Machine) ended(ks *flowKey) {
 	}
 	ks.running--
 	m.unparkKey(ks, parkLimit)
-	m.maybeForgetKey(ks)
 }
 
 // kindReady reports whether k's rate allows a start at now.
@@ -492,7 +504,6 @@ func (m *Machine) refilled(now time.Time) {
 		ks := keyWakePop(&m.rateWake).ks
 		ks.waking = false
 		m.unparkKey(ks, parkRate)
-		m.maybeForgetKey(ks)
 	}
 }
 

@@ -287,6 +287,8 @@ type Machine struct {
 	rateWake []keyWake
 	wakeSeq  uint64
 	openAt   int64
+	// keysSweepAt is the size of keys at which sweepKeys next runs.
+	keysSweepAt int
 }
 
 // New returns an empty machine, not dispatching, or a *ConfigError naming the first bad field.

@@ -132,3 +132,65 @@ func BenchmarkEnginePerJob(b *testing.B) {
 	}
 	reportCPU(b, c0, done)
 }
+
+// BenchmarkMachinePerJobFlow is BenchmarkMachinePerJob on a registered kind whose jobs are
+// spread over 1,000 flow keys, side by side: no flow control; a kind rate, a key rate and a
+// key limit configured far above what runs (not binding); the same with fair share; and a
+// binding key limit of 1 (at most 1,000 of the 10,000 waiting jobs may start, the rest park).
+// One op is one job; cpu-ns/job is the process CPU time per job.
+func BenchmarkMachinePerJobFlow(b *testing.B) {
+	const capacity, keys = 64, 1000
+	loose := Rate{Count: 1_000_000, Per: time.Millisecond, Burst: 1_000_000}
+	for _, c := range []struct {
+		name string
+		kind KindConfig
+	}{
+		{"none", KindConfig{Name: "k"}},
+		{"limits-not-binding", KindConfig{Name: "k", Rate: loose, KeyRate: loose, KeyLimit: capacity}},
+		{"limits-not-binding-fair", KindConfig{Name: "k", Rate: loose, KeyRate: loose, KeyLimit: capacity, Fair: true}},
+		{"key-limit-1-binding", KindConfig{Name: "k", KeyLimit: 1}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: capacity,
+				RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1)), AgeMax: time.Minute,
+				Kinds: []KindConfig{c.kind}})
+			batch := perJobJobs(perJobBatch)
+			for i := range batch {
+				batch[i].Opts = Opts{Kind: "k", Key: "key" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('0'+i%keys/676))}
+			}
+			now := epoch
+			sync := func() Ready {
+				m.Step(Synced{Through: m.seq})
+				return m.Ready()
+			}
+			for range perJobBacklog / perJobBatch {
+				if err := m.Step(EnqueueMany{Now: now, Jobs: batch}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			now = now.Add(time.Millisecond) // the buckets, empty at open, hold their burst
+			m.Step(Tick{Now: now, Admit: true})
+			starts := sync().Starts
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuTime()
+			done := 0
+			for done < b.N {
+				if len(starts) == 0 {
+					b.Fatalf("nothing started after %d jobs", done)
+				}
+				for _, a := range starts {
+					m.Step(AttemptDone{Now: now, Token: a.Token, Outcome: Success()})
+				}
+				done += len(starts)
+				if s := m.Status(); s.Waiting < perJobBacklog-perJobBatch {
+					m.Step(EnqueueMany{Now: now, Jobs: batch})
+				}
+				m.Step(Tick{Now: now, Admit: true})
+				starts = sync().Starts
+				now = now.Add(time.Microsecond)
+			}
+			reportCPU(b, c0, done)
+		})
+	}
+}
