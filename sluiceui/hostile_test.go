@@ -66,9 +66,12 @@ func (s *bigSource) Schedules(context.Context) ([]sluice.ScheduleInfo, error) {
 	t := s.jobs[0].Target
 	return []sluice.ScheduleInfo{{Name: t, Spec: t, Kind: t, Target: t}}, nil
 }
-func (s *bigSource) Retry(context.Context, uint64) error  { return nil }
-func (s *bigSource) Cancel(context.Context, uint64) error { return nil }
-func (s *bigSource) ReadOnly() bool                       { return false }
+func (s *bigSource) Retry(context.Context, uint64) error      { return nil }
+func (s *bigSource) Cancel(context.Context, uint64) error     { return nil }
+func (s *bigSource) Paused(context.Context) ([]string, error) { return []string{s.jobs[0].Target}, nil }
+func (s *bigSource) Pause(context.Context, string) error      { return nil }
+func (s *bigSource) Resume(context.Context, string) error     { return nil }
+func (s *bigSource) ReadOnly() bool                           { return false }
 
 // TestHostileQueriesAreRefusedBeforeAnyRead: a state list of a megabyte (dead, 200,000
 // times), a state named twice, names over NameMax and a long cursor are refused with a 400

@@ -62,6 +62,20 @@ func (s runnerSource) Schedules(ctx context.Context) ([]sluice.ScheduleInfo, err
 	return s.r.Schedules(ctx)
 }
 
-func (s runnerSource) Retry(ctx context.Context, id uint64) error  { return s.r.Retry(ctx, id) }
-func (s runnerSource) Cancel(ctx context.Context, id uint64) error { return s.r.Cancel(ctx, id) }
-func (s runnerSource) ReadOnly() bool                              { return false }
+// pausedLister is the runner's list of paused kinds (Runner.Paused).
+type pausedLister interface {
+	Paused(ctx context.Context) ([]string, error)
+}
+
+func (s runnerSource) Paused(ctx context.Context) ([]string, error) {
+	if p, ok := any(s.r).(pausedLister); ok {
+		return p.Paused(ctx)
+	}
+	return nil, nil // a sluice without Runner.Paused: no kind shows as paused
+}
+
+func (s runnerSource) Retry(ctx context.Context, id uint64) error    { return s.r.Retry(ctx, id) }
+func (s runnerSource) Cancel(ctx context.Context, id uint64) error   { return s.r.Cancel(ctx, id) }
+func (s runnerSource) Pause(ctx context.Context, kind string) error  { return s.r.Pause(ctx, kind) }
+func (s runnerSource) Resume(ctx context.Context, kind string) error { return s.r.Resume(ctx, kind) }
+func (s runnerSource) ReadOnly() bool                                { return false }
