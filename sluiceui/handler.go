@@ -60,9 +60,9 @@ var assets embed.FS
 // New returns the UI over src as an http.Handler. Its links are relative, so it may be mounted
 // under any prefix that ends in "/" (mux.Handle("/jobs/", http.StripPrefix("/jobs", h))).
 //
-// Invariants: a GET never changes a job; a job changes only on a POST that passed the
-// same-origin check (http.CrossOriginProtection), carries the token of its confirmation page
-// (bound to the action and the job id) and was authorized for that action.
+// Invariants: a GET never changes a job or a kind; either changes only on a POST that passed
+// the same-origin check (http.CrossOriginProtection), carries the token of its confirmation
+// page (bound to the action and the job id or kind) and was authorized for that action.
 func New(src Source, opts Options) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
