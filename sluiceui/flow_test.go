@@ -3,9 +3,11 @@ package sluiceui_test
 import (
 	"context"
 	"errors"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -204,13 +206,14 @@ func TestKindPauseNeedsAuthorizeTokenAndSameOrigin(t *testing.T) {
 		hdr  map[string]string
 		code int
 	}{
-		{"not authorized", "/kinds/pause", url.Values{"kind": {kind}, "token": {tok}}, nil, 403},
-		{"no token", "/kinds/pause", url.Values{"kind": {kind}}, admin, 400},
-		{"token of another kind", "/kinds/pause", url.Values{"kind": {"other"}, "token": {tok}}, admin, 400},
-		{"token of another action", "/kinds/resume", url.Values{"kind": {kind}, "token": {tok}}, admin, 400},
-		{"cross-site", "/kinds/pause", url.Values{"kind": {kind}, "token": {tok}}, map[string]string{"X-Admin": "1", "Sec-Fetch-Site": "cross-site"}, 403},
-		{"unknown action", "/kinds/stop", url.Values{"kind": {kind}, "token": {tok}}, admin, 404},
-		{"a job's token", "/kinds/pause", url.Values{"kind": {"2"}, "token": {jobToken(t, h)}}, admin, 400},
+		{"not authorized", "/kinds/pause?kind=default", url.Values{"token": {tok}}, nil, 403},
+		{"no token", "/kinds/pause?kind=default", nil, admin, 400},
+		{"token of another kind", "/kinds/pause?kind=other", url.Values{"token": {tok}}, admin, 400},
+		{"kind in the form, not the URL", "/kinds/pause", url.Values{"kind": {kind}, "token": {tok}}, admin, 400},
+		{"token of another action", "/kinds/resume?kind=default", url.Values{"token": {tok}}, admin, 400},
+		{"cross-site", "/kinds/pause?kind=default", url.Values{"token": {tok}}, map[string]string{"X-Admin": "1", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"unknown action", "/kinds/stop?kind=default", url.Values{"token": {tok}}, admin, 404},
+		{"a job's token", "/kinds/pause?kind=4", url.Values{"token": {jobToken(t, h)}}, admin, 400},
 	} {
 		if rec := post(t, h, tc.path, tc.form, tc.hdr); rec.Code != tc.code {
 			t.Errorf("%s: POST %s = %d, want %d:\n%s", tc.name, tc.path, rec.Code, tc.code, rec.Body)
@@ -220,21 +223,30 @@ func TestKindPauseNeedsAuthorizeTokenAndSameOrigin(t *testing.T) {
 		t.Fatalf("paused after refused requests: %q", p)
 	}
 
-	rec := post(t, h, "/kinds/pause", url.Values{"kind": {kind}, "token": {confirm("pause", kind)}}, admin)
+	// The confirmation's own form, as a browser submits it.
+	req := httptest.NewRequest("GET", "/kinds/pause?kind=default", nil)
+	req.Header.Set("X-Admin", "1")
+	page := httptest.NewRecorder()
+	h.ServeHTTP(page, req)
+	m := regexp.MustCompile(`<form method="post" action="([^"]+)"`).FindStringSubmatch(page.Body.String())
+	if m == nil || html.UnescapeString(m[1]) != "pause?kind=default" {
+		t.Fatalf("the confirmation's form action = %q, want pause?kind=default", m)
+	}
+	rec := post(t, h, "/kinds/"+html.UnescapeString(m[1]), url.Values{"token": {token(t, page.Body.String())}}, admin)
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "../kinds?done=pause" {
 		t.Fatalf("POST pause = %d Location %q, want 303 ../kinds?done=pause:\n%s", rec.Code, rec.Header().Get("Location"), rec.Body)
 	}
 	if p := pausedIn(t, dir); !cmp.Equal(p, []string{kind}) {
 		t.Errorf("paused after the pause = %q, want [%s]", p, kind)
 	}
-	rec = post(t, h, "/kinds/resume", url.Values{"kind": {kind}, "token": {confirm("resume", kind)}}, admin)
+	rec = post(t, h, "/kinds/resume?kind=default", url.Values{"token": {confirm("resume", kind)}}, admin)
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("POST resume = %d:\n%s", rec.Code, rec.Body)
 	}
 	if p := pausedIn(t, dir); len(p) != 0 {
 		t.Errorf("paused after the resume = %q, want none", p)
 	}
-	rec = post(t, h, "/kinds/pause", url.Values{"kind": {"nope"}, "token": {confirm("pause", "nope")}}, admin)
+	rec = post(t, h, "/kinds/pause?kind=nope", url.Values{"token": {confirm("pause", "nope")}}, admin)
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "no such kind") {
 		t.Errorf("pause of an unknown kind = %d, want 404 naming it:\n%s", rec.Code, rec.Body)
 	}
@@ -248,4 +260,30 @@ func jobToken(t *testing.T, h http.Handler) string {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return token(t, rec.Body.String())
+}
+
+// TestKindsPagesShowHostileNamesEscaped: kinds named by markup, terminal escapes, bidi
+// overrides and invalid UTF-8 reach the kinds page and the pause confirmation as text: no
+// raw control byte, no element made of a name.
+func TestKindsPagesShowHostileNamesEscaped(t *testing.T) {
+	r, _ := testjournal.OpenHostile(t)
+	h := sluiceui.New(sluiceui.FromRunner(r), sluiceui.Options{Logger: quiet, Authorize: allowAll})
+	paths := []string{"/kinds"}
+	for _, k := range testjournal.HostileKinds() {
+		paths = append(paths, "/kinds/pause?kind="+url.QueryEscape(k))
+	}
+	for _, p := range paths {
+		code, body := get(t, h, p)
+		if code != 200 {
+			t.Errorf("GET %s = %d:\n%.2000s", p, code, body)
+		}
+		for _, bad := range []string{"\x1b", "\u202e", "\x9b", "\xff", "<script>", "<img", `onerror="`} {
+			if strings.Contains(body, bad) {
+				t.Errorf("GET %s shows %q raw", p, bad)
+			}
+		}
+	}
+	if _, body := get(t, h, "/kinds"); strings.Count(body, "Pause…") != len(testjournal.HostileKinds()) {
+		t.Errorf("kinds page offers %d pause links, want one per kind (%d)", strings.Count(body, "Pause…"), len(testjournal.HostileKinds()))
+	}
 }

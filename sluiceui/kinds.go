@@ -22,6 +22,10 @@ type kindRow struct {
 	Waiting, Running int
 	Paused           bool
 	Action           Action // pause, resume, or "" when the visitor may not act
+	// Named: the kind is at most NameMax bytes, as every journaled kind is, so links may
+	// carry it whole (a source that breaks the rule gets its text shown cut).
+	Named bool
+	Query string // the kind query-escaped: an attribute never holds a raw control byte
 }
 
 func (h *handler) kinds(_ http.ResponseWriter, r *http.Request, p *page) (string, int, error) {
@@ -44,7 +48,7 @@ func (h *handler) kinds(_ http.ResponseWriter, r *http.Request, p *page) (string
 	names = append(names, paused...)
 	slices.Sort(names)
 	for _, k := range slices.Compact(names) {
-		row := kindRow{Kind: k, Paused: slices.Contains(paused, k)}
+		row := kindRow{Kind: k, Paused: slices.Contains(paused, k), Named: len(k) <= sluice.NameMax, Query: url.QueryEscape(k)}
 		if kc := counts[k]; kc != nil {
 			row.Waiting = kc.States[sluice.StatePending] + kc.States[sluice.StateWaiting] + kc.States[sluice.StateDeferred]
 			row.Running = kc.States[sluice.StateRunning]
@@ -53,7 +57,7 @@ func (h *handler) kinds(_ http.ResponseWriter, r *http.Request, p *page) (string
 		if row.Paused {
 			a = ActionResume
 		}
-		if h.may(r, a) {
+		if row.Named && h.may(r, a) {
 			row.Action = a
 		}
 		d.Kinds = append(d.Kinds, row)
@@ -62,14 +66,15 @@ func (h *handler) kinds(_ http.ResponseWriter, r *http.Request, p *page) (string
 	return "kinds", http.StatusOK, nil
 }
 
-// kindActionOf is the kind action a request names and the kind it names: the path's action,
-// the kind from the query (a GET) or the form (a POST).
+// kindActionOf is the kind action a request names and the kind it names: the path's action
+// and the query's kind (a POST carries it in its URL too, not in a form field, whose value
+// would hold the raw name and which a browser would re-encode).
 func kindActionOf(r *http.Request) (Action, string, int, error) {
 	a := Action(r.PathValue("action"))
 	if a != ActionPause && a != ActionResume {
 		return "", "", http.StatusNotFound, fmt.Errorf("sluice: kind action %s: want pause or resume", quote(string(a)))
 	}
-	kind := r.FormValue("kind")
+	kind := r.URL.Query().Get("kind")
 	if len(kind) > sluice.NameMax {
 		return "", "", http.StatusBadRequest, fmt.Errorf("sluice: kind of %d bytes: a name has at most %d", len(kind), sluice.NameMax)
 	}
