@@ -69,12 +69,14 @@ var plain = setup{name: "no-limits"}
 
 // result is one run's measurements of the processing phase (the enqueue before it excluded).
 type result struct {
-	wall time.Duration
-	cpu  time.Duration // user+system of the whole process
+	wall  time.Duration
+	cpu   time.Duration // user+system of the whole process
+	syncs int64         // journal syncs in the processing phase
 }
 
-func (r result) perSec() float64    { return jobs / r.wall.Seconds() }
-func (r result) cpuPerJob() float64 { return float64(r.cpu.Nanoseconds()) / jobs }
+func (r result) perSec() float64      { return jobs / r.wall.Seconds() }
+func (r result) cpuPerJob() float64   { return float64(r.cpu.Nanoseconds()) / jobs }
+func (r result) jobsPerSync() float64 { return jobs / float64(max(r.syncs, 1)) }
 
 // run enqueues jobs no-op jobs under s in batches, then runs them at Capacity 64 until every
 // one succeeded.
@@ -113,6 +115,10 @@ func run(b testing.TB, s setup) result {
 			b.Fatal(err)
 		}
 	}
+	st0, err := r.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	cpu0, t0 := cpuTime(b), time.Now()
@@ -125,6 +131,11 @@ func run(b testing.TB, s setup) result {
 		b.Fatalf("%s: %d of %d jobs succeeded in %s", s.name, done.Load(), jobs, runLimit)
 	}
 	res := result{wall: time.Since(t0), cpu: cpuTime(b) - cpu0}
+	st, err := r.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.syncs = st.Syncs - st0.Syncs
 	cancel()
 	if err := <-ran; err != nil && err != context.Canceled {
 		b.Fatal(err)
@@ -150,8 +161,8 @@ func pair(b *testing.B, a, z setup) (ra, rz []result) {
 			rz, ra = append(rz, run(b, z)), append(ra, run(b, a))
 		}
 		x, y := ra[i], rz[i]
-		b.Logf("round %d: %s %.0f jobs/s %.0f cpu-ns/job; %s %.0f jobs/s %.0f cpu-ns/job",
-			i+1, a.name, x.perSec(), x.cpuPerJob(), z.name, y.perSec(), y.cpuPerJob())
+		b.Logf("round %d: %s %.0f jobs/s %.0f cpu-ns/job %.1f jobs/sync; %s %.0f jobs/s %.0f cpu-ns/job %.1f jobs/sync",
+			i+1, a.name, x.perSec(), x.cpuPerJob(), x.jobsPerSync(), z.name, y.perSec(), y.cpuPerJob(), y.jobsPerSync())
 	}
 	return ra, rz
 }
@@ -196,6 +207,8 @@ func notBindingBench(b *testing.B, lim setup) {
 	b.ReportMetric(median(l, result.cpuPerJob), "cpu-ns/job-limits")
 	b.ReportMetric(median(p, result.cpuPerJob), "cpu-ns/job-plain")
 	b.ReportMetric(ratios(l, p, result.cpuPerJob), "cpu-ratio")
+	b.ReportMetric(median(l, result.jobsPerSync), "jobs/sync-limits")
+	b.ReportMetric(median(p, result.jobsPerSync), "jobs/sync-plain")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -215,6 +228,8 @@ func BenchmarkKeyLimitBinding(b *testing.B) {
 	b.ReportMetric(ratios(l, p, result.cpuPerJob), "cpu-ratio")
 	b.ReportMetric(median(l, result.perSec), "jobs/s-keys")
 	b.ReportMetric(median(p, result.perSec), "jobs/s-plain")
+	b.ReportMetric(median(l, result.jobsPerSync), "jobs/sync-keys")
+	b.ReportMetric(median(p, result.jobsPerSync), "jobs/sync-plain")
 	b.ReportMetric(0, "ns/op")
 }
 
