@@ -107,7 +107,12 @@ func openForChange(dir string) (changer, error) {
 	never := func(context.Context, sluice.Job[[]byte]) error {
 		panic("sluice: the inspector's runner started an attempt")
 	}
-	return sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)
+	k, err := sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)
+	if err != nil {
+		return nil, err
+	}
+	// The Runner, not the Kind: a kind's handle pauses itself, the runner any kind by name.
+	return k.Runner, nil
 }
 
 func lockedErr(o options) error {
