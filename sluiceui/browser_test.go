@@ -160,7 +160,7 @@ func TestBrowserFilterRetryAndCancel(t *testing.T) {
 // TestBrowserPauseAndResumeHostileKinds: in headless Chromium, the kinds page's Pause link and
 // its confirmation pause a kind whose name holds markup, terminal escapes, a bidi override or
 // invalid UTF-8 (the name travels percent-encoded in the URLs, byte for byte), durably as the
-// journal says; Resume undoes one.
+// journal says; the row's Resume link then undoes one.
 func TestBrowserPauseAndResumeHostileKinds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -174,20 +174,16 @@ func TestBrowserPauseAndResumeHostileKinds(t *testing.T) {
 
 	kinds := testjournal.HostileKinds()
 	picked := []string{kinds[0], kinds[3], kinds[6], kinds[8]} // markup, escapes, bidi, invalid UTF-8
-	// Pause through the kinds page's link; resume through its confirmation page (the live
-	// page offers Resume where the runner lists its paused kinds, Runner.Paused).
+	// The kind's row offers Pause, or Resume once the runner lists it paused.
 	act := func(k, button string) {
 		t.Helper()
-		open := []chromedp.Action[chromedp.Void]{chromedp.Navigate(srv.URL + "/ops/kinds"),
-			chromedp.Click(chromedp.CSS(`tr[data-kind="` + url.QueryEscape(k) + `"] a.button`))}
-		if button == "resume" {
-			open = []chromedp.Action[chromedp.Void]{chromedp.Navigate(srv.URL + "/ops/kinds/resume?kind=" + url.QueryEscape(k))}
-		}
-		if err := chromedp.Do(bctx, append(open,
+		if err := chromedp.Do(bctx,
+			chromedp.Navigate(srv.URL+"/ops/kinds"),
+			chromedp.Click(chromedp.CSS(`tr[data-kind="`+url.QueryEscape(k)+`"] a.button[href*="/`+button+`?"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 			chromedp.Click(chromedp.CSS(`#yes`)),
 			chromedp.WaitVisible(chromedp.CSS(`#flash`)),
-		)...); err != nil {
+		); err != nil {
 			t.Fatalf("%s %q: %v", button, k, err)
 		}
 	}

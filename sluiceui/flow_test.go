@@ -239,6 +239,13 @@ func TestKindPauseNeedsAuthorizeTokenAndSameOrigin(t *testing.T) {
 	if p := pausedIn(t, dir); !cmp.Equal(p, []string{kind}) {
 		t.Errorf("paused after the pause = %q, want [%s]", p, kind)
 	}
+	// The live pages say so: the kind's row offers Resume, its waiting job says why.
+	if _, body := get(t, h, "/kinds"); !strings.Contains(body, `<td class="paused">paused</td>`) || strings.Contains(body, "Pause…") {
+		t.Errorf("kinds page of the live runner after the pause:\n%s", body)
+	}
+	if _, body := get(t, h, "/jobs/4"); !strings.Contains(body, `<td id="blocked">its kind is paused</td>`) {
+		t.Errorf("job 4's page of the live runner does not say its kind is paused:\n%s", body)
+	}
 	rec = post(t, h, "/kinds/resume?kind=default", url.Values{"token": {confirm("resume", kind)}}, admin)
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("POST resume = %d:\n%s", rec.Code, rec.Body)

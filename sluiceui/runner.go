@@ -43,7 +43,8 @@ func (s runnerSource) Get(ctx context.Context, id uint64) (Job, error) {
 
 func jobOf(j sluice.JobInfo[[]byte]) Job {
 	return Job{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due,
-		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: j.Payload}
+		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: j.Payload,
+		Blocked: j.Blocked}
 }
 
 func (s runnerSource) Breakers(ctx context.Context) ([]Breaker, error) {
@@ -62,17 +63,7 @@ func (s runnerSource) Schedules(ctx context.Context) ([]sluice.ScheduleInfo, err
 	return s.r.Schedules(ctx)
 }
 
-// pausedLister is the runner's list of paused kinds (Runner.Paused).
-type pausedLister interface {
-	Paused(ctx context.Context) ([]string, error)
-}
-
-func (s runnerSource) Paused(ctx context.Context) ([]string, error) {
-	if p, ok := any(s.r).(pausedLister); ok {
-		return p.Paused(ctx)
-	}
-	return nil, nil // a sluice without Runner.Paused: no kind shows as paused
-}
+func (s runnerSource) Paused(ctx context.Context) ([]string, error) { return s.r.Paused(ctx) }
 
 func (s runnerSource) Retry(ctx context.Context, id uint64) error    { return s.r.Retry(ctx, id) }
 func (s runnerSource) Cancel(ctx context.Context, id uint64) error   { return s.r.Cancel(ctx, id) }
