@@ -37,8 +37,9 @@ func TestBrowserHostileInput(t *testing.T) {
 	for id := 1; id <= len(testjournal.Hostile); id++ {
 		paths = append(paths, fmt.Sprintf("/ops/jobs/%d", id))
 	}
+	paths = append(paths, "/ops/kinds")
 	for _, k := range testjournal.HostileKinds() {
-		paths = append(paths, "/ops/jobs?kind="+url.QueryEscape(k))
+		paths = append(paths, "/ops/jobs?kind="+url.QueryEscape(k), "/ops/kinds/pause?kind="+url.QueryEscape(k))
 	}
 	// pwned is what a page's hostile strings did: a script that set window.__pwned, or an
 	// element the strings made (an img with src x, a script in the content).
@@ -76,7 +77,7 @@ func TestBrowserHostileInput(t *testing.T) {
 		t.Errorf("job 2's timeline has %d attempt bars (want 1); the overview %d charts (want at least 2)", rects, charts)
 	}
 
-	for _, p := range []string{"/big/jobs", "/big/jobs/1", "/big/"} {
+	for _, p := range []string{"/big/jobs", "/big/jobs/1", "/big/", "/big/kinds"} {
 		start := time.Now()
 		load(p, "main")
 		if took := time.Since(start); took > 5*time.Second {

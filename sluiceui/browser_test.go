@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,5 +154,63 @@ func TestBrowserFilterRetryAndCancel(t *testing.T) {
 	}
 	if j, err := r.Get(context.Background(), 4); err != nil || j.State != sluice.StateCancelled {
 		t.Errorf("runner's job 4 after cancel in the browser = %v, %v; want cancelled", j.State, err)
+	}
+}
+
+// TestBrowserPauseAndResumeHostileKinds: in headless Chromium, the kinds page's Pause link and
+// its confirmation pause a kind whose name holds markup, terminal escapes, a bidi override or
+// invalid UTF-8 (the name travels percent-encoded in the URLs, byte for byte), durably as the
+// journal says; the row's Resume link then undoes one.
+func TestBrowserPauseAndResumeHostileKinds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bctx := browser(t, ctx)
+
+	r, dir := testjournal.OpenHostile(t)
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", sluiceui.New(sluiceui.FromRunner(r), sluiceui.Options{Logger: quiet, Authorize: allowAll})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	kinds := testjournal.HostileKinds()
+	picked := []string{kinds[0], kinds[3], kinds[6], kinds[8]} // markup, escapes, bidi, invalid UTF-8
+	// The kind's row offers Pause, or Resume once the runner lists it paused.
+	act := func(k, button string) {
+		t.Helper()
+		if err := chromedp.Do(bctx,
+			chromedp.Navigate(srv.URL+"/ops/kinds"),
+			chromedp.Click(chromedp.CSS(`tr[data-kind="`+url.QueryEscape(k)+`"] a.button[href*="/`+button+`?"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+			chromedp.Click(chromedp.CSS(`#yes`)),
+			chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+		); err != nil {
+			t.Fatalf("%s %q: %v", button, k, err)
+		}
+	}
+	for _, k := range picked {
+		act(k, "pause")
+	}
+	src, err := sluiceui.FromDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := src.Paused(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(picked)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paused in the journal after the browser paused them (-want +got):\n%s", diff)
+	}
+	act(picked[3], "resume")
+	src, err = sluiceui.FromDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = src.Paused(context.Background())
+	want = slices.DeleteFunc(want, func(k string) bool { return k == picked[3] })
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paused after resuming %q (-want +got):\n%s", picked[3], diff)
 	}
 }

@@ -42,6 +42,7 @@ type dirSource struct {
 	jobs   []Job // ascending by id
 	last   uint64
 	scheds []sluice.ScheduleInfo
+	paused []string
 }
 
 // load re-inspects the directory if its journal changed since the last look.
@@ -60,13 +61,22 @@ func (d *dirSource) load() error {
 	if err != nil {
 		return err
 	}
+	fl, err := readFlow(d.dir)
+	if err != nil {
+		return err
+	}
 	jobs := make([]Job, len(in.Jobs))
 	for i, j := range in.Jobs {
+		f := fl.jobs[j.ID]
 		jobs[i] = Job{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue,
 			Due: j.Due, Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique,
-			History: j.History, Payload: j.Payload, Interrupted: slices.Contains(in.Interrupted, j.ID)}
+			History: j.History, Payload: j.Payload, Interrupted: slices.Contains(in.Interrupted, j.ID),
+			Key: f.key, Group: f.group, Hold: f.hold, Blocked: f.blocked}
+		if f.key != "" {
+			jobs[i].KeyRunning = fl.running[[2]string{j.Kind, f.key}]
+		}
 	}
-	d.jobs, d.last, d.scheds, d.size, d.mtime = jobs, in.LastID, in.Schedules, size, mtime
+	d.jobs, d.last, d.scheds, d.paused, d.size, d.mtime = jobs, in.LastID, in.Schedules, fl.paused, size, mtime
 	return nil
 }
 
@@ -147,8 +157,19 @@ func (d *dirSource) Schedules(context.Context) ([]sluice.ScheduleInfo, error) {
 	defer d.mu.Unlock()
 	return d.scheds, nil
 }
+func (d *dirSource) Paused(context.Context) ([]string, error) {
+	if err := d.load(); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.paused, nil
+}
+
 func (d *dirSource) Retry(context.Context, uint64) error  { return ErrReadOnly }
 func (d *dirSource) Cancel(context.Context, uint64) error { return ErrReadOnly }
+func (d *dirSource) Pause(context.Context, string) error  { return ErrReadOnly }
+func (d *dirSource) Resume(context.Context, string) error { return ErrReadOnly }
 func (d *dirSource) ReadOnly() bool                       { return true }
 
 func byID(j Job, id uint64) int { return cmp.Compare(j.ID, id) }

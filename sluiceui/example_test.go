@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluiceui"
@@ -52,4 +53,60 @@ func Example() {
 	// GET /ops/jobs/ 200
 	// GET /ops/jobs/jobs?state=dead 200
 	// GET /ops/jobs/breakers 200
+}
+
+// ExampleFromDir_blocked reads a stopped directory whose kind was paused: the source lists the
+// paused kinds and says why each waiting job does not start (sequences too; the limits and
+// rates a program registers are known only to that program's live runner).
+func ExampleFromDir_blocked() {
+	dir, err := os.MkdirTemp("", "sluiceui-blocked")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := sluice.New(dir, sluice.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	handler := func(context.Context, sluice.Job[string]) error { return nil }
+	email, err := sluice.Register(r, "email", sluice.JSON[string](), handler)
+	if err != nil {
+		log.Fatal(err)
+	}
+	invoice, err := sluice.Register(r, "invoice", sluice.JSON[string](), handler)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	if _, err := email.Enqueue(ctx, time.Time{}, "smtp", "a@example.com"); err != nil {
+		log.Fatal(err)
+	}
+	for _, n := range []string{"INV-1", "INV-2"} { // one at a time, in order
+		if _, err := invoice.Enqueue(ctx, later, "billing", n, sluice.WithGroup("acme")); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := r.Pause(ctx, "email"); err != nil {
+		log.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	src, err := sluiceui.FromDir(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	paused, _ := src.Paused(ctx)
+	fmt.Println("paused:", paused)
+	for id := uint64(1); id <= 3; id++ {
+		j, _ := src.Get(ctx, id)
+		fmt.Printf("job %d: %q\n", id, j.Blocked)
+	}
+	// Output:
+	// paused: [email]
+	// job 1: "its kind is paused"
+	// job 2: ""
+	// job 3: "sequence \"acme\" is held by job 2"
 }

@@ -27,6 +27,8 @@ const (
 	ActionView   Action = "view"   // every GET page
 	ActionRetry  Action = "retry"  // re-enqueue a dead job
 	ActionCancel Action = "cancel" // cancel a job that is not terminal
+	ActionPause  Action = "pause"  // pause a kind: its jobs start no attempt until resumed
+	ActionResume Action = "resume" // resume a paused kind
 )
 
 // Options configure the handler. The zero value refuses every page and every action: a
@@ -58,9 +60,9 @@ var assets embed.FS
 // New returns the UI over src as an http.Handler. Its links are relative, so it may be mounted
 // under any prefix that ends in "/" (mux.Handle("/jobs/", http.StripPrefix("/jobs", h))).
 //
-// Invariants: a GET never changes a job; a job changes only on a POST that passed the
-// same-origin check (http.CrossOriginProtection), carries the token of its confirmation page
-// (bound to the action and the job id) and was authorized for that action.
+// Invariants: a GET never changes a job or a kind; either changes only on a POST that passed
+// the same-origin check (http.CrossOriginProtection), carries the token of its confirmation
+// page (bound to the action and the job id or kind) and was authorized for that action.
 func New(src Source, opts Options) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -81,6 +83,9 @@ func New(src Source, opts Options) http.Handler {
 	mux.HandleFunc("POST /jobs/{id}/{action}", h.act)
 	mux.HandleFunc("GET /breakers", h.view(h.breakers))
 	mux.HandleFunc("GET /schedules", h.view(h.schedules))
+	mux.HandleFunc("GET /kinds", h.view(h.kinds))
+	mux.HandleFunc("GET /kinds/{action}", h.view(h.confirmKind))
+	mux.HandleFunc("POST /kinds/{action}", h.actKind)
 	return secure(http.NewCrossOriginProtection().Handler(mux))
 }
 
@@ -157,7 +162,7 @@ func (h *handler) view(fn func(w http.ResponseWriter, r *http.Request, p *page) 
 // flashOf is the "Done" banner an action's redirect asks for: only the name of an action.
 func flashOf(r *http.Request) string {
 	switch a := Action(r.URL.Query().Get("done")); a {
-	case ActionRetry, ActionCancel:
+	case ActionRetry, ActionCancel, ActionPause, ActionResume:
 		return string(a)
 	}
 	return ""
@@ -213,6 +218,7 @@ type overviewData struct {
 	Rates    rates
 	PerBatch float64
 	Breakers []Breaker
+	Paused   []string // the paused kinds
 }
 
 type stateCount struct {
@@ -230,7 +236,12 @@ func (h *handler) overview(_ http.ResponseWriter, r *http.Request, p *page) (str
 	if err != nil {
 		return "", http.StatusInternalServerError, err
 	}
-	d := overviewData{Stats: st, Census: c, Charts: charts(c, hist), Rates: h.throughput(st, p.Now), Breakers: c.Breakers}
+	paused, err := h.src.Paused(r.Context())
+	if err != nil {
+		return "", http.StatusInternalServerError, err
+	}
+	d := overviewData{Stats: st, Census: c, Charts: charts(c, hist), Rates: h.throughput(st, p.Now), Breakers: c.Breakers,
+		Paused: paused}
 	for _, s := range States {
 		d.Counts = append(d.Counts, stateCount{State: s.String(), N: c.Total.States[s], Query: s.String()})
 	}
@@ -377,6 +388,7 @@ type jobData struct {
 	Job              Job
 	CanRetry, CanCel bool
 	Waits            string // why it has not started (WaitReason)
+	Blocked          string // what of flow control holds it back (Job.Blocked)
 	Timeline         template.HTML
 }
 
@@ -392,7 +404,7 @@ func (h *handler) job(_ http.ResponseWriter, r *http.Request, p *page) (string, 
 	p.Title, p.Nav = fmt.Sprintf("Job %d", j.ID), "jobs"
 	p.Data = jobData{Job: j, CanRetry: j.State == sluice.StateDead && h.may(r, ActionRetry),
 		CanCel: !j.State.Terminal() && h.may(r, ActionCancel), Waits: WaitReason(j, brs, p.Now, !h.src.ReadOnly()),
-		Timeline: attemptTimeline(j, p.Now)}
+		Blocked: j.Blocked, Timeline: attemptTimeline(j, p.Now)}
 	return "job", http.StatusOK, nil
 }
 
@@ -450,7 +462,7 @@ func (h *handler) confirm(_ http.ResponseWriter, r *http.Request, p *page) (stri
 		return "", code, err
 	}
 	p.Title, p.Nav = fmt.Sprintf("%s job %d?", strings.ToUpper(string(a[:1]))+string(a[1:]), j.ID), "jobs"
-	p.Data = confirmData{Job: j, Action: a, Token: h.tokens.issue(a, j.ID, p.Now)}
+	p.Data = confirmData{Job: j, Action: a, Token: h.tokens.issue(a, jobSubject(j.ID), p.Now)}
 	return "confirm", http.StatusOK, nil
 }
 
@@ -485,7 +497,7 @@ func (h *handler) perform(r *http.Request, a Action, id uint64) (int, error) {
 	if err := h.authorize(r, a); err != nil {
 		return http.StatusForbidden, err
 	}
-	if !h.tokens.redeem(r.PostFormValue("token"), a, id, h.opts.Now()) {
+	if !h.tokens.redeem(r.PostFormValue("token"), a, jobSubject(id), h.opts.Now()) {
 		return http.StatusBadRequest, errors.New("sluice: missing, used or expired confirmation token: open the job's page and confirm again")
 	}
 	var err error

@@ -66,9 +66,12 @@ func (s *bigSource) Schedules(context.Context) ([]sluice.ScheduleInfo, error) {
 	t := s.jobs[0].Target
 	return []sluice.ScheduleInfo{{Name: t, Spec: t, Kind: t, Target: t}}, nil
 }
-func (s *bigSource) Retry(context.Context, uint64) error  { return nil }
-func (s *bigSource) Cancel(context.Context, uint64) error { return nil }
-func (s *bigSource) ReadOnly() bool                       { return false }
+func (s *bigSource) Retry(context.Context, uint64) error      { return nil }
+func (s *bigSource) Cancel(context.Context, uint64) error     { return nil }
+func (s *bigSource) Paused(context.Context) ([]string, error) { return []string{s.jobs[0].Target}, nil }
+func (s *bigSource) Pause(context.Context, string) error      { return nil }
+func (s *bigSource) Resume(context.Context, string) error     { return nil }
+func (s *bigSource) ReadOnly() bool                           { return false }
 
 // TestHostileQueriesAreRefusedBeforeAnyRead: a state list of a megabyte (dead, 200,000
 // times), a state named twice, names over NameMax and a long cursor are refused with a 400
@@ -112,7 +115,7 @@ func TestLongStringsAreCutOnPages(t *testing.T) {
 		path string
 		max  int
 	}{{"/jobs", 200 << 10}, {"/jobs/1", 80 << 10}, {"/", 200 << 10}, {"/breakers", 20 << 10},
-		{"/schedules", 20 << 10}, {"/jobs/1/retry", 20 << 10}} {
+		{"/schedules", 20 << 10}, {"/jobs/1/retry", 20 << 10}, {"/kinds", 200 << 10}} {
 		code, body := get(t, h, tc.path)
 		if code != 200 || len(body) > tc.max || !utf8.ValidString(body) {
 			t.Errorf("GET %s = %d, %d bytes (valid UTF-8 %v); want 200, at most %d", tc.path, code, len(body), utf8.ValidString(body), tc.max)
@@ -158,7 +161,7 @@ func getRec(t *testing.T, h http.Handler, path string, hdr map[string]string) *h
 func TestViewsNeedAuthorizeOrPublicRead(t *testing.T) {
 	r, _ := testjournal.Open(t)
 	src := sluiceui.FromRunner(r.Runner)
-	paths := []string{"/", "/jobs", "/jobs/2", "/jobs/2/field/payload", "/breakers", "/schedules"}
+	paths := []string{"/", "/jobs", "/jobs/2", "/jobs/2/field/payload", "/breakers", "/schedules", "/kinds"}
 	closed := sluiceui.New(src, sluiceui.Options{Logger: quiet})
 	for _, p := range paths {
 		if code, body := get(t, closed, p); code != 403 || !strings.Contains(body, "PublicRead") || strings.Contains(body, "bad-1") {

@@ -43,7 +43,8 @@ func (s runnerSource) Get(ctx context.Context, id uint64) (Job, error) {
 
 func jobOf(j sluice.JobInfo[[]byte]) Job {
 	return Job{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due,
-		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: j.Payload}
+		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: j.Payload,
+		Blocked: j.Blocked}
 }
 
 func (s runnerSource) Breakers(ctx context.Context) ([]Breaker, error) {
@@ -62,6 +63,10 @@ func (s runnerSource) Schedules(ctx context.Context) ([]sluice.ScheduleInfo, err
 	return s.r.Schedules(ctx)
 }
 
-func (s runnerSource) Retry(ctx context.Context, id uint64) error  { return s.r.Retry(ctx, id) }
-func (s runnerSource) Cancel(ctx context.Context, id uint64) error { return s.r.Cancel(ctx, id) }
-func (s runnerSource) ReadOnly() bool                              { return false }
+func (s runnerSource) Paused(ctx context.Context) ([]string, error) { return s.r.Paused(ctx) }
+
+func (s runnerSource) Retry(ctx context.Context, id uint64) error    { return s.r.Retry(ctx, id) }
+func (s runnerSource) Cancel(ctx context.Context, id uint64) error   { return s.r.Cancel(ctx, id) }
+func (s runnerSource) Pause(ctx context.Context, kind string) error  { return s.r.Pause(ctx, kind) }
+func (s runnerSource) Resume(ctx context.Context, kind string) error { return s.r.Resume(ctx, kind) }
+func (s runnerSource) ReadOnly() bool                                { return false }

@@ -26,14 +26,22 @@ type Source interface {
 	// source returns ErrReadOnly and changes nothing.
 	Retry(ctx context.Context, id uint64) error
 	Cancel(ctx context.Context, id uint64) error
-	// ReadOnly reports whether Retry and Cancel always return ErrReadOnly.
+	// Paused lists the paused kinds, by name (a directory: as its journal says).
+	Paused(ctx context.Context) ([]string, error)
+	// Pause stops a kind's jobs from starting, durably, until Resume (running attempts go
+	// on); either answers at once when the kind is so already. A kind that is neither
+	// registered nor named by a job is an error wrapping sluice.ErrUnknownKind. A read-only
+	// source returns ErrReadOnly.
+	Pause(ctx context.Context, kind string) error
+	Resume(ctx context.Context, kind string) error
+	// ReadOnly reports whether Retry, Cancel, Pause and Resume always return ErrReadOnly.
 	ReadOnly() bool
 }
 
-// ErrReadOnly is returned by Retry and Cancel of a read-only source (a stopped directory
-// inspected without its lock).
+// ErrReadOnly is returned by Retry, Cancel, Pause and Resume of a read-only source (a stopped
+// directory inspected without its lock).
 var ErrReadOnly = errors.New("sluice: read-only: this view inspects a directory without its lock; " +
-	"retry or cancel through the live runner (its UI), or with `sluice retry|cancel` once it has stopped")
+	"act through the live runner (its UI), or with `sluice retry|cancel|pause|resume` once it has stopped")
 
 // Job is a job as the UI shows it: sluice's JobInfo with the payload as journaled.
 type Job struct {
@@ -53,6 +61,18 @@ type Job struct {
 	// Interrupted: the journal says an attempt was running when it was last written (a
 	// stopped directory only: the next Open records it as a failed, interrupted attempt).
 	Interrupted bool
+	// Key and Group are the job's flow key (WithKey) and sequence (WithGroup); Hold: its
+	// kind holds the sequence when it dies (a stopped directory only, as journaled).
+	Key, Group string
+	Hold       bool
+	// KeyRunning counts the attempts of its kind and key running at the last write (a
+	// stopped directory only; 0 without a key).
+	KeyRunning int
+	// Blocked says why a waiting job is not starting though its turn may have come ("" when
+	// nothing holds it back but its due time, a breaker or a free unit): "its kind is
+	// paused", `sequence "s" is held by job 4`, a key or a rate at its limit (a live runner
+	// only: a directory knows its pauses and sequences, not the limits a program registers).
+	Blocked string
 }
 
 // Filter selects jobs for List. Zero fields select everything.

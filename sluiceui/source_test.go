@@ -23,15 +23,18 @@ func (f failing) Breakers(context.Context) ([]sluiceui.Breaker, error) { return 
 func (f failing) Schedules(context.Context) ([]sluice.ScheduleInfo, error) {
 	return nil, f.err
 }
-func (f failing) Retry(context.Context, uint64) error  { return f.err }
-func (f failing) Cancel(context.Context, uint64) error { return f.err }
-func (f failing) ReadOnly() bool                       { return false }
+func (f failing) Retry(context.Context, uint64) error      { return f.err }
+func (f failing) Cancel(context.Context, uint64) error     { return f.err }
+func (f failing) Paused(context.Context) ([]string, error) { return nil, f.err }
+func (f failing) Pause(context.Context, string) error      { return f.err }
+func (f failing) Resume(context.Context, string) error     { return f.err }
+func (f failing) ReadOnly() bool                           { return false }
 
 // TestSourceErrorsArePagesNotPanics: a source that fails gives each page a 500 naming the
 // error (escaped), and nothing else.
 func TestSourceErrorsArePagesNotPanics(t *testing.T) {
 	h := sluiceui.New(failing{errors.New("sluice: closed <now>")}, sluiceui.Options{Logger: quiet, PublicRead: true})
-	for _, path := range []string{"/", "/jobs", "/jobs/1", "/breakers", "/schedules"} {
+	for _, path := range []string{"/", "/jobs", "/jobs/1", "/breakers", "/schedules", "/kinds"} {
 		code, body := get(t, h, path)
 		if code != 500 || !strings.Contains(body, "sluice: closed &lt;now&gt;") {
 			t.Errorf("GET %s = %d, want 500 with the escaped error:\n%s", path, code, body)

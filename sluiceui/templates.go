@@ -12,7 +12,7 @@ import (
 )
 
 // pageNames are the templates in assets/, each rendered inside assets/layout.html.
-var pageNames = []string{"overview", "jobs", "job", "confirm", "breakers", "schedules", "error"}
+var pageNames = []string{"overview", "jobs", "job", "confirm", "kinds", "confirmkind", "breakers", "schedules", "error"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{

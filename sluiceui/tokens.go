@@ -3,12 +3,13 @@ package sluiceui
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"strconv"
 	"sync"
 	"time"
 )
 
 // Confirmation tokens: each confirmation page issues a fresh random token for one action on
-// one job; a POST redeems it once, within tokenTTL. At most tokensMax wait at once: issuing
+// one subject (a job, or a kind for pause and resume); a POST redeems it once, within tokenTTL. At most tokensMax wait at once: issuing
 // one more drops the oldest, so a visitor reloading a confirmation page cannot grow memory.
 const (
 	tokenTTL  = 10 * time.Minute
@@ -16,9 +17,9 @@ const (
 )
 
 type tokenFor struct {
-	action Action
-	id     uint64
-	expiry time.Time
+	action  Action
+	subject string // jobSubject or kindSubject
+	expiry  time.Time
 }
 
 type tokens struct {
@@ -27,8 +28,8 @@ type tokens struct {
 	order  []string // issue order, for dropping the oldest
 }
 
-// issue returns a new token for a on job id, valid until now+tokenTTL.
-func (t *tokens) issue(a Action, id uint64, now time.Time) string {
+// issue returns a new token for a on subject, valid until now+tokenTTL.
+func (t *tokens) issue(a Action, subject string, now time.Time) string {
 	var b [18]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
 	tok := base64.RawURLEncoding.EncodeToString(b[:])
@@ -38,7 +39,7 @@ func (t *tokens) issue(a Action, id uint64, now time.Time) string {
 		delete(t.issued, t.order[0])
 		t.order = t.order[1:]
 	}
-	t.issued[tok] = tokenFor{action: a, id: id, expiry: now.Add(tokenTTL)}
+	t.issued[tok] = tokenFor{action: a, subject: subject, expiry: now.Add(tokenTTL)}
 	t.order = append(t.order, tok)
 	return tok
 }
@@ -49,9 +50,9 @@ func (t *tokens) expired(tok string, now time.Time) bool {
 	return !ok || !now.Before(f.expiry)
 }
 
-// redeem reports whether tok was issued for a on job id and is unexpired; either way a token
+// redeem reports whether tok was issued for a on subject and is unexpired; either way a token
 // presented is spent.
-func (t *tokens) redeem(tok string, a Action, id uint64, now time.Time) bool {
+func (t *tokens) redeem(tok string, a Action, subject string, now time.Time) bool {
 	if tok == "" {
 		return false
 	}
@@ -59,5 +60,10 @@ func (t *tokens) redeem(tok string, a Action, id uint64, now time.Time) bool {
 	defer t.mu.Unlock()
 	f, ok := t.issued[tok]
 	delete(t.issued, tok)
-	return ok && f.action == a && f.id == id && now.Before(f.expiry)
+	return ok && f.action == a && f.subject == subject && now.Before(f.expiry)
 }
+
+// jobSubject and kindSubject name what a token is for; the prefixes keep a job's token from
+// passing for a kind's.
+func jobSubject(id uint64) string    { return "job " + strconv.FormatUint(id, 10) }
+func kindSubject(kind string) string { return "kind " + kind }

@@ -16,9 +16,10 @@ import (
 // errLocked is the directory lock held by a running runner.
 var errLocked = sluice.ErrLocked
 
-// change runs retry and cancel: it opens the directory as the runner does, taking its lock
-// (sluice.Open refuses with ErrLocked, writing nothing, while a runner holds it), writes the
-// one record and closes. No attempt starts: the runner is never Run.
+// change runs retry, cancel, pause and resume: it opens the directory as the runner does,
+// taking its lock (sluice.Open refuses with ErrLocked, writing nothing, while a runner holds
+// it), writes the one record, synced before the command returns, and closes. No attempt
+// starts: the runner is never Run.
 func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	path := filepath.Join(o.dir, journalName)
 	if _, err := os.Stat(path); err != nil {
@@ -36,7 +37,7 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 		return exitFinding, err
 	}
 	if len(in.Interrupted) > 0 {
-		return exitFinding, fmt.Errorf("%s: %d attempts in %s were interrupted by a crash (jobs %s), and only the runner knows the retry policy to record them with: start the runner once, then %s the job through it or stop it and try again; nothing was written",
+		return exitFinding, fmt.Errorf("%s: %d attempts in %s were interrupted by a crash (jobs %s), and only the runner knows the retry policy to record them with: start the runner once, then %s through it or stop it and try again; nothing was written",
 			o.cmd, len(in.Interrupted), o.dir, idList(in.Interrupted), o.cmd)
 	}
 	r, err := openForChange(o.dir)
@@ -46,10 +47,15 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitFinding, err
 	}
-	if o.cmd == "retry" {
+	switch o.cmd {
+	case "retry":
 		err = r.Retry(ctx, o.id)
-	} else {
+	case "cancel":
 		err = r.Cancel(ctx, o.id)
+	case "pause":
+		err = r.Pause(ctx, o.kind)
+	case "resume":
+		err = r.Resume(ctx, o.kind)
 	}
 	if cerr := r.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing %s: %w", o.dir, cerr)
@@ -60,6 +66,8 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 		why = strings.TrimPrefix(err.Error(), "sluice: ")
 	}
 	switch {
+	case errors.Is(err, sluice.ErrUnknownKind):
+		return exitFinding, fmt.Errorf("%s %s: no job names this kind: %s (the kinds are in `sluice stats --dir %s`)", o.cmd, term(o.kind, 100), why, shellQuote(o.dir))
 	case errors.Is(err, sluice.ErrNotFound):
 		return exitFinding, fmt.Errorf("%s %d: %s (list the ids with `sluice jobs --dir %s`)", o.cmd, o.id, why, shellQuote(o.dir))
 	case errors.Is(err, sluice.ErrNotDead):
@@ -69,18 +77,26 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	case err != nil:
 		return exitFinding, err
 	}
-	if o.cmd == "retry" {
+	switch o.cmd {
+	case "retry":
 		fmt.Fprintf(stdout, "job %d is pending again, due now: the runner starts it when it next runs\n", o.id)
-	} else {
+	case "cancel":
 		fmt.Fprintf(stdout, "job %d is cancelled\n", o.id)
+	case "pause":
+		fmt.Fprintf(stdout, "kind %s is paused: its jobs start no attempt until `sluice resume --dir %s %s` (or Runner.Resume)\n",
+			term(o.kind, 100), shellQuote(o.dir), shellQuote(o.kind))
+	case "resume":
+		fmt.Fprintf(stdout, "kind %s is not paused: its jobs start when the runner next runs\n", term(o.kind, 100))
 	}
 	return exitOK, nil
 }
 
-// changer is what retry and cancel need of an opened directory.
+// changer is what retry, cancel, pause and resume need of an opened directory.
 type changer interface {
 	Retry(ctx context.Context, id uint64) error
 	Cancel(ctx context.Context, id uint64) error
+	Pause(ctx context.Context, kind string) error
+	Resume(ctx context.Context, kind string) error
 	Close() error
 }
 
@@ -91,10 +107,19 @@ func openForChange(dir string) (changer, error) {
 	never := func(context.Context, sluice.Job[[]byte]) error {
 		panic("sluice: the inspector's runner started an attempt")
 	}
-	return sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)
+	k, err := sluice.Open(dir, sluice.Config{Logger: log}, sluice.Bytes(), never)
+	if err != nil {
+		return nil, err
+	}
+	// The Runner, not the Kind: a kind's handle pauses itself, the runner any kind by name.
+	return k.Runner, nil
 }
 
 func lockedErr(o options) error {
+	if o.cmd == "pause" || o.cmd == "resume" {
+		return fmt.Errorf("%s: a running runner holds %s, so nothing was written: %s the kind through that runner (Runner.%s) or the UI mounted beside it (sluiceui), or stop it first",
+			o.cmd, o.dir, o.cmd, strings.ToUpper(o.cmd[:1])+o.cmd[1:])
+	}
 	return fmt.Errorf("%s: a running runner holds %s, so nothing was written: stop it first, or %s the job through the UI mounted beside it (sluiceui)",
 		o.cmd, o.dir, o.cmd)
 }

@@ -1,15 +1,15 @@
 // Command sluice inspects and operates a runner's journal directory: counts, jobs and their
-// attempts, a scan of the journal for damage, retry and cancel while no runner holds the
-// directory, and the web UI (package sluiceui) served read-only.
+// attempts, a scan of the journal for damage, retry, cancel, pause and resume while no runner
+// holds the directory, and the web UI (package sluiceui) served read-only.
 //
 // Read commands (stats, jobs, show, schedules, verify, serve) never write: they read the journal without
 // the directory's lock, so they also work beside a live runner (seeing the journal as of its
-// last sync). retry and cancel take the lock, and refuse, writing nothing, while a runner
-// holds it.
+// last sync). retry, cancel, pause and resume take the lock, and refuse, writing nothing,
+// while a runner holds it.
 //
-// Exit status: 0 done, 1 a finding (verify found damage; a job was not found or could not be
-// changed; the journal could not be read), 2 a usage error, 3 the directory is held by a
-// running runner (retry and cancel wrote nothing).
+// Exit status: 0 done, 1 a finding (verify found damage; a job or a kind was not found or
+// could not be changed; the journal could not be read), 2 a usage error, 3 the directory is
+// held by a running runner (nothing was written).
 package main
 
 import (
@@ -39,17 +39,23 @@ usage:
   sluice verify    --dir DIR
   sluice retry     --dir DIR ID
   sluice cancel    --dir DIR ID
+  sluice pause     --dir DIR KIND
+  sluice resume    --dir DIR KIND
   sluice serve     --dir DIR [--addr HOST:PORT [--allow-remote]]
 
 commands:
   stats      jobs by state, the last id issued, attempts a crash interrupted
   jobs       one page of jobs, ascending by id; the next page's command is printed to stderr
-  show       one job with its attempt history (the last 10 attempts) and why it waits
+  show       one job with its attempt history (the last 10 attempts) and why it waits: its
+             due time, a paused kind, its sequence held by an earlier job
   schedules  the periodic jobs' schedules: name, spec, kind, target, next due, last period
   verify     scan the journal: header, batches, LSNs, the clean-close mark, the snapshot and
              every record; report damage with the file, the offset and what to do
   retry      re-enqueue a dead job, due now (only while no runner holds DIR)
   cancel     cancel a job that is not terminal (only while no runner holds DIR)
+  pause      pause a kind: its jobs start no attempt, across restarts, until resumed
+             (only while no runner holds DIR; a live runner: Runner.Pause or the UI)
+  resume     let a paused kind start attempts again (only while no runner holds DIR)
   serve      the web UI for DIR, read-only (see docs/operating.md to mount it in a live service)
 
 flags:
@@ -71,12 +77,16 @@ Text output shows control characters, format characters (such as bidirectional o
 and invalid UTF-8 in targets, kinds, keys, errors and payloads as visible escapes (\x1b,
 \u202e, \xff), and cuts long values with their length stated; --json prints them exactly.
 
-Read commands never write and take no lock. retry and cancel open DIR as the runner does
-(recovering it as the next Open would, then writing one record) and refuse while a runner
-holds DIR: stop it first, or act through the UI mounted beside it.
+Read commands never write and take no lock. A directory shows what its journal holds:
+paused kinds, flow keys and sequences; the limits and rates a program registers its kinds
+with live in that program, so stats, jobs and show cannot say a job waits for them.
 
-exit status: 0 done, 1 a finding (damage, a job not found or not changed, an unreadable
-journal), 2 usage error, 3 DIR is held by a running runner (nothing was written)
+retry, cancel, pause and resume open DIR as the runner does (recovering it as the next
+Open would, then writing one record) and refuse while a runner holds DIR: stop it first, or
+act through the runner's API or the UI mounted beside it.
+
+exit status: 0 done, 1 a finding (damage, a job or kind not found or not changed, an
+unreadable journal), 2 usage error, 3 DIR is held by a running runner (nothing was written)
 `
 
 // Exit statuses.
@@ -104,6 +114,7 @@ type options struct {
 	addr   string
 	remote bool
 	id     uint64
+	kind   string           // pause and resume
 	clock  func() time.Time // time.Now; tests set it
 }
 
@@ -119,7 +130,7 @@ type errUsage struct{ error }
 
 func usageErr(format string, a ...any) error { return errUsage{fmt.Errorf(format, a...)} }
 
-var commands = []string{"stats", "jobs", "show", "schedules", "verify", "retry", "cancel", "serve"}
+var commands = []string{"stats", "jobs", "show", "schedules", "verify", "retry", "cancel", "pause", "resume", "serve"}
 
 func parse(args []string) (options, error) {
 	o := options{addr: "127.0.0.1:8080"}
@@ -169,6 +180,8 @@ func parse(args []string) (options, error) {
 		"verify":    {"dir"},
 		"retry":     {"dir"},
 		"cancel":    {"dir"},
+		"pause":     {"dir"},
+		"resume":    {"dir"},
 		"serve":     {"dir", "addr", "allow-remote"},
 	}[o.cmd]
 	for name := range set {
@@ -184,9 +197,14 @@ func parse(args []string) (options, error) {
 		return o, usageErr("%s: --dir is required (the runner's directory)", o.cmd)
 	}
 	needID := o.cmd == "show" || o.cmd == "retry" || o.cmd == "cancel"
+	needKind := o.cmd == "pause" || o.cmd == "resume"
 	switch {
 	case needID && len(pos) != 1:
 		return o, usageErr("%s takes one job id, got %d arguments", o.cmd, len(pos))
+	case needKind && len(pos) != 1:
+		return o, usageErr("%s takes one kind's name, got %d arguments (the kinds: `sluice stats --dir %s`)", o.cmd, len(pos), shellQuote(o.dir))
+	case needKind:
+		o.kind = pos[0]
 	case !needID && len(pos) > 0:
 		return o, usageErr("%s takes no argument, got %q", o.cmd, pos[0])
 	case o.filter.Limit < 1 || o.filter.Limit > 1000:
@@ -236,7 +254,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch o.cmd {
 	case "verify":
 		code, err = verify(o, stdout)
-	case "retry", "cancel":
+	case "retry", "cancel", "pause", "resume":
 		code, err = change(ctx, o, stdout)
 	default:
 		code, err = read(ctx, o, stdout, stderr)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,6 +42,7 @@ type statsOut struct {
 	LastID      uint64         `json:"last_id"`
 	States      map[string]int `json:"states"`
 	Interrupted []uint64       `json:"interrupted"`
+	Paused      []string       `json:"paused"` // kinds
 }
 
 func stats(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer) (int, error) {
@@ -48,7 +50,11 @@ func stats(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer
 	if err != nil {
 		return exitFinding, err
 	}
-	out := statsOut{LastID: st.LastID, States: map[string]int{}, Interrupted: []uint64{}}
+	paused, err := src.Paused(ctx)
+	if err != nil {
+		return exitFinding, err
+	}
+	out := statsOut{LastID: st.LastID, States: map[string]int{}, Interrupted: []uint64{}, Paused: append([]string{}, paused...)}
 	for _, s := range sluiceui.States {
 		out.States[s.String()] = 0
 	}
@@ -74,8 +80,19 @@ func stats(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer
 	if len(out.Interrupted) > 0 {
 		fmt.Fprintf(tw, "interrupted\t%d\n", len(out.Interrupted))
 	}
+	if len(out.Paused) > 0 {
+		fmt.Fprintf(tw, "paused kinds\t%d\n", len(out.Paused))
+	}
 	if err := tw.Flush(); err != nil {
 		return exitFinding, err
+	}
+	if len(out.Paused) > 0 {
+		names := make([]string, len(out.Paused))
+		for i, k := range out.Paused {
+			names[i] = term(k, 40)
+		}
+		fmt.Fprintf(stdout, "\npaused: %s: their jobs start no attempt until resumed (`sluice resume --dir %s KIND`)\n",
+			strings.Join(names, ", "), shellQuote(o.dir))
 	}
 	if len(out.Interrupted) > 0 {
 		fmt.Fprintf(stdout, "\ninterrupted: running at the last write (ids %s)", idList(out.Interrupted))
@@ -119,6 +136,11 @@ type jobOut struct {
 	Priority      int          `json:"priority"`
 	Unique        string       `json:"unique,omitempty"`
 	Interrupted   bool         `json:"interrupted,omitempty"`
+	Key           string       `json:"key,omitempty"`
+	Group         string       `json:"sequence,omitempty"`
+	Hold          bool         `json:"hold,omitempty"`
+	KeyRunning    int          `json:"key_running,omitempty"`
+	Blocked       string       `json:"blocked,omitempty"`
 	Payload       *string      `json:"payload,omitempty"`        // when it is UTF-8 text
 	PayloadBase64 []byte       `json:"payload_base64,omitempty"` // otherwise
 	History       []attemptOut `json:"history"`
@@ -135,7 +157,8 @@ type attemptOut struct {
 func jobJSON(j sluiceui.Job) jobOut {
 	out := jobOut{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State.String(), Attempts: j.Attempts,
 		FirstDue: j.FirstDue.UTC(), Reason: string(j.Reason), LastErr: j.LastErr, Priority: j.Priority,
-		Unique: j.Unique, Interrupted: j.Interrupted, History: []attemptOut{}}
+		Unique: j.Unique, Interrupted: j.Interrupted, Key: j.Key, Group: j.Group, Hold: j.Hold, KeyRunning: j.KeyRunning,
+		Blocked: j.Blocked, History: []attemptOut{}}
 	if !j.State.Terminal() {
 		due := j.Due.UTC()
 		out.Due = &due
@@ -195,8 +218,15 @@ func jobs(ctx context.Context, src sluiceui.Source, o options, stdout, stderr io
 		}
 		return exitOK, writeJSON(stdout, out)
 	}
+	// A BLOCKED column only when a row has something in it: most directories use no pause or
+	// sequence, and an empty column would only widen the table.
+	blocked := slices.ContainsFunc(page.Jobs, func(j sluiceui.Job) bool { return j.Blocked != "" })
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tTARGET\tATTEMPTS\tDUE\tREASON\tLAST ERROR")
+	head := "ID\tSTATE\tKIND\tTARGET\tATTEMPTS\tDUE\tREASON\tLAST ERROR"
+	if blocked {
+		head += "\tBLOCKED"
+	}
+	fmt.Fprintln(tw, head)
 	for _, j := range page.Jobs {
 		due := "-"
 		if !j.State.Terminal() {
@@ -206,8 +236,12 @@ func jobs(ctx context.Context, src sluiceui.Source, o options, stdout, stderr io
 		if j.Interrupted {
 			state += "*"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, state, dash(term(j.Kind, 40)), term(j.Target, 60), j.Attempts, due,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s", j.ID, state, dash(term(j.Kind, 40)), term(j.Target, 60), j.Attempts, due,
 			dash(string(j.Reason)), dash(term(lastErr(j), 60)))
+		if blocked {
+			fmt.Fprintf(tw, "\t%s", dash(term(j.Blocked, 80)))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return exitFinding, err
@@ -299,6 +333,19 @@ func show(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer)
 	}
 	if why := sluiceui.WaitReason(j, nil, o.now(), false); why != "" {
 		fmt.Fprintf(tw, "waits\t%s\n", why)
+	}
+	if j.Blocked != "" {
+		fmt.Fprintf(tw, "blocked\t%s\n", term(j.Blocked, showMax))
+	}
+	if j.Key != "" {
+		fmt.Fprintf(tw, "key\t%s (%d of its kind's attempts with this key running at the last write)\n", term(j.Key, showMax), j.KeyRunning)
+	}
+	if j.Group != "" {
+		hold := ""
+		if j.Hold {
+			hold = " (should it die, it holds the sequence until retried or cancelled)"
+		}
+		fmt.Fprintf(tw, "sequence\t%s%s\n", term(j.Group, showMax), hold)
 	}
 	fmt.Fprintf(tw, "first due\t%s\n", when(j.FirstDue))
 	if j.Reason != "" {
