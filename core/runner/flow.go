@@ -110,16 +110,6 @@ func (b Block) String() string {
 	return fmt.Sprintf("block(%d)", uint8(b.Reason))
 }
 
-// why a key's jobs are parked: what unparks them.
-type parkWhy uint8
-
-const (
-	parkNone  parkWhy = iota
-	parkLimit         // an attempt of the key ends
-	parkRate          // the key's bucket refills (Machine.rateWake)
-	parkFair          // the kind's round ends
-)
-
 // flowKey is one flow key of a kind that counts keys (KeyLimit, KeyRate or Fair).
 // Invariant: running is the attempts of this key in Machine.inflight.
 type flowKey struct {
@@ -129,10 +119,9 @@ type flowKey struct {
 	bucket  flow.Bucket
 	served  uint64 // the kind's round in which the key last started a job
 	parked  []*job // by byPrio, a binary heap
-	why     parkWhy
-	readyAt int64 // parkRate: when the bucket allows a start
-	waking  bool  // in Machine.rateWake
-	fairing bool  // in kind.fairKeys
+	readyAt int64  // when the bucket allows a start (waking)
+	waking  bool   // in Machine.rateWake
+	fairing bool   // in kind.fairKeys
 }
 
 // group is one sequence: ids are its jobs not yet ended, ascending, and a dead job with Hold
@@ -146,6 +135,9 @@ type group struct {
 	// while a later one, started when it had ended, still runs). Invariant: ≤ 1.
 	running int
 	stuck   int // what restuck added to the kind's stuck count
+	// inflight counts the group's attempts holding a unit: a cancelled job's handler may run
+	// on after its Cancelled record, and the group's next job waits for it.
+	inflight int
 }
 
 func (k *kind) keyed() bool {
@@ -234,14 +226,14 @@ func (m *Machine) leaveGroup(j *job) {
 	g.ids = slices.Delete(g.ids, i, i+1)
 	m.maybeLetHead(g)
 	m.restuck(g)
-	if len(g.ids) == 0 && len(g.parked) == 0 && g.running == 0 {
+	if len(g.ids) == 0 && len(g.parked) == 0 && g.running == 0 && g.inflight == 0 {
 		delete(m.groups, k)
 	}
 }
 
 // maybeLetHead lets g's head out when it is parked and no job of g runs.
 func (m *Machine) maybeLetHead(g *group) {
-	if g.running == 0 && len(g.ids) > 0 && len(g.parked) > 0 && g.parked[0].ID == g.ids[0] {
+	if g.running == 0 && g.inflight == 0 && len(g.ids) > 0 && len(g.parked) > 0 && g.parked[0].ID == g.ids[0] {
 		h := g.parked[0]
 		g.parked = slices.Delete(g.parked, 0, 1)
 		m.unpark(h)
@@ -279,11 +271,16 @@ func (m *Machine) groupBlock(j *job) (Block, *group) {
 		}
 		return b, g
 	}
-	if g.running > 0 {
+	if g.running > 0 || g.inflight > 0 {
 		b := Block{Reason: BlockGroup, Key: g.name}
 		for _, id := range g.ids {
 			if r := m.job(id); r != nil && r.State == Running {
 				b.By = id
+			}
+		}
+		for _, a := range m.inflight { // a cancelled job's attempt still running: any one names it
+			if a.group == g && (b.By == 0 || a.token.ID < b.By) {
+				b.By = a.token.ID
 			}
 		}
 		return b, g
@@ -291,28 +288,37 @@ func (m *Machine) groupBlock(j *job) (Block, *group) {
 	return Block{}, g
 }
 
-// gate is why the due job j may not start now, or parkNone with no block: its group, then
-// its key. A blocked job is parked (out of the heaps) by the caller.
-func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey, parkWhy) {
+// gate is why the due job j may not start now (NotBlocked: it may): its group, then its key.
+// A blocked job is parked (out of the heaps) by the caller, in the group or the key returned.
+func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey) {
 	if b, g := m.groupBlock(j); b.Reason != NotBlocked && m.cfg.Defect != DefectGroupUnordered {
 		if b.Reason != BlockGroupDead || m.cfg.Defect != DefectHoldIgnored {
-			return b, g, nil, parkNone
+			return b, g, nil
 		}
 	}
 	k := j.kind
 	if !k.keyed() {
-		return Block{}, nil, nil, parkNone
+		return Block{}, nil, nil
 	}
 	ks := m.keyOf(j)
+	if b := m.keyBlock(ks, now); b.Reason != NotBlocked {
+		return b, nil, ks
+	}
+	return Block{}, nil, ks
+}
+
+// keyBlock is what of its key keeps a due job of ks from starting at now (NotBlocked: nothing).
+func (m *Machine) keyBlock(ks *flowKey, now time.Time) Block {
+	k := ks.kind
 	switch {
 	case k.cfg.KeyLimit > 0 && ks.running >= k.cfg.KeyLimit+m.plusOne():
-		return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}, nil, ks, parkLimit
+		return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}
 	case k.cfg.KeyRate.On() && ks.bucket.ReadyAt(k.cfg.KeyRate) > now.UnixNano():
-		return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}, nil, ks, parkRate
+		return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}
 	case k.cfg.Fair && ks.served == k.round && m.cfg.Defect != DefectFairOff:
-		return Block{Reason: BlockFair, Key: ks.name}, nil, ks, parkFair
+		return Block{Reason: BlockFair, Key: ks.name}
 	}
-	return Block{}, nil, ks, parkNone
+	return Block{}
 }
 
 func (m *Machine) plusOne() int {
@@ -323,8 +329,8 @@ func (m *Machine) plusOne() int {
 }
 
 // park takes the due job j out of its kind's heaps and keeps it in g or ks until what
-// blocked it (why) changes.
-func (m *Machine) park(j *job, g *group, ks *flowKey, why parkWhy) {
+// blocked it changes.
+func (m *Machine) park(j *job, g *group, ks *flowKey) {
 	j.kind.q.remove(j)
 	j.kind.parked++
 	if g != nil {
@@ -334,63 +340,53 @@ func (m *Machine) park(j *job, g *group, ks *flowKey, why parkWhy) {
 		return
 	}
 	jobHeapPush(&ks.parked, j)
-	ks.why = why
-	switch why {
-	case parkRate:
-		if !ks.waking {
-			m.wakeKey(ks)
-		}
-	case parkFair:
-		if !ks.fairing {
-			ks.fairing = true
-			j.kind.fairKeys = append(j.kind.fairKeys, ks)
-		}
-	}
+	m.letOut(ks) // it stays parked: this arms what will let it out
 }
 
-// unpark puts a parked job back in its kind's queue (timers: the next schedule promotes it).
+// unpark puts a parked job back in its kind's queue, due at once when the kind may start one
+// (a schedule under way, as when a finish lets a group's next job out, must see it).
 func (m *Machine) unpark(j *job) {
 	j.kind.parked--
 	j.kind.q.push(j)
+	if m.runnable(j.kind) {
+		j.kind.q.promote(m.now)
+	}
 }
 
-// unparkKey lets the best parked job of ks out (when what parked it for why changed).
-func (m *Machine) unparkKey(ks *flowKey, why parkWhy) {
-	if ks.why != why || len(ks.parked) == 0 {
+// letOut lets the best parked job of ks out when nothing of its key holds it back at the
+// machine's now, and otherwise makes sure that what holds it back calls again: an attempt of
+// the key ending (its limit), the key's wake (its rate), the kind's next round (fair share).
+// Every change to a key's limit, bucket or turn calls it, whatever parked its jobs.
+func (m *Machine) letOut(ks *flowKey) {
+	if len(ks.parked) == 0 {
 		return
 	}
-	j := jobHeapPop(&ks.parked)
-	if len(ks.parked) == 0 {
-		ks.why = parkNone
+	k := ks.kind
+	switch b := m.keyBlock(ks, m.now); b.Reason {
+	case BlockKeyLimit: // ended() calls when an attempt of the key ends
+	case BlockKeyRate:
+		if !ks.waking {
+			m.wakeKey(ks)
+		}
+	case BlockFair:
+		if !ks.fairing {
+			ks.fairing = true
+			k.fairKeys = append(k.fairKeys, ks)
+		}
+	default:
+		m.unpark(jobHeapPop(&ks.parked))
 	}
-	m.unpark(j)
 }
 
 // nudgeKey lets the next parked job of j's key out when j, a waiting job, ended without
 // starting (cancelled, or dead at admission): j may have been the one let out for a free slot,
 // a token or its key's turn in a fair round, which would otherwise stay unused.
 func (m *Machine) nudgeKey(j *job) {
-	k := j.kind
-	if m.replaying || !k.keyed() {
+	if m.replaying || !j.kind.keyed() {
 		return
 	}
-	ks := m.keys[k.name+"\x00"+j.Opts.Key]
-	if ks == nil {
-		return
-	}
-	switch ks.why {
-	case parkLimit:
-		if ks.running < k.cfg.KeyLimit {
-			m.unparkKey(ks, parkLimit)
-		}
-	case parkRate:
-		if !ks.waking {
-			m.unparkKey(ks, parkRate)
-		}
-	case parkFair:
-		if ks.served != k.round { // its turn in this round is still to come
-			m.unparkKey(ks, parkFair)
-		}
+	if ks := m.keys[j.kind.name+"\x00"+j.Opts.Key]; ks != nil {
+		m.letOut(ks)
 	}
 }
 
@@ -461,16 +457,9 @@ func (m *Machine) started(j *job, now time.Time, running bool) *flowKey {
 	if running {
 		ks.running++
 	}
-	if ks.why == parkRate && len(ks.parked) > 0 && !ks.waking {
-		// The next parked job waits for the token after this one, or, within a burst, may
-		// start in this same pass.
-		if ks.bucket.ReadyAt(k.cfg.KeyRate) <= now.UnixNano() {
-			m.unparkKey(ks, parkRate)
-			k.q.promote(now)
-		} else {
-			m.wakeKey(ks)
-		}
-	}
+	// The next parked job may start in this same pass (a burst, a free slot), or waits for
+	// what this start took.
+	m.letOut(ks)
 	return ks
 }
 
@@ -489,7 +478,7 @@ func (m *Machine) ended(ks *flowKey) {
 		return
 	}
 	ks.running--
-	m.unparkKey(ks, parkLimit)
+	m.letOut(ks)
 }
 
 // kindReady reports whether k's rate allows a start at now.
@@ -503,7 +492,7 @@ func (m *Machine) refilled(now time.Time) {
 	for len(m.rateWake) > 0 && m.rateWake[0].at <= now.UnixNano() {
 		ks := keyWakePop(&m.rateWake).ks
 		ks.waking = false
-		m.unparkKey(ks, parkRate)
+		m.letOut(ks)
 	}
 }
 
@@ -518,11 +507,7 @@ func (m *Machine) maybeEndRound(k *kind, now time.Time) {
 	k.fairKeys = nil
 	for _, ks := range keys {
 		ks.fairing = false
-		m.unparkKey(ks, parkFair)
-		if ks.why == parkFair { // more wait for later rounds
-			ks.fairing = true
-			k.fairKeys = append(k.fairKeys, ks)
-		}
+		m.letOut(ks) // its turn: one job out, or back in the list for what holds it now
 	}
 	k.q.promote(now)
 }

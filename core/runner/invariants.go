@@ -39,9 +39,13 @@ func (m *Machine) checkInvariants() error {
 // its head running, and the kinds' parked and stuck counts.
 func (m *Machine) checkFlow() error {
 	running := map[*flowKey]int{}
+	inflight := map[*group]int{}
 	for _, a := range m.inflight {
 		if a.key != nil {
 			running[a.key]++
+		}
+		if a.group != nil {
+			inflight[a.group]++
 		}
 	}
 	parkedBy := map[*kind]int{}
@@ -81,8 +85,8 @@ func (m *Machine) checkFlow() error {
 				running++
 			}
 		}
-		if running != g.running || running > 1 {
-			return fmt.Errorf("runner: group %q counts %d running, holds %d: %v", g.name, g.running, running, g.ids)
+		if running != g.running || running > 1 || g.inflight != inflight[g] || g.inflight > 1 {
+			return fmt.Errorf("runner: group %q counts %d running and %d attempts in flight, holds %d and %d: %v", g.name, g.running, g.inflight, running, inflight[g], g.ids)
 		}
 		held := len(g.ids) > 0 && holds(m.job(g.ids[0]))
 		for _, j := range g.parked {

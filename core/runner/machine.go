@@ -103,6 +103,7 @@ type attempt struct {
 	firstDue   time.Time
 	probe      breaker.Probe
 	key        *flowKey // counted against its flow key (nil: its kind counts none)
+	group      *group   // counted in its group's attempts in flight (nil: none)
 	seq        uint64   // its Started record
 	dispatched bool
 	dropped    bool // cancelled before dispatch; skipped at Synced
@@ -844,7 +845,14 @@ func (m *Machine) releaseAttempt(a *attempt) {
 	a.kind.inflight--
 	m.pool.Step(pool.Release{})
 	m.ended(a.key)
-	a.key = nil
+	if g := a.group; g != nil {
+		g.inflight--
+		m.maybeLetHead(g)
+		if len(g.ids) == 0 && len(g.parked) == 0 && g.running == 0 && g.inflight == 0 {
+			delete(m.groups, groupKey(&Opts{Kind: g.kind.name, Group: g.name}))
+		}
+	}
+	a.key, a.group = nil, nil
 }
 
 func (m *Machine) breakerFor(target string) *breaker.Breaker {
@@ -895,8 +903,8 @@ func (m *Machine) schedule(now time.Time) {
 			}
 			continue
 		}
-		if b, g, ks, why := m.gate(j, now); b.Reason != NotBlocked {
-			m.park(j, g, ks, why)
+		if b, g, ks := m.gate(j, now); b.Reason != NotBlocked {
+			m.park(j, g, ks)
 			continue
 		}
 		var d breaker.Decision
@@ -952,6 +960,11 @@ func (m *Machine) schedule(now time.Time) {
 				a = new(attempt)
 			}
 			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.firstDue(), probe: d.Probe, seq: m.seq, value: v, key: ks}
+			if j.Opts.Group != "" {
+				if a.group = m.groups[groupKey(j.Opts)]; a.group != nil {
+					a.group.inflight++
+				}
+			}
 			m.inflight[tok] = a
 			j.kind.inflight++
 			m.starting = append(m.starting, a)
