@@ -18,8 +18,9 @@ func init() {
 	}
 }
 
-// drawFlow draws job options o's flow options from the node's own "flow-jobs" stream.
-func (n *runnerNode) drawFlow(o *runner.Opts) {
+// drawFlow draws job options o's flow options from the node's own "flow-jobs" stream. A fair
+// kind's jobs all call one target, so that its breaker holds every key alike (fair-share).
+func (n *runnerNode) drawFlow(o *runner.Opts, target *string) {
 	c := &n.w.cfg
 	if !c.FlowOn {
 		return
@@ -27,7 +28,9 @@ func (n *runnerNode) drawFlow(o *runner.Opts) {
 	if n.rFlow == nil {
 		n.rFlow = Stream(c.Seed, "flow-jobs/"+n.name)
 	}
-	c.Flow[slices.Index(kindNames[:], o.Kind)].Job(n.rFlow, o, c)
+	if f := c.Flow[slices.Index(kindNames[:], o.Kind)]; f.Job(n.rFlow, o, c) {
+		*target = "t1"
+	}
 }
 
 // startOperator starts the node's operator when flow control is on: every second or so (its
@@ -40,7 +43,7 @@ func (n *runnerNode) startOperator() {
 	}
 	if w.chk.flow == nil {
 		w.chk.flow = flowcheck.New(flowcheck.Report{Fail: w.chk.Fail, Pass: w.chk.pass}, kindNames[:], w.cfg.Flow[:])
-		w.chk.flow.Slack, w.chk.flow.Cycle = w.cfg.Faults.Timing.Slack(), w.chk.cycle()
+		w.chk.flow.Slack = w.cfg.Faults.Timing.Slack()
 	}
 	n.rOps = Stream(w.cfg.Seed, "flow-ops/"+n.name)
 	var tick func()
@@ -53,8 +56,7 @@ func (n *runnerNode) startOperator() {
 	w.loop.After(drawBetween(n.rOps, 0, operatorEvery), tick)
 }
 
-// operatorEvery is the operator's period (the liveness bound allows one).
-const operatorEvery = time.Second
+const operatorEvery = time.Second // the operator's period (the liveness bound allows two)
 
 func (n *runnerNode) operateFlow() {
 	w, fl := n.w, n.w.chk.flow

@@ -188,14 +188,14 @@ func (n *runnerNode) checkList(live []JobView) {
 		}
 		from = next + 1
 	}
-	busy := n.e.Status().InFlight > 0
+	busy, held := n.e.Status().InFlight > 0, false // held: a due job flow control may hold
 	for _, v := range live {
 		if want == 0 || v.State == want.String() {
 			exp = append(exp, strconv.FormatUint(v.ID, 10)+"/"+v.State)
 		}
-		if v.State == runner.Waiting.String() && v.Due <= w.loop.Now() { // flow control may hold it
-			held, _ := w.chk.flowBlocked(w.chk.node(n.id), v.ID, w.loop.Now())
-			busy = busy || !held
+		if v.State == runner.Waiting.String() && v.Due <= w.loop.Now() { // (parked or not: either)
+			h, _ := w.chk.flowBlocked(w.chk.node(n.id), v.ID, w.loop.Now())
+			busy, held = busy || !h, held || h
 		}
 	}
 	for _, sc := range n.e.Schedules() { // a schedule's period due is work too
@@ -205,7 +205,7 @@ func (n *runnerNode) checkList(live []JobView) {
 		w.chk.Fail(InvMachine, "%s: List (state %v, pages of %d, scanning %d) gave [%s], the state holds [%s]", n.name, want, limit, scan, g, e)
 		return
 	}
-	if idle := n.e.IdleThrough(w.now()); idle == busy {
+	if idle := n.e.IdleThrough(w.now()); idle == busy && (busy || !held) {
 		w.chk.Fail(InvMachine, "%s: IdleThrough(now) is %v, but a job or a period is due or an attempt holds a unit: %v", n.name, idle, busy)
 		return
 	}
@@ -620,7 +620,7 @@ func (n *runnerNode) produce() {
 		}
 		o.Kind = kindNames[w.rKind.Intn(len(kindNames))]
 		n.drawLimits(&o)
-		n.drawFlow(&o) // check_flow.go
+		n.drawFlow(&o, &target) // check_flow.go
 		if batched && !oversize {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
@@ -893,7 +893,7 @@ const readyMax = 1 << 10
 func (n *runnerNode) perform() {
 	w := n.w
 	f := &flight{}
-	w.chk.flow.Written(n.id, w.loop.Now()) // the batch's starts follow every record appended so far
+	w.chk.flow.Written(n.id) // the batch's starts follow every record appended so far
 	if n.node.Status().Dirty {
 		f.cut = n.armCommitCrash()
 		// The schedules beforeCommit reads are the ones the write starts from.
@@ -1198,7 +1198,7 @@ type execution struct {
 	crash   bool // the handler takes the process down
 	what    string
 	version int           // bumped when a cancellation changes how and when it returns
-	until   time.Duration // its start plus its Timeout (when it has one)
+	until   time.Duration // its start plus its Timeout (never without one)
 }
 
 // cancelCheckMax bounds how long a handler that heeds cancellation takes to return.
@@ -1231,10 +1231,11 @@ func (n *runnerNode) execute(a runner.Attempt) {
 	default:
 		ex.out = runner.Success()
 	}
-	if t := a.Timeout; t > 0 && d > t { // the driver ends the attempt at its timeout
-		d, ex.crash, ex.out = t, false, runner.Failure("attempt timed out", true)
+	if ex.until = never; a.Timeout > 0 { // the driver ends the attempt at its timeout
+		if ex.until = w.loop.Now() + a.Timeout; d > a.Timeout {
+			d, ex.crash, ex.out = a.Timeout, false, runner.Failure("attempt timed out", true)
+		}
 	}
-	ex.until = w.loop.Now() + a.Timeout
 	n.executions(ex, d)
 }
 
@@ -1271,11 +1272,7 @@ func (n *runnerNode) cancelHandler(c runner.CancelAttempt) {
 	ex.out, ex.crash, ex.what = runner.Failure("context canceled", true), false, "context canceled"
 	ex.version++
 	w.trace(n.name, "cancel "+c.Token.String()+" ("+c.Why.String()+")")
-	d := drawBetween(w.rExec, 0, cancelCheckMax)
-	if ex.a.Timeout > 0 {
-		d = max(0, min(d, ex.until-w.loop.Now()))
-	}
-	n.returnAfter(ex, d)
+	n.returnAfter(ex, max(0, min(drawBetween(w.rExec, 0, cancelCheckMax), ex.until-w.loop.Now())))
 }
 
 // returnAfter delivers ex's outcome d from now, unless a cancellation changed it meanwhile.

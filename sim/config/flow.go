@@ -85,8 +85,9 @@ func (f KindFlow) Apply(kc *runner.KindConfig) {
 
 // Job draws a job's flow options into o from r (a node's own "flow-jobs" stream): a key
 // skewed toward the first ones, a group (holding when the kind says), its own timeout. A fair
-// kind's jobs get priority 0: the fair-share bound holds among equal priorities.
-func (f KindFlow) Job(r *rand.Rand, o *runner.Opts, c *Config) {
+// kind's jobs get priority 0: the fair-share bound holds among equal priorities. It reports
+// whether the kind is fair.
+func (f KindFlow) Job(r *rand.Rand, o *runner.Opts, c *Config) bool {
 	if r.Float64() < f.PKey {
 		o.Key = "k" + strconv.Itoa(r.Intn(1+r.Intn(FlowKeys)))
 	}
@@ -100,6 +101,7 @@ func (f KindFlow) Job(r *rand.Rand, o *runner.Opts, c *Config) {
 	if f.Fair {
 		o.Priority = 0
 	}
+	return f.Fair
 }
 
 // String renders f in a fixed order.

@@ -56,7 +56,6 @@ type Model struct {
 	nodes  map[int]*node
 	Bound  func(n int) int // the fair-share bound for N keys (tests tighten it)
 	Slack  time.Duration   // how late the world's timing faults may deliver an event
-	Cycle  time.Duration   // one commit cycle (a rate wait's end costs the machine one more)
 	notes  []string
 	traced bool
 }
@@ -86,12 +85,10 @@ type node struct {
 	starts   map[string][]time.Duration // per kind and kind\x00key: the last starts, across restarts
 	tat      map[string]time.Duration   // per series: its bucket (GCRA) since the node opened
 	openAt   time.Duration
-	// lastWrite and prevWrite: the times of the node's last two writes (schedules).
-	lastWrite, prevWrite time.Duration
-	fair                 map[string]map[string]*fairWait // kind → key → its wait
-	keyFree              map[string]time.Duration        // kind\x00key → when its last attempt ended
-	grpFree              map[string]time.Duration        // kind\x00group → when its head last changed
-	resumed              map[string]time.Duration        // kind → when it was last resumed
+	fair     map[string]map[string]*fairWait // kind → key → its wait
+	keyFree  map[string]time.Duration        // kind\x00key → when its last attempt ended
+	grpFree  map[string]time.Duration        // kind\x00group → when its head last changed
+	resumed  map[string]time.Duration        // kind → when it was last resumed
 	// The liveness phase's accounting (Allowance): starts per rate series, and the handler
 	// time of the phase's attempts per limited key and per group.
 	live               bool
@@ -153,12 +150,11 @@ func (m *Model) PauseAcked(node int, kind string, on bool) {
 func (m *Model) Paused(node int, kind string) bool { return m != nil && m.node(node).paused[kind] }
 
 // Written: node wrote a batch; the starts it carries follow every record appended so far.
-func (m *Model) Written(node int, now time.Duration) {
+func (m *Model) Written(node int) {
 	if m == nil {
 		return
 	}
 	n := m.node(node)
-	n.prevWrite, n.lastWrite = n.lastWrite, now
 	n.frozen = make(map[string]bool, len(n.paused))
 	for k, v := range n.paused {
 		n.frozen[k] = v
@@ -544,7 +540,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // accounting, and from when it stopped (or stops) holding it: a paused kind; a group whose
 // earlier job has not ended; a key at its limit; a kind's or key's bucket with no start left
 // (then until, computed from the starts the model saw since the node opened, as an empty
-// bucket at open refills); a fair kind (whose rounds the model does not follow: owes nothing).
+// bucket at open refills); a fair kind (the model does not follow its rounds: it owes
+// nothing).
 func (m *Model) Blocked(node int, id uint64, kind string, now time.Duration, live []runview.Job) (blocked bool, since time.Duration) {
 	if m == nil {
 		return false, 0
