@@ -31,12 +31,16 @@ const (
 	FlowGroups = 3
 )
 
+// SwarmFlow turns the flow family on for one swarm seed in four with runner nodes (false: the
+// flow profile only).
+const SwarmFlow = true
+
 // drawFlow draws flow control from the seed's own "flow" stream (so no other draw moves): on
 // under the flow profile, for one swarm seed in four with runner nodes, off otherwise.
 func (c *Config) drawFlow(seed int64) {
 	r := Stream(seed, "flow")
 	on := r.Intn(4) == 0
-	if c.Profile != "flow" && (c.Profile != "swarm" || !on) || c.Nodes == 0 {
+	if c.Profile != "flow" && (c.Profile != "swarm" || !on || !SwarmFlow) || c.Nodes == 0 {
 		return
 	}
 	c.FlowOn = true
