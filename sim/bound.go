@@ -96,7 +96,7 @@ func (c *Checker) RunnerBound(node int) time.Duration {
 			held = max(held, w/time.Duration(l))
 		}
 	}
-	held += c.flow.Allowance(node, operatorEvery)
+	held += c.flow.Allowance(node, operatorEvery, func(id uint64) time.Duration { return n.chains[id] })
 	return c.liveFrom + n.allow + n.work/time.Duration(n.p.Capacity) + held + n.longest + n.cycle
 }
 

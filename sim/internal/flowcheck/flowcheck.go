@@ -90,10 +90,11 @@ type node struct {
 	grpFree  map[string]time.Duration        // kind\x00group → when its head last changed
 	resumed  map[string]time.Duration        // kind → when it was last resumed
 	// The liveness phase's accounting (Allowance): starts per rate series, and the handler
-	// time of the phase's attempts per limited key and per group.
-	live               bool
-	liveStarts         map[string]int
-	keyWork, groupWork map[string]time.Duration
+	// time of the phase's attempts per limited key.
+	live       bool
+	holding    int // jobs that may die holding their group, at the phase's start
+	liveStarts map[string]int
+	keyWork    map[string]time.Duration
 }
 
 // New returns the model of a world whose kinds have the given flow settings.
@@ -631,8 +632,13 @@ func (m *Model) BeginLiveness() {
 	}
 	for _, id := range sortedInts(m.nodes) {
 		n := m.nodes[id]
-		n.live, n.liveStarts = true, map[string]int{}
-		n.keyWork, n.groupWork = map[string]time.Duration{}, map[string]time.Duration{}
+		n.live, n.liveStarts, n.holding = true, map[string]int{}, 0
+		for _, j := range n.jobs { // a count: order does not matter
+			if j.hold && j.group != "" && j.state != "succeeded" && j.state != "cancelled" {
+				n.holding++
+			}
+		}
+		n.keyWork = map[string]time.Duration{}
 	}
 }
 
@@ -645,8 +651,8 @@ func sortedInts[V any](m map[int]V) []int {
 	return ks
 }
 
-// Drawn: node's attempt of job id holds its key and its group for d (its handler and a
-// commit cycle), in the liveness phase.
+// Drawn: node's attempt of job id holds its key for d (its handler and a commit cycle), in
+// the liveness phase.
 func (m *Model) Drawn(node int, id uint64, d time.Duration) {
 	if m == nil {
 		return
@@ -659,21 +665,21 @@ func (m *Model) Drawn(node int, id uint64, d time.Duration) {
 	if m.kinds[j.kind].KeyLimit > 0 {
 		n.keyWork[j.kind+"\x00"+j.key] += d
 	}
-	if j.group != "" {
-		n.groupWork[j.kind+"\x00"+j.group] += d
-	}
 }
 
 // Allowance is what flow control may add to node's liveness bound: the operator's period
 // (a resume, a held group released), each rate series' starts in the phase (and one more) at
-// its interval, each limited key's work over its limit, and each group's work (its jobs run
-// one at a time). A sum, not a maximum: each may hold a different job last.
-func (m *Model) Allowance(node int, operator time.Duration) time.Duration {
+// its interval, each limited key's work over its limit, and each group's jobs' chains (its
+// jobs run one at a time, each through its waits). A sum, not a maximum: each may hold a
+// different job last.
+func (m *Model) Allowance(node int, operator time.Duration, chain func(id uint64) time.Duration) time.Duration {
 	if m == nil {
 		return 0
 	}
 	n := m.node(node)
-	a := 2 * operator
+	// Each job that may die holding its group waits for an operator's tick to cancel it (a
+	// group's later jobs may expire in turn once let out).
+	a := time.Duration(2+n.holding) * operator
 	for _, k := range m.kindNames() { // a bucket empty at an open: one interval to the first start
 		for _, r := range []flow.Rate{m.kinds[k].Rate, m.kinds[k].KeyRate} {
 			if r.On() {
@@ -693,8 +699,10 @@ func (m *Model) Allowance(node int, operator time.Duration) time.Duration {
 		kind, _, _ := strings.Cut(k, "\x00")
 		a += n.keyWork[k] / time.Duration(m.kinds[kind].KeyLimit)
 	}
-	for _, g := range sortedKeys(n.groupWork) {
-		a += n.groupWork[g] + operator
+	for id, j := range n.jobs { // a sum: order does not matter
+		if j.group != "" {
+			a += chain(id) // a group's jobs run one after another, each through its retries
+		}
 	}
 	return a
 }
