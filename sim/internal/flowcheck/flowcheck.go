@@ -385,6 +385,17 @@ func (m *Model) checkTimeoutSet(node int, a runner.Attempt, j *job, kf config.Ki
 	m.r.Pass(InvTimeout)
 }
 
+// Retried: node took a manual retry of dead job id: its attempts start again from none (a
+// start in the same batch is one more than none, not than its count before).
+func (m *Model) Retried(node int, id uint64) {
+	if m == nil {
+		return
+	}
+	if j := m.node(node).jobs[id]; j != nil {
+		j.seen = 0
+	}
+}
+
 // Holds reports whether job id of node holds its group when dead (Opts.Hold).
 func (m *Model) Holds(node int, id uint64) bool {
 	j := m.node(node).jobs[id]
