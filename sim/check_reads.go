@@ -98,7 +98,6 @@ func (c *Checker) OutcomeFed(node int, id uint64, attempt int, kind, err string)
 // RetrySubmitted: node's runner took a manual retry of dead job id: it waits again with no
 // attempt counted, its history and last error kept.
 func (c *Checker) RetrySubmitted(node int, id uint64) {
-	c.flow.Retried(node, id)
 	if j := c.jobs[jobKey{node, id}]; j != nil {
 		j.hist.attempts = 0
 	}

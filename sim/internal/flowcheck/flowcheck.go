@@ -67,8 +67,9 @@ type job struct {
 	running          bool
 	startAt          time.Duration
 	attempt          int
-	state            string // the last durable state seen ("" before any)
-	seen             int    // the attempts it was last seen with (started or in a state)
+	state            string        // the last durable state seen ("" before any)
+	seen             int           // the attempts it was last seen with (started or in a state)
+	firstDue         time.Duration // its first due as last seen (a manual retry renews it)
 }
 
 type fairWait struct {
@@ -226,7 +227,7 @@ func (m *Model) kindNames() []string {
 func (m *Model) states(n *node, jobs []runview.Job) {
 	for _, v := range jobs {
 		if j := n.jobs[v.ID]; j != nil {
-			j.state = v.State
+			j.state, j.firstDue = v.State, v.FirstDue
 			if v.Attempts < j.seen {
 				j.seen = v.Attempts // retried: counted afresh
 			}
@@ -299,7 +300,14 @@ func (m *Model) Landed(node int, now time.Duration, starts []runner.Attempt, vie
 func (m *Model) undispatched(n *node, node int, now time.Duration, starts []runner.Attempt, views []runview.Job) {
 	for _, v := range views {
 		j := n.jobs[v.ID]
-		if j == nil || v.Attempts <= j.seen {
+		if j == nil {
+			continue
+		}
+		base := j.seen
+		if v.FirstDue != j.firstDue && j.state != "" {
+			base = 0 // retried by hand in this batch: its attempts count from none
+		}
+		if v.Attempts <= base {
 			continue
 		}
 		if slices.ContainsFunc(starts, func(a runner.Attempt) bool { return a.Token.ID == v.ID }) {
@@ -383,17 +391,6 @@ func (m *Model) checkTimeoutSet(node int, a runner.Attempt, j *job, kf config.Ki
 		return
 	}
 	m.r.Pass(InvTimeout)
-}
-
-// Retried: node took a manual retry of dead job id: its attempts start again from none (a
-// start in the same batch is one more than none, not than its count before).
-func (m *Model) Retried(node int, id uint64) {
-	if m == nil {
-		return
-	}
-	if j := m.node(node).jobs[id]; j != nil {
-		j.seen = 0
-	}
 }
 
 // Holds reports whether job id of node holds its group when dead (Opts.Hold).
