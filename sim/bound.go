@@ -42,6 +42,7 @@ func (c *Checker) BeginLiveness(handlerMax, restartMax time.Duration, allow map[
 	// by the scheduling slack in the safety phase.
 	handlerMax += c.hiddenSlack
 	c.liveFrom, c.restartMax = c.now, restartMax
+	c.flow.BeginLiveness()
 	for id := 1; id <= len(c.nodes); id++ {
 		n := c.nodes[id]
 		if n == nil {
@@ -83,6 +84,7 @@ func (c *Checker) AttemptDrawn(node int, id uint64, d time.Duration) {
 		n.kindWork[j.kind] += d + n.cycle
 	}
 	n.chain(id, d+n.cycle)
+	c.flow.Drawn(node, id, d+n.cycle)
 }
 
 // RunnerBound is node's liveness deadline as of now (absolute offset).
@@ -94,6 +96,7 @@ func (c *Checker) RunnerBound(node int) time.Duration {
 			held = max(held, w/time.Duration(l))
 		}
 	}
+	held += c.flow.Allowance(node, operatorEvery, func(id uint64) time.Duration { return n.chains[id] })
 	return c.liveFrom + n.allow + n.work/time.Duration(n.p.Capacity) + held + n.longest + n.cycle
 }
 

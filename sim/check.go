@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/sim/internal/flowcheck"
 	"github.com/sluicehq/sluice/sim/internal/runview"
 )
 
@@ -137,6 +138,7 @@ type Checker struct {
 	nodes  map[int]*nodeModel
 	jobs   map[jobKey]*jobModel
 	scheds map[int]*schedNode // periodic jobs, by node (check_schedule.go)
+	flow   *flowcheck.Model   // flow control's model (nil: off; sim/internal/flowcheck)
 
 	lease    LeaseParams
 	receipts map[string]*receiptModel

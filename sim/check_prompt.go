@@ -170,7 +170,8 @@ func (c *Checker) runnerDue(n *nodeModel) {
 			full, kindFree = n.kindFull(j.kind), n.kindFreeSince[j.kind]
 			lastKind, kLooked = j.kind, true
 		}
-		if full {
+		held, flowFree := c.flowBlocked(n, v.ID, c.now)
+		if full || held {
 			continue
 		}
 		due, inv := v.Due, InvWorkConserving
@@ -183,7 +184,7 @@ func (c *Checker) runnerDue(n *nodeModel) {
 		if w.cap > 0 && w.cap < due {
 			due = w.cap
 		}
-		t := max(due, w.since, from, n.freeSince, kindFree)
+		t := max(due, w.since, from, n.freeSince, kindFree, flowFree)
 		if t < n.dueBy {
 			n.dueBy, n.dueInv = t, inv
 			n.dueWhy = dueWhy{v, due, w.since, from, n.freeSince}
@@ -256,6 +257,9 @@ func (c *Checker) CommitDispatched(node int, views []JobView) {
 		if j == nil || j.cancelled || j.cancelAsk || j.running || n.kindFull(j.kind) {
 			continue
 		}
+		if held, _ := c.flowBlocked(n, v.ID, c.now); held {
+			continue
+		}
 		c.check(InvStartWhenFree, false, "node %d: a commit at %s left job %d (due %s, kind %s) waiting with %d of %d units free",
 			node, Offset(c.now), v.ID, Offset(v.Due), j.kind, n.p.Capacity-held, n.p.Capacity)
 		return
@@ -281,6 +285,9 @@ func (c *Checker) RunnerWake(node int, wake, armed time.Duration) {
 			}
 			if j != nil && (j.cancelAsk || j.cancelled) {
 				continue // cancelled in the live state: the next commit makes it durable
+			}
+			if held, _ := c.flowBlocked(n, v.ID, v.Due); held {
+				continue
 			}
 			earliest, id = v.Due, v.ID
 		}

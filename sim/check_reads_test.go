@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core/runner"
+	"github.com/sluicehq/sluice/sim/internal/corepanic"
 )
 
 // Reads that agree with the model pass: a history grown past the cap keeps the last ten, a
@@ -47,7 +48,7 @@ func TestCorePanickerNamesTheMachine(t *testing.T) {
 	got := func(fn func()) (name string) {
 		defer func() {
 			recover()
-			name = corePanicker()
+			name = corepanic.Panicker()
 		}()
 		fn()
 		return "no panic"

@@ -622,6 +622,7 @@ func (c *Checker) OpenAttempted(node int) {
 
 // NodeCrashed: node's process died; its attempts died with it and its breakers are forgotten.
 func (c *Checker) NodeCrashed(node int) {
+	c.flow.Crashed(node)
 	n := c.node(node)
 	n.running = 0
 	n.kindRunning = map[string]int{}

@@ -55,6 +55,8 @@ const (
 	cmdCancel
 	cmdRetry
 	cmdSchedule // set or remove one (the checker follows schedules by their state)
+	cmdPause    // id: the kind's index in kindNames
+	cmdResume
 )
 
 type pendingCmd struct {
@@ -96,6 +98,7 @@ type runnerNode struct {
 	scheds        []*simSched     // the periodic jobs the node's program wants (runner_schedule.go)
 	rSched        *rand.Rand      // their changes
 	rLimits       *rand.Rand      // per-job attempts and deadlines (drawLimits)
+	rFlow, rOps   *rand.Rand      // per-job flow options, and the operator's pauses (check_flow.go)
 	rErr          *rand.Rand      // long error texts (longError)
 	heldKeys      map[string]bool // due schedules whose unique key was held before this commit (runner_schedule.go)
 
@@ -185,12 +188,15 @@ func (n *runnerNode) checkList(live []JobView) {
 		}
 		from = next + 1
 	}
-	busy := n.e.Status().InFlight > 0
+	busy, held := n.e.Status().InFlight > 0, false // held: a due job flow control may hold
 	for _, v := range live {
 		if want == 0 || v.State == want.String() {
 			exp = append(exp, strconv.FormatUint(v.ID, 10)+"/"+v.State)
 		}
-		busy = busy || v.State == runner.Waiting.String() && v.Due <= w.loop.Now()
+		if v.State == runner.Waiting.String() && v.Due <= w.loop.Now() { // (parked or not: either)
+			h, _ := w.chk.flowBlocked(w.chk.node(n.id), v.ID, w.loop.Now())
+			busy, held = busy || !h, held || h
+		}
 	}
 	for _, sc := range n.e.Schedules() { // a schedule's period due is work too
 		busy = busy || !sc.Next.IsZero() && !sc.Next.After(w.now())
@@ -199,7 +205,7 @@ func (n *runnerNode) checkList(live []JobView) {
 		w.chk.Fail(InvMachine, "%s: List (state %v, pages of %d, scanning %d) gave [%s], the state holds [%s]", n.name, want, limit, scan, g, e)
 		return
 	}
-	if idle := n.e.IdleThrough(w.now()); idle == busy {
+	if idle := n.e.IdleThrough(w.now()); idle == busy && (busy || !held) {
 		w.chk.Fail(InvMachine, "%s: IdleThrough(now) is %v, but a job or a period is due or an attempt holds a unit: %v", n.name, idle, busy)
 		return
 	}
@@ -234,11 +240,13 @@ func (w *World) setupRunner() {
 			Grace:     drawGrace(Stream(c.Seed, "grace/"+strconv.Itoa(i)), c.HandlerMin/2, 2*c.HandlerMax),
 			Decode:    decodePayload,
 			KindsOnly: true,
+			Defect:    runner.Defect(max(int(w.mutation)-int(mutFlow), 0)),
 		}
 		limits := map[string]int{}
 		rDecode := Stream(c.Seed, "kind-decode/"+n.name)
 		for k, name := range kindNames {
 			kc := runner.KindConfig{Name: name, Limit: c.KindLimits[k]}
+			c.Flow[k].Apply(&kc)
 			if rDecode.Intn(2) == 0 {
 				kc.Decode = decodePayload // the kind's own codec port, the same codec
 			}
@@ -251,6 +259,7 @@ func (w *World) setupRunner() {
 		w.chk.RunnerConfigured(i, RunnerParams{Capacity: c.Capacity, Attempts: c.Attempts, Deadline: c.Deadline, Base: c.Base, Cap: c.Cap,
 			Threshold: c.Threshold, Window: c.Window, Cooldown: c.Cooldown, Probes: c.Probes, KindLimits: limits, KindsOnly: true})
 		w.nodes = append(w.nodes, n)
+		n.startOperator() // check_flow.go
 		n.start()
 		w.loop.At(drawBetween(w.rWork, 0, c.JobEvery), func() { n.produce() })
 	}
@@ -349,6 +358,7 @@ func (n *runnerNode) start() {
 	}
 	views := runview.Jobs(n.views, st)
 	w.chk.NodeRecovered(n.id, views)
+	w.chk.flow.Recovered(n.id, w.loop.Now(), st.Paused, views)
 	w.chk.SchedulesRecovered(n.id, n.scheduleViews(), views)
 	n.checkEntryDurable("an open") // journal_fam.go
 	n.node, n.up = runner.NewNode(e, ncfg), true
@@ -610,6 +620,7 @@ func (n *runnerNode) produce() {
 		}
 		o.Kind = kindNames[w.rKind.Intn(len(kindNames))]
 		n.drawLimits(&o)
+		n.drawFlow(&o, &target) // check_flow.go
 		if batched && !oversize {
 			batch = append(batch, runner.NewJob{Due: Epoch.Add(due), Target: target, Payload: []byte(payload), Opts: o})
 			continue
@@ -739,6 +750,7 @@ func (n *runnerNode) enqueueRaw(due time.Duration, target, payload string, raw [
 	}
 	w.chk.JobAppended(n.id, id, due, target, payload)
 	w.chk.JobOptions(n.id, id, o.Kind, o.Unique)
+	w.chk.flow.Job(n.id, id, o)
 	w.chk.JobLimits(n.id, id, o.AttemptsMax, o.Deadline)
 	if w.mutation == mutAckEarly {
 		w.chk.JobAcked(n.id, id) // a deliberately broken driver: acknowledged before durable
@@ -773,6 +785,7 @@ func (n *runnerNode) enqueueMany(jobs []runner.NewJob) {
 		}
 		w.chk.JobAppended(n.id, id, j.Due.Sub(Epoch), j.Target, string(j.Payload))
 		w.chk.JobOptions(n.id, id, j.Opts.Kind, j.Opts.Unique)
+		w.chk.flow.Job(n.id, id, j.Opts)
 		w.chk.JobLimits(n.id, id, j.Opts.AttemptsMax, j.Opts.Deadline)
 		if w.mutation == mutAckEarly {
 			w.chk.JobAcked(n.id, id)
@@ -880,6 +893,7 @@ const readyMax = 1 << 10
 func (n *runnerNode) perform() {
 	w := n.w
 	f := &flight{}
+	w.chk.flow.Written(n.id) // the batch's starts follow every record appended so far
 	if n.node.Status().Dirty {
 		f.cut = n.armCommitCrash()
 		// The schedules beforeCommit reads are the ones the write starts from.
@@ -1114,6 +1128,8 @@ func (n *runnerNode) answer(acks []runner.Answer) {
 			w.chk.CancelAcked(n.id, p.id)
 		case cmdRetry:
 			w.chk.RetryAcked(n.id, p.id, p.at)
+		case cmdPause, cmdResume:
+			w.chk.flow.PauseAcked(n.id, kindNames[p.id], p.kind == cmdPause)
 		}
 	}
 }
@@ -1147,6 +1163,7 @@ func (n *runnerNode) absorb(rd runner.Effects, f *flight) []JobView {
 			views, scheds = w.liveViews(n.id, n.views, n.e), n.scheduleViews()
 		}
 		w.chk.Committed(n.id, views)
+		w.chk.flow.Landed(n.id, w.loop.Now(), rd.Starts, views)
 		w.chk.SchedulesCommitted(n.id, scheds)
 		n.views, n.durable = views, st.Durable
 	}
@@ -1180,7 +1197,8 @@ type execution struct {
 	out     runner.Outcome
 	crash   bool // the handler takes the process down
 	what    string
-	version int // bumped when a cancellation changes how and when it returns
+	version int           // bumped when a cancellation changes how and when it returns
+	until   time.Duration // its start plus its Timeout (never without one)
 }
 
 // cancelCheckMax bounds how long a handler that heeds cancellation takes to return.
@@ -1212,6 +1230,11 @@ func (n *runnerNode) execute(a runner.Attempt) {
 		ex.out = runner.Panicked("simulated panic")
 	default:
 		ex.out = runner.Success()
+	}
+	if ex.until = never; a.Timeout > 0 { // the driver ends the attempt at its timeout
+		if ex.until = w.loop.Now() + a.Timeout; d > a.Timeout {
+			d, ex.crash, ex.out = a.Timeout, false, runner.Failure("attempt timed out", true)
+		}
 	}
 	n.executions(ex, d)
 }
@@ -1249,7 +1272,7 @@ func (n *runnerNode) cancelHandler(c runner.CancelAttempt) {
 	ex.out, ex.crash, ex.what = runner.Failure("context canceled", true), false, "context canceled"
 	ex.version++
 	w.trace(n.name, "cancel "+c.Token.String()+" ("+c.Why.String()+")")
-	n.returnAfter(ex, drawBetween(w.rExec, 0, cancelCheckMax))
+	n.returnAfter(ex, max(0, min(drawBetween(w.rExec, 0, cancelCheckMax), ex.until-w.loop.Now())))
 }
 
 // returnAfter delivers ex's outcome d from now, unless a cancellation changed it meanwhile.
@@ -1287,6 +1310,7 @@ func (n *runnerNode) returned(ex *execution, v int, tok runner.Token) {
 		out := ex.out
 		failure := out.Kind == runner.OutcomePanicked || (out.Kind == runner.OutcomeFailed && out.Retryable)
 		w.chk.OutcomeFed(n.id, tok.ID, tok.Attempt, out.Kind.String(), out.Err)
+		w.chk.flow.Ended(n.id, tok.ID, tok.Attempt, w.loop.Now())
 		if out.Kind == runner.OutcomeFailed && out.Retryable {
 			w.chk.AttemptFailed(n.id, tok.ID, tok.Attempt, out.After)
 		}

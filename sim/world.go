@@ -15,8 +15,10 @@ import (
 	"github.com/sluicehq/sluice/sim/disk"
 	"github.com/sluicehq/sluice/sim/faults"
 	"github.com/sluicehq/sluice/sim/forge"
+	"github.com/sluicehq/sluice/sim/internal/corepanic"
 	"github.com/sluicehq/sluice/sim/internal/counts"
 	"github.com/sluicehq/sluice/sim/internal/eventheap"
+	"github.com/sluicehq/sluice/sim/internal/runview"
 	"github.com/sluicehq/sluice/sim/internal/trace"
 	"github.com/sluicehq/sluice/sim/queue"
 )
@@ -80,8 +82,8 @@ type World struct {
 	queueCalls int
 	nodes      []*runnerNode
 	msgs       msgProducer
-	fleet      *fleet            // the fleet family (fleet.go)
-	views      map[int]*viewBufs // each node's job-view buffers (views.go)
+	fleet      *fleet                // the fleet family (fleet.go)
+	views      map[int]*runview.Bufs // each node's job-view buffers (views.go)
 }
 
 // mutation names a deliberate defect a test plants in the world to show the checker finds it.
@@ -89,19 +91,20 @@ type mutation uint8
 
 const (
 	mutNone          mutation = iota
-	mutAckEarly               // acknowledge enqueues before their commit
-	mutKeepDropped            // keep running a handler after its receipt was dropped
-	mutIgnoreFatal            // keep a worker process up after a fatal receive error ended its Run
-	mutPanic                  // the simulator panics mid-run (a simulator fault)
-	mutNoStopMargin           // workers cancel handlers at the local deadline itself (no stop margin)
-	mutLostWake               // the runner driver loses every fourth wake-up the engine asks for
-	mutLateTick               // the worker driver arms its timer a second after the machine's WakeAt
-	mutDoubleBackoff          // the runner engine's policy has twice the configured backoff
-	mutHalfPool               // the runner engine's pool has half the configured capacity
-	mutLateHandler            // the worker driver starts each handler a millisecond after the machine says
-	mutLateDelete             // the worker driver sends each delete a millisecond after the machine says
-	mutSplitFiring            // a period's job and its schedule's advance in two batches, a crash between
-	mutNoDirSync              // the runner's file system drops every directory fsync (journal_fam.go)
+	mutAckEarly                     // acknowledge enqueues before their commit
+	mutKeepDropped                  // keep running a handler after its receipt was dropped
+	mutIgnoreFatal                  // keep a worker process up after a fatal receive error ended its Run
+	mutPanic                        // the simulator panics mid-run (a simulator fault)
+	mutNoStopMargin                 // workers cancel handlers at the local deadline itself (no stop margin)
+	mutLostWake                     // the runner driver loses every fourth wake-up the engine asks for
+	mutLateTick                     // the worker driver arms its timer a second after the machine's WakeAt
+	mutDoubleBackoff                // the runner engine's policy has twice the configured backoff
+	mutHalfPool                     // the runner engine's pool has half the configured capacity
+	mutLateHandler                  // the worker driver starts each handler a millisecond after the machine says
+	mutLateDelete                   // the worker driver sends each delete a millisecond after the machine says
+	mutSplitFiring                  // a period's job and its schedule's advance in two batches, a crash between
+	mutNoDirSync                    // the runner's file system drops every directory fsync (journal_fam.go)
+	mutFlow          mutation = 200 // mutFlow+d plants runner.Defect d in every node (check_flow_test.go)
 )
 
 // Stats counts what a run did.
@@ -189,7 +192,7 @@ func Run(o Options) (*Result, error) {
 func (w *World) runSafely() (fault string) {
 	defer func() {
 		if r := recover(); r != nil {
-			if fn := corePanicker(); fn != "" { // check_panic.go
+			if fn := corepanic.Panicker(); fn != "" {
 				w.chk.Fail(InvMachine, "%s panicked: %s", fn, cut(fmt.Sprint(r)))
 				w.trace("world", "VIOLATION "+InvMachine+": "+fn+" panicked")
 				return

@@ -67,6 +67,11 @@ type Config struct {
 	// KindLimits are the limits of the runner's three kinds (mail, sms, bulk; 0: none); each
 	// job's kind is drawn from the kinds stream.
 	KindLimits [3]int
+	// Flow control (flow.go): on for the flow profile and one swarm seed in four with runner
+	// nodes; then each kind's settings, and P(a producer tick pauses or resumes a kind).
+	FlowOn bool
+	Flow   [3]KindFlow
+	PPause float64
 
 	// Queue side: Workers worker processes on one queue.
 	Workers    int
@@ -138,6 +143,7 @@ func New(seed int64, profile string) (Config, error) {
 	fleetOn := profile == "fleet" || profile == "swarm" && c.Workers > 0 && Stream(seed, "fleet").Intn(4) == 0
 
 	c.pinProfile(r)
+	c.drawFlow(seed)
 	if fleetOn {
 		// The runner side's policy and breaker draws configure the job layer; the worker's
 		// budget and redrive are the job layer's own (sim/fleet.go).
@@ -248,6 +254,12 @@ func (c *Config) pinProfile(r *rand.Rand) {
 		if !c.Faults.Process.On() {
 			c.PCrashHandle = 0
 		}
+	case "flow":
+		c.Workers = 0
+		c.Nodes = max(c.Nodes, 1)
+		if !c.Faults.Process.On() {
+			c.PCrashHandle = 0
+		}
 	}
 }
 
@@ -290,6 +302,9 @@ func (c Config) String() string {
 		fmt.Fprintf(&b, "runner workload: jobs=%d every~%s cancel=%s handler=%s..%s retryable=%s permanent=%s panic=%s retry-after=%s crash=%s kind-limits={mail=%d sms=%d bulk=%d}\n",
 			c.JobsMax, c.JobEvery, pct(c.CancelP), c.HandlerMin, c.HandlerMax, pct(c.PRetryable), pct(c.PPermanent), pct(c.PPanic), pct(c.PRetryAfter), pct(c.PCrashHandle),
 			c.KindLimits[0], c.KindLimits[1], c.KindLimits[2])
+		if c.FlowOn {
+			fmt.Fprintf(&b, "runner flow: pause=%s mail={%s} sms={%s} bulk={%s}\n", pct(c.PPause), c.Flow[0], c.Flow[1], c.Flow[2])
+		}
 	}
 	if c.Workers > 0 {
 		fmt.Fprintf(&b, "queue: workers=%d window=%s receive-max=%d poll=%s max-receive=%d budget=%d lapsed=%s\n",

@@ -24,7 +24,7 @@ type Set struct {
 }
 
 // Profiles lists the profile names in a fixed order.
-var Profiles = []string{"swarm", "calm", "disk", "network", "bitflip", "fleet"}
+var Profiles = []string{"swarm", "calm", "disk", "network", "bitflip", "fleet", "flow"}
 
 // ProfileNotes says in one line what each profile pins.
 var ProfileNotes = map[string]string{
@@ -34,6 +34,7 @@ var ProfileNotes = map[string]string{
 	"network": "transport faults (fail before or after effect, throttling, stale receipts) and latency spikes",
 	"bitflip": "a bit flips in synced journal data; open must refuse with a clear error",
 	"fleet":   "the queue-backed runner's job layer on every worker: transport faults, stale receipts, worker crashes, long handlers",
+	"flow":    "runner nodes only, with flow control always on (rates, keys, sequences, pauses, timeouts) and swarm's faults",
 }
 
 // ErrUnknownProfile is returned for a profile name not in Profiles.
@@ -73,7 +74,7 @@ func Pick(profile string, r *rand.Rand) (Set, error) {
 		// batch, which no journal can tell from a torn write.
 		base.Process.NodeCrash = d.scale(dNodeCrash, 0.005, 0.02)
 		base.ExpectRefusal = true
-	case "swarm":
+	case "swarm", "flow":
 		d.swarm(&base)
 	default:
 		return Set{}, fmt.Errorf("%w: %q", ErrUnknownProfile, profile)
@@ -189,10 +190,10 @@ func (s *Set) PickMore(r *rand.Rand) error {
 		d[i] = r.Float64()
 	}
 	switch s.Profile {
-	case "disk", "swarm":
+	case "disk", "swarm", "flow":
 		// The read side of the disk, with the rest of the disk family: each kind on by its own
 		// switch, then at its own rate.
-		if s.Profile == "swarm" && s.Disk == (Disk{}) {
+		if s.Profile != "disk" && s.Disk == (Disk{}) {
 			break
 		}
 		for _, k := range []struct {
@@ -222,7 +223,7 @@ func (s *Set) PickJournal(r *rand.Rand) error {
 	for i := range d {
 		d[i] = r.Float64()
 	}
-	if s.Profile == "disk" || s.Profile == "swarm" && s.Disk != (Disk{}) {
+	if s.Profile == "disk" || (s.Profile == "swarm" || s.Profile == "flow") && s.Disk != (Disk{}) {
 		if d[jShortOn] < 0.3 {
 			s.Disk.ShortWrite = d[jShort] * 0.01
 		}

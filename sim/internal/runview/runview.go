@@ -370,3 +370,37 @@ func parseCron(spec string) cron.Schedule {
 	}
 	return s
 }
+
+// Bufs are a node's two view buffers (Live): the one a checker holds as the last committed
+// state stays intact, the other (two commits old, held by nothing) is overwritten.
+type Bufs [2][]Job
+
+// Live returns e's live state as job views after a commit, reusing prev (the views of its
+// previous commit, ascending by id) for unchanged jobs: a job whose view did not change keeps
+// its previous view (no string built again). It equals Jobs(nil, e.State()).
+func (b *Bufs) Live(prev []Job, e *runner.Engine) []Job {
+	slot := 0
+	if Aliases(b[0], prev) {
+		slot = 1
+	}
+	out := b[slot][:0]
+	k := 0
+	e.EachJob(func(j *runner.Job) {
+		for k < len(prev) && prev[k].ID < j.ID {
+			k++
+		}
+		if k < len(prev) && prev[k].ID == j.ID && Same(&prev[k], j) {
+			out = append(out, prev[k])
+			return
+		}
+		payload := ""
+		if k < len(prev) && prev[k].ID == j.ID && prev[k].Payload == string(j.Payload) {
+			payload = prev[k].Payload
+		} else {
+			payload = string(j.Payload)
+		}
+		out = append(out, OfJob(j, payload))
+	})
+	b[slot] = out
+	return out
+}

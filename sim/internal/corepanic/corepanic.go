@@ -1,4 +1,5 @@
-package sim
+// Package corepanic tells a panic of the machines under test (core/) from one of the simulator.
+package corepanic
 
 import (
 	"runtime"
@@ -8,11 +9,11 @@ import (
 // corePrefix is the import path prefix of the machines the world tests.
 const corePrefix = "github.com/sluicehq/sluice/core/"
 
-// corePanicker names the function of the code under test (a package under core/) that raised
+// Panicker names the function of the code under test (a package under core/) that raised
 // the panic being recovered, or "" when it began elsewhere (the simulator, its disk or queue).
 // A panic in a machine is a defect of the machine, reported as an invariant failure, not as a
 // simulator fault. Call it from the deferred function that recovers, before it returns.
-func corePanicker() string {
+func Panicker() string {
 	pc := make([]uintptr, 64)
 	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
 	for inPanic := false; ; {
