@@ -378,9 +378,10 @@ func (m *Machine) letOut(ks *flowKey) {
 	}
 }
 
-// nudgeKey lets the next parked job of j's key out when j, a waiting job, ended without
-// starting (cancelled, or dead at admission): j may have been the one let out for a free slot,
-// a token or its key's turn in a fair round, which would otherwise stay unused.
+// nudgeKey lets the next parked job of j's key out when j, a due job, left without starting
+// (cancelled, dead at admission, or deferred by its target's breaker): j may have been the one
+// let out for a free slot, a token or its key's turn in a fair round, which would otherwise
+// stay unused.
 func (m *Machine) nudgeKey(j *job) {
 	if m.replaying || !j.kind.keyed() {
 		return

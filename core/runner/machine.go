@@ -938,6 +938,7 @@ func (m *Machine) schedule(now time.Time) {
 			m.record(Record{Tag: TagExpired, ID: j.ID, Reason: Spent})
 		case retry.Defer:
 			m.record(Record{Tag: TagDeferred, ID: j.ID, Due: norm(d.Until)})
+			m.nudgeKey(j) // its key's turn is unused: the next parked job is considered too
 		case retry.Start:
 			m.maybeForgetBreaker(j.Target, now)
 			tok := Token{j.ID, j.Attempts + 1}
