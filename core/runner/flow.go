@@ -337,6 +337,7 @@ func (m *Machine) park(j *job, g *group, ks *flowKey) {
 		i, _ := slices.BinarySearchFunc(g.parked, j.ID, func(p *job, id uint64) int { return cmpU64(p.ID, id) })
 		g.parked = slices.Insert(g.parked, i, j)
 		m.restuck(g)
+		m.nudgeKey(j) // it may have been its key's let-out job: the key's turn goes to the next
 		return
 	}
 	jobHeapPush(&ks.parked, j)

@@ -90,7 +90,7 @@ func (m *Machine) checkFlow() error {
 		}
 		held := len(g.ids) > 0 && holds(m.job(g.ids[0]))
 		for _, j := range g.parked {
-			if !parked(j) || len(g.ids) == 0 || (j.ID == g.ids[0] && g.running == 0) {
+			if !parked(j) || len(g.ids) == 0 || (j.ID == g.ids[0] && g.running == 0 && g.inflight == 0) {
 				return fmt.Errorf("runner: group %q parks job %d (%v), head %v", g.name, j.ID, j.State, g.ids)
 			}
 			parkedBy[g.kind]++

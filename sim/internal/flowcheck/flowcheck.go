@@ -470,7 +470,8 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 	}
 	for _, v := range views {
 		j := n.jobs[v.ID]
-		if j == nil || !m.fairKind(j.kind) || v.State != "waiting" || v.Deferred || v.Due > now || n.paused[j.kind] {
+		// A job a breaker deferred is due again at its new due, like any other.
+		if j == nil || !m.fairKind(j.kind) || v.State != "waiting" || v.Due > now || n.paused[j.kind] {
 			continue
 		}
 		add(j.kind, j.key)
@@ -568,11 +569,14 @@ func (m *Model) Blocked(node int, id uint64, kind string, now time.Duration, liv
 	if j.group != "" {
 		idx := runview.IndexOf(live)
 		for oid, o := range n.jobs {
-			if oid < id && o.group == j.group && o.kind == j.kind {
-				_, in := idx.Get(oid)
-				if !ended(o, in) || o.running {
-					return true, 0
-				}
+			if oid == id || o.group != j.group || o.kind != j.kind {
+				continue
+			}
+			// One at a time: any other job of the group running (a later one a retried head
+			// waits for, or a cancelled one whose handler runs on) holds it, as does an
+			// earlier one not ended.
+			if _, in := idx.Get(oid); o.running || oid < id && !ended(o, in) {
+				return true, 0
 			}
 		}
 		since = max(since, n.grpFree[j.kind+"\x00"+j.group])
@@ -708,8 +712,12 @@ func (m *Model) Allowance(node int, operator time.Duration, chain func(id uint64
 		a += n.keyWork[k] / time.Duration(m.kinds[kind].KeyLimit)
 	}
 	for id, j := range n.jobs { // a sum: order does not matter
-		if j.group != "" {
+		switch kl := m.kinds[j.kind].KeyLimit; {
+		case j.group != "":
 			a += chain(id) // a group's jobs run one after another, each through its retries
+		case kl > 0:
+			// A key at its limit runs its jobs KeyLimit at a time, each through its retries.
+			a += chain(id) / time.Duration(kl)
 		}
 	}
 	return a
