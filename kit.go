@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
@@ -13,14 +14,33 @@ import (
 // executes a runner's host in a simulated world, and with it runs cfg as a Runner does: the
 // engine's configuration with its defaults (AgeMax included), handler through cfg.Middleware
 // with panics recovered, and every hook of cfg. kind names the handler's jobs (Job.Kind).
-// The type it returns is internal: its fields are what the simulated executor calls.
-func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A]) (runnerkit.Kit, error) {
+// The type it returns is internal: its fields are what the simulated executor calls. Kind
+// options (WithConcurrency, WithRate, WithAttemptTimeout...) register kind, which must then be
+// named, with them; the kit's jobs carry it (Kit.Kind).
+func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...KindOption) (runnerkit.Kit, error) {
 	if handler == nil {
 		return runnerkit.Kit{}, errors.New("sluice: NewRunnerKit: the handler is nil")
 	}
 	cfg, ecfg, err := cfg.withDefaults()
 	if err != nil {
 		return runnerkit.Kit{}, err
+	}
+	var s kindSettings
+	for _, o := range opts {
+		o(&s)
+	}
+	if s.err != nil {
+		return runnerkit.Kit{}, fmt.Errorf("sluice: NewRunnerKit %s: %w", runner.QuoteCut(kind), s.err)
+	}
+	jobKind := ""
+	if len(opts) > 0 {
+		if err := runner.CheckName("kind name", kind, true); err != nil {
+			return runnerkit.Kit{}, fmt.Errorf("sluice: NewRunnerKit: %w: kind options need a kind's name", err)
+		}
+		f := s.flow
+		ecfg.Kinds = append(ecfg.Kinds, runner.KindConfig{Name: kind, Limit: s.limit, Rate: f.rate.core(),
+			KeyRate: f.keyRate.core(), KeyLimit: f.keyLimit, Fair: f.fair, Timeout: f.timeout})
+		jobKind = kind
 	}
 	k := kindEntry{name: kind, start: startOf(kind, handler)}
 	mws := chain(cfg.Middleware, innerCall)
@@ -29,5 +49,6 @@ func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A]) (runnerkit
 		Attempt: func(ctx context.Context, a runner.Attempt) error { return runAttempt(ctx, mws, k, a) },
 		Started: func(a runner.Attempt, now time.Time) { cfg.OnAttemptStarted(attemptStarted(a, now)) },
 		Durable: func(rd runner.Effects, now time.Time) { reportDurable(&cfg, rd, now) },
+		Kind:    jobKind,
 	}, nil
 }

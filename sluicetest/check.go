@@ -209,7 +209,7 @@ func (sc *Scenario[A]) validate() error {
 	}
 	noop := func(context.Context, sluice.Job[A]) error { return nil }
 	var ce *sluice.ConfigError
-	if _, err := sluice.NewRunnerKit(sc.simConfig(), "", noop); errors.As(err, &ce) {
+	if _, err := sluice.NewRunnerKit(sc.simConfig(), sc.kindName(), noop, sc.Kind...); errors.As(err, &ce) {
 		return fmt.Errorf("sluicetest: invalid Scenario.Config: %s = %v: %s", ce.Field, ce.Value, ce.Rule)
 	} else if err != nil {
 		return fmt.Errorf("sluicetest: invalid Scenario.Config: %w", err)
@@ -488,4 +488,13 @@ func packageOf(fn string) string {
 		return ""
 	}
 	return strings.TrimSuffix(fn[:slash+1+dot], "_test")
+}
+
+// kindName is the kind the scenario's jobs carry: sluice.DefaultKind when Kind options register
+// it, else none.
+func (sc *Scenario[A]) kindName() string {
+	if len(sc.Kind) > 0 {
+		return sluice.DefaultKind
+	}
+	return ""
 }

@@ -19,6 +19,11 @@ type Scenario[A any] struct {
 	Config sluice.Config
 	// Codec is the payload codec (nil: sluice.JSON).
 	Codec sluice.Codec[A]
+	// Kind are the options of the scenario's kind as Register takes them (WithAttemptTimeout,
+	// WithRate, WithConcurrency, WithKeyConcurrency...); with any, the handler's jobs are of
+	// kind sluice.DefaultKind, registered with them. Job options are not planned: every job
+	// has the flow key "".
+	Kind []sluice.KindOption
 	// Setup builds the handler over the world's simulated services; it runs once per run.
 	Setup func(env *Env) sluice.Handler[A]
 	// Workload plans the enqueues, cancels and retries, drawing from r.

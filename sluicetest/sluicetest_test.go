@@ -393,3 +393,49 @@ func TestGracefulStopCheckSeesALostOutcome(t *testing.T) {
 	}
 	t.Logf("%d of 100 seeds saw the lost outcome", caught)
 }
+
+// TestAttemptTimeoutEndsTheHandlersContext: a kind option of the scenario (WithAttemptTimeout)
+// reaches the simulated runner: each attempt's context ends at the timeout on the simulated
+// clock with cause ErrAttemptTimeout, while the handler waits on a slow service, and the job
+// is retried by its policy until it dies.
+func TestAttemptTimeoutEndsTheHandlersContext(t *testing.T) {
+	var mu sync.Mutex
+	causes, kinds := map[error]int{}, map[string]int{}
+	sc := Scenario[order]{
+		Config: sluice.Config{Policy: sluice.Policy{Attempts: 2, Base: 100 * time.Millisecond, Cap: time.Second}},
+		Kind:   []sluice.KindOption{sluice.WithAttemptTimeout(200 * time.Millisecond)},
+		Setup: func(env *Env) sluice.Handler[order] {
+			slow := env.Service("slow", ServiceFaults{LatencyMin: time.Second, LatencyMax: 2 * time.Second, TimeoutAfter: time.Minute})
+			return func(ctx context.Context, j sluice.Job[order]) error {
+				_, err := slow.Do(ctx, Request{Op: "work", Key: j.Payload.ID})
+				mu.Lock()
+				causes[context.Cause(ctx)]++
+				kinds[j.Kind]++
+				mu.Unlock()
+				return err
+			}
+		},
+		Workload: func(r *rand.Rand, p *Plan[order]) {
+			p.Enqueue(0, "slow", order{ID: "a"})
+			p.Enqueue(0, "slow", order{ID: "b"})
+		},
+		Invariants: []Invariant[order]{{Name: "every attempt timed out", Check: func(v View[order]) error {
+			for _, j := range v.Jobs() {
+				if v.Final() && (j.State != sluice.StateDead || j.Attempts != 2) {
+					return fmt.Errorf("job %d %v after %d attempts, want dead after 2", j.ID, j.State, j.Attempts)
+				}
+			}
+			return nil
+		}}},
+	}
+	res := run(&sc, 1, Knobs{Jobs: 2, Horizon: time.Second})
+	if res.violation != nil {
+		t.Fatalf("violation: %v\n%s", res.violation, strings.Join(res.timeline, "\n"))
+	}
+	if causes[sluice.ErrAttemptTimeout] != 4 || len(causes) != 1 || kinds[sluice.DefaultKind] != 4 {
+		t.Errorf("handlers saw causes %v and kinds %v, want ErrAttemptTimeout and %q four times", causes, kinds, sluice.DefaultKind)
+	}
+	if tl := strings.Join(res.timeline, "\n"); !strings.Contains(tl, "timeout 1#1 after 200ms") {
+		t.Errorf("timeline without the timeout:\n%s", tl)
+	}
+}

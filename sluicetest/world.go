@@ -143,7 +143,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		fs.Storm(diskStorm)
 		w.disk.SetFaults(fs.Disk)
 	}
-	kit, err := sluice.NewRunnerKit(sc.simConfig(), "", sc.Setup(&Env{w: w.sched}))
+	kit, err := sluice.NewRunnerKit(sc.simConfig(), sc.kindName(), sc.Setup(&Env{w: w.sched}), sc.Kind...)
 	if err != nil {
 		panic(err) // validate refused it before any run
 	}
@@ -311,7 +311,7 @@ func (w *world[A]) submit(i int) {
 			w.fail("codec", fmt.Errorf("encoding the payload of job ref %d: %w", op.ref, eerr))
 			return
 		}
-		cmd = runner.Enqueue{Due: epoch.Add(op.due), Target: op.target, Payload: b}
+		cmd = runner.Enqueue{Due: epoch.Add(op.due), Target: op.target, Payload: b, Opts: runner.Opts{Kind: w.kit.Kind}}
 		w.logf("enq    ref %d target=%s due=+%s", op.ref, op.target, op.due)
 	case opCancel:
 		id := w.refID[op.ref]
@@ -465,6 +465,22 @@ func (w *world[A]) start(s runner.Attempt) {
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, a))
 	if d := w.ecfg.Policy.Deadline; d > 0 {
 		ctx = deadlineCtx{Context: ctx, at: s.FirstDue.Add(d)}
+	}
+	if d := s.Timeout; d > 0 {
+		// The attempt's timeout on the simulated clock, as the production driver arms it on
+		// Config.Clock: the context says its deadline and ends with ErrAttemptTimeout.
+		if dl, ok := ctx.Deadline(); !ok || w.now.Add(d).Before(dl) {
+			ctx = deadlineCtx{Context: ctx, at: w.now.Add(d)}
+		}
+		gen := w.gen
+		w.sched.after(d, func() {
+			if w.gen != gen || w.running[s.Token] != a || a.finished.Load() {
+				return
+			}
+			w.logf("timeout %v after %v", s.Token, d)
+			a.cancel(sluice.ErrAttemptTimeout)
+			w.interrupt(a, sluice.ErrAttemptTimeout)
+		})
 	}
 	a.cancel = cancel
 	w.running[s.Token] = a

@@ -26,4 +26,6 @@ type Kit struct {
 	// (OnCommitted, timed to now), the attempts' ends and deferrals (OnAttemptEnded,
 	// OnDeferred) and the settled jobs (OnSettled).
 	Durable func(rd runner.Effects, now time.Time)
+	// Kind is the kind the kit's jobs carry (Opts.Kind): "" unless kind options registered it.
+	Kind string
 }
