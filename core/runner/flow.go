@@ -455,8 +455,9 @@ func (m *Machine) started(j *job, now time.Time, running bool) *flowKey {
 	if r := k.cfg.KeyRate; r.On() {
 		ks.bucket.Take(r, now.UnixNano())
 	}
-	ks.served = k.round
 	if running {
+		// A start whose payload does not decode never runs: it takes no turn of the fair share.
+		ks.served = k.round
 		ks.running++
 	}
 	// The next parked job may start in this same pass (a burst, a free slot), or waits for
