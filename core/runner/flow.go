@@ -301,6 +301,11 @@ func (m *Machine) gate(j *job, now time.Time) (Block, *group, *flowKey) {
 		return Block{}, nil, nil
 	}
 	ks := m.keyOf(j)
+	if k.cfg.Fair && ks.served+1 < k.round {
+		// A key that took no turn in the last round arrives: it joins the next round, so that
+		// a stream of arriving keys cannot keep the current round from ending (the bound).
+		ks.served = k.round
+	}
 	if b := m.keyBlock(ks, now); b.Reason != NotBlocked {
 		return b, nil, ks
 	}
@@ -315,7 +320,7 @@ func (m *Machine) keyBlock(ks *flowKey, now time.Time) Block {
 		return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}
 	case k.cfg.KeyRate.On() && ks.bucket.ReadyAt(k.cfg.KeyRate) > now.UnixNano():
 		return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}
-	case k.cfg.Fair && ks.served == k.round && m.cfg.Defect != DefectFairOff:
+	case k.cfg.Fair && (ks.served == k.round || ks.served+1 < k.round) && m.cfg.Defect != DefectFairOff:
 		return Block{Reason: BlockFair, Key: ks.name}
 	}
 	return Block{}
@@ -370,6 +375,9 @@ func (m *Machine) letOut(ks *flowKey) {
 			m.wakeKey(ks)
 		}
 	case BlockFair:
+		if ks.served+1 < k.round {
+			ks.served = k.round // arriving: it joins the next round (gate)
+		}
 		if !ks.fairing {
 			ks.fairing = true
 			k.fairKeys = append(k.fairKeys, ks)
