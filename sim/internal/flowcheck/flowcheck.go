@@ -469,12 +469,12 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 		due[kind][key] = true
 	}
 	for _, v := range views {
-		j := n.jobs[v.ID]
+		kind, key := v.Kind, v.Key // a schedule's firing too, which the model learns at its start
 		// A job a breaker deferred is due again at its new due, like any other.
-		if j == nil || !m.fairKind(j.kind) || v.State != "waiting" || v.Due > now || n.paused[j.kind] {
+		if !m.fairKind(kind) || v.State != "waiting" || v.Due > now || n.paused[kind] {
 			continue
 		}
-		add(j.kind, j.key)
+		add(kind, key)
 	}
 	// The keys due during the starts: those due after them and those starting.
 	during := map[string]map[string]bool{}

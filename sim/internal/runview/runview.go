@@ -29,6 +29,8 @@ type Job struct {
 	Target   string
 	Payload  string
 	Unique   string // the job's kind and unique key ("" without one)
+	Kind     string // the job's kind and flow key (a schedule's firing, which the world did
+	Key      string // not enqueue, is known to the checkers by these)
 	// WindowUntil: a succeeded job's unique window end (its success time plus the window);
 	// 0 without one.
 	WindowUntil time.Duration
@@ -53,7 +55,8 @@ func Terminal(state string) bool {
 // OfJob is j's view, with payload its payload as a string.
 func OfJob(j *runner.Job, payload string) Job {
 	v := Job{ID: j.ID, State: j.State.String(), Deferred: j.Deferred, Attempts: j.Attempts,
-		FirstDue: trace.Since(j.FirstDue), Due: trace.Since(j.Due), Target: j.Target, Payload: payload}
+		FirstDue: trace.Since(j.FirstDue), Due: trace.Since(j.Due), Target: j.Target, Payload: payload,
+		Kind: j.Opts.Kind, Key: j.Opts.Key}
 	if j.Opts.Unique != "" {
 		v.Unique = j.Opts.Kind + "/" + j.Opts.Unique
 	}
