@@ -71,8 +71,9 @@ type Config struct {
 	// Seed seeds the backoff jitter; 0 picks one from the clock at Open.
 	Seed int64
 	// OnSettled, when set, is called after a job's terminal state (succeeded, dead, cancelled)
-	// is durable. It runs on the runner's owner goroutine: it must be quick and must not call
-	// the Runner.
+	// is durable: once per job, or twice for a dead job holding its sequence (WithHoldOnDead)
+	// that is then cancelled. It runs on the runner's owner goroutine: it must be quick and must
+	// not call the Runner.
 	OnSettled func(Settled)
 	// OnAttemptStarted, OnAttemptEnded, OnDeferred and OnCommitted report attempts, breaker
 	// deferrals and journal batches as they become durable; they run on the owner goroutine

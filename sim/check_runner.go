@@ -571,9 +571,10 @@ func (c *Checker) Committed(node int, jobs []JobView) {
 func (c *Checker) JobSettled(node int, id uint64, state string) {
 	for _, v := range c.node(node).live {
 		if v.ID == id {
-			// A dead job retried by hand in the same commit has moved on already.
+			// A dead job retried by hand in the same commit has moved on already, as has one
+			// that held its sequence and was cancelled (a dead job's cancel is taken then).
 			j := c.jobs[jobKey{node, id}]
-			again := state == "dead" && j != nil && j.retriedAt == c.now
+			again := state == "dead" && j != nil && (j.retriedAt == c.now || v.State == "cancelled" && (j.cancelled || j.cancelAsk))
 			if !c.holds(InvMachine, v.State == state || again) {
 				c.check(InvMachine, false, "node %d settled job %d as %s, but it is %v", node, id, state, v)
 			}

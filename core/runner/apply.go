@@ -44,7 +44,7 @@ func (m *Machine) applyAndAppend(r Record, data []byte) {
 	if j == nil { // a schedule's record
 		return
 	}
-	if j.State.Terminal() && !was.Terminal() {
+	if j.State.Terminal() && j.State != was { // a dead job holding its group may be cancelled
 		m.settling = append(m.settling, pendingSettled{m.seq, Settled{ID: j.ID, State: j.State,
 			Reason: j.Reason, Attempts: j.Attempts, LastErr: j.LastErr}})
 	}
