@@ -400,6 +400,13 @@ func (fm *flowMachine) keyWaits(key string, now time.Time) bool {
 // prompt fails when a unit is free and a job the rules and the model's buckets let start was
 // left waiting.
 func (fm *flowMachine) prompt(t *rapid.T, now time.Time) {
+	// A key with no job the rules let start has ended its wait, whatever the pool holds.
+	for k := range fm.m.skipped {
+		if !fm.keyWaits(k, now) {
+			delete(fm.m.skipped, k)
+			delete(fm.m.keysDue, k)
+		}
+	}
 	st := fm.w.e.Status()
 	if st.InFlight >= st.Capacity {
 		return
@@ -414,12 +421,6 @@ func (fm *flowMachine) prompt(t *rapid.T, now time.Time) {
 		if fm.eligible(id, now) && fm.rateReady(j, now) {
 			t.Fatalf("job %d of kind %q may start at %v (%d of %d units used) but waits: %s",
 				id, j.kind, now.Sub(epoch), st.InFlight, st.Capacity, fm.w.e.Blocked(id))
-		}
-	}
-	for k := range fm.m.skipped {
-		if !fm.keyWaits(k, now) {
-			delete(fm.m.skipped, k)
-			delete(fm.m.keysDue, k)
 		}
 	}
 }
