@@ -55,14 +55,26 @@ func timedOut(ctx context.Context, d time.Duration, err error) error {
 	return &timeoutError{after: d, err: err}
 }
 
-// timed arms an attempt's timeout d on the runner's clock: cancel(ErrAttemptTimeout) when it
-// passes. The returned cancel also stops the timer, so an attempt that ended leaves none.
-func (o *owner) timed(cancel context.CancelCauseFunc, d time.Duration) context.CancelCauseFunc {
-	t := o.r.clk.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
-	return func(cause error) {
-		t.Stop()
+// attemptContext is the context attempt a's handler runs under, for every executor (the
+// owner, and sluicetest through runnerkit.Kit.Context): parent, ended by the returned cancel,
+// and, when a has a timeout, with cause ErrAttemptTimeout once after (the executor's timer on
+// its clock) fires. The returned cancel also stops the timer, so an ended attempt leaves none.
+func attemptContext(parent context.Context, a runner.Attempt, after func(time.Duration, func()) func()) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	if a.Timeout <= 0 {
+		return ctx, cancel
+	}
+	stop := after(a.Timeout, func() { cancel(ErrAttemptTimeout) })
+	return ctx, func(cause error) {
+		stop()
 		cancel(cause)
 	}
+}
+
+// afterFunc is attemptContext's timer on the runner's clock.
+func (o *owner) afterFunc(d time.Duration, fire func()) func() {
+	t := o.r.clk.AfterFunc(d, fire)
+	return func() { t.Stop() }
 }
 
 // blocked is why the waiting job j is not starting, in an operator's words ("" when it is not

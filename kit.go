@@ -50,5 +50,6 @@ func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...Ki
 		Started: func(a runner.Attempt, now time.Time) { cfg.OnAttemptStarted(attemptStarted(a, now)) },
 		Durable: func(rd runner.Effects, now time.Time) { reportDurable(&cfg, rd, now) },
 		Kind:    jobKind,
+		Context: attemptContext,
 	}, nil
 }

@@ -346,10 +346,7 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 	if !ok {
 		panic(fmt.Sprintf("sluice: the engine started job %d of unregistered kind %q", s.Token.ID, s.Kind))
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	if s.Timeout > 0 {
-		cancel = o.timed(cancel, s.Timeout)
-	}
+	ctx, cancel := attemptContext(context.Background(), s, o.afterFunc)
 	o.running[s.Token] = cancel
 	o.r.cfg.OnAttemptStarted(attemptStarted(s, now)) // as runnerkit.Kit.Started
 	if o.work == nil {

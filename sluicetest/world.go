@@ -462,25 +462,9 @@ func (w *world[A]) perform(rd runner.Effects) {
 // start runs the handler of s on its own goroutine until it parks or returns.
 func (w *world[A]) start(s runner.Attempt) {
 	a := &attempt{w: w.sched, tok: s.Token, gen: w.gen, resume: make(chan reply)}
-	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, a))
+	ctx, cancel := w.kit.Context(context.WithValue(context.Background(), attemptKey{}, a), s, w.timer(a))
 	if d := w.ecfg.Policy.Deadline; d > 0 {
 		ctx = deadlineCtx{Context: ctx, at: s.FirstDue.Add(d)}
-	}
-	if d := s.Timeout; d > 0 {
-		// The attempt's timeout on the simulated clock, as the production driver arms it on
-		// Config.Clock: the context says its deadline and ends with ErrAttemptTimeout.
-		if dl, ok := ctx.Deadline(); !ok || w.now.Add(d).Before(dl) {
-			ctx = deadlineCtx{Context: ctx, at: w.now.Add(d)}
-		}
-		gen := w.gen
-		w.sched.after(d, func() {
-			if w.gen != gen || w.running[s.Token] != a || a.finished.Load() {
-				return
-			}
-			w.logf("timeout %v after %v", s.Token, d)
-			a.cancel(sluice.ErrAttemptTimeout)
-			w.interrupt(a, sluice.ErrAttemptTimeout)
-		})
 	}
 	a.cancel = cancel
 	w.running[s.Token] = a
@@ -493,6 +477,23 @@ func (w *world[A]) start(s runner.Attempt) {
 		out = attempt(ctx, s)
 	}()
 	w.await(a)
+}
+
+// timer is the kit's attempt timer for a on the simulated clock: when it fires while a still
+// runs, the context's cause is ErrAttemptTimeout, and a parked call of a returns it at once.
+func (w *world[A]) timer(a *attempt) func(time.Duration, func()) func() {
+	return func(d time.Duration, fire func()) func() {
+		stopped, gen := false, w.gen
+		w.sched.after(d, func() {
+			if stopped || w.gen != gen || w.running[a.tok] != a || a.finished.Load() {
+				return
+			}
+			w.logf("timeout %v after %v", a.tok, d)
+			fire()
+			w.interrupt(a, sluice.ErrAttemptTimeout)
+		})
+		return func() { stopped = true }
+	}
 }
 
 // crash kills the process: running handlers die at their current call, unacknowledged commands

@@ -28,4 +28,8 @@ type Kit struct {
 	Durable func(rd runner.Effects, now time.Time)
 	// Kind is the kind the kit's jobs carry (Opts.Kind): "" unless kind options registered it.
 	Kind string
+	// Context is the context a's handler runs under, as every executor builds it: parent,
+	// ended by the returned cancel, and by a.Timeout (when set) with its cause, on the
+	// executor's timer after (which returns a stop that the cancel calls).
+	Context func(parent context.Context, a runner.Attempt, after func(d time.Duration, fire func()) (stop func())) (context.Context, context.CancelCauseFunc)
 }
