@@ -570,12 +570,10 @@ func (m *Machine) Blocked(id uint64) Block {
 	}
 	if k.keyed() {
 		if ks := m.keys[k.name+"\x00"+j.Opts.Key]; ks != nil {
-			switch {
-			case k.cfg.KeyLimit > 0 && ks.running >= k.cfg.KeyLimit:
-				return Block{Reason: BlockKeyLimit, Key: ks.name, Running: ks.running}
-			case k.cfg.KeyRate.On() && ks.bucket.ReadyAt(k.cfg.KeyRate) > m.now.UnixNano():
-				return Block{Reason: BlockKeyRate, Key: ks.name, Until: time.Unix(0, ks.bucket.ReadyAt(k.cfg.KeyRate)).UTC()}
-			case k.cfg.Fair && parked(j):
+			if b := m.keyBlock(ks, m.now); b.Reason != NotBlocked {
+				return b
+			}
+			if k.cfg.Fair && parked(j) { // behind its key's job let out for this round
 				return Block{Reason: BlockFair, Key: ks.name}
 			}
 		}
