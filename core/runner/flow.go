@@ -226,8 +226,13 @@ func (m *Machine) leaveGroup(j *job) {
 	g.ids = slices.Delete(g.ids, i, i+1)
 	m.maybeLetHead(g)
 	m.restuck(g)
+	m.maybeDropGroup(g)
+}
+
+// maybeDropGroup forgets g once it holds nothing: no job, none parked, none running.
+func (m *Machine) maybeDropGroup(g *group) {
 	if len(g.ids) == 0 && len(g.parked) == 0 && g.running == 0 && g.inflight == 0 {
-		delete(m.groups, k)
+		delete(m.groups, g.kind.name+"\x00"+g.name)
 	}
 }
 

@@ -104,7 +104,8 @@ type attempt struct {
 	probe      breaker.Probe
 	key        *flowKey // counted against its flow key (nil: its kind counts none)
 	group      *group   // counted in its group's attempts in flight (nil: none)
-	seq        uint64   // its Started record
+	timeout    time.Duration
+	seq        uint64 // its Started record
 	dispatched bool
 	dropped    bool // cancelled before dispatch; skipped at Synced
 	stopped    bool // cancelled by a graceful stop: released unless it succeeds
@@ -690,7 +691,7 @@ func (m *Machine) becomeSynced(through uint64) {
 		}
 		a.dispatched = true
 		m.starts = append(m.starts, Attempt{Token: a.token, Target: a.target, Payload: a.payload,
-			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value, Kind: a.kind.name, Timeout: m.timeout(a)})
+			FirstDue: a.firstDue, Probe: a.probe != 0, Value: a.value, Kind: a.kind.name, Timeout: a.timeout})
 	}
 	m.starting = drained(m.starting, i)
 	i = 0
@@ -848,9 +849,7 @@ func (m *Machine) releaseAttempt(a *attempt) {
 	if g := a.group; g != nil {
 		g.inflight--
 		m.maybeLetHead(g)
-		if len(g.ids) == 0 && len(g.parked) == 0 && g.running == 0 && g.inflight == 0 {
-			delete(m.groups, groupKey(&Opts{Kind: g.kind.name, Group: g.name}))
-		}
+		m.maybeDropGroup(g)
 	}
 	a.key, a.group = nil, nil
 }
@@ -960,7 +959,8 @@ func (m *Machine) schedule(now time.Time) {
 			} else {
 				a = new(attempt)
 			}
-			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.firstDue(), probe: d.Probe, seq: m.seq, value: v, key: ks}
+			*a = attempt{token: tok, target: j.Target, kind: j.kind, payload: j.Payload, firstDue: j.firstDue(), probe: d.Probe, seq: m.seq, value: v, key: ks,
+				timeout: m.timeout(j)}
 			if j.Opts.Group != "" {
 				if a.group = m.groups[groupKey(j.Opts)]; a.group != nil {
 					a.group.inflight++
@@ -1003,10 +1003,10 @@ func (m *Machine) requeueOrphans(now time.Time) int {
 	return len(orphans)
 }
 
-// timeout is attempt a's bound: its job's own, else its kind's (0: none).
-func (m *Machine) timeout(a *attempt) time.Duration {
-	d := a.kind.cfg.Timeout
-	if j := m.job(a.token.ID); j != nil && j.Opts.Timeout > 0 {
+// timeout is the bound of j's attempts: its own, else its kind's (0: none).
+func (m *Machine) timeout(j *job) time.Duration {
+	d := j.kind.cfg.Timeout
+	if j.Opts.Timeout > 0 {
 		d = j.Opts.Timeout
 	}
 	if m.cfg.Defect == DefectTimeoutTriple {
