@@ -50,10 +50,16 @@ func perJobJobs(n int) []NewJob {
 // Finished records' encoding, the outcome and the acks, with 64 units and 10,000 jobs waiting.
 // One op is one job; -benchmem gives allocations per job.
 func BenchmarkMachinePerJob(b *testing.B) {
+	machinePerJob(b, nil, perJobJobs(perJobBatch))
+}
+
+// machinePerJob runs BenchmarkMachinePerJob's loop on a machine with kinds registered,
+// enqueuing batch whenever the backlog falls a batch short.
+func machinePerJob(b *testing.B, kinds []KindConfig, batch []NewJob) {
 	const capacity = 64
 	m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: capacity,
-		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1)), AgeMax: time.Minute})
-	batch := perJobJobs(perJobBatch)
+		RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1)), AgeMax: time.Minute,
+		Kinds: kinds})
 	now := epoch
 	sync := func() Ready {
 		m.Step(Synced{Through: m.seq})
@@ -64,6 +70,7 @@ func BenchmarkMachinePerJob(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	now = now.Add(time.Millisecond) // rate buckets, empty at open, hold their burst
 	m.Step(Tick{Now: now, Admit: true})
 	starts := sync().Starts
 	b.ReportAllocs()
@@ -71,11 +78,14 @@ func BenchmarkMachinePerJob(b *testing.B) {
 	c0 := cpuTime()
 	done := 0
 	for done < b.N {
+		if len(starts) == 0 {
+			b.Fatalf("nothing started after %d jobs", done)
+		}
 		for _, a := range starts {
 			m.Step(AttemptDone{Now: now, Token: a.Token, Outcome: Success()})
 		}
 		done += len(starts)
-		if m.kindOf("").q.len() < perJobBacklog-perJobBatch {
+		if m.waiting() < perJobBacklog-perJobBatch {
 			m.Step(EnqueueMany{Now: now, Jobs: batch})
 		}
 		m.Step(Tick{Now: now, Admit: true})
@@ -141,6 +151,10 @@ func BenchmarkEnginePerJob(b *testing.B) {
 func BenchmarkMachinePerJobFlow(b *testing.B) {
 	const capacity, keys = 64, 1000
 	loose := Rate{Count: 1_000_000, Per: time.Millisecond, Burst: 1_000_000}
+	batch := perJobJobs(perJobBatch)
+	for i := range batch {
+		batch[i].Opts = Opts{Kind: "k", Key: "key" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('0'+i%keys/676))}
+	}
 	for _, c := range []struct {
 		name string
 		kind KindConfig
@@ -150,47 +164,6 @@ func BenchmarkMachinePerJobFlow(b *testing.B) {
 		{"limits-not-binding-fair", KindConfig{Name: "k", Rate: loose, KeyRate: loose, KeyLimit: capacity, Fair: true}},
 		{"key-limit-1-binding", KindConfig{Name: "k", KeyLimit: 1}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			m := mustMachine(MachineConfig{Policy: retry.DefaultPolicy(), Circuit: breaker.DefaultCircuit(), Capacity: capacity,
-				RecordMax: 1 << 20, Logger: slog.New(slog.DiscardHandler), Rand: rand.New(rand.NewSource(1)), AgeMax: time.Minute,
-				Kinds: []KindConfig{c.kind}})
-			batch := perJobJobs(perJobBatch)
-			for i := range batch {
-				batch[i].Opts = Opts{Kind: "k", Key: "key" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('0'+i%keys/676))}
-			}
-			now := epoch
-			sync := func() Ready {
-				m.Step(Synced{Through: m.seq})
-				return m.Ready()
-			}
-			for range perJobBacklog / perJobBatch {
-				if err := m.Step(EnqueueMany{Now: now, Jobs: batch}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			now = now.Add(time.Millisecond) // the buckets, empty at open, hold their burst
-			m.Step(Tick{Now: now, Admit: true})
-			starts := sync().Starts
-			b.ReportAllocs()
-			b.ResetTimer()
-			c0 := cpuTime()
-			done := 0
-			for done < b.N {
-				if len(starts) == 0 {
-					b.Fatalf("nothing started after %d jobs", done)
-				}
-				for _, a := range starts {
-					m.Step(AttemptDone{Now: now, Token: a.Token, Outcome: Success()})
-				}
-				done += len(starts)
-				if s := m.Status(); s.Waiting < perJobBacklog-perJobBatch {
-					m.Step(EnqueueMany{Now: now, Jobs: batch})
-				}
-				m.Step(Tick{Now: now, Admit: true})
-				starts = sync().Starts
-				now = now.Add(time.Microsecond)
-			}
-			reportCPU(b, c0, done)
-		})
+		b.Run(c.name, func(b *testing.B) { machinePerJob(b, []KindConfig{c.kind}, batch) })
 	}
 }
