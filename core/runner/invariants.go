@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 )
 
@@ -50,12 +52,7 @@ func (m *Machine) checkFlow() error {
 	}
 	parkedBy := map[*kind]int{}
 	stuck := map[*kind]int{}
-	names := make([]string, 0, len(m.keys))
-	for n := range m.keys {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(m.keys)) {
 		ks := m.keys[n]
 		if ks.running != running[ks] || n != ks.kind.name+"\x00"+ks.name {
 			return fmt.Errorf("runner: key %q of kind %q counts %d running, %d in flight", ks.name, ks.kind.name, ks.running, running[ks])
@@ -67,12 +64,7 @@ func (m *Machine) checkFlow() error {
 			parkedBy[ks.kind]++
 		}
 	}
-	names = names[:0]
-	for n := range m.groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(m.groups)) {
 		g := m.groups[n]
 		running := 0
 		for i, id := range g.ids {

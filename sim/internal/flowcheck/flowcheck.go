@@ -504,7 +504,7 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 			continue
 		}
 		waits := n.fair[j.kind]
-		for _, key := range sortedKeys(waits) {
+		for _, key := range slices.Sorted(maps.Keys(waits)) {
 			if key == j.key {
 				continue
 			}
@@ -535,15 +535,6 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 func (m *Model) fairKind(kind string) bool {
 	kf := m.kinds[kind]
 	return kf.Fair && kf.KeyLimit == 0 && !kf.KeyRate.On()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Blocked reports whether flow control holds job id of node at now by the model's own
@@ -629,7 +620,7 @@ func (m *Model) Describe(node int) string {
 			parts = append(parts, k+" paused")
 		}
 	}
-	for _, k := range sortedKeys(n.running) {
+	for _, k := range slices.Sorted(maps.Keys(n.running)) {
 		if n.running[k] > 0 {
 			parts = append(parts, fmt.Sprintf("key %s running %d", strings.ReplaceAll(k, "\x00", "/"), n.running[k]))
 		}
@@ -642,7 +633,7 @@ func (m *Model) BeginLiveness() {
 	if m == nil {
 		return
 	}
-	for _, id := range sortedInts(m.nodes) {
+	for _, id := range slices.Sorted(maps.Keys(m.nodes)) {
 		n := m.nodes[id]
 		n.live, n.liveStarts, n.holding = true, map[string]int{}, 0
 		for _, j := range n.jobs { // a count: order does not matter
@@ -652,15 +643,6 @@ func (m *Model) BeginLiveness() {
 		}
 		n.keyWork = map[string]time.Duration{}
 	}
-}
-
-func sortedInts[V any](m map[int]V) []int {
-	ks := make([]int, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // Drawn: node's attempt of job id holds its key for d (its handler and a commit cycle), in
@@ -699,7 +681,7 @@ func (m *Model) Allowance(node int, operator time.Duration, chain func(id uint64
 			}
 		}
 	}
-	for _, s := range sortedKeys(n.liveStarts) {
+	for _, s := range slices.Sorted(maps.Keys(n.liveStarts)) {
 		kind, _, keyed := strings.Cut(s, "\x00")
 		r := m.kinds[kind].Rate
 		if keyed {
@@ -707,7 +689,7 @@ func (m *Model) Allowance(node int, operator time.Duration, chain func(id uint64
 		}
 		a += time.Duration(n.liveStarts[s]) * time.Duration(r.Interval())
 	}
-	for _, k := range sortedKeys(n.keyWork) {
+	for _, k := range slices.Sorted(maps.Keys(n.keyWork)) {
 		kind, _, _ := strings.Cut(k, "\x00")
 		a += n.keyWork[k] / time.Duration(m.kinds[kind].KeyLimit)
 	}
