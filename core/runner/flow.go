@@ -119,7 +119,6 @@ type flowKey struct {
 	bucket  flow.Bucket
 	served  uint64 // the kind's round in which the key last started a job
 	parked  []*job // by byPrio, a binary heap
-	readyAt int64  // when the bucket allows a start (waking)
 	waking  bool   // in Machine.rateWake
 	fairing bool   // in kind.fairKeys
 }
@@ -350,7 +349,7 @@ func (m *Machine) park(j *job, g *group, ks *flowKey) {
 		m.nudgeKey(j) // it may have been its key's let-out job: the key's turn goes to the next
 		return
 	}
-	jobHeapPush(&ks.parked, j)
+	heapPush(&ks.parked, j, byPrio)
 	m.letOut(ks) // it stays parked: this arms what will let it out
 }
 
@@ -388,7 +387,7 @@ func (m *Machine) letOut(ks *flowKey) {
 			k.fairKeys = append(k.fairKeys, ks)
 		}
 	default:
-		m.unpark(jobHeapPop(&ks.parked))
+		m.unpark(heapPop(&ks.parked, byPrio))
 	}
 }
 
@@ -425,7 +424,7 @@ func (m *Machine) unparkRemove(j *job) {
 	if ks := m.keys[j.kind.name+"\x00"+j.Opts.Key]; ks != nil {
 		if i := slices.Index(ks.parked, j); i >= 0 {
 			ks.parked = slices.Delete(ks.parked, i, i+1)
-			jobHeapify(ks.parked)
+			heapify(ks.parked, byPrio)
 			return
 		}
 	}
@@ -481,11 +480,9 @@ func (m *Machine) started(j *job, now time.Time, running bool) *flowKey {
 
 // wakeKey arms the let-out of ks's next parked job when its bucket allows a start.
 func (m *Machine) wakeKey(ks *flowKey) {
-	ks.readyAt = ks.bucket.ReadyAt(ks.kind.cfg.KeyRate)
 	ks.waking = true
 	m.wakeSeq++
-	m.rateWake = append(m.rateWake, keyWake{at: ks.readyAt, seq: m.wakeSeq, ks: ks})
-	keyWakeUp(m.rateWake, len(m.rateWake)-1)
+	heapPush(&m.rateWake, keyWake{at: ks.bucket.ReadyAt(ks.kind.cfg.KeyRate), seq: m.wakeSeq, ks: ks}, keyWakeLess)
 }
 
 // ended counts the end of an attempt of key ks (nil: none counted).
@@ -506,7 +503,7 @@ func (m *Machine) kindReady(k *kind, now time.Time) bool {
 // what is due, so that a job let out now starts now).
 func (m *Machine) refilled(now time.Time) {
 	for len(m.rateWake) > 0 && m.rateWake[0].at <= now.UnixNano() {
-		ks := keyWakePop(&m.rateWake).ks
+		ks := heapPop(&m.rateWake, keyWakeLess).ks
 		ks.waking = false
 		m.letOut(ks)
 	}
@@ -644,47 +641,13 @@ type keyWake struct {
 
 func keyWakeLess(a, b keyWake) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
 
-func keyWakeUp(h []keyWake, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !keyWakeLess(h[i], h[p]) {
-			return
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-func keyWakePop(h *[]keyWake) keyWake {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && keyWakeLess(s[c+1], s[c]) {
-			c++
-		}
-		if !keyWakeLess(s[c], s[i]) {
-			break
-		}
-		s[i], s[c] = s[c], s[i]
-		i = c
-	}
-	*h = s
-	return top
-}
-
-// jobHeapPush, jobHeapPop and jobHeapify keep a binary heap of jobs by byPrio.
-func jobHeapPush(h *[]*job, j *job) {
-	s := append(*h, j)
+// heapPush, heapPop and heapify keep a binary min-heap in a slice by less: the keys parked by
+// their rate (keyWakeLess) and each key's parked jobs (byPrio).
+func heapPush[T any](h *[]T, x T, less func(a, b T) bool) {
+	s := append(*h, x)
 	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !byPrio(s[i], s[p]) {
+		if !less(s[i], s[p]) {
 			break
 		}
 		s[i], s[p] = s[p], s[i]
@@ -693,27 +656,28 @@ func jobHeapPush(h *[]*job, j *job) {
 	*h = s
 }
 
-func jobHeapPop(h *[]*job) *job {
+func heapPop[T any](h *[]T, less func(a, b T) bool) T {
 	s := *h
 	top := s[0]
 	n := len(s) - 1
-	s[0], s[n] = s[n], nil
+	var zero T
+	s[0], s[n] = s[n], zero
 	s = s[:n]
-	jobHeapDown(s, 0)
+	heapDown(s, 0, less)
 	*h = s
 	return top
 }
 
-func jobHeapDown(s []*job, i int) {
+func heapDown[T any](s []T, i int, less func(a, b T) bool) {
 	for {
 		c := 2*i + 1
 		if c >= len(s) {
 			return
 		}
-		if c+1 < len(s) && byPrio(s[c+1], s[c]) {
+		if c+1 < len(s) && less(s[c+1], s[c]) {
 			c++
 		}
-		if !byPrio(s[c], s[i]) {
+		if !less(s[c], s[i]) {
 			return
 		}
 		s[i], s[c] = s[c], s[i]
@@ -721,9 +685,9 @@ func jobHeapDown(s []*job, i int) {
 	}
 }
 
-func jobHeapify(s []*job) {
+func heapify[T any](s []T, less func(a, b T) bool) {
 	for i := len(s)/2 - 1; i >= 0; i-- {
-		jobHeapDown(s, i)
+		heapDown(s, i, less)
 	}
 }
 
