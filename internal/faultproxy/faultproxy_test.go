@@ -106,6 +106,8 @@ func TestFaultsAreBoundedInCountAndTime(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the proxy did not close itself after its Lifetime")
 	}
+	// done closes first in Close; Close returns once the self-close has ended.
+	p.Close()
 	if _, err := http.Post(p.URL, "application/json", strings.NewReader("{}")); err == nil {
 		t.Error("a call through a closed proxy succeeded")
 	}
