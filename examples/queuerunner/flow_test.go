@@ -132,9 +132,12 @@ func TestFlowControlOnFauxqs(t *testing.T) {
 		t.Errorf("most attempts of one key at once %v (want 1 each), keys ran side by side: %v", most, overlap)
 	}
 	fr := flow.Rate{Count: rate.Count, Per: rate.Per, Burst: rate.Burst}
+	// Handlers read the wall clock after the runner's decision, each late by its own
+	// scheduling delay: a window may look shorter than the one the bucket saw.
+	const slack = 100 * time.Millisecond
 	for i := range starts {
 		for j := i; j < len(starts); j++ {
-			if w, n := starts[j].Sub(starts[i]), int64(j-i+1); n > fr.Allowed(w) {
+			if w, n := starts[j].Sub(starts[i])+slack, int64(j-i+1); n > fr.Allowed(w) {
 				t.Errorf("%d starts of the rated kind within %v, the rate allows %d", n, w, fr.Allowed(w))
 			}
 		}
