@@ -206,15 +206,20 @@ func startOf[A any](name string, handler Handler[A]) func(ctx context.Context, a
 	}
 }
 
-// jobOpts applies a job's options for this kind: its name, and Hold for a job in a sequence
-// of a kind registered WithHoldOnDead.
+// jobOpts applies a job's options for this kind (kindJobOpts).
 func (k *Kind[A]) jobOpts(opts []JobOption) (jobSettings, error) {
+	return kindJobOpts(k.name, k.hold, opts)
+}
+
+// kindJobOpts applies a job's options for kind name: its name, and Hold for a job in a
+// sequence of a kind registered WithHoldOnDead (hold).
+func kindJobOpts(name string, hold bool, opts []JobOption) (jobSettings, error) {
 	s, err := jobOpts(opts)
 	if err != nil {
 		return s, err
 	}
-	s.o.Kind = k.name
-	s.o.Hold = k.hold && s.o.Group != ""
+	s.o.Kind = name
+	s.o.Hold = hold && s.o.Group != ""
 	return s, nil
 }
 

@@ -16,7 +16,8 @@ import (
 // with panics recovered, and every hook of cfg. kind names the handler's jobs (Job.Kind).
 // The type it returns is internal: its fields are what the simulated executor calls. Kind
 // options (WithConcurrency, WithRate, WithAttemptTimeout...) register kind, which must then be
-// named, with them; the kit's jobs carry it (Kit.Kind).
+// named, with them; the kit's jobs carry it (Kit.Kind), and Kit.JobOpts applies a job's
+// options as Kind.Enqueue does.
 func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...KindOption) (runnerkit.Kit, error) {
 	if handler == nil {
 		return runnerkit.Kit{}, errors.New("sluice: NewRunnerKit: the handler is nil")
@@ -51,5 +52,13 @@ func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...Ki
 		Durable: func(rd runner.Effects, now time.Time) { reportDurable(&cfg, rd, now) },
 		Kind:    jobKind,
 		Context: attemptContext,
+		JobOpts: func(v any) (runner.Opts, error) {
+			opts, ok := v.([]JobOption)
+			if !ok && v != nil {
+				return runner.Opts{}, fmt.Errorf("sluice: NewRunnerKit: job options are a []sluice.JobOption, not %T", v)
+			}
+			js, err := kindJobOpts(jobKind, s.flow.hold, opts)
+			return js.o, err
+		},
 	}, nil
 }

@@ -71,8 +71,9 @@ func appendJob(b []byte, j *Job, epoch time.Time) []byte {
 	return b
 }
 
-// describeOpts renders the options that differ from the defaults (nothing for none).
-func describeOpts(o Opts) string { return string(appendOpts(nil, o)) }
+// DescribeOpts renders the options that differ from the defaults, each after a space
+// (nothing for none).
+func DescribeOpts(o Opts) string { return string(appendOpts(nil, o)) }
 
 func appendOpts(b []byte, o Opts) []byte {
 	if o.Priority != 0 {
@@ -153,7 +154,7 @@ func DescribeSchedule(s Schedule, epoch time.Time) string {
 		fmt.Fprintf(&b, " last=%s at=%s job=%d", offset(s.Last, epoch), offset(s.LastAt, epoch), s.LastJob)
 	}
 	fmt.Fprintf(&b, " fired=%d", s.Fired)
-	b.WriteString(describeOpts(s.Opts))
+	b.WriteString(DescribeOpts(s.Opts))
 	return b.String()
 }
 
