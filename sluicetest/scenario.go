@@ -20,9 +20,9 @@ type Scenario[A any] struct {
 	// Codec is the payload codec (nil: sluice.JSON).
 	Codec sluice.Codec[A]
 	// Kind are the options of the scenario's kind as Register takes them (WithAttemptTimeout,
-	// WithRate, WithConcurrency, WithKeyConcurrency...); with any, the handler's jobs are of
-	// kind sluice.DefaultKind, registered with them. Job options are not planned: every job
-	// has the flow key "".
+	// WithRate, WithConcurrency, WithKeyConcurrency, WithHoldOnDead...); with any, the
+	// handler's jobs are of kind sluice.DefaultKind, registered with them. Jobs' own options
+	// (WithKey, WithGroup, WithPriority...) are the Plan's.
 	Kind []sluice.KindOption
 	// Setup builds the handler over the world's simulated services; it runs once per run.
 	Setup func(env *Env) sluice.Handler[A]
@@ -75,6 +75,7 @@ type planOp[A any] struct {
 	due     time.Duration
 	target  string
 	payload A
+	opts    []sluice.JobOption
 	ref     JobRef
 }
 
@@ -85,19 +86,22 @@ type Plan[A any] struct {
 	jobsMax int
 }
 
-// Enqueue plans an enqueue at at, due at once.
-func (p *Plan[A]) Enqueue(at time.Duration, target string, payload A) JobRef {
-	return p.EnqueueDue(at, at, target, payload)
+// Enqueue plans an enqueue at at, due at once, with the job's options as Kind.Enqueue takes
+// them (WithKey, WithGroup, WithPriority, WithUnique...). WasDuplicate and FailOnDuplicate
+// have no caller to answer here: a duplicate's ref names the job holding the key. An option
+// refused is reported as a violation of "the workload's job options" at the start of the run.
+func (p *Plan[A]) Enqueue(at time.Duration, target string, payload A, opts ...sluice.JobOption) JobRef {
+	return p.EnqueueDue(at, at, target, payload, opts...)
 }
 
-// EnqueueDue plans an enqueue at at of a job due at due.
-func (p *Plan[A]) EnqueueDue(at, due time.Duration, target string, payload A) JobRef {
+// EnqueueDue plans an enqueue at at of a job due at due, with the job's options (Enqueue).
+func (p *Plan[A]) EnqueueDue(at, due time.Duration, target string, payload A, opts ...sluice.JobOption) JobRef {
 	if p.refs >= p.jobsMax {
 		return -1
 	}
 	ref := JobRef(p.refs)
 	p.refs++
-	p.ops = append(p.ops, planOp[A]{at: at, kind: opEnqueue, due: due, target: target, payload: payload, ref: ref})
+	p.ops = append(p.ops, planOp[A]{at: at, kind: opEnqueue, due: due, target: target, payload: payload, opts: opts, ref: ref})
 	return ref
 }
 

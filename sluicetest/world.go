@@ -55,6 +55,7 @@ type world[A any] struct {
 	wakeAt     time.Time
 
 	plan     []planOp[A]
+	opts     []runner.Opts // plan index -> an enqueue's options, as Kind.Enqueue applies them
 	planLeft int
 	pending  map[runner.Ref]int // plan op awaiting its acknowledgement
 	running  map[runner.Token]*attempt
@@ -156,6 +157,17 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		sc.Workload(sim.Stream(seed, "workload"), p)
 	}
 	w.plan = p.sorted()
+	w.opts = make([]runner.Opts, len(w.plan))
+	for i, op := range w.plan {
+		if op.kind != opEnqueue {
+			continue
+		}
+		o, err := kit.JobOpts(op.opts)
+		if err != nil {
+			w.fail("the workload's job options", fmt.Errorf("job ref %d: %w", op.ref, err))
+		}
+		w.opts[i] = o
+	}
 	w.refID = make([]uint64, p.refs)
 	w.planLeft = len(w.plan)
 	for i, op := range w.plan {
@@ -311,8 +323,10 @@ func (w *world[A]) submit(i int) {
 			w.fail("codec", fmt.Errorf("encoding the payload of job ref %d: %w", op.ref, eerr))
 			return
 		}
-		cmd = runner.Enqueue{Due: epoch.Add(op.due), Target: op.target, Payload: b, Opts: runner.Opts{Kind: w.kit.Kind}}
-		w.logf("enq    ref %d target=%s due=+%s", op.ref, op.target, op.due)
+		o := w.opts[i]
+		cmd = runner.Enqueue{Due: epoch.Add(op.due), Target: op.target, Payload: b, Opts: o}
+		o.Kind = "" // the kit's, on every job
+		w.logf("enq    ref %d target=%s due=+%s%s", op.ref, op.target, op.due, runner.DescribeOpts(o))
 	case opCancel:
 		id := w.refID[op.ref]
 		if id == 0 {
@@ -762,6 +776,9 @@ func (w *world[A]) provided() []Invariant[A] {
 				j, ok := w.eng.Get(id)
 				if !ok {
 					return fmt.Errorf("acknowledged job %d is lost", id)
+				}
+				if b := w.eng.Blocked(id); b.Reason == runner.BlockGroupDead {
+					continue // held by a dead job of its sequence (WithHoldOnDead), as promised
 				}
 				if !j.State.Terminal() {
 					return fmt.Errorf("acknowledged job %d is %s at the end", id, j.State)
