@@ -95,6 +95,40 @@ func ExampleWithKeyConcurrency() {
 	// Output: at once, at most: acme 1 globex 1
 }
 
+// ExampleWithKeyRate bounds each flow key's starts on its own: 10 a second per customer, one
+// at a time (Burst 1). One customer's backlog waits for its own tokens; another customer's
+// job starts beside it without waiting for them.
+func ExampleWithKeyRate() {
+	r, done := newRunner(4, sluice.Policy{})
+	defer done()
+	k, err := sluice.Register(r, "sync", sluice.JSON[string](),
+		func(context.Context, sluice.Job[string]) error { return nil },
+		sluice.WithKeyRate(sluice.Rate{Count: 10, Per: time.Second, Burst: 1}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	var jobs []sluice.NewJob[string]
+	for _, customer := range []string{"acme", "acme", "acme", "globex"} {
+		jobs = append(jobs, sluice.NewJob[string]{Target: "crm", Payload: customer,
+			Options: []sluice.JobOption{sluice.WithKey(customer)}})
+	}
+	ids, err := k.EnqueueMany(ctx, jobs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := r.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	start := func(id uint64) time.Time { j, _ := k.Get(ctx, id); return j.History[0].Start }
+	gap := func(a, b uint64) bool { return start(b).Sub(start(a)) >= 100*time.Millisecond }
+	fmt.Println("acme's jobs 100ms apart:", gap(ids[0], ids[1]), gap(ids[1], ids[2]))
+	fmt.Println("globex waited for acme's backlog:", !start(ids[3]).Before(start(ids[2])))
+	// Output:
+	// acme's jobs 100ms apart: true true
+	// globex waited for acme's backlog: false
+}
+
 // ExampleWithFairShare serves the keys of a kind in turn: a tenant that enqueued a backlog
 // first does not keep another tenant's jobs waiting behind all of it.
 func ExampleWithFairShare() {
