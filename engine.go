@@ -189,7 +189,8 @@ func infoOf(j runner.Job) JobInfo[[]byte] {
 	}
 	return JobInfo[[]byte]{History: hist, ID: j.ID, Kind: j.Opts.Kind, UniqueWindow: j.Opts.UniqueFor, Target: j.Target, State: stateOf(j.State, j.Deferred, j.Attempts),
 		Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due, Reason: reasonOf(j.Reason),
-		LastErr: j.LastErr, Priority: j.Opts.Priority, Unique: j.Opts.Unique, Payload: j.Payload}
+		LastErr: j.LastErr, Priority: j.Opts.Priority, Unique: j.Opts.Unique, Payload: j.Payload,
+		Key: j.Opts.Key, Group: j.Opts.Group, HoldOnDead: j.Opts.Hold}
 }
 
 // Inspection is what Inspect found in a runner's directory.
@@ -204,6 +205,8 @@ type Inspection struct {
 	Interrupted []uint64
 	// Schedules are the periodic jobs' schedules, by name.
 	Schedules []ScheduleInfo
+	// Paused are the kinds paused (Pause) as of the last write, by name.
+	Paused []string
 }
 
 // Inspect reads the runner journal in dir and reports its jobs, without writing anything and
@@ -239,12 +242,16 @@ func inspectFS(fsys core.FS) (Inspection, error) {
 	if err != nil {
 		return Inspection{}, wrapf(nil, err, "inspecting")
 	}
-	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs)), Schedules: schedulesOf(s.Schedules)}
+	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs)), Schedules: schedulesOf(s.Schedules),
+		Paused: s.Paused}
 	for _, j := range s.Jobs {
 		in.Jobs = append(in.Jobs, infoOf(j))
 		if j.State == runner.Running {
 			in.Interrupted = append(in.Interrupted, j.ID)
 		}
+	}
+	if err := journalBlocks(&in, s, ec); err != nil {
+		return Inspection{}, wrapf(nil, err, "inspecting")
 	}
 	return in, nil
 }

@@ -84,10 +84,15 @@ type JobInfo[A any] struct {
 	UniqueWindow time.Duration
 	// History is the job's last attempts (at most 10), oldest first; Retry keeps it.
 	History []Attempt
+	// Key is the job's flow key (WithKey) and Group its sequence (WithGroup), "" without;
+	// HoldOnDead says that, dead, it holds its sequence (its kind's WithHoldOnDead).
+	Key, Group string
+	HoldOnDead bool
 	// Blocked says why a job that waits (pending, waiting or deferred) is not starting, in
 	// an operator's words: "its kind is paused", "key \"a\" is at its limit (2 running)",
 	// "sequence \"s\" is held by job 4", "due at ...", "ready to start" (nothing but its turn).
-	// "" for a job that does not wait, and in Inspect.
+	// "" for a job that does not wait. Inspect says only what the journal decides (a paused
+	// kind, a sequence held), "" otherwise: limits and rates are a running program's options.
 	Blocked string
 	Payload A
 }

@@ -359,7 +359,8 @@ func (k *Kind[A]) List(ctx context.Context, f ListFilter) (Page[A], error) {
 func decodeInfo[A any](codec Codec[A], v JobInfo[[]byte]) (JobInfo[A], error) {
 	info := JobInfo[A]{ID: v.ID, Kind: v.Kind, Target: v.Target, State: v.State, Attempts: v.Attempts,
 		FirstDue: v.FirstDue, Due: v.Due, Reason: v.Reason, LastErr: v.LastErr, Priority: v.Priority,
-		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History, Blocked: v.Blocked}
+		Unique: v.Unique, UniqueWindow: v.UniqueWindow, History: v.History, Blocked: v.Blocked,
+		Key: v.Key, Group: v.Group, HoldOnDead: v.HoldOnDead}
 	if codec == nil { // ListFilter.OmitPayload: nothing to decode
 		return info, nil
 	}
