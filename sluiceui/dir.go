@@ -61,22 +61,23 @@ func (d *dirSource) load() error {
 	if err != nil {
 		return err
 	}
-	fl, err := readFlow(d.dir)
-	if err != nil {
-		return err
+	running := map[[2]string]int{} // (kind, key) → attempts running at the last write
+	for _, j := range in.Jobs {
+		if j.State == sluice.StateRunning && j.Key != "" {
+			running[[2]string{j.Kind, j.Key}]++
+		}
 	}
 	jobs := make([]Job, len(in.Jobs))
 	for i, j := range in.Jobs {
-		f := fl.jobs[j.ID]
 		jobs[i] = Job{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue,
 			Due: j.Due, Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique,
 			History: j.History, Payload: j.Payload, Interrupted: slices.Contains(in.Interrupted, j.ID),
-			Key: f.key, Group: f.group, Hold: f.hold, Blocked: f.blocked}
-		if f.key != "" {
-			jobs[i].KeyRunning = fl.running[[2]string{j.Kind, f.key}]
+			Key: j.Key, Group: j.Group, Hold: j.HoldOnDead, Blocked: j.Blocked}
+		if j.Key != "" {
+			jobs[i].KeyRunning = running[[2]string{j.Kind, j.Key}]
 		}
 	}
-	d.jobs, d.last, d.scheds, d.paused, d.size, d.mtime = jobs, in.LastID, in.Schedules, fl.paused, size, mtime
+	d.jobs, d.last, d.scheds, d.paused, d.size, d.mtime = jobs, in.LastID, in.Schedules, in.Paused, size, mtime
 	return nil
 }
 
