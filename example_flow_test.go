@@ -129,6 +129,28 @@ func ExampleWithKeyRate() {
 	// globex waited for acme's backlog: false
 }
 
+// ExampleWithKeyFunc derives each job's flow key from its payload at Register, so no
+// Enqueue has to pass WithKey: here one sync per tenant at a time.
+func ExampleWithKeyFunc() {
+	type sync struct{ Tenant, Table string }
+	r, done := newRunner(4, sluice.Policy{})
+	defer done()
+	k, err := sluice.Register(r, "sync", sluice.JSON[sync](),
+		func(context.Context, sluice.Job[sync]) error { return nil },
+		sluice.WithKeyFunc(func(s sync) string { return s.Tenant }), sluice.WithKeyConcurrency(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := k.Enqueue(ctx, time.Time{}, "warehouse", sync{Tenant: "acme", Table: "orders"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	j, _ := k.Get(ctx, id)
+	fmt.Println("key:", j.Key)
+	// Output: key: acme
+}
+
 // ExampleWithFairShare serves the keys of a kind in turn: a tenant that enqueued a backlog
 // first does not keep another tenant's jobs waiting behind all of it.
 func ExampleWithFairShare() {

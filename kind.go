@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/sluicehq/sluice/core/runner"
@@ -19,8 +21,9 @@ type Kind[A any] struct {
 	*Runner // nil for a kind registered on a QueueRunner
 	name    string
 	codec   Codec[A]
-	q       *QueueRunner // set for a kind registered on a QueueRunner
-	hold    bool         // WithHoldOnDead: its jobs in a sequence hold it when dead
+	q       *QueueRunner   // set for a kind registered on a QueueRunner
+	hold    bool           // WithHoldOnDead: its jobs in a sequence hold it when dead
+	keyOf   func(A) string // WithKeyFunc
 }
 
 // KindOption sets one of a kind's options at Register.
@@ -38,6 +41,7 @@ type kindFlow struct {
 	keyLimit      int
 	fair, hold    bool
 	timeout       time.Duration
+	keyFn         any // WithKeyFunc's func(A) string, checked against the kind's A at Register
 }
 
 // Rate is at most Count starts per Per, Burst of them back to back (0: Count). Starts are
@@ -75,6 +79,44 @@ func WithKeyRate(r Rate) KindOption {
 		}
 		s.flow.keyRate = r
 	}
+}
+
+// WithKeyFunc gives each job of the kind the flow key f returns for its payload, as if it
+// were enqueued WithKey(f(payload)): the tenant of a sync, the account of an API call. A
+// job's own WithKey replaces it; "" leaves the job the shared key "". f runs at Enqueue,
+// EnqueueMany and Schedule, on the caller's goroutine. Register refuses an f whose payload
+// type is not the kind's.
+func WithKeyFunc[A any](f func(payload A) string) KindOption {
+	return func(s *kindSettings) {
+		if f == nil {
+			s.refuse(errors.New("WithKeyFunc(nil): give the function that names a payload's key"))
+		}
+		s.flow.keyFn = f
+	}
+}
+
+// keyFuncOf is WithKeyFunc's function for a kind of payload A (nil without one).
+func keyFuncOf[A any](fl kindFlow) (func(A) string, error) {
+	if fl.keyFn == nil {
+		return nil, nil
+	}
+	f, ok := fl.keyFn.(func(A) string)
+	if !ok {
+		return nil, fmt.Errorf("WithKeyFunc: the function is a %T; the kind's payloads need a func(%v) string", fl.keyFn, reflect.TypeFor[A]())
+	}
+	return f, nil
+}
+
+// keyed is opts with WithKeyFunc's key for payload first, so that a WithKey of opts replaces it.
+func (k *Kind[A]) keyed(payload A, opts []JobOption) []JobOption {
+	if k.keyOf == nil {
+		return opts
+	}
+	key := k.keyOf(payload)
+	if key == "" {
+		return opts
+	}
+	return append([]JobOption{WithKey(key)}, opts...)
 }
 
 // WithKeyConcurrency bounds the attempts of one flow key (WithKey) running at once to n.
@@ -158,6 +200,10 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	if s.err != nil {
 		return nil, fmt.Errorf("sluice: Register %s: %w", runner.QuoteCut(name), s.err)
 	}
+	keyOf, err := keyFuncOf[A](s.flow)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: Register %s: %w", runner.QuoteCut(name), err)
+	}
 	if err := runner.CheckName("kind name", name, true); err != nil {
 		return nil, fmt.Errorf("sluice: Register: %w: a kind's name is journaled with each of its jobs (NameMax)", err)
 	}
@@ -168,7 +214,11 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 		if s.limit != 0 {
 			return nil, fmt.Errorf("%w: Register %q: WithConcurrency: bound a process with QueueConfig.Worker.Concurrency", ErrQueueUnsupported, name)
 		}
-		return registerQueue(q, name, codec, handler, s.flow)
+		k, err := registerQueue(q, name, codec, handler, s.flow)
+		if k != nil {
+			k.keyOf = keyOf
+		}
+		return k, err
 	}
 	r, _ := reg.(*Runner)
 	if r.zero() {
@@ -190,7 +240,7 @@ func Register[A any](reg Registrar, name string, codec Codec[A], handler Handler
 	if err != nil {
 		return nil, err
 	}
-	return &Kind[A]{Runner: r, name: name, codec: codec, hold: s.flow.hold}, nil
+	return &Kind[A]{Runner: r, name: name, codec: codec, hold: s.flow.hold, keyOf: keyOf}, nil
 }
 
 // startOf is a kind's start: handler called with the attempt's job; a panic is a *PanicError.
@@ -256,6 +306,7 @@ func (k *Kind[A]) Enqueue(ctx context.Context, due time.Time, target string, pay
 	if err != nil {
 		return 0, wrapf(nil, err, "enqueue")
 	}
+	opts = k.keyed(payload, opts)
 	if k.q != nil {
 		ids, err := k.q.enqueue(ctx, k.name, []queueJob{{due: due, target: target, payload: b, opts: opts}})
 		if err != nil {
@@ -296,7 +347,7 @@ func (k *Kind[A]) EnqueueMany(ctx context.Context, jobs []NewJob[A]) ([]uint64, 
 		if err != nil {
 			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
-		s, err := k.jobOpts(j.Options)
+		s, err := k.jobOpts(k.keyed(j.Payload, j.Options))
 		if err != nil {
 			return nil, fmt.Errorf("%w (job %d)", err, i)
 		}

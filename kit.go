@@ -33,6 +33,10 @@ func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...Ki
 	if s.err != nil {
 		return runnerkit.Kit{}, fmt.Errorf("sluice: NewRunnerKit %s: %w", runner.QuoteCut(kind), s.err)
 	}
+	keyOf, err := keyFuncOf[A](s.flow)
+	if err != nil {
+		return runnerkit.Kit{}, fmt.Errorf("sluice: NewRunnerKit %s: %w", runner.QuoteCut(kind), err)
+	}
 	jobKind := ""
 	if len(opts) > 0 {
 		if err := runner.CheckName("kind name", kind, true); err != nil {
@@ -52,12 +56,14 @@ func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...Ki
 		Durable: func(rd runner.Effects, now time.Time) { reportDurable(&cfg, rd, now) },
 		Kind:    jobKind,
 		Context: attemptContext,
-		JobOpts: func(v any) (runner.Opts, error) {
+		JobOpts: func(payload, v any) (runner.Opts, error) {
 			opts, ok := v.([]JobOption)
 			if !ok && v != nil {
-				return runner.Opts{}, fmt.Errorf("sluice: NewRunnerKit: job options are a []sluice.JobOption, not %T", v)
+				return runner.Opts{}, fmt.Errorf("sluice: NewRunnerKit: a job's options are a []sluice.JobOption, not %T", v)
 			}
-			js, err := kindJobOpts(jobKind, s.flow.hold, opts)
+			p, _ := payload.(A) // the kit's own payloads: A, or nil for an interface A
+			kk := Kind[A]{keyOf: keyOf}
+			js, err := kindJobOpts(jobKind, s.flow.hold, kk.keyed(p, opts))
 			return js.o, err
 		},
 	}, nil

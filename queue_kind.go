@@ -46,7 +46,7 @@ func (k *Kind[A]) enqueueQueue(ctx context.Context, jobs []NewJob[A]) ([]uint64,
 		if err != nil {
 			return nil, wrapf(nil, err, "enqueue many: job %d", i)
 		}
-		qj[i] = queueJob{due: j.Due, target: j.Target, payload: b, opts: j.Options}
+		qj[i] = queueJob{due: j.Due, target: j.Target, payload: b, opts: k.keyed(j.Payload, j.Options)}
 	}
 	return k.q.enqueue(ctx, k.name, qj)
 }

@@ -71,7 +71,7 @@ func (k *Kind[A]) Schedule(ctx context.Context, name, spec, target string, paylo
 	for _, o := range opts {
 		o(&s)
 	}
-	js, err := k.jobOpts(s.job)
+	js, err := k.jobOpts(k.keyed(payload, s.job))
 	if err != nil {
 		return err
 	}
@@ -102,6 +102,7 @@ type ScheduleInfo struct {
 	Name, Spec string
 	Kind       string
 	Target     string
+	Key, Group string // the flow key and sequence its jobs carry (WithKey, WithKeyFunc, WithGroup)
 	SkipMissed bool
 	Next       time.Time // the next period; zero when the spec has no more
 	Last       time.Time // the last period handled; zero before the first
@@ -125,7 +126,7 @@ func (r *Runner) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 func schedulesOf(scheds []runner.Schedule) []ScheduleInfo {
 	out := make([]ScheduleInfo, len(scheds))
 	for i, s := range scheds {
-		out[i] = ScheduleInfo{Name: s.Name, Spec: s.Spec, Kind: s.Opts.Kind, Target: s.Target,
+		out[i] = ScheduleInfo{Name: s.Name, Spec: s.Spec, Kind: s.Opts.Kind, Target: s.Target, Key: s.Opts.Key, Group: s.Opts.Group,
 			SkipMissed: s.CatchUp == runner.CatchUpSkip, Next: s.Next, Last: s.Last, LastJob: s.LastJob, Fired: s.Fired}
 	}
 	return out

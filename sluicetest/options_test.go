@@ -127,3 +127,30 @@ func TestPlannedJobOptionRefused(t *testing.T) {
 		t.Fatalf("violation %v, want the workload's job options naming WithKey(\"\")", v)
 	}
 }
+
+// TestPlannedKeyFromTheKindsKeyFunc: the kind's WithKeyFunc keys the plan's jobs as
+// Kind.Enqueue would; a job's own WithKey replaces it.
+func TestPlannedKeyFromTheKindsKeyFunc(t *testing.T) {
+	sc := Scenario[int]{
+		Kind: []sluice.KindOption{sluice.WithKeyFunc(func(n int) string { return fmt.Sprint("tenant-", n%2) }),
+			sluice.WithKeyConcurrency(1)},
+		Setup: func(env *Env) sluice.Handler[int] {
+			return func(context.Context, sluice.Job[int]) error { return nil }
+		},
+		Workload: func(r *rand.Rand, p *Plan[int]) {
+			p.Enqueue(0, "db", 0)
+			p.Enqueue(0, "db", 1)
+			p.Enqueue(0, "db", 2, sluice.WithKey("own"))
+		},
+	}
+	res := run(&sc, 1, Knobs{Jobs: 3, Horizon: time.Second})
+	if res.violation != nil {
+		t.Fatalf("violation: %v", res.violation)
+	}
+	tl := strings.Join(res.timeline, "\n")
+	for _, want := range []string{`ref 0 target=db due=+0s key="tenant-0"`, `ref 1 target=db due=+0s key="tenant-1"`, `ref 2 target=db due=+0s key="own"`} {
+		if !strings.Contains(tl, want) {
+			t.Errorf("timeline without %s:\n%s", want, tl)
+		}
+	}
+}

@@ -162,7 +162,7 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		if op.kind != opEnqueue {
 			continue
 		}
-		o, err := kit.JobOpts(op.opts)
+		o, err := kit.JobOpts(op.payload, op.opts)
 		if err != nil {
 			w.fail("the workload's job options", fmt.Errorf("job ref %d: %w", op.ref, err))
 		}

@@ -32,8 +32,9 @@ type Kit struct {
 	// ended by the returned cancel, and by a.Timeout (when set) with its cause, on the
 	// executor's timer after (which returns a stop that the cancel calls).
 	Context func(parent context.Context, a runner.Attempt, after func(d time.Duration, fire func()) (stop func())) (context.Context, context.CancelCauseFunc)
-	// JobOpts applies a job's options (a []sluice.JobOption, which this package cannot name)
-	// as the kit's Kind.Enqueue does: the kind's name, the options, Hold for a sequence of a
-	// kind registered WithHoldOnDead; an option refused is the error Enqueue returns.
-	JobOpts func(opts any) (runner.Opts, error)
+	// JobOpts applies the options of a job of payload (the kit's payload type) as the kit's
+	// Kind.Enqueue does: the kind's name, the key of WithKeyFunc, opts (a []sluice.JobOption,
+	// which this package cannot name), Hold for a sequence of a kind registered
+	// WithHoldOnDead; an option refused is the error Enqueue returns.
+	JobOpts func(payload, opts any) (runner.Opts, error)
 }
