@@ -131,8 +131,8 @@ func WithKeyConcurrency(n int) KindOption {
 
 // WithFairShare serves the kind's flow keys round-robin: a key that started a job waits
 // until every other key with a due job has started one. While a key has a due job, at most
-// 2(N−1) starts of other keys come before its next start (N the keys with due jobs;
-// docs/runner.md states the rule).
+// 2(N−1) starts of other keys come before its next start (N the keys with a due job at
+// some time during the wait; docs/runner.md states the rule).
 func WithFairShare() KindOption { return func(s *kindSettings) { s.flow.fair = true } }
 
 // WithHoldOnDead makes a dead job hold its sequence (WithGroup): the later jobs of the

@@ -36,7 +36,7 @@ var Promises = []struct{ Name, Promise string }{
 	{InvRate, "for each kind with Rate and each (kind, key) with KeyRate, any window of length w holds at most Burst + floor(w·Count/Per) starts, across crashes and restarts"},
 	{InvKeyLimit, "attempts of one (kind, key) running at once on a node (dispatched, outcome not yet fed) never exceed KeyLimit"},
 	{InvSequence, "a job of a group starts only when every lower-id job of its group has ended (succeeded, cancelled, or dead without Hold), and one attempt of a group runs at a time"},
-	{InvFair, "for a fair kind (no key limit or key rate, equal priorities): while key K has a due job that nothing but its turn holds, other keys of the kind start at most 2(N−1) attempts before K's next start, N the most keys with due jobs of the kind during the wait"},
+	{InvFair, "for a fair kind (no key limit or key rate, equal priorities): while key K has a due job that nothing but its turn holds, other keys of the kind start at most 2(N−1) attempts before K's next start, N the keys of the kind with a due job at some time during the wait"},
 	{InvTimeout, "an attempt's Timeout is the job's timeout, else its kind's, and its outcome is fed no later than its start plus that timeout"},
 }
 
@@ -73,7 +73,8 @@ type job struct {
 }
 
 type fairWait struct {
-	others, keys int // starts of other keys during the wait; the most keys due meanwhile
+	others int             // starts of other keys during the wait
+	keys   map[string]bool // the keys with a due job at some time during the wait (its own too)
 }
 
 type node struct {
@@ -495,7 +496,9 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 				delete(waits, key) // no due job left: the wait is over
 				continue
 			}
-			fw.keys = max(fw.keys, len(during[kind]))
+			for k := range during[kind] { // a union: order does not matter
+				fw.keys[k] = true
+			}
 		}
 	}
 	for _, a := range starts {
@@ -510,9 +513,9 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 			}
 			fw := waits[key]
 			fw.others++
-			if b := m.Bound(fw.keys); fw.others > b {
-				m.r.Fail(InvFair, "node %d: key %q of kind %s has waited with a due job through %d starts of other keys (%s the latest), bound %d for %d keys due",
-					node, key, j.kind, fw.others, a.Token, b, fw.keys)
+			if b := m.Bound(len(fw.keys)); fw.others > b {
+				m.r.Fail(InvFair, "node %d: key %q of kind %s has waited with a due job through %d starts of other keys (%s the latest), bound %d for %d keys due during the wait",
+					node, key, j.kind, fw.others, a.Token, b, len(fw.keys))
 				return
 			}
 			m.r.Pass(InvFair)
@@ -526,7 +529,7 @@ func (m *Model) fairShare(n *node, node int, now time.Duration, starts []runner.
 		waits := n.fair[kind]
 		for key := range keys { // each alike: order does not matter
 			if waits[key] == nil {
-				waits[key] = &fairWait{keys: len(keys)}
+				waits[key] = &fairWait{keys: maps.Clone(keys)}
 			}
 		}
 	}
