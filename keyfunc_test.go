@@ -15,18 +15,25 @@ type tenantSync struct{ Tenant string }
 
 func tenantOf(p tenantSync) string { return p.Tenant }
 
+// registerTenants registers kind "sync" on reg, keyed by tenant, one attempt per tenant at once.
+func registerTenants(t *testing.T, reg sluice.Registrar) *sluice.Kind[tenantSync] {
+	t.Helper()
+	k, err := sluice.Register(reg, "sync", sluice.JSON[tenantSync](),
+		func(context.Context, sluice.Job[tenantSync]) error { return nil },
+		sluice.WithKeyFunc(tenantOf), sluice.WithKeyConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // TestKeyFuncKeysEveryEnqueue: WithKeyFunc's key reaches Enqueue's, EnqueueMany's and a
 // schedule's jobs as WithKey would put it; a job's own WithKey replaces it, and "" leaves the
 // shared key.
 func TestKeyFuncKeysEveryEnqueue(t *testing.T) {
 	r, done := newRunner(2, sluice.Policy{})
 	defer done()
-	k, err := sluice.Register(r, "sync", sluice.JSON[tenantSync](),
-		func(context.Context, sluice.Job[tenantSync]) error { return nil },
-		sluice.WithKeyFunc(tenantOf), sluice.WithKeyConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := registerTenants(t, r)
 	ctx := context.Background()
 	later := time.Now().Add(time.Hour)
 	var ids []uint64
@@ -88,12 +95,7 @@ func TestKeyFuncOnAQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := sluice.Register(r, "sync", sluice.JSON[tenantSync](),
-		func(context.Context, sluice.Job[tenantSync]) error { return nil },
-		sluice.WithKeyFunc(tenantOf), sluice.WithKeyConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := registerTenants(t, r)
 	ctx := context.Background()
 	if _, err := k.Enqueue(ctx, time.Time{}, "crm", tenantSync{"acme"}); err != nil {
 		t.Fatal(err)
