@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/internal/outcome"
 )
@@ -56,26 +58,29 @@ func timedOut(ctx context.Context, d time.Duration, err error) error {
 	return &timeoutError{after: d, err: err}
 }
 
-// attemptContext is the context attempt a's handler runs under, for every executor (the
-// owner, and sluicetest through runnerkit.Kit.Context): parent, ended by the returned cancel,
-// and, when a has a timeout, with cause ErrAttemptTimeout once after (the executor's timer on
-// its clock) fires. The returned cancel also stops the timer, so an ended attempt leaves none.
-func attemptContext(parent context.Context, a runner.Attempt, after func(time.Duration, func()) func()) (context.Context, context.CancelCauseFunc) {
+// attemptContext is the context an attempt's handler runs under, for every executor (the
+// owner, the queue runner, and sluicetest through runnerkit.Kit.Context): parent, ended by
+// the returned cancel, and, with a timeout, with cause ErrAttemptTimeout once after (the
+// executor's timer on its clock) fires. The returned cancel also stops the timer, so an
+// ended attempt leaves none.
+func attemptContext(parent context.Context, timeout time.Duration, after func(time.Duration, func()) func()) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	if a.Timeout <= 0 {
+	if timeout <= 0 {
 		return ctx, cancel
 	}
-	stop := after(a.Timeout, func() { cancel(ErrAttemptTimeout) })
+	stop := after(timeout, func() { cancel(ErrAttemptTimeout) })
 	return ctx, func(cause error) {
 		stop()
 		cancel(cause)
 	}
 }
 
-// afterFunc is attemptContext's timer on the runner's clock.
-func (o *owner) afterFunc(d time.Duration, fire func()) func() {
-	t := o.r.clk.AfterFunc(d, fire)
-	return func() { t.Stop() }
+// afterFunc is attemptContext's timer on clk.
+func afterFunc(clk clock.Clock) func(time.Duration, func()) func() {
+	return func(d time.Duration, fire func()) func() {
+		t := clk.AfterFunc(d, fire)
+		return func() { t.Stop() }
+	}
 }
 
 // blocked is why the waiting job j is not starting, in an operator's words ("" when it is not

@@ -140,8 +140,9 @@ func WithFairShare() KindOption { return func(s *kindSettings) { s.flow.fair = t
 func WithHoldOnDead() KindOption { return func(s *kindSettings) { s.flow.hold = true } }
 
 // WithAttemptTimeout bounds each attempt of the kind to d (d > 0) unless the job sets its own
-// (WithJobAttemptTimeout): the handler's context ends with cause ErrAttemptTimeout and the
-// attempt fails, retryably.
+// (WithJobAttemptTimeout): the handler's context ends with cause ErrAttemptTimeout, and an
+// error it then returns that would be retried names the timeout; Permanent stays permanent
+// (docs/results.md). The same on a queue runner.
 func WithAttemptTimeout(d time.Duration) KindOption {
 	return func(s *kindSettings) {
 		if d <= 0 {

@@ -121,8 +121,10 @@ func WithKey(key string) JobOption {
 
 // WithJobAttemptTimeout bounds each attempt of this job to d (d > 0), replacing its kind's
 // WithAttemptTimeout: the handler's context ends d after the attempt starts, with
-// context.Cause ErrAttemptTimeout, and the attempt fails (retryably). It is distinct from
-// WithDeadline, which bounds when attempts may start.
+// context.Cause ErrAttemptTimeout; an error the handler then returns that would be retried
+// is a retryable failure naming the timeout, while nil, Permanent and the other outcomes stay
+// what they are (docs/results.md). It is distinct from WithDeadline, which bounds when
+// attempts may start.
 func WithJobAttemptTimeout(d time.Duration) JobOption {
 	return func(s *jobSettings) {
 		if d <= 0 {

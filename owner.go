@@ -346,7 +346,7 @@ func (o *owner) startAttempt(s runner.Attempt, now time.Time) {
 	if !ok {
 		panic(fmt.Sprintf("sluice: the engine started job %d of unregistered kind %q", s.Token.ID, s.Kind))
 	}
-	ctx, cancel := attemptContext(context.Background(), s, o.afterFunc)
+	ctx, cancel := attemptContext(context.Background(), s.Timeout, afterFunc(o.r.clk))
 	o.running[s.Token] = cancel
 	o.r.cfg.OnAttemptStarted(attemptStarted(s, now)) // as runnerkit.Kit.Started
 	if o.work == nil {

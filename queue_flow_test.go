@@ -18,6 +18,15 @@ import (
 // then stops it.
 func runQueueUntil(t *testing.T, f *fleetQueue, r *sluice.QueueRunner) {
 	t.Helper()
+	if dead := runQueue(t, f, r); dead != 0 {
+		t.Fatalf("queue: %d dead; want every job done", dead)
+	}
+}
+
+// runQueue runs r until the queue holds no live message and returns how many were
+// dead-lettered.
+func runQueue(t *testing.T, f *fleetQueue, r *sluice.QueueRunner) (dead int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
@@ -31,9 +40,11 @@ func runQueueUntil(t *testing.T, f *fleetQueue, r *sluice.QueueRunner) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if live, _, dead := f.counts(); live != 0 || dead != 0 {
-		t.Fatalf("queue: %d live, %d dead; want every job done", live, dead)
+	live, _, dead := f.counts()
+	if live != 0 {
+		t.Fatalf("queue: %d live; want every job settled", live)
 	}
+	return dead
 }
 
 // TestQueueKeyConcurrencyHoldsPerProcess: with WithKeyConcurrency(1), two keys and four
@@ -162,8 +173,7 @@ func TestQueueRateHoldsPerProcess(t *testing.T) {
 }
 
 // TestQueueAttemptTimeout: the kind's WithAttemptTimeout ends the handler's context with
-// cause ErrAttemptTimeout, the attempt fails retryably (though its handler calls the failure
-// permanent) and the retry runs; a job's
+// cause ErrAttemptTimeout, the attempt fails retryably and the retry runs; a job's
 // WithJobAttemptTimeout replaces the kind's.
 func TestQueueAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -183,11 +193,11 @@ func TestQueueAttemptTimeout(t *testing.T) {
 		k, err := sluice.Register(r, "slow", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
 			start := time.Now()
 			if j.Attempt == 1 {
-				<-ctx.Done() // hangs until the timeout ends it, then fails as permanent: retried all the same
+				<-ctx.Done() // hangs until the timeout ends it, then fails with the context's error
 				mu.Lock()
 				runs[j.Payload.To] = append(runs[j.Payload.To], run{j.Attempt, time.Since(start), context.Cause(ctx)})
 				mu.Unlock()
-				return sluice.Permanent(context.Cause(ctx))
+				return ctx.Err()
 			}
 			mu.Lock()
 			runs[j.Payload.To] = append(runs[j.Payload.To], run{j.Attempt, time.Since(start), context.Cause(ctx)})
@@ -220,6 +230,38 @@ func TestQueueAttemptTimeout(t *testing.T) {
 		}
 		if st := r.Stats(); st.TimedOut != 2 || st.Succeeded != 2 {
 			t.Errorf("stats %+v, want 2 timed out, 2 succeeded", st)
+		}
+	})
+}
+
+// TestQueueAttemptTimeoutKeepsPermanent: as on the local runner, a handler that answers its
+// timed-out context with Permanent dead-letters the job (reason permanent); the attempt still
+// counts as timed out.
+func TestQueueAttemptTimeoutKeepsPermanent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetQueue()
+		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+			Policy: sluice.Policy{Attempts: 3, Base: time.Second, Cap: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		k, err := sluice.Register(r, "slow", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
+			runs++
+			<-ctx.Done()
+			return sluice.Permanent(errors.New("upstream gone"))
+		}, sluice.WithAttemptTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Enqueue(context.Background(), time.Time{}, "t", mail{To: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if dead := runQueue(t, f, r); dead != 1 || runs != 1 {
+			t.Fatalf("%d dead after %d runs; want the job dead-lettered after one", dead, runs)
+		}
+		if st := r.Stats(); st.TimedOut != 1 || st.DeadLettered != 1 {
+			t.Errorf("stats %+v, want 1 timed out, 1 dead-lettered", st)
 		}
 	})
 }

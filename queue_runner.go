@@ -459,7 +459,7 @@ func (q *QueueRunner) handle(ctx context.Context, msg Message) error {
 // attempt runs r's handler, r.Delay from now (a stop before then returns its cause: the job
 // layer abandons the delivery); with r.Timeout, its context ends that long after the start
 // with cause ErrAttemptTimeout (on the runner's clock), and timedOut reports that it had.
-func (q *QueueRunner) attempt(ctx context.Context, k queueKind, r qjobs.Run) (out error, timedOut bool) {
+func (q *QueueRunner) attempt(ctx context.Context, k queueKind, r qjobs.Run) (out error, expired bool) {
 	if r.Delay > 0 { // held for a rate's next token
 		t := q.clk.Timer(r.Delay)
 		select {
@@ -469,16 +469,13 @@ func (q *QueueRunner) attempt(ctx context.Context, k queueKind, r qjobs.Run) (ou
 		case <-t.C:
 		}
 	}
-	if r.Timeout <= 0 {
-		return k.run(ctx, r.Attrs, r.Attempt, r.Payload), false
-	}
-	actx, cancel := context.WithCancelCause(ctx)
-	t := q.clk.AfterFunc(r.Timeout, func() { cancel(ErrAttemptTimeout) })
+	actx, cancel := attemptContext(ctx, r.Timeout, afterFunc(q.clk))
+	defer cancel(nil)
 	out = k.run(actx, r.Attrs, r.Attempt, r.Payload)
-	t.Stop()
-	timedOut = errors.Is(context.Cause(actx), ErrAttemptTimeout)
-	cancel(nil)
-	return out, timedOut
+	if r.Timeout > 0 {
+		out = timedOut(actx, r.Timeout, out) // the local runner's rule: Permanent stays
+	}
+	return out, errors.Is(context.Cause(actx), ErrAttemptTimeout)
 }
 
 // sendTimeout bounds a delivery's send (a re-send or a dead letter), which runs on after the

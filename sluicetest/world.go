@@ -476,7 +476,7 @@ func (w *world[A]) perform(rd runner.Effects) {
 // start runs the handler of s on its own goroutine until it parks or returns.
 func (w *world[A]) start(s runner.Attempt) {
 	a := &attempt{w: w.sched, tok: s.Token, gen: w.gen, resume: make(chan reply)}
-	ctx, cancel := w.kit.Context(context.WithValue(context.Background(), attemptKey{}, a), s, w.timer(a))
+	ctx, cancel := w.kit.Context(context.WithValue(context.Background(), attemptKey{}, a), s.Timeout, w.timer(a))
 	if d := w.ecfg.Policy.Deadline; d > 0 {
 		ctx = deadlineCtx{Context: ctx, at: s.FirstDue.Add(d)}
 	}

@@ -37,8 +37,9 @@
 //  6. Outcome: a success deletes; a permanent failure or a panic dead-letters; a retryable
 //     failure re-sends the job with the attempt, its error and the policy's next due time as
 //     its not-before time (delayed up to DelayMax); a spent budget or a passed deadline
-//     dead-letters. An attempt that ran past its Run.Timeout (AttemptDone.TimedOut) and did
-//     not succeed is a retryable failure, whatever it returned.
+//     dead-letters. An attempt that ran past its Run.Timeout (AttemptDone.TimedOut) is judged
+//     by its outcome, which the driver makes as the local runner does (a retryable failure
+//     naming the timeout; Permanent stays permanent), and counted in Stats.TimedOut.
 //  7. Flow (flow.go): a kind's Rate, KeyRate and KeyLimit hold in this process only, with
 //     buckets empty at its first delivery. A delivery whose key has a slot and whose rates
 //     allow a start within HoldMax runs, held until then (Run.Delay). Otherwise it is no

@@ -36,7 +36,7 @@ import (
 //     are taken for that instant and its slot at once.
 //   - Timeout bounds an attempt (the job's Attrs.Timeout, else the kind's), and never past what
 //     the visibility limit leaves the delivery: Run.Timeout. An attempt that ends after it
-//     without success (AttemptDone.TimedOut) fails retryably.
+//     without success (AttemptDone.TimedOut) is counted; its outcome is the driver's.
 
 // Flow is a kind's flow control in this process. The zero Flow limits nothing.
 type Flow struct {

@@ -377,18 +377,21 @@ func TestFlowLimiterCatchesPlantedDefects(t *testing.T) {
 	}
 }
 
-// TestTimedOutAttemptRetries: an attempt whose timeout ended it fails retryably whatever it
-// returned (a permanent error made of the ended context included); a success stands; an
+// TestTimedOutAttemptIsJudgedByItsOutcome: an attempt whose timeout ended it is judged by the
+// outcome the driver made of it, as any other (the driver names the timeout in a retryable
+// failure and leaves a Permanent permanent, as the local runner does); a success stands; an
 // attempt cancelled by a lost lease or a stop is abandoned as before.
-func TestTimedOutAttemptRetries(t *testing.T) {
+func TestTimedOutAttemptIsJudgedByItsOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		o         Outcome
 		cancelled bool
 		want      string
 	}{
-		{"a permanent error after the timeout: retried", Outcome{Result: Permanent, Err: "context deadline exceeded"}, false,
-			"send retry to queue attempts=1 delay=1m0s waits=0 err=attempt timed out: context deadline exceeded"},
+		{"a retryable failure after the timeout: retried", Outcome{Result: Retryable, Err: "sluice: attempt timed out after 1s"}, false,
+			"send retry to queue attempts=1 delay=1m0s waits=0 err=sluice: attempt timed out after 1s"},
+		{"a permanent failure after the timeout: dead", Outcome{Result: Permanent, Err: "bad"}, false,
+			"send dead to dead-letter attempts=1 delay=0s reason=permanent waits=0 err=bad"},
 		{"a success after the timeout stands", Outcome{Result: Success}, false, "done delete ()"},
 		{"cancelled as well: abandoned", Outcome{Result: Retryable, Err: "x"}, true, "done release (abandoned: x)"},
 	} {

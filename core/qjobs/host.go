@@ -50,7 +50,7 @@ type Deliver struct {
 
 // AttemptDone reports that the handler of a Run returned. Cancelled: its context had ended
 // (the lease was lost, or the process is stopping) by the time it returned. TimedOut: the
-// Run's Timeout had ended the handler's context by then.
+// Run's Timeout had ended the handler's context by then (counted in Stats.TimedOut).
 type AttemptDone struct {
 	Receipt   string
 	Now       time.Time
@@ -461,13 +461,9 @@ func (m *Machine) onAttemptDone(ev AttemptDone) error {
 	}
 	o := ev.Outcome
 	if ev.TimedOut && o.Result != Success {
-		// Whatever the handler made of its ended context, the attempt ran out of time: retry.
+		// The outcome is the handler's as the driver's timeout rule made it: a retryable
+		// failure naming the timeout; a Permanent, DeadLetter or panic stays what it is.
 		m.stats.TimedOut++
-		text := "attempt timed out"
-		if o.Err != "" {
-			text += ": " + o.Err
-		}
-		o = Outcome{Result: Retryable, Err: text}
 	}
 	m.perform(ev.Receipt, p, m.finish(ev.Now, p.d, p.attempt, p.probe, o), o.Err)
 	return nil

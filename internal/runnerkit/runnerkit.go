@@ -31,7 +31,7 @@ type Kit struct {
 	// Context is the context a's handler runs under, as every executor builds it: parent,
 	// ended by the returned cancel, and by a.Timeout (when set) with its cause, on the
 	// executor's timer after (which returns a stop that the cancel calls).
-	Context func(parent context.Context, a runner.Attempt, after func(d time.Duration, fire func()) (stop func())) (context.Context, context.CancelCauseFunc)
+	Context func(parent context.Context, timeout time.Duration, after func(d time.Duration, fire func()) (stop func())) (context.Context, context.CancelCauseFunc)
 	// JobOpts applies the options of a job of payload (the kit's payload type) as the kit's
 	// Kind.Enqueue does: the kind's name, the key of WithKeyFunc, opts (a []sluice.JobOption,
 	// which this package cannot name), Hold for a sequence of a kind registered
