@@ -438,9 +438,11 @@ func TestFlowOptionErrors(t *testing.T) {
 		opt  JobOption
 		name string
 	}{
-		{WithKey(""), "WithKey"},
+		{WithKey(""), `WithKey(""): the key is empty`},
+		{WithKey(strings.Repeat("k", NameMax+1)), `WithKey("kkkk`},
+		{WithKey("a\x00b"), `WithKey("a\x00b"): the key "a\x00b" holds a NUL byte`},
 		{WithJobAttemptTimeout(-time.Second), "WithJobAttemptTimeout(-1s)"},
-		{WithGroup(""), "WithGroup"},
+		{WithGroup(""), `WithGroup(""): the key must be 1 to 128 bytes`},
 	} {
 		_, err := k.Enqueue(context.Background(), time.Time{}, "t", "x", tt.opt)
 		if !errors.Is(err, ErrInvalidJob) || strings.Count(err.Error(), "sluice:") != 1 || !strings.Contains(err.Error(), tt.name) {

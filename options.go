@@ -109,11 +109,11 @@ func WithUniqueWindow(d time.Duration) JobOption {
 
 // WithKey gives the job a flow key within its kind: the kind's WithKeyConcurrency,
 // WithKeyRate and WithFairShare count per key (a tenant, a customer, an upstream account).
-// Jobs without one share the key "".
+// A key is 1 to NameMax bytes without a NUL. Jobs without one share the key "".
 func WithKey(key string) JobOption {
 	return func(s *jobSettings) {
-		if key == "" {
-			s.refuse(fmt.Errorf("WithKey(\"\"): the key must not be empty"))
+		if err := runner.CheckName("the key", key, true); err != nil {
+			s.refuse(fmt.Errorf("WithKey(%s): %v (1 to %d bytes, no NUL)", runner.QuoteCut(key), err, NameMax))
 		}
 		s.o.Key = key
 	}

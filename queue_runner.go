@@ -84,7 +84,7 @@ var ErrEnqueueUnknown = errors.New("sluice: enqueue may have been stored")
 func WithGroup(key string) JobOption {
 	return func(s *jobSettings) {
 		if key == "" || len(key) > 128 {
-			s.refuse(fmt.Errorf("WithGroup(%q): the key must be 1 to 128 bytes", runner.QuoteCut(key)))
+			s.refuse(fmt.Errorf("WithGroup(%s): the key must be 1 to 128 bytes", runner.QuoteCut(key)))
 		}
 		s.group = key
 		s.o.Group = key
