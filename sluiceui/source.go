@@ -172,6 +172,9 @@ func WaitReason(j Job, breakers []Breaker, now time.Time, live bool) string {
 			return "due, but its target's breaker is half-open: one probe at a time"
 		}
 	}
+	if j.Blocked != "" {
+		return "due, but held back: " + j.Blocked
+	}
 	if !live {
 		return "due: it starts once a runner opens the directory and runs"
 	}

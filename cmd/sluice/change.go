@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -67,7 +69,7 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	}
 	switch {
 	case errors.Is(err, sluice.ErrUnknownKind):
-		return exitFinding, fmt.Errorf("%s %s: no job names this kind: %s (the kinds are in `sluice stats --dir %s`)", o.cmd, term(o.kind, 100), why, shellQuote(o.dir))
+		return exitFinding, fmt.Errorf("%s %s: no job or schedule in %s names this kind; the journal's kinds: %s; nothing was written", o.cmd, term(o.kind, 100), o.dir, kindList(in))
 	case errors.Is(err, sluice.ErrNotFound):
 		return exitFinding, fmt.Errorf("%s %d: %s (list the ids with `sluice jobs --dir %s`)", o.cmd, o.id, why, shellQuote(o.dir))
 	case errors.Is(err, sluice.ErrNotDead):
@@ -83,12 +85,43 @@ func change(ctx context.Context, o options, stdout io.Writer) (int, error) {
 	case "cancel":
 		fmt.Fprintf(stdout, "job %d is cancelled\n", o.id)
 	case "pause":
-		fmt.Fprintf(stdout, "kind %s is paused: its jobs start no attempt until `sluice resume --dir %s %s` (or Runner.Resume)\n",
-			term(o.kind, 100), shellQuote(o.dir), shellQuote(o.kind))
+		was := "is paused"
+		if slices.Contains(in.Paused, o.kind) {
+			was = "was paused already (nothing written)"
+		}
+		fmt.Fprintf(stdout, "kind %s %s: its jobs start no attempt until `sluice resume --dir %s %s` (or Runner.Resume)\n",
+			term(o.kind, 100), was, shellQuote(o.dir), shellQuote(o.kind))
 	case "resume":
-		fmt.Fprintf(stdout, "kind %s is not paused: its jobs start when the runner next runs\n", term(o.kind, 100))
+		was := "is resumed"
+		if !slices.Contains(in.Paused, o.kind) {
+			was = "was not paused (nothing written)"
+		}
+		fmt.Fprintf(stdout, "kind %s %s: its jobs start when the runner next runs\n", term(o.kind, 100), was)
 	}
 	return exitOK, nil
+}
+
+// kindList names the kinds in's jobs and schedules, sorted, at most 20 ("none" for none).
+func kindList(in sluice.Inspection) string {
+	seen := map[string]bool{}
+	for _, j := range in.Jobs {
+		seen[j.Kind] = true
+	}
+	for _, s := range in.Schedules {
+		seen[s.Kind] = true
+	}
+	names := slices.Sorted(maps.Keys(seen))
+	if len(names) == 0 {
+		return "none"
+	}
+	more := ""
+	if len(names) > 20 {
+		names, more = names[:20], fmt.Sprintf(" and %d more", len(names)-20)
+	}
+	for i, n := range names {
+		names[i] = term(n, 40)
+	}
+	return strings.Join(names, ", ") + more
 }
 
 // changer is what retry, cancel, pause and resume need of an opened directory.

@@ -47,10 +47,11 @@ func TestPauseWithTheCLIHoldsTheRunner(t *testing.T) {
 	dir := testjournal.Closed(t)
 	runCases(t, []cmdCase{
 		{[]string{"pause", "--dir", dir}, 2, nil, []string{"pause takes one kind's name, got 0"}},
-		{[]string{"pause", "--dir", dir, "nope"}, 1, nil, []string{"sluice: pause nope: no job names this kind"}},
-		{[]string{"pause", "--dir", dir, "default"}, 0, []string{"kind default is paused"}, nil},
-		{[]string{"pause", "--dir", dir, "default"}, 0, []string{"kind default is paused"}, nil}, // already: answered at once
-		{[]string{"stats", "--dir", dir}, 0, []string{"paused kinds  1", "paused: default: their jobs start no attempt"}, nil},
+		{[]string{"pause", "--dir", dir, "nope"}, 1, nil, []string{"sluice: pause nope: no job or schedule in", "names this kind; the journal's kinds: default; nothing was written"}},
+		{[]string{"resume", "--dir", dir, "default"}, 0, []string{"kind default was not paused (nothing written)"}, nil},
+		{[]string{"pause", "--dir", dir, "default"}, 0, []string{"kind default is paused: its jobs start no attempt"}, nil},
+		{[]string{"pause", "--dir", dir, "default"}, 0, []string{"kind default was paused already (nothing written)"}, nil},
+		{[]string{"stats", "--dir", dir}, 0, []string{"paused kinds  1", "paused: default: their jobs start no attempt until resumed (`sluice resume --dir " + dir + " default`)"}, nil},
 		{[]string{"stats", "--dir", dir, "--json"}, 0, []string{`"paused": [` + "\n    \"default\""}, nil},
 		{[]string{"show", "--dir", dir, "4"}, 0, []string{"blocked    its kind is paused"}, nil},
 		{[]string{"show", "--dir", dir, "4", "--json"}, 0, []string{`"blocked": "its kind is paused"`}, nil},
@@ -70,7 +71,7 @@ func TestPauseWithTheCLIHoldsTheRunner(t *testing.T) {
 	}
 
 	runCases(t, []cmdCase{
-		{[]string{"resume", "--dir", dir, "default"}, 0, []string{"kind default is not paused"}, nil},
+		{[]string{"resume", "--dir", dir, "default"}, 0, []string{"kind default is resumed: its jobs start when the runner next runs"}, nil},
 		{[]string{"stats", "--dir", dir, "--json"}, 0, []string{`"paused": []`}, nil},
 	})
 	if r := runArgs("show", "--dir", dir, "4"); r.code != 0 || strings.Contains(r.stdout, "blocked") {
@@ -130,5 +131,40 @@ func TestShowSaysWhichJobHoldsASequence(t *testing.T) {
 	})
 	if r := runArgs("show", "--dir", dir, "1"); strings.Contains(r.stdout, "blocked") {
 		t.Errorf("show 1, the head of its sequence, says it is blocked:\n%s", r.stdout)
+	}
+}
+
+// TestShowADeadJobHoldingItsSequence: show says that a dead job of a WithHoldOnDead kind holds
+// its sequence, and for the job held behind it says what holds it, not that it starts once a
+// runner opens the directory.
+func TestShowADeadJobHoldingItsSequence(t *testing.T) {
+	dir := t.TempDir()
+	r, err := sluice.New(dir, sluice.Config{Logger: slog.New(slog.DiscardHandler), Policy: sluice.Policy{Attempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := sluice.Register(r, "migrate", sluice.JSON[string](), func(_ context.Context, j sluice.Job[string]) error {
+		return errors.New("lock timeout")
+	}, sluice.WithHoldOnDead())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := k.Enqueue(context.Background(), time.Time{}, "db", "step", sluice.WithGroup("schema")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runCases(t, []cmdCase{
+		{[]string{"show", "--dir", dir, "1"}, 0, []string{"schema (dead, it holds the sequence: its later jobs wait until it is retried or cancelled)"}, nil},
+		{[]string{"show", "--dir", dir, "2"}, 0, []string{"blocked", `sequence "schema" is held by dead job 1 (retry or cancel it)`}, nil},
+	})
+	if r := runArgs("show", "--dir", dir, "2"); strings.Contains(r.stdout, "starts once a runner opens") {
+		t.Errorf("show 2 says the held job starts once a runner opens:\n%s", r.stdout)
 	}
 }

@@ -91,8 +91,8 @@ func stats(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer
 		for i, k := range out.Paused {
 			names[i] = term(k, 40)
 		}
-		fmt.Fprintf(stdout, "\npaused: %s: their jobs start no attempt until resumed (`sluice resume --dir %s KIND`)\n",
-			strings.Join(names, ", "), shellQuote(o.dir))
+		fmt.Fprintf(stdout, "\npaused: %s: their jobs start no attempt until resumed (`sluice resume --dir %s %s`)\n",
+			strings.Join(names, ", "), shellQuote(o.dir), shellQuote(out.Paused[0]))
 	}
 	if len(out.Interrupted) > 0 {
 		fmt.Fprintf(stdout, "\ninterrupted: running at the last write (ids %s)", idList(out.Interrupted))
@@ -331,18 +331,20 @@ func show(ctx context.Context, src sluiceui.Source, o options, stdout io.Writer)
 	if !j.State.Terminal() {
 		fmt.Fprintf(tw, "due\t%s\n", when(j.Due))
 	}
-	if why := sluiceui.WaitReason(j, nil, o.now(), false); why != "" {
-		fmt.Fprintf(tw, "waits\t%s\n", why)
-	}
 	if j.Blocked != "" {
 		fmt.Fprintf(tw, "blocked\t%s\n", term(j.Blocked, showMax))
+	} else if why := sluiceui.WaitReason(j, nil, o.now(), false); why != "" {
+		fmt.Fprintf(tw, "waits\t%s\n", why)
 	}
 	if j.Key != "" {
 		fmt.Fprintf(tw, "key\t%s (%d of its kind's attempts with this key running at the last write)\n", term(j.Key, showMax), j.KeyRunning)
 	}
 	if j.Group != "" {
 		hold := ""
-		if j.Hold {
+		switch {
+		case j.Hold && j.State == sluice.StateDead:
+			hold = " (dead, it holds the sequence: its later jobs wait until it is retried or cancelled)"
+		case j.Hold:
 			hold = " (should it die, it holds the sequence until retried or cancelled)"
 		}
 		fmt.Fprintf(tw, "sequence\t%s%s\n", term(j.Group, showMax), hold)
