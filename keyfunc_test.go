@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -85,6 +86,15 @@ func TestKeyFuncRefusals(t *testing.T) {
 	_, err = sluice.Register(r, "b", sluice.JSON[tenantSync](), h, sluice.WithKeyFunc[tenantSync](nil))
 	if err == nil || !strings.Contains(err.Error(), "WithKeyFunc(nil)") {
 		t.Errorf("a nil function: %v", err)
+	}
+	// A key the function derives is checked as WithKey's, and the error says where it came from.
+	k, err := sluice.Register(r, "c", sluice.JSON[tenantSync](), h, sluice.WithKeyFunc(tenantOf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Enqueue(context.Background(), time.Time{}, "t", tenantSync{"a\x00b"})
+	if !errors.Is(err, sluice.ErrInvalidJob) || !strings.Contains(err.Error(), `WithKeyFunc returned "a\x00b" for this payload`) || strings.Count(err.Error(), "sluice:") != 1 {
+		t.Errorf("a derived key with a NUL byte: %v", err)
 	}
 }
 

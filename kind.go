@@ -116,7 +116,12 @@ func (k *Kind[A]) keyed(payload A, opts []JobOption) []JobOption {
 	if key == "" {
 		return opts
 	}
-	return append([]JobOption{WithKey(key)}, opts...)
+	return append([]JobOption{func(s *jobSettings) {
+		if err := runner.CheckName("the key", key, true); err != nil {
+			s.refuse(fmt.Errorf("WithKeyFunc returned %s for this payload: %v; return 1 to %d bytes without NUL, or \"\" for the shared key", runner.QuoteCut(key), err, NameMax))
+		}
+		s.o.Key = key
+	}}, opts...)
 }
 
 // WithKeyConcurrency bounds the attempts of one flow key (WithKey) running at once to n.

@@ -777,7 +777,7 @@ func (w *world[A]) provided() []Invariant[A] {
 				if !ok {
 					return fmt.Errorf("acknowledged job %d is lost", id)
 				}
-				if b := w.eng.Blocked(id); b.Reason == runner.BlockGroupDead {
+				if w.heldByDead(id) {
 					continue // held by a dead job of its sequence (WithHoldOnDead), as promised
 				}
 				if !j.State.Terminal() {
@@ -787,6 +787,30 @@ func (w *world[A]) provided() []Invariant[A] {
 			return nil
 		}},
 	}
+}
+
+// heldByDead reports whether, by the world's own records (the plan's options and the settled
+// jobs, not the runner under test), job id waits behind an earlier job of its sequence that
+// settled dead while holding it (planned in a sequence of a WithHoldOnDead kind).
+func (w *world[A]) heldByDead(id uint64) bool {
+	var group, kind string
+	for i, op := range w.plan {
+		if op.kind == opEnqueue && w.refID[op.ref] == id {
+			group, kind = w.opts[i].Group, w.opts[i].Kind
+		}
+	}
+	if group == "" {
+		return false
+	}
+	for i, op := range w.plan {
+		if op.kind != opEnqueue || !w.opts[i].Hold || w.opts[i].Group != group || w.opts[i].Kind != kind {
+			continue
+		}
+		if by := w.refID[op.ref]; by != 0 && by < id && w.settled[by] == runner.Dead {
+			return true
+		}
+	}
+	return false
 }
 
 func describeOutcome(err error) string {

@@ -3,6 +3,7 @@ package sluiceui_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -151,6 +152,25 @@ func TestDirSourceSaysWhatHoldsAJob(t *testing.T) {
 	}
 	if code, _ := get(t, h, "/kinds/pause?kind=seq"); code != 403 {
 		t.Errorf("pause confirmation on a directory = %d, want 403", code)
+	}
+}
+
+// TestRunnerSourceShowsFlowOptions: a live runner's jobs carry their key and sequence to the
+// UI as a directory's do.
+func TestRunnerSourceShowsFlowOptions(t *testing.T) {
+	r, _ := testjournal.Open(t)
+	ctx := context.Background()
+	id, err := r.Enqueue(ctx, time.Now().Add(time.Hour), "x.example", "p", sluice.WithKey("acme"), sluice.WithGroup("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := sluiceui.FromRunner(r.Runner).Get(ctx, id)
+	if err != nil || j.Key != "acme" || j.Group != "s" {
+		t.Fatalf("Get(%d) = key %q, group %q, %v; want acme, s", id, j.Key, j.Group, err)
+	}
+	code, body := get(t, sluiceui.New(sluiceui.FromRunner(r.Runner), sluiceui.Options{Logger: quiet, PublicRead: true}), fmt.Sprintf("/jobs/%d", id))
+	if code != 200 || !strings.Contains(body, `<td id="key">acme`) || !strings.Contains(body, `<td id="group">s`) {
+		t.Errorf("GET /jobs/%d = %d without the key and the sequence:\n%s", id, code, body)
 	}
 }
 

@@ -44,7 +44,7 @@ func (s runnerSource) Get(ctx context.Context, id uint64) (Job, error) {
 func jobOf(j sluice.JobInfo[[]byte]) Job {
 	return Job{ID: j.ID, Kind: j.Kind, Target: j.Target, State: j.State, Attempts: j.Attempts, FirstDue: j.FirstDue, Due: j.Due,
 		Reason: j.Reason, LastErr: j.LastErr, Priority: j.Priority, Unique: j.Unique, History: j.History, Payload: j.Payload,
-		Blocked: j.Blocked}
+		Blocked: j.Blocked, Key: j.Key, Group: j.Group, Hold: j.HoldOnDead}
 }
 
 func (s runnerSource) Breakers(ctx context.Context) ([]Breaker, error) {

@@ -62,7 +62,7 @@ type Job struct {
 	// stopped directory only: the next Open records it as a failed, interrupted attempt).
 	Interrupted bool
 	// Key and Group are the job's flow key (WithKey) and sequence (WithGroup); Hold: its
-	// kind holds the sequence when it dies (a stopped directory only, as journaled).
+	// kind holds the sequence when it dies.
 	Key, Group string
 	Hold       bool
 	// KeyRunning counts the attempts of its kind and key running at the last write (a

@@ -168,3 +168,28 @@ func TestShowADeadJobHoldingItsSequence(t *testing.T) {
 		t.Errorf("show 2 says the held job starts once a runner opens:\n%s", r.stdout)
 	}
 }
+
+// TestSchedulesShowTheirKeyAndSequence: a schedule's flow key (here from WithKeyFunc) and
+// sequence are in schedules' table and JSON.
+func TestSchedulesShowTheirKeyAndSequence(t *testing.T) {
+	dir := t.TempDir()
+	r, err := sluice.New(dir, sluice.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := sluice.Register(r, "sync", sluice.JSON[string](), func(context.Context, sluice.Job[string]) error { return nil },
+		sluice.WithKeyFunc(func(tenant string) string { return tenant }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Schedule(context.Background(), "nightly", "@every 1h", "crm", "initech", sluice.ScheduleJob(sluice.WithGroup("night"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runCases(t, []cmdCase{
+		{[]string{"schedules", "--dir", dir}, 0, []string{"sync key initech sequence night"}, nil},
+		{[]string{"schedules", "--dir", dir, "--json"}, 0, []string{`"key": "initech"`, `"sequence": "night"`}, nil},
+	})
+}

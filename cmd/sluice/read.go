@@ -444,6 +444,8 @@ type scheduleOut struct {
 	Spec       string     `json:"spec"`
 	Kind       string     `json:"kind"`
 	Target     string     `json:"target"`
+	Key        string     `json:"key,omitempty"`
+	Group      string     `json:"sequence,omitempty"`
 	Next       *time.Time `json:"next,omitempty"`
 	Last       *time.Time `json:"last,omitempty"`
 	LastJob    uint64     `json:"last_job,omitempty"`
@@ -468,7 +470,7 @@ func schedules(ctx context.Context, src sluiceui.Source, o options, stdout io.Wr
 	if o.json {
 		out := make([]scheduleOut, len(scheds))
 		for i, s := range scheds {
-			out[i] = scheduleOut{Name: s.Name, Spec: s.Spec, Kind: s.Kind, Target: s.Target, Next: timePtr(s.Next),
+			out[i] = scheduleOut{Name: s.Name, Spec: s.Spec, Kind: s.Kind, Target: s.Target, Key: s.Key, Group: s.Group, Next: timePtr(s.Next),
 				Last: timePtr(s.Last), LastJob: s.LastJob, Fired: s.Fired, SkipMissed: s.SkipMissed}
 		}
 		return exitOK, writeJSON(stdout, out)
@@ -488,7 +490,14 @@ func schedules(ctx context.Context, src sluiceui.Source, o options, stdout io.Wr
 		if s.LastJob != 0 {
 			last = fmt.Sprint(s.LastJob)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", term(s.Name, 40), term(s.Spec, 40), term(s.Kind, 30),
+		kind := term(s.Kind, 30)
+		if s.Key != "" {
+			kind += " key " + term(s.Key, 30)
+		}
+		if s.Group != "" {
+			kind += " sequence " + term(s.Group, 30)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", term(s.Name, 40), term(s.Spec, 40), kind,
 			term(s.Target, 40), next, when(s.Last), last, s.Fired)
 	}
 	return exitOK, tw.Flush()
