@@ -172,17 +172,24 @@ func TestQueueRateHoldsPerProcess(t *testing.T) {
 	})
 }
 
+// timeoutQueue is a queue and a queue runner of three attempts, 1 s then 2 s apart.
+func timeoutQueue(t *testing.T) (*fleetQueue, *sluice.QueueRunner) {
+	t.Helper()
+	f := newFleetQueue()
+	r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+		Policy: sluice.Policy{Attempts: 3, Base: time.Second, Cap: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, r
+}
+
 // TestQueueAttemptTimeout: the kind's WithAttemptTimeout ends the handler's context with
 // cause ErrAttemptTimeout, the attempt fails retryably and the retry runs; a job's
 // WithJobAttemptTimeout replaces the kind's.
 func TestQueueAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleetQueue()
-		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
-			Policy: sluice.Policy{Attempts: 3, Base: time.Second, Cap: 2 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, r := timeoutQueue(t)
 		type run struct {
 			attempt int
 			took    time.Duration
@@ -239,12 +246,7 @@ func TestQueueAttemptTimeout(t *testing.T) {
 // counts as timed out.
 func TestQueueAttemptTimeoutKeepsPermanent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleetQueue()
-		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
-			Policy: sluice.Policy{Attempts: 3, Base: time.Second, Cap: 2 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, r := timeoutQueue(t)
 		runs := 0
 		k, err := sluice.Register(r, "slow", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
 			runs++
