@@ -190,9 +190,34 @@ func (h *handler) authorize(r *http.Request, a Action) error {
 	return errors.New("sluice: actions are refused: no Options.Authorize was given to sluiceui.New")
 }
 
-// may reports whether r may do a on a job: the button for a refused action is not shown.
+// may reports whether r may do a: the button for a refused action is not shown.
 func (h *handler) may(r *http.Request, a Action) bool {
-	return !h.readOnly && h.authorize(r, a) == nil
+	_, err := h.permitted(r, a)
+	return err == nil
+}
+
+// permitted is what every action passes, on its confirmation page and when performed: a
+// source that may change, and Authorize. It returns the status of a refusal.
+func (h *handler) permitted(r *http.Request, a Action) (int, error) {
+	if h.readOnly {
+		return http.StatusForbidden, ErrReadOnly
+	}
+	if err := h.authorize(r, a); err != nil {
+		return http.StatusForbidden, err
+	}
+	return http.StatusOK, nil
+}
+
+// confirmed is permitted and the single-use token the confirmation page issued for a on
+// subject; where names the page to confirm on again.
+func (h *handler) confirmed(r *http.Request, a Action, subject, where string) (int, error) {
+	if code, err := h.permitted(r, a); err != nil {
+		return code, err
+	}
+	if !h.tokens.redeem(r.PostFormValue("token"), a, subject, h.opts.Now()) {
+		return http.StatusBadRequest, fmt.Errorf("sluice: missing, used or expired confirmation token: open %s and confirm again", where)
+	}
+	return http.StatusOK, nil
 }
 
 func (h *handler) render(w http.ResponseWriter, code int, name string, p *page) {
@@ -451,11 +476,8 @@ func (h *handler) confirm(_ http.ResponseWriter, r *http.Request, p *page) (stri
 	if err != nil {
 		return "", http.StatusNotFound, err
 	}
-	if h.readOnly {
-		return "", http.StatusForbidden, ErrReadOnly
-	}
-	if err := h.authorize(r, a); err != nil {
-		return "", http.StatusForbidden, err
+	if code, err := h.permitted(r, a); err != nil {
+		return "", code, err
 	}
 	j, code, err := h.lookup(r)
 	if err != nil {
@@ -491,14 +513,8 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) perform(r *http.Request, a Action, id uint64) (int, error) {
-	if h.readOnly {
-		return http.StatusForbidden, ErrReadOnly
-	}
-	if err := h.authorize(r, a); err != nil {
-		return http.StatusForbidden, err
-	}
-	if !h.tokens.redeem(r.PostFormValue("token"), a, jobSubject(id), h.opts.Now()) {
-		return http.StatusBadRequest, errors.New("sluice: missing, used or expired confirmation token: open the job's page and confirm again")
+	if code, err := h.confirmed(r, a, jobSubject(id), "the job's page"); err != nil {
+		return code, err
 	}
 	var err error
 	if a == ActionRetry {

@@ -93,11 +93,8 @@ func (h *handler) confirmKind(_ http.ResponseWriter, r *http.Request, p *page) (
 	if err != nil {
 		return "", code, err
 	}
-	if h.readOnly {
-		return "", http.StatusForbidden, ErrReadOnly
-	}
-	if err := h.authorize(r, a); err != nil {
-		return "", http.StatusForbidden, err
+	if code, err := h.permitted(r, a); err != nil {
+		return "", code, err
 	}
 	p.Title, p.Nav = fmt.Sprintf("%s kind %s?", title(string(a)), quote(kind)), "kinds"
 	p.Data = kindConfirmData{Kind: kind, Action: a, Token: h.tokens.issue(a, kindSubject(kind), p.Now)}
@@ -125,14 +122,8 @@ func (h *handler) actKind(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) performKind(r *http.Request, a Action, kind string) (int, error) {
-	if h.readOnly {
-		return http.StatusForbidden, ErrReadOnly
-	}
-	if err := h.authorize(r, a); err != nil {
-		return http.StatusForbidden, err
-	}
-	if !h.tokens.redeem(r.PostFormValue("token"), a, kindSubject(kind), h.opts.Now()) {
-		return http.StatusBadRequest, errors.New("sluice: missing, used or expired confirmation token: open the kinds page and confirm again")
+	if code, err := h.confirmed(r, a, kindSubject(kind), "the kinds page"); err != nil {
+		return code, err
 	}
 	var err error
 	if a == ActionPause {
