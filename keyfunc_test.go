@@ -101,10 +101,7 @@ func TestKeyFuncRefusals(t *testing.T) {
 // TestKeyFuncOnAQueue: on a queue runner the key travels in the message's sluice-key.
 func TestKeyFuncOnAQueue(t *testing.T) {
 	f := newFleetQueue()
-	r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.runner(t, sluice.QueueConfig{Seed: 1})
 	k := registerTenants(t, r)
 	ctx := context.Background()
 	if _, err := k.Enqueue(ctx, time.Time{}, "crm", tenantSync{"acme"}); err != nil {

@@ -53,11 +53,8 @@ func runQueue(t *testing.T, f *fleetQueue, r *sluice.QueueRunner) (dead int) {
 func TestQueueKeyConcurrencyHoldsPerProcess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleetQueue()
-		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+		r := f.runner(t, sluice.QueueConfig{Seed: 1,
 			Worker: sluice.WorkerConfig{Concurrency: 4}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var mu sync.Mutex
 		running := map[string]int{}
 		most := map[string]int{}
@@ -116,11 +113,8 @@ func TestQueueRateHoldsPerProcess(t *testing.T) {
 		var mu sync.Mutex
 		var starts []time.Time
 		process := func() (*sluice.QueueRunner, *sluice.Kind[mail]) {
-			r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+			r := f.runner(t, sluice.QueueConfig{Seed: 1,
 				Worker: sluice.WorkerConfig{Concurrency: 8}})
-			if err != nil {
-				t.Fatal(err)
-			}
 			k, err := sluice.Register(r, "call", sluice.JSON[mail](), func(ctx context.Context, j sluice.Job[mail]) error {
 				mu.Lock()
 				starts = append(starts, time.Now())
@@ -176,11 +170,8 @@ func TestQueueRateHoldsPerProcess(t *testing.T) {
 func timeoutQueue(t *testing.T) (*fleetQueue, *sluice.QueueRunner) {
 	t.Helper()
 	f := newFleetQueue()
-	r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
+	r := f.runner(t, sluice.QueueConfig{Seed: 1,
 		Policy: sluice.Policy{Attempts: 3, Base: time.Second, Cap: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return f, r
 }
 
@@ -273,10 +264,7 @@ func TestQueueAttemptTimeoutKeepsPermanent(t *testing.T) {
 func TestQueueFlowRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleetQueue()
-		r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := f.runner(t, sluice.QueueConfig{Seed: 1})
 		h := func(context.Context, sluice.Job[mail]) error { return nil }
 		for name, opt := range map[string]sluice.KindOption{"WithFairShare": sluice.WithFairShare(), "WithHoldOnDead": sluice.WithHoldOnDead()} {
 			_, err := sluice.Register(r, "k", sluice.JSON[mail](), h, opt)
@@ -323,11 +311,7 @@ func BenchmarkQueueFlowNotBinding(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			f := newFleetQueue()
-			r, err := sluice.NewQueueRunner(f.queue(), sluice.QueueConfig{Logger: quiet(), Seed: 1,
-				Worker: sluice.WorkerConfig{Concurrency: 64}})
-			if err != nil {
-				b.Fatal(err)
-			}
+			r := f.runner(b, sluice.QueueConfig{Seed: 1, Worker: sluice.WorkerConfig{Concurrency: 64}})
 			k, err := sluice.Register(r, "k", sluice.JSON[int](), func(context.Context, sluice.Job[int]) error { return nil }, bc.opts...)
 			if err != nil {
 				b.Fatal(err)

@@ -36,6 +36,19 @@ func newFleetQueue() *fleetQueue {
 	return f
 }
 
+// runner is a queue runner on f with cfg, its Logger quiet unless cfg sets one.
+func (f *fleetQueue) runner(t testing.TB, cfg sluice.QueueConfig) *sluice.QueueRunner {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
+	r, err := sluice.NewQueueRunner(f.queue(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func (f *fleetQueue) queue() sluice.Queue {
 	return sluice.Queue{Transport: f, Send: lockedSender{f, &f.send, true}, DeadLetter: lockedSender{f, &f.dlqSend, false}}
 }
