@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/core/runner"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -76,6 +77,7 @@ type planOp[A any] struct {
 	target  string
 	payload A
 	opts    []sluice.JobOption
+	o       runner.Opts // opts as Kind.Enqueue applies them (the world sets it)
 	ref     JobRef
 }
 

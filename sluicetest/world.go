@@ -55,7 +55,6 @@ type world[A any] struct {
 	wakeAt     time.Time
 
 	plan     []planOp[A]
-	opts     []runner.Opts // plan index -> an enqueue's options, as Kind.Enqueue applies them
 	planLeft int
 	pending  map[runner.Ref]int // plan op awaiting its acknowledgement
 	running  map[runner.Token]*attempt
@@ -157,16 +156,15 @@ func newWorld[A any](sc *Scenario[A], seed int64, k Knobs) *world[A] {
 		sc.Workload(sim.Stream(seed, "workload"), p)
 	}
 	w.plan = p.sorted()
-	w.opts = make([]runner.Opts, len(w.plan))
-	for i, op := range w.plan {
+	for i := range w.plan {
+		op := &w.plan[i]
 		if op.kind != opEnqueue {
 			continue
 		}
-		o, err := kit.JobOpts(op.payload, op.opts)
-		if err != nil {
+		var err error
+		if op.o, err = kit.JobOpts(op.payload, op.opts); err != nil {
 			w.fail("the workload's job options", fmt.Errorf("job ref %d: %w", op.ref, err))
 		}
-		w.opts[i] = o
 	}
 	w.refID = make([]uint64, p.refs)
 	w.planLeft = len(w.plan)
@@ -323,7 +321,7 @@ func (w *world[A]) submit(i int) {
 			w.fail("codec", fmt.Errorf("encoding the payload of job ref %d: %w", op.ref, eerr))
 			return
 		}
-		o := w.opts[i]
+		o := op.o
 		cmd = runner.Enqueue{Due: epoch.Add(op.due), Target: op.target, Payload: b, Opts: o}
 		o.Kind = "" // the kit's, on every job
 		w.logf("enq    ref %d target=%s due=+%s%s", op.ref, op.target, op.due, runner.DescribeOpts(o))
@@ -794,16 +792,16 @@ func (w *world[A]) provided() []Invariant[A] {
 // settled dead while holding it (planned in a sequence of a WithHoldOnDead kind).
 func (w *world[A]) heldByDead(id uint64) bool {
 	var group, kind string
-	for i, op := range w.plan {
+	for _, op := range w.plan {
 		if op.kind == opEnqueue && w.refID[op.ref] == id {
-			group, kind = w.opts[i].Group, w.opts[i].Kind
+			group, kind = op.o.Group, op.o.Kind
 		}
 	}
 	if group == "" {
 		return false
 	}
-	for i, op := range w.plan {
-		if op.kind != opEnqueue || !w.opts[i].Hold || w.opts[i].Group != group || w.opts[i].Kind != kind {
+	for _, op := range w.plan {
+		if op.kind != opEnqueue || !op.o.Hold || op.o.Group != group || op.o.Kind != kind {
 			continue
 		}
 		if by := w.refID[op.ref]; by != 0 && by < id && w.settled[by] == runner.Dead {
