@@ -109,10 +109,15 @@ func keyFuncOf[A any](fl kindFlow) (func(A) string, error) {
 
 // keyed is opts with WithKeyFunc's key for payload first, so that a WithKey of opts replaces it.
 func (k *Kind[A]) keyed(payload A, opts []JobOption) []JobOption {
-	if k.keyOf == nil {
+	return keyedBy(k.keyOf, payload, opts)
+}
+
+// keyedBy is opts with keyOf's key for payload first (opts when keyOf is nil).
+func keyedBy[A any](keyOf func(A) string, payload A, opts []JobOption) []JobOption {
+	if keyOf == nil {
 		return opts
 	}
-	key := k.keyOf(payload)
+	key := keyOf(payload)
 	if key == "" {
 		return opts
 	}

@@ -62,8 +62,7 @@ func NewRunnerKit[A any](cfg Config, kind string, handler Handler[A], opts ...Ki
 				return runner.Opts{}, fmt.Errorf("sluice: NewRunnerKit: a job's options are a []sluice.JobOption, not %T", v)
 			}
 			p, _ := payload.(A) // the kit's own payloads: A, or nil for an interface A
-			kk := Kind[A]{keyOf: keyOf}
-			js, err := kindJobOpts(jobKind, s.flow.hold, kk.keyed(p, opts))
+			js, err := kindJobOpts(jobKind, s.flow.hold, keyedBy(keyOf, p, opts))
 			return js.o, err
 		},
 	}, nil
