@@ -3,6 +3,7 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,10 +239,11 @@ func inspectFS(fsys core.FS) (Inspection, error) {
 	if err != nil {
 		return Inspection{}, err
 	}
-	s, err := runner.Replay(fsys, journalName, ec)
+	m, err := runner.ReplayMachine(fsys, journalName, ec)
 	if err != nil {
 		return Inspection{}, wrapf(nil, err, "inspecting")
 	}
+	s, _ := m.Snapshot(math.MaxInt)
 	in := Inspection{LastID: s.NextID - 1, Jobs: make([]JobInfo[[]byte], 0, len(s.Jobs)), Schedules: schedulesOf(s.Schedules),
 		Paused: s.Paused}
 	for _, j := range s.Jobs {
@@ -250,8 +252,6 @@ func inspectFS(fsys core.FS) (Inspection, error) {
 			in.Interrupted = append(in.Interrupted, j.ID)
 		}
 	}
-	if err := journalBlocks(&in, s, ec); err != nil {
-		return Inspection{}, wrapf(nil, err, "inspecting")
-	}
+	journalBlocks(&in, s, m)
 	return in, nil
 }

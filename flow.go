@@ -93,20 +93,12 @@ func (o *owner) blocked(j *runner.Job) string {
 }
 
 // journalBlocks sets Blocked on in's waiting jobs (s's, in order) that the journal alone
-// holds back: a paused kind, an earlier job of the sequence. It asks a machine replayed from
-// s and never started, the rule the runner applies (Machine.Blocked); that machine has no
+// holds back: a paused kind, an earlier job of the sequence. It asks m, the machine s was
+// replayed by and never started, the rule the runner applies (Machine.Blocked); m has no
 // kind's options and no clock, so its limits, rates, due times and pool say nothing.
-func journalBlocks(in *Inspection, s runner.Snapshot, cfg runner.Config) error {
+func journalBlocks(in *Inspection, s runner.Snapshot, m *runner.Machine) {
 	if len(s.Paused) == 0 && !slices.ContainsFunc(s.Jobs, func(j runner.Job) bool { return j.Opts.Group != "" }) {
-		return nil
-	}
-	m, err := runner.New(runner.MachineConfig{Policy: cfg.Policy, Circuit: cfg.Circuit, Capacity: cfg.Capacity,
-		RecordMax: cfg.RecordMax, Logger: cfg.Logger, Rand: cfg.Rand})
-	if err != nil {
-		return err
-	}
-	if err := m.Replay(runner.TagSnapshot, true, runner.EncodeSnapshot(s)); err != nil {
-		return err
+		return // nothing the journal decides holds a job back
 	}
 	for i, j := range s.Jobs {
 		if j.State != runner.Waiting {
@@ -117,7 +109,6 @@ func journalBlocks(in *Inspection, s runner.Snapshot, cfg runner.Config) error {
 			in.Jobs[i].Blocked = b.String()
 		}
 	}
-	return nil
 }
 
 // paused lists the paused kinds by name.

@@ -214,13 +214,24 @@ func Open(fsys core.FS, name string, cfg Config, now time.Time) (*Engine, error)
 // Replay returns the state the journal name on fsys replays to, without requeueing orphans
 // and without writing anything (journal.Read: a torn tail is left in place, not cut).
 func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
-	cfg, err := cfg.WithDefaults()
+	m, err := ReplayMachine(fsys, name, cfg)
 	if err != nil {
 		return Snapshot{}, err
 	}
+	s, _ := m.Snapshot(math.MaxInt)
+	return s, nil
+}
+
+// ReplayMachine is Replay's machine, replayed and never started, for a reader that asks it
+// more than its state (Machine.Blocked).
+func ReplayMachine(fsys core.FS, name string, cfg Config) (*Machine, error) {
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
 	m, err := New(cfg.machine())
 	if err != nil {
-		return Snapshot{}, err
+		return nil, err
 	}
 	var format error // as in Open: only a first record of another format
 	first := true
@@ -235,10 +246,9 @@ func Replay(fsys core.FS, name string, cfg Config) (Snapshot, error) {
 		if format != nil {
 			err = format
 		}
-		return Snapshot{}, fmt.Errorf("runner: replaying %q: %w", name, err)
+		return nil, fmt.Errorf("runner: replaying %q: %w", name, err)
 	}
-	s, _ := m.Snapshot(math.MaxInt)
-	return s, nil
+	return m, nil
 }
 
 // becomePoisoned records the first failure that poisons the engine and logs it, once: the
